@@ -1,0 +1,153 @@
+"""Command line: parses arguments, calls the pipeline, prints results. No logic of its own."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import __version__
+from .config import load_config
+from .errors import BuildkitError
+from .fsutil import write_atomic
+from .matrix import load_matrix
+from .plan import make_plan
+from .render import render_dockerfile, render_dockerignore
+
+
+def _config_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("config (flags override the config file)")
+    group.add_argument("--config", type=Path, help="buildkit.yaml or pyproject.toml (default: found in --dir)")
+    group.add_argument("--dir", type=Path, default=None, help="trainer directory and build context (default: .)")
+    group.add_argument("--framework", help="e.g. torch==2.5.1, tensorflow==2.15.1, jax==nightly, none")
+    group.add_argument("--python", help="Python version, e.g. 3.11")
+    group.add_argument("--cuda", help="CUDA version, e.g. 12.4 (default: from the framework)")
+    group.add_argument("--base-image", help="use this base image instead of the resolved one")
+    group.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None, help="build for GPUs")
+    group.add_argument("--hypertune", action=argparse.BooleanOptionalAction, default=None,
+                       help="install cloudml-hypertune (default: yes)")
+
+
+def _load(args: argparse.Namespace):
+    overrides = {
+        "framework": args.framework,
+        "python": args.python,
+        "cuda": args.cuda,
+        "base_image": args.base_image,
+        "gpu": args.gpu,
+        "hypertune": args.hypertune,
+    }
+    directory = args.dir or (args.config.parent if args.config else Path.cwd())
+    return load_config(args.config, directory, overrides)
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    plan = make_plan(_load(args))
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=2))
+        return 0
+    fw = plan.framework
+    rows = [
+        ("base image", plan.base_image),
+        ("CUDA", plan.cuda or "none"),
+        ("cuDNN", plan.cudnn or "none"),
+        ("Python", f"{plan.python.version} ({plan.python.install})"),
+        ("framework", fw.requirement if fw else "none"),
+        ("index URL", (fw.index_url if fw else None) or "PyPI"),
+        ("hypertune", plan.hypertune or "no"),
+        ("entrypoint", " ".join(plan.entrypoint + plan.cmd) or "none"),
+    ]
+    for name, value in rows:
+        print(f"{name:<11} {value}")
+    return 0
+
+
+def cmd_dockerfile(args: argparse.Namespace) -> int:
+    config = _load(args)
+    plan = make_plan(config)
+    if not plan.entrypoint:
+        raise BuildkitError("trainer: the config has no trainer (module or script) to run as the ENTRYPOINT")
+    dockerfile = render_dockerfile(plan, root=config.root)
+    user_ignore = config.root / ".dockerignore"
+    dockerignore = render_dockerignore(user_ignore.read_text(encoding="utf-8") if user_ignore.is_file() else None)
+    if args.output:
+        # BuildKit reads <Dockerfile>.dockerignore before the context's own .dockerignore.
+        ignore_path = args.output.with_name(args.output.name + ".dockerignore")
+        write_atomic(args.output, dockerfile)
+        write_atomic(ignore_path, dockerignore)
+        if args.json:
+            print(json.dumps({"dockerfile": str(args.output), "dockerignore": str(ignore_path)}))
+        else:
+            print(f"wrote {args.output} and {ignore_path}", file=sys.stderr)
+    elif args.json:
+        print(json.dumps({"dockerfile": dockerfile, "dockerignore": dockerignore}))
+    else:
+        sys.stdout.write(dockerfile)
+    return 0
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+    matrix = load_matrix()
+    names = [args.framework] if args.framework else sorted(matrix.frameworks)
+    out = {}
+    for name in names:
+        fw = matrix.framework(name)
+        if fw is None:
+            raise BuildkitError(f"framework: unknown framework {name!r}; known: {', '.join(sorted(matrix.frameworks))}")
+        out[fw.name] = {
+            s.series: {"releases": list(s.releases), "cuda": list(s.cuda), "python": list(s.python)}
+            for s in fw.series + ((fw.nightly,) if fw.nightly else ())
+        }
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    for name, series in out.items():
+        print(name)
+        for key, info in series.items():
+            cuda = ", ".join(info["cuda"]) or "CPU only"
+            print(f"  {key:<8} releases {', '.join(info['releases']) or '(nightly)'}; CUDA {cuda}; "
+                  f"Python {', '.join(info['python'])}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="buildkit-py",
+        description="Turn an ML trainer into a container image and a Vertex AI / AI Platform training job.",
+    )
+    parser.add_argument("--version", action="version", version=f"buildkit-py {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("resolve", help="print the resolved plan: base image, CUDA, cuDNN, Python, framework wheel")
+    _config_flags(p)
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.set_defaults(func=cmd_resolve)
+
+    p = sub.add_parser("dockerfile", help="render the Dockerfile (stdout, or -o FILE plus FILE.dockerignore)")
+    _config_flags(p)
+    p.add_argument("-o", "--output", type=Path, help="write the Dockerfile here and FILE.dockerignore beside it")
+    p.add_argument("--json", action="store_true", help="print the Dockerfile and .dockerignore (or their paths) as JSON")
+    p.set_defaults(func=cmd_dockerfile)
+
+    p = sub.add_parser("versions", help="list the framework releases, CUDA versions and Pythons buildkit-py knows")
+    p.add_argument("framework", nargs="?", help="one framework (default: all)")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(func=cmd_versions)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BuildkitError as exc:
+        print(f"buildkit-py: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("buildkit-py: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""One error hierarchy: every failure the user can cause or meet has a message and an exit code."""
+
+from __future__ import annotations
+
+
+class BuildkitError(Exception):
+    """Base of all errors buildkit-py reports to the user (never a traceback)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(BuildkitError):
+    """The config (file or flags) is malformed or names something not allowed."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, field: str | None = None, where: str | None = None):
+        prefix = ""
+        if where:
+            prefix += f"{where}: "
+        if field:
+            prefix += f"{field}: "
+        super().__init__(prefix + message)
+        self.field = field
+        self.where = where
+
+
+class ResolutionError(BuildkitError):
+    """The config is well-formed but no base image / wheel combination satisfies it."""
+
+    exit_code = 2
+
+
+class DataError(BuildkitError):
+    """The version tables in base_images/ are malformed (a bug in the shipped data)."""
+
+    exit_code = 3
+
+
+class RenderError(BuildkitError):
+    """A template could not be rendered (missing block, syntax error in a user template)."""
+
+    exit_code = 4
