@@ -95,7 +95,7 @@ def _nearest(wanted: str, known: list[str], count: int = 5) -> list[str]:
             b = (Version(wanted).release + (0, 0, 0))[:3]
         except ValueError:
             return (0,)
-        return tuple(abs(x - y) for x, y in zip(a, b))
+        return tuple(abs(x - y) for x, y in zip(a, b, strict=True))
 
     return sorted(known, key=distance)[:count]
 

@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+from dockerfile_parse import DockerfileParser
+
+from buildkit_py.config import load_config
+from buildkit_py.errors import ConfigError
+from buildkit_py.plan import make_plan
+from buildkit_py.render import docker_quote, render_dockerfile, render_dockerignore
+from conftest import hadolint
+
+HERE = Path(__file__).resolve().parent
+CASES = sorted(p.name for p in (HERE / "cases").iterdir())
+UPDATE = os.environ.get("BUILDKIT_UPDATE_GOLDEN") == "1"
+
+
+def render_case(name: str, buildkit: bool = True) -> str:
+    config = load_config(HERE / "cases" / name / "buildkit.yaml")
+    return render_dockerfile(make_plan(config), root=config.root, buildkit=buildkit)
+
+
+def parse(text: str, tmp_path: Path) -> DockerfileParser:
+    path = tmp_path / "Dockerfile"
+    path.write_text(text)
+    return DockerfileParser(path=str(path))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_golden(name):
+    """The rendered Dockerfile is reviewed text: a change shows up as a diff of tests/golden/."""
+    golden = HERE / "golden" / f"{name}.Dockerfile"
+    text = render_case(name)
+    if UPDATE:
+        golden.write_text(text)
+    assert golden.is_file(), f"missing {golden}: run with BUILDKIT_UPDATE_GOLDEN=1 and review the diff"
+    assert text == golden.read_text(), f"{name}: rendering changed; BUILDKIT_UPDATE_GOLDEN=1 to accept"
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("buildkit", [True, False], ids=["buildkit", "legacy"])
+def test_hadolint_clean(name, buildkit):
+    assert hadolint(render_case(name, buildkit)) == ""
+
+
+def test_layer_order_puts_dependencies_before_code(tmp_path):
+    instructions = parse(render_case("torch-gpu"), tmp_path).structure
+    order = [i["content"] for i in instructions if i["instruction"] in ("RUN", "COPY")]
+    steps = ["apt-get", "python3.11 -m venv", "torch==2.5.1", "cloudml-hypertune", "numpy", "requirements.txt",
+             "-r /tmp/buildkit-py/requirements.txt", "COPY . /app"]
+    positions = [next(i for i, text in enumerate(order) if s in text) for s in steps]
+    assert positions == sorted(positions), order
+
+
+def test_caches_are_mounts_and_legacy_cleans_up():
+    modern, legacy = render_case("torch-gpu"), render_case("torch-gpu", buildkit=False)
+    assert "--mount=type=cache,target=/root/.cache/pip" in modern
+    assert "--mount=type=cache,target=/var/cache/apt" in modern
+    assert "--mount" not in legacy
+    assert "pip install --no-cache-dir" in legacy and "rm -rf /var/lib/apt/lists/*" in legacy
+    assert "# syntax=" not in modern  # would pull a frontend image from Docker Hub
+
+
+def test_entrypoint_and_default_args(tmp_path):
+    parsed = parse(render_case("sklearn-cpu"), tmp_path)
+    entry = [json.loads(i["value"]) for i in parsed.structure if i["instruction"] == "ENTRYPOINT"]
+    cmd = [json.loads(i["value"]) for i in parsed.structure if i["instruction"] == "CMD"]
+    assert entry == [["python", "/app/train.py"]] and cmd == [["--alpha", "0.5"]]
+
+
+def test_user_template_overrides_blocks_with_super():
+    text = render_case("user-override")
+    assert "apt-get \"$@\" install -y --no-install-recommends curl jq" in text
+    assert 'com.example.team="ml-platform"' in text
+    assert "xgboost==2.1.1" in text  # everything else comes from the variant
+
+
+def test_dockerignore_has_defaults_and_the_users_lines():
+    text = render_dockerignore("data/\n*.ckpt\n")
+    lines = text.splitlines()
+    for entry in (".git", ".venv", ".env", "**/__pycache__", "data/", "*.ckpt"):
+        assert entry in lines
+
+
+# Injection corpus: each hostile string goes into each field; it is rejected with a ConfigError
+# or it stays one value and the Dockerfile keeps the baseline's instruction sequence.
+HOSTILE = [
+    "a\nRUN touch /pwned",
+    "$(touch /pwned)",
+    "`touch /pwned`",
+    '"; touch /pwned; echo "',
+    "'; touch /pwned; echo '",
+    "a\\b",
+    "${HOME}",
+    "x && touch /pwned",
+    "a b\tc",
+    "# comment",
+    "\\\nRUN x",
+    "ünïcode ✓",
+]
+FIELDS = {
+    "env value": lambda s: {"env": {"V": s}},
+    "env name": lambda s: {"env": {s: "v"}},
+    "trainer arg": lambda s: {"trainer": {"module": "trainer.task", "args": [s]}},
+    "module": lambda s: {"trainer": {"module": s}},
+    "pip": lambda s: {"pip": [s]},
+    "system package": lambda s: {"system_packages": [s]},
+    "requirements path": lambda s: {"requirements": s},
+    "framework": lambda s: {"framework": s},
+    "python": lambda s: {"python": s},
+    "base image": lambda s: {"base_image": s},
+}
+BASE = {"framework": "none", "python": "3.11", "gpu": False, "trainer": {"module": "trainer.task"}}
+
+
+def _shape(text: str, tmp_path: Path) -> list[str]:
+    return [i["instruction"] for i in parse(text, tmp_path).structure]
+
+
+@pytest.mark.parametrize("field", list(FIELDS))
+def test_no_config_value_changes_the_dockerfile_shape(project, tmp_path, field):
+    import yaml
+
+    files = {"trainer/__init__.py": "", "trainer/task.py": ""}
+    root = project({**files, "buildkit.yaml": yaml.safe_dump(BASE)})
+    baseline = render_dockerfile(make_plan(load_config(root / "buildkit.yaml")))
+    accepted = 0
+    for value in HOSTILE:
+        doc = {**BASE, **FIELDS[field](value)}
+        (root / "buildkit.yaml").write_text(yaml.safe_dump(doc))
+        try:
+            config = load_config(root / "buildkit.yaml")
+            text = render_dockerfile(make_plan(config))
+        except ConfigError:
+            continue
+        accepted += 1
+        shape, base_shape = _shape(text, tmp_path), _shape(baseline, tmp_path)
+        extra = {"pip": ["RUN"], "env value": ["ENV"]}.get(field, [])
+        assert [s for s in shape if s not in extra] == [s for s in base_shape if s not in extra], (field, value)
+        assert hadolint(text) == "", (field, value)
+        parsed = parse(text, tmp_path)
+        if field == "env value":
+            # dockerfile-parse does not unescape \\ and \$ as Docker does; the engine's reading
+            # of these values is checked by a real build in test_build_e2e.
+            assert f"V={docker_quote(value)}" in text
+        if field == "trainer arg":
+            cmd = [json.loads(i["value"]) for i in parsed.structure if i["instruction"] == "CMD"]
+            assert cmd == [[value]]
+        if field == "pip":
+            assert shlex.quote(value) in text
+    if field in ("env value", "trainer arg"):
+        assert accepted >= 8  # most strings are legitimate values there and must survive intact
