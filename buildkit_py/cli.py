@@ -8,11 +8,16 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .build import BuildOptions, build
+from .builders import BUILDERS
 from .config import load_config
 from .errors import BuildkitError
 from .fsutil import write_atomic
 from .matrix import load_matrix
 from .plan import make_plan
+from .progress import reporter
+from .refs import parse_ref
+from .registry import push
 from .render import render_dockerfile, render_dockerignore
 
 
@@ -87,6 +92,41 @@ def cmd_dockerfile(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_build(args: argparse.Namespace) -> int:
+    options = BuildOptions(
+        tags=tuple(args.tag or ()),
+        push=args.push,
+        platform=args.platform,
+        network=args.network,
+        ca_cert=args.ca_cert,
+        pip_index_url=args.pip_index_url,
+        pip_conf=args.pip_conf,
+        builder=args.builder,
+        docker=args.docker,
+        no_cache=args.no_cache,
+        allow_secrets=tuple(args.allow_secret or ()),
+    )
+    result = build(_load(args), options, reporter(args.progress))
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    print(f"image {result.image_id}{'' if result.built else ' (up to date)'}")
+    for tag in result.tags:
+        print(f"tag   {tag}")
+    for pushed in result.pushed:
+        print(f"push  {pushed.image}")
+    return 0
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    result = push(parse_ref(args.ref, field="REF"), reporter(args.progress))
+    if args.json:
+        print(json.dumps(result.__dict__))
+    else:
+        print(result.image)
+    return 0
+
+
 def cmd_versions(args: argparse.Namespace) -> int:
     matrix = load_matrix()
     names = [args.framework] if args.framework else sorted(matrix.frameworks)
@@ -129,6 +169,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, help="write the Dockerfile here and FILE.dockerignore beside it")
     p.add_argument("--json", action="store_true", help="print the Dockerfile and .dockerignore (or their paths) as JSON")
     p.set_defaults(func=cmd_dockerfile)
+
+    p = sub.add_parser("build", help="build the image with BuildKit (and push it with --push)")
+    _config_flags(p)
+    p.add_argument("--tag", "-t", action="append", metavar="REF",
+                   help="also tag as REF (repeatable); without a tag part it gets the content tag")
+    p.add_argument("--push", action="store_true", help="push every tag after the build")
+    p.add_argument("--platform", help="target platform (default: linux/amd64 for CUDA images)")
+    p.add_argument("--network", help="network for RUN steps, e.g. host")
+    p.add_argument("--ca-cert", type=Path,
+                   help="CA bundle for pip/apt behind a TLS-intercepting proxy, passed as a BuildKit secret "
+                        "(default: the file named by PIP_CERT, REQUESTS_CA_BUNDLE or SSL_CERT_FILE)")
+    p.add_argument("--pip-index-url", help="pip index URL, credentials allowed: passed as a secret pip.conf")
+    p.add_argument("--pip-conf", type=Path, help="a pip.conf passed as a BuildKit secret")
+    p.add_argument("--builder", choices=BUILDERS, default="auto", help="build backend (default: auto = BuildKit)")
+    p.add_argument("--docker", help="docker client to run BuildKit with (default: $BUILDKIT_PY_DOCKER or found)")
+    p.add_argument("--no-cache", action="store_true", help="rebuild every layer")
+    p.add_argument("--allow-secret", action="append", metavar="PATTERN",
+                   help="let a file that looks like a secret into the build context (repeatable)")
+    p.add_argument("--progress", choices=("auto", "plain", "tty", "json"), default="auto",
+                   help="progress display (auto: live on a terminal, plain lines otherwise)")
+    p.add_argument("--json", action="store_true", help="print the result (image, tags, digests) as JSON")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("push", help="push a local image to its registry and print the digest")
+    p.add_argument("ref", metavar="REF", help="e.g. us-central1-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG")
+    p.add_argument("--progress", choices=("auto", "plain", "tty", "json"), default="auto")
+    p.add_argument("--json", action="store_true", help="print image, digest and size as JSON")
+    p.set_defaults(func=cmd_push)
 
     p = sub.add_parser("versions", help="list the framework releases, CUDA versions and Pythons buildkit-py knows")
     p.add_argument("framework", nargs="?", help="one framework (default: all)")

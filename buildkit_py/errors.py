@@ -48,3 +48,27 @@ class RenderError(BuildkitError):
     """A template could not be rendered (missing block, syntax error in a user template)."""
 
     exit_code = 4
+
+
+class ContextError(BuildkitError):
+    """The build context is unsafe (secrets in it) or unreadable."""
+
+    exit_code = 2
+
+
+class EngineError(BuildkitError):
+    """No usable Docker engine or BuildKit client."""
+
+    exit_code = 5
+
+
+class BuildError(BuildkitError):
+    """The image build failed."""
+
+    exit_code = 6
+
+
+class RegistryError(BuildkitError):
+    """Authentication or push to a registry failed."""
+
+    exit_code = 7

@@ -7,6 +7,7 @@ decides versions.
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import asdict, dataclass
 
 from packaging.version import Version
@@ -75,8 +76,22 @@ class Plan:
             f"{LABEL_PREFIX}.framework": f"{fw.name}=={fw.version}" if fw else "none",
             f"{LABEL_PREFIX}.cuda": self.cuda or "none",
             f"{LABEL_PREFIX}.cudnn": self.cudnn or "none",
+            f"{LABEL_PREFIX}.plan": json.dumps(self.summary(), sort_keys=True, separators=(",", ":")),
         }
         return tuple(values.items())
+
+    def summary(self) -> dict:
+        """The resolved versions, as the image's plan label records them."""
+        fw = self.framework
+        return {
+            "base_image": self.base_image,
+            "cuda": self.cuda,
+            "cudnn": self.cudnn,
+            "python": self.python.version,
+            "framework": fw.requirement if fw else None,
+            "index_url": fw.index_url if fw else None,
+            "gpu": self.gpu,
+        }
 
     def to_dict(self) -> dict:
         out = asdict(self)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -24,15 +25,29 @@ def project(tmp_path):
     return make
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """The real command line, in a fresh interpreter, as a user runs it."""
     return subprocess.run(
         [sys.executable, "-m", "buildkit_py", *args],
         cwd=cwd or REPO,
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(REPO / ".testenv"),
+             **(env or {})},
     )
+
+
+@pytest.fixture(scope="session")
+def testenv() -> dict[str, str]:
+    """A real Docker engine, BuildKit client and loopback registries (scripts/testenv.sh up)."""
+    proc = subprocess.run([str(REPO / "scripts" / "testenv.sh"), "up"], capture_output=True, text=True)
+    assert proc.returncode == 0, f"scripts/testenv.sh up failed:\n{proc.stderr[-3000:]}"
+    env = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("export "):
+            key, _, value = line[len("export "):].partition("=")
+            env[key] = value
+    return env
 
 
 def hadolint(text: str) -> str:

@@ -42,6 +42,7 @@ LABEL org.opencontainers.image.base.name="debian:bookworm-slim" \
     dev.buildkit-py.python="3.11" \
     dev.buildkit-py.framework="none" \
     dev.buildkit-py.cuda="none" \
-    dev.buildkit-py.cudnn="none"
+    dev.buildkit-py.cudnn="none" \
+    dev.buildkit-py.plan="{\"base_image\":\"debian:bookworm-slim\",\"cuda\":null,\"cudnn\":null,\"framework\":null,\"gpu\":false,\"index_url\":null,\"python\":\"3.11\"}"
 ENTRYPOINT ["python", "-m", "trainer.task"]
 CMD []

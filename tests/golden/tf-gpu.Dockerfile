@@ -48,6 +48,7 @@ LABEL org.opencontainers.image.base.name="nvidia/cuda:12.2.2-cudnn8-runtime-ubun
     dev.buildkit-py.python="3.10" \
     dev.buildkit-py.framework="tensorflow==2.15.1" \
     dev.buildkit-py.cuda="12.2.2" \
-    dev.buildkit-py.cudnn="8.9.6"
+    dev.buildkit-py.cudnn="8.9.6" \
+    dev.buildkit-py.plan="{\"base_image\":\"nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04\",\"cuda\":\"12.2.2\",\"cudnn\":\"8.9.6\",\"framework\":\"tensorflow==2.15.1\",\"gpu\":true,\"index_url\":null,\"python\":\"3.10\"}"
 ENTRYPOINT ["python", "-m", "trainer.task"]
 CMD []

@@ -78,6 +78,7 @@ LABEL org.opencontainers.image.base.name="nvidia/cuda:12.4.1-cudnn-runtime-ubunt
     dev.buildkit-py.python="3.11" \
     dev.buildkit-py.framework="torch==2.5.1" \
     dev.buildkit-py.cuda="12.4.1" \
-    dev.buildkit-py.cudnn="9.1.0"
+    dev.buildkit-py.cudnn="9.1.0" \
+    dev.buildkit-py.plan="{\"base_image\":\"nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04\",\"cuda\":\"12.4.1\",\"cudnn\":\"9.1.0\",\"framework\":\"torch==2.5.1\",\"gpu\":true,\"index_url\":\"https://download.pytorch.org/whl/cu124\",\"python\":\"3.11\"}"
 ENTRYPOINT ["python", "-m", "trainer.task"]
 CMD ["--epochs", "10", "--batch-size", "64"]

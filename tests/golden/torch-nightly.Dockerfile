@@ -48,6 +48,7 @@ LABEL org.opencontainers.image.base.name="nvidia/cuda:13.0.3-cudnn-runtime-ubunt
     dev.buildkit-py.python="3.12" \
     dev.buildkit-py.framework="torch==nightly" \
     dev.buildkit-py.cuda="13.0.3" \
-    dev.buildkit-py.cudnn="9.14.0"
+    dev.buildkit-py.cudnn="9.14.0" \
+    dev.buildkit-py.plan="{\"base_image\":\"nvidia/cuda:13.0.3-cudnn-runtime-ubuntu24.04\",\"cuda\":\"13.0.3\",\"cudnn\":\"9.14.0\",\"framework\":\"torch\",\"gpu\":true,\"index_url\":\"https://download.pytorch.org/whl/nightly/cu130\",\"python\":\"3.12\"}"
 ENTRYPOINT ["python", "-m", "trainer.task"]
 CMD []

@@ -58,7 +58,8 @@ LABEL org.opencontainers.image.base.name="nvidia/cuda:12.8.1-cudnn-runtime-ubunt
     dev.buildkit-py.python="3.11" \
     dev.buildkit-py.framework="xgboost==2.1.1" \
     dev.buildkit-py.cuda="12.8.1" \
-    dev.buildkit-py.cudnn="9.8.0"
+    dev.buildkit-py.cudnn="9.8.0" \
+    dev.buildkit-py.plan="{\"base_image\":\"nvidia/cuda:12.8.1-cudnn-runtime-ubuntu22.04\",\"cuda\":\"12.8.1\",\"cudnn\":\"9.8.0\",\"framework\":\"xgboost==2.1.1\",\"gpu\":true,\"index_url\":null,\"python\":\"3.11\"}"
 
 LABEL com.example.team="ml-platform"
 ENTRYPOINT ["python", "-m", "trainer.task"]

@@ -1,0 +1,129 @@
+"""BuildKit through the Docker CLI: `docker buildx build`, or `DOCKER_BUILDKIT=1 docker build`
+with a client that has BuildKit built in (Docker < 23 without buildx, e.g. Debian's docker.io)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..engine import check_engine
+from ..errors import BuildError, EngineError
+from ..progress import Reporter
+from .base import BuildRequest
+
+DOCKER_ENV = "BUILDKIT_PY_DOCKER"
+_VERSION = re.compile(r"version (\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class DockerClient:
+    path: str
+    mode: str  # "buildx" | "builtin"
+
+    def command(self) -> list[str]:
+        return [self.path, "buildx", "build", "--load"] if self.mode == "buildx" else [self.path, "build"]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "DOCKER_BUILDKIT": "1"}
+
+
+def _candidates(explicit: str | None) -> list[str]:
+    if explicit:
+        return [explicit]
+    found = [os.environ.get(DOCKER_ENV), shutil.which("docker"), "/usr/bin/docker", "/usr/local/bin/docker"]
+    seen, out = set(), []
+    for path in found:
+        if path and os.access(path, os.X_OK) and os.path.realpath(path) not in seen:
+            seen.add(os.path.realpath(path))
+            out.append(path)
+    return out
+
+
+def _probe(path: str) -> str | None:
+    """How this client can run BuildKit, or None."""
+    try:
+        if subprocess.run([path, "buildx", "version"], capture_output=True, timeout=20).returncode == 0:
+            return "buildx"
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = _VERSION.search(out)
+    # From Docker 23 the classic `docker build` refuses DOCKER_BUILDKIT=1 without buildx.
+    return "builtin" if match and int(match.group(1)) < 23 else None
+
+
+def find_buildkit_client(explicit: str | None = None) -> DockerClient:
+    tried = []
+    for path in _candidates(explicit):
+        mode = _probe(path)
+        if mode:
+            return DockerClient(path, mode)
+        tried.append(path)
+    where = ", ".join(tried) or "no docker executable on PATH"
+    raise EngineError(
+        f"no Docker client that can run BuildKit (tried: {where}). Install the buildx plugin, point "
+        f"--docker or {DOCKER_ENV} at a client with BuildKit built in (e.g. Debian's /usr/bin/docker), "
+        "or build with --builder legacy (the classic builder: no cache or secret mounts)"
+    )
+
+
+class BuildkitCliBuilder:
+    name = "buildkit"
+    supports_secrets = True
+
+    def __init__(self, client: DockerClient):
+        self.client = client
+
+    def _args(self, request: BuildRequest, progress: str, iidfile: Path) -> list[str]:
+        args = self.client.command() + ["--progress", progress, "--iidfile", str(iidfile), "-f", str(request.dockerfile)]
+        if request.platform:
+            args += ["--platform", request.platform]
+        if request.network:
+            args += ["--network", request.network]
+        for secret_id, src in request.secrets:
+            args += ["--secret", f"id={secret_id},src={src}"]
+        for key, value in request.labels:
+            args += ["--label", f"{key}={value}"]
+        if request.no_cache:
+            args.append("--no-cache")
+        return args + [str(request.context_dir)]
+
+    def build(self, request: BuildRequest, reporter: Reporter) -> str:
+        check_engine(self.client.path)
+        live = reporter.mode == "tty"
+        with tempfile.TemporaryDirectory(prefix="buildkit-py-iid-") as tmp:
+            iidfile = Path(tmp) / "iid"
+            args = self._args(request, "tty" if live else "plain", iidfile)
+            tail: collections.deque[str] = collections.deque(maxlen=30)
+            proc = subprocess.Popen(
+                args,
+                env=self.client.env(),
+                stdout=None if live else subprocess.PIPE,
+                stderr=None if live else subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
+            try:
+                if proc.stdout is not None:
+                    for line in proc.stdout:
+                        line = line.rstrip("\n")
+                        tail.append(line)
+                        reporter.build_line(line)
+                code = proc.wait()
+            except BaseException:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                raise
+            if code != 0:
+                shown = "\n".join(tail) if tail else "(see the build output above)"
+                raise BuildError(f"the build failed (docker exit code {code}):\n{shown}")
+            return iidfile.read_text().strip()

@@ -1,0 +1,54 @@
+"""The engine's classic builder through the Docker SDK, for engines without any BuildKit client.
+It has no cache or secret mounts: the Dockerfile is rendered without them, and a CA bundle or
+pip credentials cannot be passed without landing in a layer, so they are refused."""
+
+from __future__ import annotations
+
+from ..engine import engine_client
+from ..errors import BuildError
+from ..progress import Reporter
+from .base import BuildRequest
+
+
+class LegacyBuilder:
+    name = "legacy"
+    supports_secrets = False
+
+    def build(self, request: BuildRequest, reporter: Reporter) -> str:
+        from docker.errors import APIError
+
+        if request.secrets:
+            names = ", ".join(s for s, _ in request.secrets)
+            raise BuildError(
+                f"the legacy builder cannot pass secrets ({names}) without writing them into a layer; "
+                "use a BuildKit client (--builder buildkit)"
+            )
+        client = engine_client()
+        image_id = None
+        try:
+            stream = client.api.build(
+                path=str(request.context_dir),
+                dockerfile=str(request.dockerfile),
+                labels=dict(request.labels),
+                network_mode=request.network,
+                platform=request.platform,
+                nocache=request.no_cache,
+                rm=True,
+                forcerm=True,  # remove intermediate containers even when a step fails
+                decode=True,
+            )
+            for chunk in stream:
+                if "error" in chunk or "errorDetail" in chunk:
+                    detail = chunk.get("errorDetail", {}).get("message") or chunk.get("error")
+                    raise BuildError(f"the build failed: {detail}")
+                if "stream" in chunk:
+                    for line in chunk["stream"].splitlines():
+                        if line.strip():
+                            reporter.build_line(line)
+                if "aux" in chunk and "ID" in chunk["aux"]:
+                    image_id = chunk["aux"]["ID"]
+        except APIError as exc:
+            raise BuildError(f"the build failed: {exc.explanation or exc}") from None
+        if not image_id:
+            raise BuildError("the build finished but the engine reported no image ID")
+        return image_id
