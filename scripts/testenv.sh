@@ -104,7 +104,7 @@ install_packages() {
     log "installing apt packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    apt-get install -y -qq "${missing[@]}" >&2
 }
 
 # --- up: dockerd ---------------------------------------------------------------------------
@@ -134,7 +134,7 @@ start_dockerd() {
     local bgpid=$!
     for ((i = 0; i < 600; i++)); do
         if [ -S "$sock" ] && docker_cli info >/dev/null 2>&1; then
-            log "dockerd is up ($(docker_cli version -f '{{.Server.Version}}' 2>/dev/null), $((i / 10))s)"
+            log "dockerd is up ($(docker_cli version -f '{{.Server.Version}}' 2>/dev/null), $((i / 10)).$((i % 10))s)"
             return 0
         fi
         if ! kill -0 "$bgpid" 2>/dev/null; then

@@ -33,6 +33,8 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(REPO / ".testenv"),
+             # A TLS-intercepting proxy's CA bundle, as the user's shell has it (the build's default --ca-cert).
+             **{k: os.environ[k] for k in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE") if k in os.environ},
              **(env or {})},
     )
 

@@ -1,0 +1,208 @@
+"""End to end on a real Docker engine with BuildKit and real registries on loopback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+
+QUICKSTART = REPO / "examples" / "quickstart"
+AUTH_USER, AUTH_PASSWORD = "tester", "s3cret-pass"
+
+
+@pytest.fixture
+def quickstart(tmp_path) -> Path:
+    root = tmp_path / "quickstart"
+    shutil.copytree(QUICKSTART, root, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def docker(testenv, *args, check=True) -> subprocess.CompletedProcess:
+    return subprocess.run([testenv["BUILDKIT_DOCKER"], *args], capture_output=True, text=True, check=check,
+                          env={"DOCKER_HOST": testenv["DOCKER_HOST"], "PATH": "/usr/bin:/bin"})
+
+
+def build(testenv, root: Path, *args, env=None) -> subprocess.CompletedProcess:
+    return run_cli("build", "--config", str(root / "buildkit.yaml"), "--network", "host", "--progress", "plain",
+                   "--json", *args, env={**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], **(env or {})})
+
+
+def layers(testenv, ref: str) -> list[str]:
+    return json.loads(docker(testenv, "image", "inspect", ref).stdout)[0]["RootFS"]["Layers"]
+
+
+def tempdirs() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("buildkit-py-*")}
+
+
+def test_quickstart_builds_runs_pushes_and_pulls_back_by_digest(testenv, quickstart, tmp_path):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    proc = build(testenv, quickstart, "--tag", f"{registry}/e2e/quickstart:latest", "--push")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    assert any(t.startswith("buildkit-py/quickstart:bk-") for t in result["tags"])
+    pushed = result["pushed"][-1]
+    assert pushed["image"].startswith(f"{registry}/e2e/quickstart@sha256:") and pushed["size"] > 0
+
+    # The trainer runs as the ENTRYPOINT and reports its metric through cloudml-hypertune.
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    run = docker(testenv, "run", "--rm", "--network", "host", "-v", f"{metrics}:/tmp/hypertune", pushed["image"])
+    assert "trained: w=" in run.stdout and "rmse=" in run.stdout
+    line = json.loads((metrics / "output.metrics").read_text().splitlines()[-1])
+    assert line["global_step"] == "300" and float(line["rmse"]) < 0.2
+
+    # Pull back by digest from the registry: same image.
+    docker(testenv, "rmi", pushed["image"], check=False)
+    docker(testenv, "pull", pushed["image"])
+    pulled = json.loads(docker(testenv, "image", "inspect", pushed["image"]).stdout)[0]["Id"]
+    assert pulled == result["image_id"]
+    tags = json.loads(subprocess.run(["curl", "-s", f"http://{registry}/v2/e2e/quickstart/tags/list"],
+                                     capture_output=True, text=True).stdout)["tags"]
+    assert "latest" in tags and any(t.startswith("bk-") for t in tags)
+
+    # The config's env value reaches the container exactly.
+    env = json.loads(docker(testenv, "image", "inspect", pushed["image"]).stdout)[0]["Config"]["Env"]
+    assert "QUICKSTART_SEED=7" in env and "PYTHONPATH=/app" in env
+
+
+def test_same_inputs_same_tag_and_no_rebuild_then_code_edit_rebuilds_only_the_code_layer(testenv, quickstart):
+    first = json.loads(build(testenv, quickstart).stdout)
+    again = build(testenv, quickstart)
+    assert again.returncode == 0, again.stderr[-3000:]
+    again = json.loads(again.stdout)
+    assert again["tags"][0] == first["tags"][0] and again["built"] is False
+
+    task = quickstart / "trainer" / "task.py"
+    task.write_text(task.read_text().replace('print(f"trained:', 'print(f"trained (edited):'))
+    edited = build(testenv, quickstart)
+    assert edited.returncode == 0, edited.stderr[-3000:]
+    edited = json.loads(edited.stdout)
+    assert edited["built"] is True and edited["tags"][0] != first["tags"][0]
+    before, after = layers(testenv, first["tags"][0]), layers(testenv, edited["tags"][0])
+    assert len(before) == len(after)
+    assert before[:-1] == after[:-1] and before[-1] != after[-1]
+    run = docker(testenv, "run", "--rm", "--network", "host", edited["tags"][0])
+    assert "trained (edited):" in run.stdout
+
+
+def test_auth_registry_refuses_a_wrong_password_and_accepts_the_right_one(testenv, quickstart):
+    target = f"{testenv['BUILDKIT_TEST_AUTH_REGISTRY']}/e2e/private:v1"
+    wrong = build(testenv, quickstart, "--tag", target, "--push",
+                  env={"BUILDKIT_PY_REGISTRY_USERNAME": AUTH_USER, "BUILDKIT_PY_REGISTRY_PASSWORD": "wrong-pass"})
+    assert wrong.returncode == 7
+    assert "refused the credentials from $BUILDKIT_PY_REGISTRY_USERNAME" in wrong.stderr
+    assert "wrong-pass" not in wrong.stderr + wrong.stdout
+    right = build(testenv, quickstart, "--tag", target, "--push",
+                  env={"BUILDKIT_PY_REGISTRY_USERNAME": AUTH_USER, "BUILDKIT_PY_REGISTRY_PASSWORD": AUTH_PASSWORD})
+    assert right.returncode == 0, right.stderr[-3000:]
+    assert json.loads(right.stdout)["pushed"][-1]["digest"].startswith("sha256:")
+    assert AUTH_PASSWORD not in right.stderr + right.stdout
+
+
+def test_secrets_never_reach_the_image_or_the_logs(testenv, quickstart, tmp_path):
+    ca_text = Path("/etc/ssl/certs/ca-certificates.crt").read_text()
+    ca_marker = [ln for ln in ca_text.splitlines() if ln and not ln.startswith("-----")][-1]
+    token = "Tok3n-" + "9f8e7d6c5b4a"
+    pip_conf = tmp_path / "pip.conf"
+    # An extra index that carries credentials; it does not exist, so pip must not need it.
+    pip_conf.write_text(f"[global]\nextra-index-url = https://tester:{token}@127.0.0.1:9/simple\ntimeout = 2\nretries = 0\n")
+    (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "pip: [\"six==1.16.0\"]\n")
+    proc = build(testenv, quickstart, "--ca-cert", "/etc/ssl/certs/ca-certificates.crt", "--pip-conf", str(pip_conf),
+                 "--no-cache")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ref = json.loads(proc.stdout)["tags"][0]
+    logs = proc.stdout + proc.stderr
+    history = docker(testenv, "history", "--no-trunc", ref).stdout
+    config = docker(testenv, "image", "inspect", ref).stdout
+    saved = tmp_path / "image.tar"
+    docker(testenv, "save", "-o", str(saved), ref)
+    contents = []
+    with tarfile.open(saved) as outer:
+        for member in outer.getmembers():
+            if member.name.endswith("layer.tar"):
+                with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+                    for item in layer.getmembers():
+                        if item.isfile():
+                            contents.append(layer.extractfile(item).read())
+    assert contents, "no layer content read"
+    for secret in (token, ca_marker):
+        assert secret not in logs and secret not in history and secret not in config
+        assert not any(secret.encode() in blob for blob in contents), secret
+
+
+def test_failed_build_leaves_no_tag_no_temp_dir_no_container(testenv, quickstart):
+    (quickstart / "requirements.txt").write_text("this-package-does-not-exist-buildkit-py==0.0.1\n")
+    (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "requirements: requirements.txt\n")
+    before_dirs = tempdirs()
+    before_images = docker(testenv, "images", "-q", "--filter", "reference=buildkit-py/quickstart").stdout
+    proc = build(testenv, quickstart)
+    assert proc.returncode == 6 and "the build failed" in proc.stderr
+    assert "this-package-does-not-exist" in proc.stderr  # the failing step's output is shown, not swallowed
+    assert docker(testenv, "images", "-q", "--filter", "reference=buildkit-py/quickstart").stdout == before_images
+    assert tempdirs() == before_dirs
+    assert docker(testenv, "ps", "-aq").stdout.strip() == ""
+
+
+def test_secret_in_context_is_refused(testenv, quickstart):
+    key = {"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\nabc\n-----END PRIVATE KEY-----\n"}
+    (quickstart / "sa-key.json").write_text(json.dumps(key))
+    proc = build(testenv, quickstart)
+    assert proc.returncode == 2 and "sa-key.json" in proc.stderr
+    allowed = build(testenv, quickstart, "--allow-secret", "sa-key.json", "--tag", "buildkit-py/allowed:1")
+    assert allowed.returncode == 0, allowed.stderr[-2000:]
+
+
+def test_legacy_builder_builds_without_buildkit_features(testenv, quickstart):
+    (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "hypertune: false\n")
+    proc = build(testenv, quickstart, "--builder", "legacy", "--ca-cert", "/dev/null")
+    assert proc.returncode == 6 and "cannot pass secrets" in proc.stderr
+    proc = run_cli("build", "--config", str(quickstart / "buildkit.yaml"), "--network", "host", "--builder", "legacy",
+                   "--json", env={**testenv, "PIP_CERT": "", "REQUESTS_CA_BUNDLE": "", "SSL_CERT_FILE": ""})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = docker(testenv, "run", "--rm", "--network", "host", json.loads(proc.stdout)["tags"][0])
+    assert "trained: w=" in run.stdout
+
+
+def test_engine_unreachable_is_one_clear_error(quickstart):
+    proc = run_cli("build", "--config", str(quickstart / "buildkit.yaml"),
+                   env={"DOCKER_HOST": "unix:///nonexistent/docker.sock", "BUILDKIT_PY_DOCKER": "/usr/bin/docker"})
+    assert proc.returncode == 5
+    assert "unix:///nonexistent/docker.sock" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_invalid_tag_quotes_the_rule(testenv, quickstart):
+    proc = build(testenv, quickstart, "--tag", "127.0.0.1:5000/Bad/Name:v1")
+    assert proc.returncode == 2 and "must be lowercase" in proc.stderr
+
+
+def test_registry_down_is_retried_then_reported(testenv, quickstart):
+    import io
+    import os
+
+    from buildkit_py.engine import engine_client
+    from buildkit_py.errors import RegistryError
+    from buildkit_py.progress import Reporter
+    from buildkit_py.refs import parse_ref
+    from buildkit_py.registry import push
+
+    ref = json.loads(build(testenv, quickstart).stdout)["tags"][0]
+    down = parse_ref("127.0.0.1:5999/e2e/down:v1")
+    docker(testenv, "tag", ref, str(down))
+    stream = io.StringIO()
+    old = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = testenv["DOCKER_HOST"]
+    try:
+        with pytest.raises(RegistryError) as err:
+            push(down, Reporter(stream), client=engine_client(), providers=[], attempts=3, backoff=0.05)
+    finally:
+        os.environ.pop("DOCKER_HOST") if old is None else os.environ.__setitem__("DOCKER_HOST", old)
+    assert "after 3 attempt(s)" in str(err.value) and "connection refused" in str(err.value)
+    assert stream.getvalue().count("retry") == 2
