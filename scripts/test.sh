@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Sets up everything the tests need on a fresh machine, then runs them.
+# Sets up everything the tests need on a fresh machine (Python packages; a Docker engine,
+# loopback registries and the stand-in base image through scripts/testenv.sh), then runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e '.[test]' 2>&1 | grep -v -e '^WARNING: Running pip as' -e 'is ignored: it is neither' >&2 || true
+eval "$(scripts/testenv.sh up)"
 python3 -m pytest "$@"

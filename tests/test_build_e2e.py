@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ def test_quickstart_builds_runs_pushes_and_pulls_back_by_digest(testenv, quickst
     proc = build(testenv, quickstart, "--tag", f"{registry}/e2e/quickstart:latest", "--push")
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout)
-    assert any(t.startswith("buildkit-py/quickstart:bk-") for t in result["tags"])
+    assert any(t.startswith(f"{registry}/e2e/quickstart:bk-") for t in result["tags"])
     pushed = result["pushed"][-1]
     assert pushed["image"].startswith(f"{registry}/e2e/quickstart@sha256:") and pushed["size"] > 0
 
@@ -68,6 +69,13 @@ def test_quickstart_builds_runs_pushes_and_pulls_back_by_digest(testenv, quickst
                                      capture_output=True, text=True).stdout)["tags"]
     assert "latest" in tags and any(t.startswith("bk-") for t in tags)
 
+    # `buildkit-py push REF` pushes an existing local tag and prints the same digest.
+    again = run_cli("push", f"{registry}/e2e/quickstart:latest", "--json", "--progress", "json", env=testenv)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["digest"] == pushed["digest"]
+    events = [json.loads(line) for line in again.stderr.splitlines()]
+    assert events[-1]["event"] == "message" and "pushed" in events[-1]["text"]
+
     # The config's env value reaches the container exactly.
     env = json.loads(docker(testenv, "image", "inspect", pushed["image"]).stdout)[0]["Config"]["Env"]
     assert "QUICKSTART_SEED=7" in env and "PYTHONPATH=/app" in env
@@ -81,7 +89,8 @@ def test_same_inputs_same_tag_and_no_rebuild_then_code_edit_rebuilds_only_the_co
     assert again["tags"][0] == first["tags"][0] and again["built"] is False
 
     task = quickstart / "trainer" / "task.py"
-    task.write_text(task.read_text().replace('print(f"trained:', 'print(f"trained (edited):'))
+    edit = f"edited {uuid.uuid4().hex[:8]}"  # unique: the engine keeps images between runs
+    task.write_text(task.read_text().replace('print(f"trained:', f'print(f"trained ({edit}):'))
     edited = build(testenv, quickstart)
     assert edited.returncode == 0, edited.stderr[-3000:]
     edited = json.loads(edited.stdout)
@@ -90,7 +99,7 @@ def test_same_inputs_same_tag_and_no_rebuild_then_code_edit_rebuilds_only_the_co
     assert len(before) == len(after)
     assert before[:-1] == after[:-1] and before[-1] != after[-1]
     run = docker(testenv, "run", "--rm", "--network", "host", edited["tags"][0])
-    assert "trained (edited):" in run.stdout
+    assert f"trained ({edit}):" in run.stdout
 
 
 def test_auth_registry_refuses_a_wrong_password_and_accepts_the_right_one(testenv, quickstart):
@@ -162,7 +171,7 @@ def test_secret_in_context_is_refused(testenv, quickstart):
 
 def test_legacy_builder_builds_without_buildkit_features(testenv, quickstart):
     (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "hypertune: false\n")
-    proc = build(testenv, quickstart, "--builder", "legacy", "--ca-cert", "/dev/null")
+    proc = build(testenv, quickstart, "--builder", "legacy", "--ca-cert", "/etc/ssl/certs/ca-certificates.crt")
     assert proc.returncode == 6 and "cannot pass secrets" in proc.stderr
     proc = run_cli("build", "--config", str(quickstart / "buildkit.yaml"), "--network", "host", "--builder", "legacy",
                    "--json", env={**testenv, "PIP_CERT": "", "REQUESTS_CA_BUNDLE": "", "SSL_CERT_FILE": ""})
