@@ -215,3 +215,34 @@ def test_registry_down_is_retried_then_reported(testenv, quickstart):
         os.environ.pop("DOCKER_HOST") if old is None else os.environ.__setitem__("DOCKER_HOST", old)
     assert "after 3 attempt(s)" in str(err.value) and "connection refused" in str(err.value)
     assert stream.getvalue().count("retry") == 2
+
+
+def test_ctrl_c_during_a_build_leaves_nothing_behind(testenv, quickstart):
+    import os
+    import signal
+    import sys
+    import time
+
+    # A step that takes a while, so the interrupt lands mid-build.
+    (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "pip: [\"six==1.16.0\"]\n")
+    before_dirs = tempdirs()
+    before_images = docker(testenv, "images", "-q", "--filter", "reference=buildkit-py/quickstart").stdout
+    env = {**os.environ, **testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "buildkit_py", "build", "--config", str(quickstart / "buildkit.yaml"), "--network", "host",
+         "--progress", "plain", "--no-cache"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
+    )
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "RUN" in line and "pip install" in line:
+            break
+    time.sleep(1)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the whole foreground group
+    rest = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert "interrupted" in rest
+    assert docker(testenv, "images", "-q", "--filter", "reference=buildkit-py/quickstart").stdout == before_images
+    assert tempdirs() == before_dirs
+    assert docker(testenv, "ps", "-aq").stdout.strip() == ""
