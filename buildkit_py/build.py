@@ -25,6 +25,7 @@ from .progress import Reporter
 from .refs import ImageRef, parse_ref
 from .registry import PushResult, push
 from .render import render_dockerfile, render_dockerignore
+from .resources import launcher_sources
 
 CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 CA_SECRET = "buildkit-ca"
@@ -151,7 +152,8 @@ def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildRes
     platform = options.platform or ("linux/amd64" if plan.gpu else None)
 
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp, \
-            staged_context(config.root, dockerfile, ignore, allow_secrets=options.allow_secrets) as ctx:
+            staged_context(config.root, dockerfile, ignore, allow_secrets=options.allow_secrets,
+                           extras=launcher_sources()) as ctx:
         content_tag = f"bk-{ctx.digest[:16]}"
         refs = image_refs(config, options.tags, content_tag, revision)
         image_id = None if options.no_cache else _existing_image(client, refs[0])

@@ -19,6 +19,7 @@ from .progress import reporter
 from .refs import parse_ref
 from .registry import push
 from .render import render_dockerfile, render_dockerignore
+from .resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 
 
 def _config_flags(parser: argparse.ArgumentParser) -> None:
@@ -81,10 +82,14 @@ def cmd_dockerfile(args: argparse.Namespace) -> int:
         ignore_path = args.output.with_name(args.output.name + ".dockerignore")
         write_atomic(args.output, dockerfile)
         write_atomic(ignore_path, dockerignore)
+        # The Dockerfile COPYs the launcher from the context: put it there for `docker build`.
+        for rel, source in launcher_sources():
+            write_atomic(config.root / rel, source.read_text(encoding="utf-8"))
+        launcher = config.root / LAUNCHER_CONTEXT_DIR
         if args.json:
-            print(json.dumps({"dockerfile": str(args.output), "dockerignore": str(ignore_path)}))
+            print(json.dumps({"dockerfile": str(args.output), "dockerignore": str(ignore_path), "launcher": str(launcher)}))
         else:
-            print(f"wrote {args.output} and {ignore_path}", file=sys.stderr)
+            print(f"wrote {args.output}, {ignore_path} and {launcher}/", file=sys.stderr)
     elif args.json:
         print(json.dumps({"dockerfile": dockerfile, "dockerignore": dockerignore}))
     else:

@@ -305,7 +305,8 @@ def _settle_directories(directory: Path) -> None:
         os.utime(folder, (FIXED_MTIME, FIXED_MTIME))
 
 
-def _stage(root: Path, tmp: Path, files: list[str], dockerfile_text: str) -> BuildContext:
+def _stage(root: Path, tmp: Path, files: list[str], dockerfile_text: str,
+           extras: Sequence[tuple[str, Path]] = ()) -> BuildContext:
     directory = tmp / "context"
     digest = hashlib.sha256(DIGEST_SCHEME)
     digest.update(_record("dockerfile", "Dockerfile", hashlib.sha256(dockerfile_text.encode()).hexdigest()))
@@ -314,24 +315,31 @@ def _stage(root: Path, tmp: Path, files: list[str], dockerfile_text: str) -> Bui
         for rel in files:
             kind, content = _stage_entry(root / rel, directory / rel)
             digest.update(_record(kind, rel, content))
+        for rel, source in extras:
+            kind, content = _stage_entry(source, directory / rel)
+            digest.update(_record(kind, rel, content))
         _settle_directories(directory)
         dockerfile = tmp / "Dockerfile"
         dockerfile.write_text(dockerfile_text, encoding="utf-8")
     except OSError as exc:
         raise ContextError(f"cannot stage the build context: {exc}") from None
-    return BuildContext(directory, dockerfile, tuple(files), digest.hexdigest())
+    return BuildContext(directory, dockerfile, tuple(files) + tuple(rel for rel, _ in extras), digest.hexdigest())
 
 
 @contextmanager
 def staged_context(
-    root: Path, dockerfile_text: str, ignore_text: str, *, allow_secrets: Sequence[str] = ()
+    root: Path, dockerfile_text: str, ignore_text: str, *, allow_secrets: Sequence[str] = (),
+    extras: Sequence[tuple[str, Path]] = (),
 ) -> Iterator[BuildContext]:
-    """Check the context, stage it in a temp dir and yield it; the temp dir is removed however the block ends."""
-    files = included_files(root, ignore_text)
+    """Check the context, stage it in a temp dir and yield it; the temp dir is removed however the block ends.
+    `extras` are (path in the context, source file) pairs that buildkit-py adds; they replace a
+    project file at the same path."""
+    replaced = {rel for rel, _ in extras}
+    files = [rel for rel in included_files(root, ignore_text) if rel not in replaced]
     real_root = root.resolve()
     _refuse_secrets(find_secrets(real_root, files), allow_secrets)  # before any temp dir exists
     tmp = Path(tempfile.mkdtemp(prefix="buildkit-py-"))
     try:
-        yield _stage(real_root, tmp, files, dockerfile_text)
+        yield _stage(real_root, tmp, files, dockerfile_text, extras)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -35,6 +35,7 @@ class CudaRelease:
     cudnn_flavour: str  # "cudnn8", "cudnn9", "cudnn"
     cudnn: str  # NV_CUDNN_VERSION of the runtime image
     ubuntu: tuple[str, ...]
+    min_driver: str | None = None  # the Linux driver this CUDA needs (CUDA toolkit release notes)
 
     @property
     def minor(self) -> str:
@@ -189,6 +190,7 @@ def load_matrix(directory: Path | None = None) -> Matrix:
                 cudnn_flavour=_need(cudnn, "flavour", str, where),
                 cudnn=_need(cudnn, "version", str, where),
                 ubuntu=_strings(item.get("ubuntu"), where),
+                min_driver=item.get("min_driver"),
             )
         )
     cuda.sort(key=lambda r: version_key(r.cuda))

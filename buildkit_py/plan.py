@@ -17,6 +17,7 @@ from .config import Config
 from .errors import ResolutionError
 from .matrix import CudaRelease, Framework, FrameworkSeries, Matrix, load_matrix, minor, version_key
 from .refs import parse_ref
+from .resources import LAUNCHER_MODULE
 
 VENV = "/opt/venv"
 WORKDIR = "/app"
@@ -53,6 +54,7 @@ class Plan:
     gpu: bool
     cuda: str | None  # full CUDA version of the base, "12.4.1"
     cudnn: str | None  # cuDNN version in the base image
+    min_driver: str | None  # the NVIDIA driver the base's CUDA needs, for the launcher's message
     ubuntu: str | None
     python: PythonSetup
     framework: FrameworkInstall | None
@@ -61,8 +63,8 @@ class Plan:
     pip: tuple[str, ...]
     requirements: str | None
     env: tuple[tuple[str, str], ...]
-    entrypoint: tuple[str, ...]
-    cmd: tuple[str, ...]
+    entrypoint: tuple[str, ...]  # the launcher, then the trainer command
+    cmd: tuple[str, ...]  # the trainer's default args
     venv: str = VENV
     workdir: str = WORKDIR
 
@@ -227,9 +229,10 @@ def _entry(config: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
     trainer = config.trainer
     if trainer is None:
         return (), ()
+    launcher = ("python", "-m", LAUNCHER_MODULE, "--")
     if trainer.module:
-        return ("python", "-m", trainer.module), trainer.args
-    return ("python", f"{WORKDIR}/{trainer.script}"), trainer.args
+        return launcher + ("python", "-m", trainer.module), trainer.args
+    return launcher + ("python", f"{WORKDIR}/{trainer.script}"), trainer.args
 
 
 def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
@@ -244,7 +247,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         raise ResolutionError(f"cuda: {config.cuda} was given with gpu: false; drop one of them")
     python = _python(matrix, config, label, series)
 
-    cuda = cudnn = ubuntu = None
+    cuda = cudnn = ubuntu = min_driver = None
     if config.base_image:
         base, kind = config.base_image, "custom"
         cuda = _custom_base_cuda(config, label, series) if gpu else None
@@ -253,7 +256,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         )
     elif gpu:
         release = _cuda_release(matrix, config, label, series)
-        cuda, cudnn = release.cuda, release.cudnn
+        cuda, cudnn, min_driver = release.cuda, release.cudnn, release.min_driver
         ubuntu, python_setup = _ubuntu_for(matrix, release, python)
         base = f"{matrix.cuda_repository}:{cuda}-{release.cudnn_flavour}-runtime-ubuntu{ubuntu}"
         kind = "cuda"
@@ -275,6 +278,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         gpu=gpu,
         cuda=cuda,
         cudnn=cudnn,
+        min_driver=min_driver,
         ubuntu=ubuntu,
         python=python_setup,
         framework=_install(fw, series, version, gpu, cuda) if fw else None,

@@ -15,7 +15,7 @@ import jinja2
 from . import __version__
 from .errors import RenderError
 from .plan import Plan
-from .resources import resource_dir
+from .resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
 
 DOCKERIGNORE_TEMPLATE = "dockerignore.j2"
 
@@ -69,6 +69,8 @@ def render_dockerfile(plan: Plan, *, root: Path | None = None, buildkit: bool = 
         "buildkit": buildkit,
         "base_template": plan.template,
         "python_check": _python_check(plan.python.version),
+        "launcher_dir": LAUNCHER_CONTEXT_DIR,
+        "launcher_module": LAUNCHER_MODULE,
     }
     try:
         if plan.user_template:

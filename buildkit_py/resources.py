@@ -15,3 +15,12 @@ def resource_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise DataError(f"buildkit-py is installed without its {name}/ folder (looked beside {_PACKAGE})")
+
+
+LAUNCHER_CONTEXT_DIR = ".buildkit-py/launcher"  # where builds place the launcher in the context
+LAUNCHER_MODULE = "buildkit_launcher"  # its package name inside images
+
+
+def launcher_sources() -> list[tuple[str, Path]]:
+    """(path in the build context, source file) for every file of the launcher package."""
+    return [(f"{LAUNCHER_CONTEXT_DIR}/{p.name}", p) for p in sorted((_PACKAGE / "launcher").glob("*.py"))]

@@ -69,7 +69,8 @@ def test_entrypoint_and_default_args(tmp_path):
     parsed = parse(render_case("sklearn-cpu"), tmp_path)
     entry = [json.loads(i["value"]) for i in parsed.structure if i["instruction"] == "ENTRYPOINT"]
     cmd = [json.loads(i["value"]) for i in parsed.structure if i["instruction"] == "CMD"]
-    assert entry == [["python", "/app/train.py"]] and cmd == [["--alpha", "0.5"]]
+    assert entry == [["python", "-m", "buildkit_launcher", "--", "python", "/app/train.py"]]
+    assert cmd == [["--alpha", "0.5"]]
 
 
 def test_user_template_overrides_blocks_with_super():

@@ -32,6 +32,9 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     && if [ -s /run/secrets/buildkit-pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/buildkit-pip-conf; fi \
     && pip install cloudml-hypertune==0.1.0.dev6
 
+# The launcher (ENTRYPOINT): GPU checks and the cluster contract, then the trainer
+COPY [".buildkit-py/launcher", "/opt/venv/lib/python3.11/site-packages/buildkit_launcher"]
+
 # Trainer code, last: an edit rebuilds only this layer
 WORKDIR /app
 COPY . /app
@@ -44,5 +47,5 @@ LABEL org.opencontainers.image.base.name="debian:bookworm-slim" \
     dev.buildkit-py.cuda="none" \
     dev.buildkit-py.cudnn="none" \
     dev.buildkit-py.plan="{\"base_image\":\"debian:bookworm-slim\",\"cuda\":null,\"cudnn\":null,\"framework\":null,\"gpu\":false,\"index_url\":null,\"python\":\"3.11\"}"
-ENTRYPOINT ["python", "-m", "trainer.task"]
+ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "-m", "trainer.task"]
 CMD []

@@ -22,6 +22,9 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     && if [ -s /run/secrets/buildkit-pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/buildkit-pip-conf; fi \
     && pip install scikit-learn==1.5.2
 
+# The launcher (ENTRYPOINT): GPU checks and the cluster contract, then the trainer
+COPY [".buildkit-py/launcher", "/opt/venv/lib/python3.12/site-packages/buildkit_launcher"]
+
 # Trainer code, last: an edit rebuilds only this layer
 WORKDIR /app
 COPY . /app
@@ -34,5 +37,5 @@ LABEL org.opencontainers.image.base.name="python:3.12-slim-bookworm" \
     dev.buildkit-py.cuda="none" \
     dev.buildkit-py.cudnn="none" \
     dev.buildkit-py.plan="{\"base_image\":\"python:3.12-slim-bookworm\",\"cuda\":null,\"cudnn\":null,\"framework\":\"scikit-learn==1.5.2\",\"gpu\":false,\"index_url\":null,\"python\":\"3.12\"}"
-ENTRYPOINT ["python", "/app/train.py"]
+ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "/app/train.py"]
 CMD ["--alpha", "0.5"]

@@ -7,6 +7,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_INPUT=1
+# The driver this CUDA needs: the launcher names it when the host's driver is older.
+ENV BUILDKIT_PY_MIN_DRIVER="550.54.15"
 
 # System packages
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
@@ -68,6 +70,9 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
 ENV NCCL_DEBUG="INFO" \
     OMP_NUM_THREADS="4"
 
+# The launcher (ENTRYPOINT): GPU checks and the cluster contract, then the trainer
+COPY [".buildkit-py/launcher", "/opt/venv/lib/python3.11/site-packages/buildkit_launcher"]
+
 # Trainer code, last: an edit rebuilds only this layer
 WORKDIR /app
 COPY . /app
@@ -80,5 +85,5 @@ LABEL org.opencontainers.image.base.name="nvidia/cuda:12.4.1-cudnn-runtime-ubunt
     dev.buildkit-py.cuda="12.4.1" \
     dev.buildkit-py.cudnn="9.1.0" \
     dev.buildkit-py.plan="{\"base_image\":\"nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04\",\"cuda\":\"12.4.1\",\"cudnn\":\"9.1.0\",\"framework\":\"torch==2.5.1\",\"gpu\":true,\"index_url\":\"https://download.pytorch.org/whl/cu124\",\"python\":\"3.11\"}"
-ENTRYPOINT ["python", "-m", "trainer.task"]
+ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "-m", "trainer.task"]
 CMD ["--epochs", "10", "--batch-size", "64"]

@@ -7,6 +7,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_INPUT=1
+# The driver this CUDA needs: the launcher names it when the host's driver is older.
+ENV BUILDKIT_PY_MIN_DRIVER="580.65.06"
 
 # Python 3.12 in a virtual environment (distro Pythons refuse pip, PEP 668)
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
@@ -38,6 +40,9 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     && if [ -s /run/secrets/buildkit-pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/buildkit-pip-conf; fi \
     && pip install cloudml-hypertune==0.1.0.dev6
 
+# The launcher (ENTRYPOINT): GPU checks and the cluster contract, then the trainer
+COPY [".buildkit-py/launcher", "/opt/venv/lib/python3.12/site-packages/buildkit_launcher"]
+
 # Trainer code, last: an edit rebuilds only this layer
 WORKDIR /app
 COPY . /app
@@ -50,5 +55,5 @@ LABEL org.opencontainers.image.base.name="nvidia/cuda:13.0.3-cudnn-runtime-ubunt
     dev.buildkit-py.cuda="13.0.3" \
     dev.buildkit-py.cudnn="9.14.0" \
     dev.buildkit-py.plan="{\"base_image\":\"nvidia/cuda:13.0.3-cudnn-runtime-ubuntu24.04\",\"cuda\":\"13.0.3\",\"cudnn\":\"9.14.0\",\"framework\":\"torch\",\"gpu\":true,\"index_url\":\"https://download.pytorch.org/whl/nightly/cu130\",\"python\":\"3.12\"}"
-ENTRYPOINT ["python", "-m", "trainer.task"]
+ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "-m", "trainer.task"]
 CMD []

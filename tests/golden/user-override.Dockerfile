@@ -7,6 +7,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_INPUT=1
+# The driver this CUDA needs: the launcher names it when the host's driver is older.
+ENV BUILDKIT_PY_MIN_DRIVER="570.124.06"
 
 # Team tools, added by this project's template
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
@@ -48,6 +50,9 @@ RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     && if [ -s /run/secrets/buildkit-pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/buildkit-pip-conf; fi \
     && pip install cloudml-hypertune==0.1.0.dev6
 
+# The launcher (ENTRYPOINT): GPU checks and the cluster contract, then the trainer
+COPY [".buildkit-py/launcher", "/opt/venv/lib/python3.11/site-packages/buildkit_launcher"]
+
 # Trainer code, last: an edit rebuilds only this layer
 WORKDIR /app
 COPY . /app
@@ -62,5 +67,5 @@ LABEL org.opencontainers.image.base.name="nvidia/cuda:12.8.1-cudnn-runtime-ubunt
     dev.buildkit-py.plan="{\"base_image\":\"nvidia/cuda:12.8.1-cudnn-runtime-ubuntu22.04\",\"cuda\":\"12.8.1\",\"cudnn\":\"9.8.0\",\"framework\":\"xgboost==2.1.1\",\"gpu\":true,\"index_url\":null,\"python\":\"3.11\"}"
 
 LABEL com.example.team="ml-platform"
-ENTRYPOINT ["python", "-m", "trainer.task"]
+ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "-m", "trainer.task"]
 CMD []

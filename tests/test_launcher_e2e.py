@@ -1,0 +1,96 @@
+"""The launcher as a real image's ENTRYPOINT and PID 1, on the real engine."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from test_build_e2e import docker
+
+from conftest import run_cli
+
+TRAINER = '''
+import os, signal, sys, time
+
+def on_term(*_):
+    print("trainer got SIGTERM", flush=True)
+    sys.exit(42)
+
+signal.signal(signal.SIGTERM, on_term)
+print("trainer pid", os.getpid(), "rank", os.environ.get("RANK"), "world", os.environ.get("WORLD_SIZE"), flush=True)
+mode = sys.argv[1] if len(sys.argv) > 1 else "exit"
+if mode == "orphans":
+    # A child that leaves a grandchild behind: the grandchild becomes PID 1's to reap.
+    child = os.fork()
+    if child == 0:
+        if os.fork() == 0:
+            time.sleep(0.2)  # outlive its parent: it is re-parented to PID 1 before it exits
+            os._exit(0)
+        os._exit(0)
+    os.waitpid(child, 0)  # the trainer reaps its own child; the orphan is PID 1's job
+    time.sleep(1.0)
+    zombies = [p for p in os.listdir("/proc") if p.isdigit()
+               and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"]
+    print("zombies", len(zombies), flush=True)
+elif mode == "wait":
+    time.sleep(60)
+sys.exit(int(os.environ.get("TRAINER_EXIT", "0")))
+'''
+
+
+@pytest.fixture(scope="module")
+def image(testenv, tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("launcher-trainer")
+    (root / "trainer").mkdir()
+    (root / "trainer" / "__init__.py").write_text("")
+    (root / "trainer" / "task.py").write_text(TRAINER)
+    (root / "buildkit.yaml").write_text("framework: none\npython: '3.11'\ngpu: false\nhypertune: false\n"
+                                        "trainer: {module: trainer.task}\n")
+    proc = run_cli("build", "--config", str(root / "buildkit.yaml"), "--network", "host", "--json",
+                   env={**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"]})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)["tags"][0]
+
+
+def test_trainer_exit_code_is_the_containers(testenv, image):
+    proc = docker(testenv, "run", "--rm", "--network", "none", "-e", "TRAINER_EXIT=3", image, check=False)
+    assert proc.returncode == 3
+    assert "buildkit-py launcher: checks passed" in proc.stderr and "trainer pid" in proc.stdout
+
+
+def test_sigterm_reaches_the_trainer_under_pid_1(testenv, image):
+    name = f"bkpy-sigterm-{time.time_ns()}"
+    docker(testenv, "run", "-d", "--name", name, "--network", "none", image, "wait")
+    try:
+        for _ in range(100):
+            if "trainer pid" in docker(testenv, "logs", name).stdout:
+                break
+            time.sleep(0.1)
+        start = time.monotonic()
+        docker(testenv, "stop", "-t", "20", name)
+        stopped_in = time.monotonic() - start
+        state = json.loads(docker(testenv, "inspect", name).stdout)[0]["State"]
+        logs = docker(testenv, "logs", name).stdout
+    finally:
+        docker(testenv, "rm", "-f", name, check=False)
+    assert "trainer got SIGTERM" in logs and state["ExitCode"] == 42
+    assert stopped_in < 10  # the signal was delivered, not the stop timeout's SIGKILL
+
+
+def test_pid_1_reaps_orphaned_zombies(testenv, image):
+    proc = docker(testenv, "run", "--rm", "--network", "none", image, "orphans")
+    assert "zombies 0" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_cluster_spec_becomes_torch_variables(testenv, image):
+    spec = json.dumps({"cluster": {"workerpool0": ["127.0.0.1:29500"], "workerpool1": ["127.0.0.1:29501"]},
+                       "task": {"type": "workerpool1", "index": 0}})
+    proc = docker(testenv, "run", "--rm", "--network", "none", "-e", f"CLUSTER_SPEC={spec}", image)
+    assert "rank 1 world 2" in proc.stdout
+
+
+def test_gpu_requested_but_container_started_without_gpus(testenv, image):
+    proc = docker(testenv, "run", "--rm", "--network", "none", "-e", "BUILDKIT_PY_EXPECT_GPUS=1", image, check=False)
+    assert proc.returncode == 10
+    assert "no NVIDIA driver is visible in this container" in proc.stderr and "trainer pid" not in proc.stdout
