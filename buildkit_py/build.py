@@ -154,6 +154,13 @@ def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildRes
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp, \
             staged_context(config.root, dockerfile, ignore, allow_secrets=options.allow_secrets,
                            extras=launcher_sources()) as ctx:
+        secrets = tuple(_secrets(options, Path(tmp)))
+        if secrets and not builder.supports_secrets:
+            raise BuildError(
+                f"the {builder.name} builder cannot pass secrets ({', '.join(s for s, _ in secrets)}) without writing "
+                "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
+                "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
+            )
         content_tag = f"bk-{ctx.digest[:16]}"
         refs = image_refs(config, options.tags, content_tag, revision)
         image_id = None if options.no_cache else _existing_image(client, refs[0])
@@ -169,7 +176,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildRes
                 labels=tuple(labels),
                 platform=platform,
                 network=options.network,
-                secrets=tuple(_secrets(options, Path(tmp))),
+                secrets=secrets,
                 no_cache=options.no_cache,
             )
             image_id = builder.build(request, reporter)

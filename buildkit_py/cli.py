@@ -11,8 +11,10 @@ from . import __version__
 from .build import BuildOptions, build
 from .builders import BUILDERS
 from .config import load_config
+from .doctor import diagnose
 from .errors import BuildkitError
 from .fsutil import write_atomic
+from .jobs.local import run_local
 from .matrix import load_matrix
 from .plan import make_plan
 from .progress import reporter
@@ -132,6 +134,34 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    findings = diagnose(args.gpus)
+    if args.json:
+        print(json.dumps([f.__dict__ for f in findings], indent=2))
+    else:
+        for f in findings:
+            print(f"{'ok ' if f.ok else 'FAIL'} {f.name:<9} {f.message}")
+    # GPU and cluster failures are what a job would die of; missing build tools are only reported.
+    return next((f.code for f in findings if not f.ok and f.code), 0)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    rep = reporter(args.progress)
+    image = args.image
+    if image is None:
+        image = build(_load(args), BuildOptions(network=args.network), rep).tags[0]
+    trainer_args = args.args[1:] if args.args[:1] == ["--"] else args.args
+    result = run_local(image, workers=args.workers, gpus=args.gpus, output=args.output, args=tuple(trainer_args),
+                       reporter=rep, network=args.network)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(f"job {result.job_id}: exit code {result.exit_code}; outputs in {result.output_dir}")
+        for metric in result.metrics:
+            print("metric " + json.dumps(metric))
+    return result.exit_code
+
+
 def cmd_versions(args: argparse.Namespace) -> int:
     matrix = load_matrix()
     names = [args.framework] if args.framework else sorted(matrix.frameworks)
@@ -202,6 +232,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", choices=("auto", "plain", "tty", "json"), default="auto")
     p.add_argument("--json", action="store_true", help="print image, digest and size as JSON")
     p.set_defaults(func=cmd_push)
+
+    p = sub.add_parser("doctor", help="run the launcher's GPU and cluster checks here, and check the build tools")
+    p.add_argument("--gpus", type=int, help="fail unless this many GPUs are visible and usable")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("run", help="run the image locally the way Vertex AI runs it (CLUSTER_SPEC, AIP_* dirs)")
+    p.add_argument("image", nargs="?", help="image to run (default: build the config's image first)")
+    _config_flags(p)
+    p.add_argument("--gpus", type=int, default=0, help="GPUs per container (passed as --gpus and checked)")
+    p.add_argument("--workers", type=int, default=0, help="worker containers besides the chief")
+    p.add_argument("--output", type=Path, help="local directory for AIP_MODEL_DIR etc. (default: buildkit-output/JOB)")
+    p.add_argument("--network", default="host", help="container network (default: host, for loopback rendezvous)")
+    p.add_argument("--progress", choices=("auto", "plain", "tty", "json"), default="auto")
+    p.add_argument("--json", action="store_true", help="print job id, exit codes, outputs and metrics as JSON")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="-- ARGS: replace the trainer's default args")
+    p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("versions", help="list the framework releases, CUDA versions and Pythons buildkit-py knows")
     p.add_argument("framework", nargs="?", help="one framework (default: all)")

@@ -72,3 +72,9 @@ class RegistryError(BuildkitError):
     """Authentication or push to a registry failed."""
 
     exit_code = 7
+
+
+class RunError(BuildkitError):
+    """A local run could not start its containers."""
+
+    exit_code = 8

@@ -8,7 +8,7 @@ import time
 import pytest
 from test_build_e2e import docker
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 TRAINER = '''
 import os, signal, sys, time
@@ -94,3 +94,27 @@ def test_gpu_requested_but_container_started_without_gpus(testenv, image):
     proc = docker(testenv, "run", "--rm", "--network", "none", "-e", "BUILDKIT_PY_EXPECT_GPUS=1", image, check=False)
     assert proc.returncode == 10
     assert "no NVIDIA driver is visible in this container" in proc.stderr and "trainer pid" not in proc.stdout
+
+
+def test_local_run_with_workers_rendezvous_and_cloud_environment(testenv, tmp_path):
+    out = tmp_path / "out"
+    proc = run_cli("run", "--config", str(REPO / "examples" / "distributed" / "buildkit.yaml"), "--workers", "2",
+                   "--output", str(out), "--progress", "plain", "--json",
+                   env={**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"]})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    assert result["exit_codes"] == {"workerpool0-0": 0, "workerpool1-0": 0, "workerpool1-1": 0}
+    # ranks 0..2 add (rank + 1 + step): step 2 sums 3 + 4 + 5
+    for rank in range(3):
+        assert f"rank {rank}/3 step 2: global sum 12" in proc.stderr
+    assert result["metrics"][-1]["global_sum"] == "12.0"
+    assert (out / "hypertune" / "output.metrics").is_file() and (out / "model").is_dir()
+    assert result["job_id"].startswith("local_")
+    assert docker(testenv, "ps", "-aq").stdout.strip() == ""  # every container removed
+
+
+def test_local_run_sets_what_the_cloud_sets(testenv, image, tmp_path):
+    proc = run_cli("run", image, "--output", str(tmp_path / "o"), "--json", "--", "exit",
+                   env={**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"]})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rank 0 world 1" in proc.stderr  # CLUSTER_SPEC with one chief -> RANK 0, WORLD_SIZE 1

@@ -1,6 +1,6 @@
 """The engine's classic builder through the Docker SDK, for engines without any BuildKit client.
-It has no cache or secret mounts: the Dockerfile is rendered without them, and a CA bundle or
-pip credentials cannot be passed without landing in a layer, so they are refused."""
+It has no cache or secret mounts: the Dockerfile is rendered without them, and build.py refuses
+a CA bundle or pip credentials rather than let them land in a layer (supports_secrets)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,6 @@ class LegacyBuilder:
     def build(self, request: BuildRequest, reporter: Reporter) -> str:
         from docker.errors import APIError
 
-        if request.secrets:
-            names = ", ".join(s for s, _ in request.secrets)
-            raise BuildError(
-                f"the legacy builder cannot pass secrets ({names}) without writing them into a layer; "
-                "use a BuildKit client (--builder buildkit)"
-            )
         client = engine_client()
         image_id = None
         try:
