@@ -4,6 +4,7 @@ lines for machines. Producers call these methods; they never print themselves.""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import TextIO
@@ -86,7 +87,5 @@ def reporter(mode: str = "auto", stream: TextIO | None = None) -> Reporter:
     """auto: live display on a terminal, plain lines otherwise (CI=true forces plain)."""
     stream = stream or sys.stderr
     if mode == "auto":
-        import os
-
         mode = "tty" if stream.isatty() and os.environ.get("CI", "").lower() not in ("1", "true") else "plain"
     return {"plain": Reporter, "tty": TtyReporter, "json": JsonReporter}[mode](stream)
