@@ -24,7 +24,7 @@ from .plan import LABEL_PREFIX, Plan, make_plan
 from .progress import Reporter
 from .refs import ImageRef, parse_ref
 from .registry import PushResult, push
-from .render import render_dockerfile, render_dockerignore
+from .render import render_dockerfile, render_project_dockerignore
 from .resources import launcher_sources
 
 CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
@@ -141,12 +141,9 @@ def _existing_image(client, ref: ImageRef) -> str | None:
 
 def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildResult:
     plan = make_plan(config)
-    if not plan.entrypoint:
-        raise ConfigError("the config has no trainer (module or script) to run as the ENTRYPOINT", field="trainer")
     builder = select_builder(options.builder, options.docker)
     dockerfile = render_dockerfile(plan, root=config.root, buildkit=builder.supports_secrets)
-    user_ignore = config.root / ".dockerignore"
-    ignore = render_dockerignore(user_ignore.read_text(encoding="utf-8") if user_ignore.is_file() else None)
+    ignore = render_project_dockerignore(config.root)
     client = engine_client()
     revision = git_revision(config.root)
     platform = options.platform or ("linux/amd64" if plan.gpu else None)

@@ -20,7 +20,7 @@ from .plan import make_plan
 from .progress import reporter
 from .refs import parse_ref
 from .registry import push
-from .render import render_dockerfile, render_dockerignore
+from .render import render_dockerfile, render_project_dockerignore
 from .resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 
 
@@ -73,12 +73,8 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 def cmd_dockerfile(args: argparse.Namespace) -> int:
     config = _load(args)
-    plan = make_plan(config)
-    if not plan.entrypoint:
-        raise BuildkitError("trainer: the config has no trainer (module or script) to run as the ENTRYPOINT")
-    dockerfile = render_dockerfile(plan, root=config.root)
-    user_ignore = config.root / ".dockerignore"
-    dockerignore = render_dockerignore(user_ignore.read_text(encoding="utf-8") if user_ignore.is_file() else None)
+    dockerfile = render_dockerfile(make_plan(config), root=config.root)
+    dockerignore = render_project_dockerignore(config.root)
     if args.output:
         # BuildKit reads <Dockerfile>.dockerignore before the context's own .dockerignore.
         ignore_path = args.output.with_name(args.output.name + ".dockerignore")

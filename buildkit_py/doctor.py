@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from .builders.buildkit_cli import find_buildkit_client
-from .engine import engine_client
+from .engine import engine_client, engine_host
 from .errors import BuildkitError
 from .launcher import cluster, gpu
 
@@ -41,7 +41,7 @@ def diagnose(expect_gpus: int | None = None, env: dict[str, str] | None = None) 
         findings.append(Finding("buildkit", False, exc.message))
     try:
         version = engine_client().version().get("Version", "?")
-        findings.append(Finding("engine", True, f"Docker engine {version} at {os.environ.get('DOCKER_HOST', 'default socket')}"))
+        findings.append(Finding("engine", True, f"Docker engine {version} at {engine_host()}"))
     except BuildkitError as exc:
         findings.append(Finding("engine", False, exc.message))
     return findings

@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 
 from . import __version__
-from .errors import RenderError
+from .errors import ConfigError, RenderError
 from .plan import Plan
 from .resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
 
@@ -62,6 +62,8 @@ def _python_check(version: str) -> str:
 
 def render_dockerfile(plan: Plan, *, root: Path | None = None, buildkit: bool = True) -> str:
     """Render the plan's variant template, or the user's template (relative to root) over it."""
+    if not plan.entrypoint:
+        raise ConfigError("the config has no trainer (module or script) to run as the ENTRYPOINT", field="trainer")
     env = environment()
     context = {
         "plan": plan,
@@ -97,6 +99,12 @@ def _tidy(text: str) -> str:
     while lines and lines[-1] == "":
         lines.pop()
     return "\n".join(lines) + "\n"
+
+
+def render_project_dockerignore(root: Path) -> str:
+    """The defaults plus the project's own .dockerignore, when it has one."""
+    user = root / ".dockerignore"
+    return render_dockerignore(user.read_text(encoding="utf-8") if user.is_file() else None)
 
 
 def render_dockerignore(user_dockerignore: str | None = None) -> str:

@@ -12,7 +12,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine import check_engine
 from ..errors import BuildError, EngineError
 from ..progress import Reporter
 from .base import BuildRequest
@@ -95,7 +94,6 @@ class BuildkitCliBuilder:
         return args + [str(request.context_dir)]
 
     def build(self, request: BuildRequest, reporter: Reporter) -> str:
-        check_engine(self.client.path)
         live = reporter.mode == "tty"
         with tempfile.TemporaryDirectory(prefix="buildkit-py-iid-") as tmp:
             iidfile = Path(tmp) / "iid"
