@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+SHOWN_CHARS = 120  # a 70,000-character value is named by its start and its length
+
+
+def show(value: object) -> str:
+    """A user's value in a message: escaped (repr), so control characters, line separators and
+    terminal escapes stay visible and inert, and cut short when long."""
+    text = repr(value)
+    if len(text) > SHOWN_CHARS:
+        size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters as written"
+        text = f"{text[:SHOWN_CHARS]}... ({size})"
+    return text
+
 
 class BuildkitError(Exception):
     """Base of all errors buildkit-py reports to the user (never a traceback)."""
@@ -78,3 +90,9 @@ class RunError(BuildkitError):
     """A local run could not start its containers."""
 
     exit_code = 8
+
+
+class OutputError(BuildkitError):
+    """A result could not be written where the user asked."""
+
+    exit_code = 2

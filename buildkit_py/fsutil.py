@@ -1,20 +1,58 @@
-"""File writes that never leave a half-written file behind."""
+"""Reading the user's text files with one clear error, and writes that never leave a half-written file."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import tempfile
 from pathlib import Path
 
+from .errors import ConfigError, OutputError
+
+MAX_TEXT_FILE = 1 << 20  # config files, templates, ignore and requirements files are small; a bigger one is a mistake
+
+_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+              (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
+
+
+def read_text(path: Path, what: str, *, limit: int = MAX_TEXT_FILE) -> str:
+    """A UTF-8 text file (a UTF-8 BOM is dropped), or ConfigError naming the file and what is wrong."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the {what}: {exc.strerror or exc}", where=str(path)) from None
+    if len(data) > limit:
+        raise ConfigError(f"the {what} is larger than {limit // 1024} KiB; is it the right file?", where=str(path))
+    for bom, name in _WIDE_BOMS:
+        if data.startswith(bom):
+            raise ConfigError(f"the {what} is encoded as {name}; save it as UTF-8", where=str(path))
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise ConfigError(f"the {what} has a NUL byte at offset {nul}: it is not a text file", where=str(path))
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"the {what} is not valid UTF-8 (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); "
+                          "save it as UTF-8", where=str(path)) from None
+
 
 def write_atomic(path: Path, text: str) -> None:
     """Write beside the target, then rename over it: readers see the old or the new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    if path.is_dir():
+        raise OutputError(f"{str(path)!r} is a directory; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", dir=path.parent)
+    except OSError as exc:
+        raise OutputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -1,7 +1,8 @@
 """Plan -> Dockerfile and .dockerignore text. Reads templates; runs nothing.
 
 Config values reach the text only through the quoting filters below, so no value can add a
-line or an instruction to the Dockerfile.
+line or an instruction to the Dockerfile. Every template, ours and the user's, renders in Jinja's
+immutable sandbox: a template from a pull request cannot run code on the machine that builds it.
 """
 
 from __future__ import annotations
@@ -11,31 +12,52 @@ import shlex
 from pathlib import Path
 
 import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from . import __version__
-from .errors import ConfigError, RenderError
+from .errors import ConfigError, RenderError, show
+from .fsutil import read_text
 from .plan import Plan
 from .resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
 
 DOCKERIGNORE_TEMPLATE = "dockerignore.j2"
+MAX_LINE_BYTES = 65535  # BuildKit's Dockerfile scanner refuses longer lines ("token too long")
+# Characters str.splitlines() breaks on: BuildKit splits only on \n, but a value must not look
+# like two lines to any tool that reads the file (editors, linters, diff, our own tidy step).
+LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def _one_line(value: str) -> str:
+    if not isinstance(value, str):
+        raise RenderError(f"{show(value)} is not text")
+    if "\0" in value or LINE_BREAKS.intersection(value):
+        raise RenderError(f"{show(value)} cannot be written as one Dockerfile value (line break or NUL)")
+    return value
 
 
 def docker_quote(value: str) -> str:
     """A double-quoted ENV/LABEL value: Docker's parser unescapes \\ \" and \\$ inside quotes."""
     # A trailing backslash is valid for Docker but misread by hadolint; config rejects it too.
-    if any(ch in value for ch in "\n\r\x00") or value.endswith("\\"):
-        raise RenderError(f"{value!r} cannot be written as one Dockerfile value (line break, NUL or final backslash)")
+    if _one_line(value).endswith("\\"):
+        raise RenderError(f"{show(value)} cannot be written as one Dockerfile value (final backslash)")
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
     return f'"{escaped}"'
 
 
+def shell_quote(value: str) -> str:
+    """One POSIX shell word on one line: shlex.quote would keep a line break inside its quotes,
+    and BuildKit would end the RUN instruction there."""
+    return shlex.quote(_one_line(value))
+
+
 def exec_form(values) -> str:
-    """A JSON array for exec-form instructions (ENTRYPOINT, CMD, COPY): no shell, no expansion."""
-    return json.dumps(list(values))
+    """A JSON array for exec-form instructions (ENTRYPOINT, CMD, COPY): no shell, no expansion;
+    ASCII-escaped, so no character of a value can break the line."""
+    return json.dumps(list(values), ensure_ascii=True)
 
 
 def environment(extra_dirs: tuple[Path, ...] = ()) -> jinja2.Environment:
-    env = jinja2.Environment(
+    env = ImmutableSandboxedEnvironment(
         loader=jinja2.FileSystemLoader([str(d) for d in extra_dirs] + [str(resource_dir("templates"))]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -44,7 +66,7 @@ def environment(extra_dirs: tuple[Path, ...] = ()) -> jinja2.Environment:
         autoescape=False,
     )
     env.filters.update(
-        sh=shlex.quote,
+        sh=shell_quote,
         json=exec_form,
         dockerenv=docker_quote,
         kv=lambda pair: f"{pair[0]}={docker_quote(pair[1])}",
@@ -77,36 +99,47 @@ def render_dockerfile(plan: Plan, *, root: Path | None = None, buildkit: bool = 
     try:
         if plan.user_template:
             path = (root or Path.cwd()) / plan.user_template
-            template = env.from_string(path.read_text(encoding="utf-8"))
+            template = env.from_string(read_text(path, "template"))
         else:
             template = env.get_template(plan.template)
         text = template.render(context)
     except jinja2.TemplateSyntaxError as exc:
         where = f"{plan.user_template or exc.filename}:{exc.lineno}"
         raise RenderError(f"template syntax error at {where}: {exc.message}") from None
-    except (jinja2.TemplateError, OSError) as exc:
+    except (jinja2.TemplateError, RecursionError) as exc:
         raise RenderError(f"cannot render {plan.user_template or plan.template}: {exc}") from None
-    return _tidy(text)
+    return _check_lines(_tidy(text), plan.user_template or plan.template)
 
 
 def _tidy(text: str) -> str:
     """Collapse the blank lines that optional blocks leave behind."""
     lines: list[str] = []
-    for line in text.splitlines():
-        if line.strip() == "" and (not lines or lines[-1] == ""):
+    for line in text.split("\n"):  # as BuildKit splits: only \n ends a line
+        line = line.rstrip(" \t")
+        if line == "" and (not lines or lines[-1] == ""):
             continue
-        lines.append(line.rstrip())
+        lines.append(line)
     while lines and lines[-1] == "":
         lines.pop()
     return "\n".join(lines) + "\n"
 
 
+def _check_lines(text: str, template: str) -> str:
+    for number, line in enumerate(text.split("\n"), 1):
+        size = len(line.encode())
+        if size > MAX_LINE_BYTES:
+            raise RenderError(f"line {number} of the Dockerfile from {template} ({show(line[:40])}...) is {size} bytes; "
+                              f"BuildKit reads lines of at most {MAX_LINE_BYTES} bytes")
+    return text
+
+
 def render_project_dockerignore(root: Path) -> str:
     """The defaults plus the project's own .dockerignore, when it has one."""
     user = root / ".dockerignore"
-    return render_dockerignore(user.read_text(encoding="utf-8") if user.is_file() else None)
+    return render_dockerignore(read_text(user, ".dockerignore") if user.is_file() else None)
 
 
 def render_dockerignore(user_dockerignore: str | None = None) -> str:
-    lines = [ln.rstrip() for ln in (user_dockerignore or "").splitlines() if ln.strip()]
+    # Split as the Docker CLI reads the file: on \n, with a trailing \r dropped.
+    lines = [ln.rstrip("\r").rstrip() for ln in (user_dockerignore or "").split("\n") if ln.strip()]
     return environment().get_template(DOCKERIGNORE_TEMPLATE).render(user_lines=lines)
