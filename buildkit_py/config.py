@@ -24,7 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .builders import BUILDERS
 from .errors import ConfigError, show
 from .fsutil import read_text
-from .refs import parse_ref
+from .refs import ImageRef, parse_ref
 
 CONFIG_FILES = ("buildkit.yaml", "buildkit.yml")
 PYPROJECT_TABLE = "buildkit-py"
@@ -214,18 +214,21 @@ def _construct(node: yaml.Node, path: tuple, raw: _Raw, filename: str) -> Any:
     raw.scalars[path] = node.value
     try:
         return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
-    except (yaml.YAMLError, ValueError, OverflowError) as exc:  # e.g. an implicit timestamp that is no date
-        raise ConfigError(f"{show(node.value)} cannot be read: {exc}", field=_dotted(path),
-                          where=raw.positions[path]) from None
+    except (yaml.YAMLError, ValueError, OverflowError):  # looks like a date, but is none (2024-13-45)
+        return node.value
 
 
 def load_raw(config_path: Path | None, directory: Path) -> tuple[_Raw, Path]:
     """Read the config document; returns it and the context root."""
-    if config_path is not None and not config_path.is_file():
-        state = "is not a file" if config_path.exists() else "does not exist"
-        raise ConfigError(f"config file {show(str(config_path))} {state}", field="--config")
-    if not directory.is_dir():
-        raise ConfigError(f"{show(str(directory))} is not a directory", field="--dir")
+    try:
+        if config_path is not None and not config_path.is_file():
+            state = "is not a file" if config_path.exists() else "does not exist"
+            raise ConfigError(f"config file {show(str(config_path))} {state}", field="--config")
+        if not directory.is_dir():
+            raise ConfigError(f"{show(str(directory))} is not a directory", field="--dir")
+    except OSError as exc:  # a name too long, a loop of symlinks
+        field_name = "--config" if config_path is not None else "--dir"
+        raise ConfigError(f"{show(str(config_path or directory))}: {exc.strerror or exc}", field=field_name) from None
     path = config_path or find_config(directory)
     if path is None:
         return _Raw(data={}, source="(defaults)"), directory.resolve()
@@ -277,17 +280,27 @@ def _bad_character(text: str) -> str | None:
     return None
 
 
-def _string(raw: _Raw, path: tuple, value: Any, *, allow_numbers: bool = False, limit: int = MAX_TEXT) -> str:
+def _string(raw: _Raw, path: tuple, value: Any, *, allow_numbers: bool = False, limit: int = MAX_TEXT,
+            secret: bool = False) -> str:
+    """secret: the value may carry a password, so messages never quote it."""
     if allow_numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
         value = raw.text(path, str(value))
+    shown = "the value" if secret else show(value)
     if not isinstance(value, str):
-        raise _err(raw, path, f"{show(value)} must be a string (quote it)")
+        raise _err(raw, path, f"{shown} must be a string (quote it)")
     if len(value) > limit:
-        raise _err(raw, path, f"{show(value)} is too long: at most {limit} characters")
+        raise _err(raw, path, f"{shown} is too long: at most {limit} characters")
     reason = _bad_character(value)
     if reason:
-        raise _err(raw, path, f"{show(value)} is not allowed: {reason}")
+        raise _err(raw, path, f"{shown} is not allowed: {reason}")
     return value
+
+
+def _ref(raw: _Raw, path: tuple, value: Any, *, allow_digest: bool = True) -> ImageRef:
+    try:
+        return parse_ref(_string(raw, path, value), field=_dotted(path), allow_digest=allow_digest)
+    except ConfigError as exc:  # restated with the file position
+        raise _err(raw, path, exc.detail) from None
 
 
 def _pattern(raw, path, value, regex: re.Pattern, allowed: str, *, allow_numbers=False) -> str:
@@ -426,11 +439,18 @@ def _pip_conf(raw: _Raw, path: tuple, value: Any, root: Path) -> Path:
 
 
 def _index_url(raw: _Raw, path: tuple, value: Any) -> str:
-    text = _string(raw, path, value)
+    text = _string(raw, path, value, secret=True)
     if not _INDEX_URL.fullmatch(text):
         # Never echo it: the URL may carry a password.
         raise _err(raw, path, "the value is not allowed: an http(s) URL of printable ASCII without spaces "
                               "(percent-encode other characters in credentials)")
+    return text
+
+
+def _mirror_url(raw: _Raw, path: tuple, value: Any) -> str:
+    text = _string(raw, path, value, secret=True)
+    if not _MIRROR_URL.fullmatch(text):
+        raise _err(raw, path, "the value is not allowed: an http(s) URL without spaces, quotes or credentials")
     return text
 
 
@@ -495,8 +515,8 @@ def _trainer(raw, path, value, root: Path) -> Trainer:
 
 
 def _image(raw, path, value) -> str:
-    text = _string(raw, path, value)
-    ref = parse_ref(text, field=_dotted(path))
+    ref = _ref(raw, path, value)
+    text = str(value)
     if ref.tag or ref.digest:
         raise _err(raw, path, f"{show(text)} is not allowed: give the repository only; "
                               "buildkit-py adds the content and git tags (more tags: tags / --tag)")
@@ -504,8 +524,7 @@ def _image(raw, path, value) -> str:
 
 
 def _tag(raw, path, value) -> str:
-    text = _string(raw, path, value)
-    return str(parse_ref(text, field=_dotted(path), allow_digest=False))
+    return str(_ref(raw, path, value, allow_digest=False))
 
 
 def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
@@ -515,7 +534,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "cuda": lambda r, p, v: _pattern(r, p, v, _CUDA, "a CUDA version like 12.4 or 12.4.1", allow_numbers=True),
         "python": lambda r, p, v: _pattern(r, p, v, _PYTHON, "a Python version like 3.11", allow_numbers=True),
         "gpu": _bool,
-        "base_image": lambda r, p, v: str(parse_ref(_string(r, p, v), field=_dotted(p))),
+        "base_image": lambda r, p, v: str(_ref(r, p, v)),
         "system_packages": lambda r, p, v: _strings(
             r, p, v, lambda r2, p2, v2: _pattern(r2, p2, v2, _DEBIAN_PACKAGE, "a Debian package name, optionally =VERSION"),
             total_bytes=MAX_LIST_BYTES * 2),
@@ -526,8 +545,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "trainer": lambda r, p, v: _trainer(r, p, v, root),
         "template": lambda r, p, v: _relative_file(r, p, v, root, "template"),
         "image": _image,
-        "python_mirror": lambda r, p, v: _pattern(r, p, v, _MIRROR_URL,
-                                                  "an http(s) URL without spaces, quotes or credentials"),
+        "python_mirror": _mirror_url,
         "tags": lambda r, p, v: _strings(r, p, v, _tag),
         "platform": lambda r, p, v: _pattern(r, p, v, _PLATFORM, "OS/ARCH[/VARIANT], e.g. linux/amd64 or linux/arm64"),
         "network": lambda r, p, v: _choice(r, p, v, _BUILD_NETWORKS),

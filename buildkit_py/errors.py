@@ -40,6 +40,7 @@ class ConfigError(BuildkitError):
         if field:
             prefix += f"{field}: "
         super().__init__(prefix + message)
+        self.detail = message  # without the position and field, to restate under another name
         self.field = field
         self.where = where
 

@@ -7,6 +7,7 @@ immutable sandbox: a template from a pull request cannot run code on the machine
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 from pathlib import Path
@@ -56,9 +57,11 @@ def exec_form(values) -> str:
     return json.dumps(list(values), ensure_ascii=True)
 
 
-def environment(extra_dirs: tuple[Path, ...] = ()) -> jinja2.Environment:
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """One environment per process: it caches the compiled templates."""
     env = ImmutableSandboxedEnvironment(
-        loader=jinja2.FileSystemLoader([str(d) for d in extra_dirs] + [str(resource_dir("templates"))]),
+        loader=jinja2.FileSystemLoader(str(resource_dir("templates"))),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -1,0 +1,348 @@
+"""No input reshapes the Dockerfile or crashes the tool.
+
+A property test feeds arbitrary text (every Unicode line-break class included) into every config
+field, from the file and from flags: the result is a refusal with exit 2 naming the field, or a
+Dockerfile with the same instructions as a benign value, the same FROM lines and no line over
+BuildKit's limit. A corpus of hostile files and flags then goes through the real command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from buildkit_py import cli
+from buildkit_py.config import KEYS, load_config
+from buildkit_py.errors import BuildkitError
+from buildkit_py.plan import make_plan
+from buildkit_py.render import MAX_LINE_BYTES, render_dockerfile
+from conftest import REPO
+
+LINE_BREAKS = list("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+NASTY = LINE_BREAKS + list("\x00\t\"'$\\`;&|{}%#=,@:/ ") + ["\x1b[31m", "${HOME}", "$(id)", "\\\n", "{{ 7*7 }}"]
+TEXT = st.lists(st.one_of(st.characters(exclude_categories=("Cs",)), st.sampled_from(NASTY)), max_size=30).map("".join)
+VALUES = st.one_of(TEXT, st.sampled_from(["a" * 70000, "é" * 20000, "x\u2028FROM alpine\u2028RUN touch /pwned",
+                                            "git\n", "trainer.task\n", "A\n"]))
+
+BENIGN = {"framework": "none", "python": "3.11", "gpu": False, "trainer": {"module": "trainer.task", "args": ["--a"]},
+          "env": {"A": "x"}, "pip": ["numpy"], "system_packages": ["git"]}
+
+# Where a hostile text goes: (name, function from the text to config keys set).
+PLACES = [
+    ("env value", lambda t: {"env": {"A": t}}),
+    ("env name", lambda t: {"env": {t: "x"}}),
+    ("pip", lambda t: {"pip": [t]}),
+    ("system_packages", lambda t: {"system_packages": [t]}),
+    ("trainer.module", lambda t: {"trainer": {"module": t, "args": ["--a"]}}),
+    ("trainer.script", lambda t: {"trainer": {"script": t, "args": ["--a"]}}),
+    ("trainer.args", lambda t: {"trainer": {"module": "trainer.task", "args": [t]}}),
+] + [(key, lambda t, key=key: {key: [t] if key in ("tags", "allow_secrets", "allow_large") else t})
+     for key in KEYS if key not in ("env", "pip", "system_packages", "trainer", "gpu", "hypertune")]
+
+
+def instructions(text: str) -> tuple[list[str], list[str]]:
+    """(instruction keywords, FROM lines) as BuildKit reads them: lines end at \\n only; a
+    trailing backslash continues the instruction; comments and blank lines are skipped."""
+    keywords, froms, current = [], [], ""
+    for line in text.split("\n"):
+        if not current and (line.lstrip().startswith("#") or not line.strip()):
+            continue
+        if line.endswith("\\"):
+            current += line[:-1]
+            continue
+        current += line
+        keywords.append(current.split(None, 1)[0].upper())
+        if keywords[-1] == "FROM":
+            froms.append(current)
+        current = ""
+    return keywords, froms
+
+
+@pytest.fixture(scope="module")
+def trainer_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    (root / "trainer").mkdir()
+    (root / "trainer" / "__init__.py").write_text("")
+    (root / "trainer" / "task.py").write_text("print('hi')\n")
+    return root
+
+
+def _render(root: Path, values: dict, *, as_flags: bool) -> str:
+    if as_flags:
+        (root / "buildkit.yaml").write_text(yaml.safe_dump({k: v for k, v in BENIGN.items() if k not in values}))
+        config = load_config(root / "buildkit.yaml", root, values)
+    else:
+        (root / "buildkit.yaml").write_text(yaml.safe_dump({**BENIGN, **values}, allow_unicode=True))
+        config = load_config(root / "buildkit.yaml", root)
+    return render_dockerfile(make_plan(config), root=config.root)
+
+
+@pytest.mark.parametrize("place", PLACES, ids=[p[0] for p in PLACES])
+@pytest.mark.parametrize("as_flags", [False, True], ids=["file", "flag"])
+@settings(max_examples=int(os.environ.get("BUILDKIT_HYPOTHESIS_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(text=VALUES)
+def test_no_value_reshapes_the_dockerfile(trainer_dir, place, as_flags, text):
+    name, where = place
+    benign_keywords, benign_froms = instructions(_render(trainer_dir, {}, as_flags=as_flags))
+    try:
+        rendered = _render(trainer_dir, where(text), as_flags=as_flags)
+    except BuildkitError as exc:
+        assert exc.exit_code == 2, f"{name}: {exc}"
+        return
+    keywords, froms = instructions(rendered)
+    assert keywords == benign_keywords, f"{name} = {text!r} changed the instructions"
+    assert froms == benign_froms or name == "base_image"
+    assert all(len(line.encode()) <= MAX_LINE_BYTES for line in rendered.split("\n"))
+    assert not any(ch in rendered for ch in LINE_BREAKS[1:]), f"{name} = {text!r} put a line separator in the file"
+
+
+# --- the command line, in process: exit codes and messages, never a traceback --------------
+
+
+def main(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = cli.main(list(argv))
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "internal error" not in err, err
+    return code, out, err
+
+
+def write(root: Path, name: str, data: bytes | str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return path
+
+
+HOSTILE_FILES = [
+    ("tag python/name", "framework: !!python/name:os.system\n", "YAML tags"),
+    ("tag int", "python: !!int abc\n", "YAML tags"),
+    ("tag timestamp", "python: !!timestamp x\n", "YAML tags"),
+    ("local tag", "python: !x '3.11'\n", "YAML tags"),
+    ("recursive alias", "a: &a [*a]\n", "anchors and aliases"),
+    ("alias bomb", "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefgh", "bcdefghi",
+                                                                                            strict=True)),
+     "anchors and aliases"),
+    ("deep nesting", "env: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper"),
+    ("utf-16", "framework: none\n".encode("utf-16"), "UTF-16"),
+    ("latin-1", "env: {A: caf\xe9}\n".encode("latin-1"), "not valid UTF-8"),
+    ("nul", b"framework: none\x00\n", "NUL byte"),
+    ("multi document", "framework: none\n---\npython: '3.11'\n", "invalid YAML"),
+    ("top-level list", "- a\n", "top level must be a mapping"),
+    ("complex key", "? [a]\n: b\n", "keys must be plain strings"),
+    ("bad date", "python: 2024-13-45\n", "a Python version like 3.11"),
+    ("huge int", "python: " + "9" * 5000 + "\n", "at most 4096 characters"),
+    ("unknown key escaped", "\"fram\\u2028ework\": none\n", "unknown key"),
+    ("long env value", "env: {A: " + "a" * 70000 + "}\n", "too long"),
+    ("many pip", "pip: [" + ", ".join(f"p{i}" for i in range(20000)) + "]\n", "too long"),
+    ("env name newline", "env: {\"A\\n\": v}\n", "not allowed"),
+    ("package newline", "system_packages: [\"git\\n\"]\n", "not allowed"),
+    ("module newline", "trainer: {module: \"x\\n\"}\n", "not allowed"),
+    ("u2028 in env", "env: {V: \"a\\u2028FROM alpine\\u2028RUN touch /pwned\"}\n", "line breaks"),
+    ("u2028 in pip marker", "pip: [\"numpy; python_version > '3'\\u2028RUN id\"]\n", "line breaks"),
+    ("long path", "requirements: " + "a" * 300 + ".txt\n", "255 characters"),
+    ("long nested path", "requirements: " + "/".join(["abcdefgh"] * 600) + "\n", "too long"),
+    ("args null", "trainer: {module: trainer.task, args: [null]}\n", "must be a string"),
+    ("image with tag", "image: 127.0.0.1:5000/x:latest\n", "repository only"),
+    ("network", "network: bridge\n", "one of default, host, none"),
+]
+
+
+@pytest.mark.parametrize("name, data, fragment", HOSTILE_FILES, ids=[c[0] for c in HOSTILE_FILES])
+def test_hostile_config_files_exit_2_naming_the_problem(tmp_path, capsys, name, data, fragment):
+    write(tmp_path, "trainer/task.py", "")
+    config = write(tmp_path, "buildkit.yaml", data)
+    code, out, err = main(capsys, "dockerfile", "--config", str(config))
+    assert code == 2, err
+    assert fragment in err, err
+    assert len(err) < 2000, "a message names a long value by its start and length"
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ('[tool]\nbuildkit-py = "x"\n', "must be a table"),
+    ('tool = "x"\n', "[tool] must be a table"),
+    ("[tool.buildkit-py\n", "invalid TOML"),
+    ('[tool.buildkit-py]\nframework = 1979-05-27T07:32:00Z\n', "must be a string"),
+    ('[tool.buildkit-py]\nenv = {A = "x\\u2028y"}\n', "line breaks"),
+    ('[tool.buildkit-py]\npip = ["numpy\\u2028RUN id"]\n', "line breaks"),
+])
+def test_hostile_pyproject_exits_2(tmp_path, capsys, text, fragment):
+    write(tmp_path, "pyproject.toml", text)
+    code, _, err = main(capsys, "resolve", "--dir", str(tmp_path))
+    assert code == 2 and fragment in err, err
+
+
+def test_dotdockerignore_and_requirements_are_decoded_with_the_file_named(tmp_path, capsys):
+    write(tmp_path, "trainer/task.py", "")
+    write(tmp_path, "buildkit.yaml", "trainer: {module: trainer.task}\nrequirements: req.txt\n")
+    write(tmp_path, "req.txt", b"caf\xe9\n")
+    code, _, err = main(capsys, "dockerfile", "--dir", str(tmp_path))
+    assert code == 2 and "requirements" in err and "not valid UTF-8" in err
+    write(tmp_path, "req.txt", "numpy\n")
+    write(tmp_path, ".dockerignore", "\ufeff\xff".encode("utf-16"))
+    code, _, err = main(capsys, "dockerfile", "--dir", str(tmp_path))
+    assert code == 2 and ".dockerignore" in err and "UTF-16" in err
+
+
+HOSTILE_FLAGS = [
+    (["--framework", "torch==2.5.1\n"], "--framework"),
+    (["--python", "3.11\n"], "--python"),
+    (["--python", "3.\u00b9\u00b9"], "--python"),
+    (["--cuda", "\u0661\u0662.4"], "--cuda"),
+    (["--base-image", "pyth\u00f6n:3.11"], "--base-image"),
+    (["--base-image", "python:3.11\nRUN id"], "--base-image"),
+    (["--base-image", "python@sha256:abc"], "--base-image"),
+    (["--image", "a" * 300], "--image"),
+    (["--tag", "127.0.0.1:5000/x@sha256:" + "a" * 64], "--tag"),
+    (["--tag", "x:t\u00e4g"], "--tag"),
+    (["--platform", "linux/amd64\n"], "--platform"),
+    (["--network", "host,src=/etc/shadow"], "--network"),
+    (["--ca-cert", "a,src=/etc/shadow"], "--ca-cert"),
+    (["--pip-index-url", "https://x/simple\n[global]\ntrusted-host = evil"], "--pip-index-url"),
+    (["--pip-index-url", "ftp://x/"], "--pip-index-url"),
+    (["--builder", "nope"], "--builder"),
+    (["--allow-secret", "a\nb"], "--allow-secret"),
+    (["--requirements", "../../etc/passwd"], "--requirements"),
+    (["--template", "/etc/passwd"], "--template"),
+    (["--python-mirror", "https://user:pw@mirror/"], "--python-mirror"),
+    (["--dir", "/nonexistent-dir"], "--dir"),
+    (["--config", "x" * 5000], "--config"),
+]
+
+
+@pytest.mark.parametrize("flags, field", HOSTILE_FLAGS, ids=[f[1] + str(i) for i, f in enumerate(HOSTILE_FLAGS)])
+def test_hostile_flags_exit_2_before_any_engine_work(tmp_path, capsys, flags, field, monkeypatch):
+    # No engine is reachable here: a flag checked only after the engine ping would exit 5, not 2.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    write(tmp_path, "trainer/task.py", "")
+    write(tmp_path, "buildkit.yaml", "framework: none\npython: '3.11'\ntrainer: {module: trainer.task}\n")
+    code, _, err = main(capsys, "build", "--dir", str(tmp_path), *flags)
+    assert code == 2, err
+    assert field in err, err
+    assert "[global]" not in err and "pw@" not in err, "a credential-bearing value is never echoed"
+
+
+def test_ca_cert_must_hold_certificates_and_no_key(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    write(tmp_path, "trainer/task.py", "")
+    write(tmp_path, "buildkit.yaml", "trainer: {module: trainer.task}\n")
+    key = write(tmp_path, "key.pem", "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n")
+    code, _, err = main(capsys, "build", "--dir", str(tmp_path), "--ca-cert", str(key))
+    assert code == 2 and "private key" in err
+    text = write(tmp_path, "notes.txt", "hello\n")
+    code, _, err = main(capsys, "build", "--dir", str(tmp_path), "--ca-cert", str(text))
+    assert code == 2 and "no PEM certificate" in err
+    monkeypatch.setenv("PIP_CERT", str(key))  # the default bundle is checked the same way
+    code, _, err = main(capsys, "build", "--dir", str(tmp_path))
+    assert code == 2 and "$PIP_CERT" in err and "private key" in err
+
+
+def test_config_file_build_settings_are_validated_with_their_position(tmp_path, capsys):
+    write(tmp_path, "trainer/task.py", "")
+    write(tmp_path, "buildkit.yaml", "trainer: {module: trainer.task}\ntags: [ok/x, 'Bad/Upper']\n")
+    code, _, err = main(capsys, "build", "--dir", str(tmp_path))
+    assert code == 2 and "buildkit.yaml:2:" in err and "tags[1]" in err
+
+
+def test_user_templates_run_in_the_sandbox(tmp_path, capsys):
+    write(tmp_path, "trainer/task.py", "")
+    write(tmp_path, "Dockerfile.j2", "{% extends base_template %}{% block header %}"
+                                     "# {{ cycler.__init__.__globals__.os.popen('touch pwned').read() }}\n"
+                                     "{% endblock %}")
+    write(tmp_path, "buildkit.yaml", "template: Dockerfile.j2\ntrainer: {module: trainer.task}\n")
+    code, out, err = main(capsys, "dockerfile", "--dir", str(tmp_path))
+    assert code != 0 and "unsafe" in err.lower()
+    assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
+
+
+def test_files_the_config_names_must_stay_inside_the_trainer_directory(tmp_path, capsys):
+    root = tmp_path / "trainer-dir"
+    write(root, "trainer/task.py", "")
+    outside = write(tmp_path, "outside.j2", "{% extends base_template %}")
+    (root / "Dockerfile.j2").symlink_to(outside)
+    (root / "loop.txt").symlink_to(root / "loop.txt")
+    write(root, "buildkit.yaml", "template: Dockerfile.j2\ntrainer: {module: trainer.task}\n")
+    code, _, err = main(capsys, "dockerfile", "--dir", str(root))
+    assert code == 2 and "leads outside" in err
+    write(root, "buildkit.yaml", "requirements: loop.txt\ntrainer: {module: trainer.task}\n")
+    code, _, err = main(capsys, "dockerfile", "--dir", str(root))
+    assert code == 2 and "requirements" in err
+
+
+def test_output_naming_a_directory_is_a_clear_error(tmp_path, capsys):
+    code, _, err = main(capsys, "dockerfile", "--config", str(REPO / "examples/quickstart/buildkit.yaml"),
+                        "-o", str(tmp_path))
+    assert code == 2 and "is a directory" in err
+
+
+def test_debug_shows_the_cause_chain(tmp_path, capsys):
+    write(tmp_path, "buildkit.yaml", b"\xff\xfe")
+    code, _, err = main(capsys, "resolve", "--dir", str(tmp_path))
+    assert code == 2 and "Traceback" not in err
+    try:
+        cli.main(["resolve", "--dir", str(tmp_path), "--debug"])
+    finally:
+        err = capsys.readouterr().err
+    assert "UTF-16" in err and "Traceback" in err
+
+
+# --- options anywhere before `--`; the README's own forms --------------------------------
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "img:1", "--gpus", "1", "--output", "out", "--", "--epochs", "3"],
+    ["run", "--gpus", "1", "img:1", "--output", "out", "--", "--epochs", "3"],
+    ["run", "--gpus", "1", "--output", "out", "img:1", "--", "--epochs", "3"],
+])
+def test_run_options_anywhere_before_the_double_dash(argv):
+    args = cli.parse(argv)
+    assert (args.image, args.gpus, str(args.output), args.trainer_args) == ("img:1", 1, "out", ["--epochs", "3"])
+
+
+def test_only_run_takes_trainer_arguments(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.parse(["build", "--", "x"])
+    assert exit_info.value.code == 2 and "takes no trainer arguments" in capsys.readouterr().err
+    assert cli.parse(["run", "img:1", "--", "--gpus", "2"]).trainer_args == ["--gpus", "2"]
+    assert cli.parse(["run", "img:1", "--", "--gpus", "2"]).gpus == 0
+
+
+def test_build_options_anywhere_and_debug_before_or_after_the_command():
+    args = cli.parse(["--debug", "build", "--tag", "a/b:1", "--dir", ".", "--push", "-t", "c/d"])
+    assert args.tags == ["a/b:1", "c/d"] and args.push and args.debug
+    assert cli.parse(["build", "--debug"]).debug
+
+
+@pytest.mark.parametrize("flag, value", [("--gpus", "-1"), ("--workers", "1000")])
+def test_run_counts_are_checked(capsys, flag, value):
+    code, _, err = main(capsys, "run", "img:1", flag, value)
+    assert code == 2 and flag in err
+
+
+def test_closed_stdout_ends_quietly():
+    proc = subprocess.run(
+        f"{sys.executable} -m buildkit_py versions --json | head -c 10 >/dev/null; exit ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.stderr == "" and proc.returncode in (0, 141), proc.stderr
+
+
+def test_json_output_of_every_result_command(capsys):
+    for argv in (["resolve", "--json"], ["versions", "torch", "--json"], ["dockerfile", "--json"]):
+        code, out, err = main(capsys, *argv, "--config", str(REPO / "examples/quickstart/buildkit.yaml")) \
+            if argv[0] != "versions" else main(capsys, *argv)
+        assert code == 0, err
+        json.loads(out)
