@@ -120,3 +120,40 @@ def test_wheel_ships_templates_and_data_and_works_without_the_checkout(tmp_path)
     )
     assert proc.returncode == 0, proc.stderr
     assert "FROM python:3.11-slim-bookworm" in proc.stdout
+
+
+def test_cli_calls_only_the_api_layer():
+    """cli.py parses and prints: its only imports from the package are the API, errors and progress."""
+    import ast
+
+    tree = ast.parse((REPO / "buildkit_py" / "cli.py").read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            imported |= {node.module} if node.module else {alias.name for alias in node.names}
+    assert imported <= {"api", "errors", "progress", "__version__"}, imported
+
+
+README_FORMS = [line.strip().removeprefix("$ ") for line in (REPO / "README.md").read_text().split("\n")
+                if line.strip().startswith("$ buildkit-py ")]
+
+
+@pytest.mark.parametrize("line", README_FORMS)
+def test_the_readme_command_lines_parse_as_documented(line):
+    import shlex
+
+    from buildkit_py import cli
+
+    args = cli.parse(shlex.split(line)[1:])
+    if args.command == "run":
+        words = shlex.split(line)
+        trailing = words[words.index("--") + 1:] if "--" in words else []
+        assert args.trainer_args == trailing
+        if "--gpus" in words:
+            assert args.gpus == int(words[words.index("--gpus") + 1])
+        if "--output" in words:
+            assert str(args.output) == words[words.index("--output") + 1]
+
+
+def test_readme_shows_run_with_options_after_the_image():
+    assert any(f.startswith("buildkit-py run IMAGE") or "run 127.0.0.1" in f for f in README_FORMS), README_FORMS

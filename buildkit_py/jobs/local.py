@@ -87,8 +87,11 @@ def run_local(image: str, *, workers: int = 0, gpus: int = 0, output: Path | Non
     client = engine_client()
     job_id = f"local_{time.strftime('%Y%m%d_%H%M%S')}_{time.time_ns() % 10**6:06d}"
     out = (output or Path("buildkit-output") / job_id).resolve()
-    for sub in ("model", "checkpoints", "logs", "hypertune"):
-        (out / sub).mkdir(parents=True, exist_ok=True)
+    try:
+        for sub in ("model", "checkpoints", "logs", "hypertune"):
+            (out / sub).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from None
     tasks = [Task("workerpool0", 0)] + [Task("workerpool1", i) for i in range(workers)]
     ports = dict(zip([t.name for t in tasks], free_ports(len(tasks)), strict=True))
     containers = []
@@ -119,10 +122,26 @@ def run_local(image: str, *, workers: int = 0, gpus: int = 0, output: Path | Non
                 container.remove(force=True)
             except APIError:
                 pass
-    metric_file = out / "hypertune" / "output.metrics"
-    metrics = [json.loads(line) for line in metric_file.read_text().splitlines() if line.strip()] \
-        if metric_file.is_file() else []
-    return RunResult(job_id, str(out), codes, metrics)
+    return RunResult(job_id, str(out), codes, read_metrics(out / "hypertune" / "output.metrics", reporter))
+
+
+def read_metrics(path: Path, reporter: Reporter) -> list[dict]:
+    """The JSON lines cloudml-hypertune wrote; a line the trainer garbled is reported and skipped."""
+    if not path.is_file():
+        return []
+    metrics = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            metrics.append(value)
+        else:
+            reporter.message(f"{path}:{number}: not a hypertune metric (a JSON object); skipped")
+    return metrics
 
 
 def _stream(container, name: str, reporter: Reporter) -> None:
