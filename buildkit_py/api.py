@@ -7,6 +7,7 @@ network, and reports failures as the errors of buildkit_py.errors (each with its
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,19 @@ def versions(framework: str | None = None) -> Versions:
 
 
 def build(project: Project, options: BuildOptions, reporter: Reporter) -> BuildResult:
+    _check_build_options(options)
     return _build.build(load(project), options, reporter)
+
+
+def _check_build_options(options: BuildOptions) -> None:
+    if options.docker is not None:
+        path = Path(options.docker)
+        try:
+            usable = path.is_file() and os.access(path, os.X_OK)
+        except (OSError, ValueError):
+            usable = False
+        if not usable:
+            raise ConfigError(f"{show(options.docker)} is not an executable file (a docker client)", field="--docker")
 
 
 def push(ref: str, reporter: Reporter) -> PushResult:
@@ -147,6 +160,7 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
             raise ConfigError(f"{show(arg)} is not allowed: NUL characters cannot be passed to a process", field=f"ARGS[{i}]")
     if options.output is not None and options.output.exists() and not options.output.is_dir():
         raise ConfigError(f"{show(str(options.output))} exists and is not a directory", field="--output")
+    _check_build_options(options.build)
     config = load(project)
     if options.image is not None:
         image = str(parse_ref(options.image, field="IMAGE"))

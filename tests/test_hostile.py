@@ -219,6 +219,7 @@ HOSTILE_FLAGS = [
     (["--python-mirror", "https://user:pw@mirror/"], "--python-mirror"),
     (["--dir", "/nonexistent-dir"], "--dir"),
     (["--config", "x" * 5000], "--config"),
+    (["--docker", "/nonexistent/docker"], "--docker"),
 ]
 
 
