@@ -3,14 +3,26 @@
 Credentials come from the first provider that has some for the registry: explicit env
 variables, Google Application Default Credentials for Artifact Registry / Container Registry
 (a fresh token before every push), Docker Hub env variables, then the docker config with its
-credential helpers. They are handed to the engine per push and never stored or logged.
+credential helpers. They are handed to the engine per push and never stored or logged: no
+message or repr in this module contains a password, token or helper output.
+
+Push failures arrive as the engine's text (it passes no HTTP status or headers from the
+registry). They are classified by what that text states explicitly: the registry's error code
+(distribution's errcode, written by the engine as lowercase words, "name invalid: ..."), the
+engine's HTTP status phrases ("received unexpected HTTP status: 503 ...", "error parsing HTTP
+429 response body"), the engine API's own status, and Go's network error texts.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import os
+import random
+import re
+import selectors
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -19,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .engine import engine_client
-from .errors import RegistryError
+from .errors import EngineError, RegistryError, show
 from .progress import Reporter
 from .refs import DOCKER_HUB, ImageRef
 
@@ -31,9 +43,12 @@ DOCKERHUB_CONFIG_KEY = "https://index.docker.io/v1/"
 GOOGLE_USERNAME = "oauth2accesstoken"
 GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
-_TRANSIENT = ("connection refused", "connection reset", "timeout", "timed out", "eof", "temporarily unavailable",
-              "502", "503", "504", "500 internal", "tls handshake", "broken pipe", "no route")
-_AUTH = ("unauthorized", "authentication required", "denied", "forbidden", "401", "403")
+HELPER_TIMEOUT = 60.0
+HELPER_OUTPUT_MAX = 64 * 1024  # a credential is a few KiB (a JWT); more is a broken helper
+_HELPER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a program name, never a path
+
+AUTH, TRANSIENT, FATAL = "auth", "transient", "fatal"
+MAX_RETRY_AFTER = 300.0  # a registry asking for a longer wait gets a clear error, not a hung build
 
 
 @dataclass(frozen=True)
@@ -54,12 +69,31 @@ class PushResult:
     size: int | None
 
 
+@dataclass(frozen=True)
+class PushFailure:
+    """One failed push, as the engine reported it, and what to do about it."""
+
+    message: str  # the engine's text on one line
+    kind: str  # AUTH: stop and blame the credentials; TRANSIENT: retry; FATAL: stop
+    reason: str  # the registry error code, "HTTP 503", or the network failure
+    retry_after: float | None = None  # seconds, when the text asks for a wait
+    hint: str = ""  # what to do, where the engine's text does not say
+
+
 class AuthProvider(Protocol):
     def credentials(self, registry: str) -> Credentials | None: ...
 
 
 def is_google_registry(registry: str) -> bool:
     return registry.endswith("-docker.pkg.dev") or registry == "gcr.io" or registry.endswith(".gcr.io")
+
+
+def _env_pair(env: dict[str, str], user_key: str, secret_key: str) -> tuple[str, str] | None:
+    user, secret = env.get(user_key), env.get(secret_key)
+    if bool(user) != bool(secret):
+        given, missing = (user_key, secret_key) if user else (secret_key, user_key)
+        raise RegistryError(f"${given} is set but ${missing} is not: set both, or neither")
+    return (user, secret) if user and secret else None
 
 
 @dataclass
@@ -69,10 +103,8 @@ class EnvProvider:
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
     def credentials(self, registry: str) -> Credentials | None:
-        user, password = self.env.get(ENV_USERNAME), self.env.get(ENV_PASSWORD)
-        if user and password:
-            return Credentials(user, password, f"${ENV_USERNAME}/${ENV_PASSWORD}")
-        return None
+        pair = _env_pair(self.env, ENV_USERNAME, ENV_PASSWORD)
+        return Credentials(*pair, f"${ENV_USERNAME}/${ENV_PASSWORD}") if pair else None
 
 
 @dataclass
@@ -119,10 +151,14 @@ class DockerHubEnvProvider:
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
     def credentials(self, registry: str) -> Credentials | None:
-        user, token = self.env.get(DOCKERHUB_USERNAME), self.env.get(DOCKERHUB_TOKEN)
-        if registry == DOCKER_HUB and user and token:
-            return Credentials(user, token, f"${DOCKERHUB_USERNAME}/${DOCKERHUB_TOKEN}")
-        return None
+        if registry != DOCKER_HUB:
+            return None
+        pair = _env_pair(self.env, DOCKERHUB_USERNAME, DOCKERHUB_TOKEN)
+        return Credentials(*pair, f"${DOCKERHUB_USERNAME}/${DOCKERHUB_TOKEN}") if pair else None
+
+
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number",
+               bool: "a boolean", type(None): "null"}
 
 
 @dataclass
@@ -131,41 +167,138 @@ class DockerConfigProvider:
 
     path: Path | None = None
 
-    def _config(self) -> dict:
-        path = self.path or Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
+    def _path(self) -> Path:
+        return self.path or Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
+
+    def _config(self, path: Path) -> dict:
+        # Error messages name the file and the place, never the content: it holds secrets.
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            raw = path.read_bytes()
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
-            raise RegistryError(f"cannot read the docker config {path}: {exc}") from None
+        except OSError as exc:
+            raise RegistryError(f"cannot read the docker config {path}: {exc.strerror}") from None
+        try:
+            config = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise RegistryError(f"the docker config {path} is not UTF-8 (a bad byte at offset {exc.start})") from None
+        except json.JSONDecodeError as exc:
+            raise RegistryError(
+                f"the docker config {path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+            ) from None
+        self._expect(path, "the top level", config, dict)
+        for key, kind in (("auths", dict), ("credHelpers", dict), ("credsStore", str)):
+            if key in config:
+                self._expect(path, show(key), config[key], kind)
+        return config
+
+    @staticmethod
+    def _expect(path: Path, where: str, value: object, kind: type) -> None:
+        if not isinstance(value, kind):
+            raise RegistryError(f"the docker config {path}: {where} must be {_JSON_TYPES[kind]}, "
+                                f"not {_JSON_TYPES.get(type(value), type(value).__name__)}")
 
     def credentials(self, registry: str) -> Credentials | None:
-        config = self._config()
+        path = self._path()
+        config = self._config(path)
         key = DOCKERHUB_CONFIG_KEY if registry == DOCKER_HUB else registry
         helper = config.get("credHelpers", {}).get(key) or config.get("credsStore")
         if helper:
+            self._expect(path, f"the credential helper for {show(key)}", helper, str)
+            if not _HELPER_NAME.fullmatch(helper):
+                raise RegistryError(f"the docker config {path} names credential helper {show(helper)}: a helper is "
+                                    "a name (docker-credential-NAME on PATH), ASCII letters, digits, '.', '_', '-'")
             found = _credential_helper(helper, key)
             if found:
                 return found
-        entry = config.get("auths", {}).get(key) or config.get("auths", {}).get(f"https://{key}")
-        if entry and entry.get("auth"):
-            user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-            return Credentials(user, password, "docker config auths")
-        return None
+        auths = config.get("auths", {})
+        entry_key = key if key in auths else f"https://{key}"
+        entry = auths.get(entry_key)
+        if entry is None:
+            return None
+        where = f"auths[{show(entry_key)}]"
+        self._expect(path, where, entry, dict)
+        encoded = entry.get("auth")
+        if not encoded:
+            return None
+        self._expect(path, f"{where}.auth", encoded, str)
+        try:
+            user, colon, password = base64.b64decode(encoded, validate=True).decode("utf-8").partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            colon = ""
+        if not colon:
+            raise RegistryError(f"the docker config {path}: {where}.auth is not base64 of USER:PASSWORD in UTF-8; "
+                                f"log in again with `docker login {key}`")
+        return Credentials(user, password, f"docker config {path}")
+
+
+def _run_helper(program: str, server: str) -> tuple[int, bytes]:
+    """Run `PROGRAM get` with SERVER on stdin: its exit code and stdout plus stderr, bounded in
+    time and size (a broken helper that hangs or floods must not hang or exhaust buildkit-py)."""
+    try:
+        proc = subprocess.Popen([program, "get"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+    except FileNotFoundError:
+        raise RegistryError(f"the docker config names credential helper {program}, which is not on PATH") from None
+    except OSError as exc:
+        raise RegistryError(f"cannot run credential helper {program}: {exc.strerror}") from None
+    with proc, selectors.DefaultSelector() as sel:
+        try:
+            proc.stdin.write(server.encode())  # a few bytes: fits the pipe even if never read
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        output = bytearray()
+        deadline = time.monotonic() + HELPER_TIMEOUT
+        problem = None
+        while sel.get_map() and problem is None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                problem = f"did not answer in {HELPER_TIMEOUT:.0f} s"
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                sel.unregister(proc.stdout)
+            output += chunk
+            if len(output) > HELPER_OUTPUT_MAX:
+                problem = f"printed more than {HELPER_OUTPUT_MAX // 1024} KiB"
+        if problem is None:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                problem = f"did not exit in {HELPER_TIMEOUT:.0f} s"
+        if problem is not None:
+            proc.kill()
+            raise RegistryError(f"credential helper {program} {problem}")
+    return proc.returncode, bytes(output)
 
 
 def _credential_helper(helper: str, server: str) -> Credentials | None:
     program = f"docker-credential-{helper}"
+    code, output = _run_helper(program, server)
+    if code < 0:
+        raise RegistryError(f"credential helper {program} was killed by {signal.Signals(-code).name}")
+    text = output.decode("utf-8", errors="replace").strip()
+    if code != 0:
+        # docker-credential-helpers' ErrCredentialsNotFound: no credentials for this server.
+        if "credentials not found" in text:
+            return None
+        # Its error line helps, unless it looks like data (a credential) rather than a message.
+        first = text.splitlines()[0] if text else ""
+        said = f": {show(first)}" if first and not any(c in first for c in "{}\"") else ""
+        raise RegistryError(f"credential helper {program} failed with exit code {code}{said}")
     try:
-        proc = subprocess.run([program, "get"], input=server, capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise RegistryError(f"the docker config names credential helper {program}, which is not on PATH") from None
-    except subprocess.TimeoutExpired:
-        raise RegistryError(f"credential helper {program} did not answer in 60 s") from None
-    if proc.returncode != 0:
-        return None  # helpers exit 1 with "credentials not found"
-    data = json.loads(proc.stdout)
+        data = json.loads(output.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise RegistryError(f"credential helper {program} printed {len(output)} bytes that are not JSON; "
+                            'the protocol expects {"Username": ..., "Secret": ...}') from None
+    bad = [k for k in ("Username", "Secret") if not (isinstance(data, dict) and isinstance(data.get(k), str))]
+    if bad:
+        raise RegistryError(f"credential helper {program} answered JSON without {' and '.join(bad)} as strings; "
+                            'the protocol expects {"Username": ..., "Secret": ...}')
+    if not data["Secret"]:
+        return None
     return Credentials(data["Username"], data["Secret"], f"credential helper {program}")
 
 
@@ -182,18 +315,129 @@ def credentials_for(registry: str, providers: Iterable[AuthProvider] | None = No
 
 
 # ---------------------------------------------------------------------------------------------
+# Classifying push failures
+
+# distribution's errcode registry (registry/api/errcode/register.go and registry/api/v2): the
+# engine writes a code as lowercase words, alone or followed by ": MESSAGE".
+_ERROR_CODES = {
+    "UNAUTHORIZED": AUTH, "DENIED": AUTH,
+    "TOOMANYREQUESTS": TRANSIENT, "UNAVAILABLE": TRANSIENT,
+    **dict.fromkeys((
+        "UNKNOWN",  # also what a 4xx with a body that is not JSON becomes
+        "UNSUPPORTED", "DIGEST_INVALID", "SIZE_INVALID", "RANGE_INVALID", "NAME_INVALID", "TAG_INVALID",
+        "NAME_UNKNOWN", "MANIFEST_UNKNOWN", "MANIFEST_INVALID", "MANIFEST_UNVERIFIED", "MANIFEST_BLOB_UNKNOWN",
+        "BLOB_UNKNOWN", "BLOB_UPLOAD_UNKNOWN", "BLOB_UPLOAD_INVALID", "PAGINATION_NUMBER_INVALID",
+    ), FATAL),
+}
+_CODE_LINE = re.compile(
+    "(" + "|".join(sorted((c.lower().replace("_", " ") for c in _ERROR_CODES), key=len, reverse=True))
+    + r")(?::\s.*)?", re.ASCII | re.DOTALL,
+)
+_WRAP = re.compile(r": ")  # where Go joins a context and the error it wraps
+# The engine's phrases that carry the registry's HTTP status (distribution's client errors).
+_STATUS_PHRASE = re.compile(
+    r"received unexpected HTTP status: ([1-5][0-9][0-9])\b|error parsing HTTP ([1-5][0-9][0-9]) response body",
+    re.ASCII,
+)
+# Engine sentences without a code: the registry wants credentials the engine does not have.
+_AUTH_SENTENCES = ("no basic auth credentials", "authorization server did not include a token in the response")
+# Go's network errors that will not go away by waiting, with what to do instead.
+_FATAL_NETWORK = (
+    ("no such host", "the registry host name does not resolve"),
+    ("server gave HTTP response to HTTPS client",
+     "the registry speaks plain HTTP: add it to the engine's insecure-registries"),
+    ("x509: ", "the engine does not trust the registry's TLS certificate"),
+)
+# Go's network errors that may pass (connection failures and timeouts).
+_TRANSIENT_NETWORK = re.compile(
+    r"connect: connection refused|connection reset by peer|broken pipe|i/o timeout|TLS handshake timeout"
+    r"|Client\.Timeout exceeded|timeout awaiting response headers|context deadline exceeded|no route to host"
+    r"|network is unreachable|Temporary failure in name resolution|server misbehaving|http2: server sent GOAWAY"
+    r"|use of closed network connection|(?:^|: )(?:unexpected )?EOF\Z",
+    re.ASCII,
+)
+# A wait the registry asked for, when its text carries one ("... retry after 30 seconds"); the
+# engine passes no Retry-After header, so this is all that can be honoured.
+_RETRY_AFTER = re.compile(
+    r"retry[-_ ]?after[:= ]\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)?\b",
+    re.ASCII | re.IGNORECASE,
+)
+_SEVERITY = (AUTH, FATAL, TRANSIENT)  # with several errors in one message, the first of these wins
 
 
-def _classify(message: str) -> str:
-    text = message.lower()
-    if any(word in text for word in _AUTH):
-        return "auth"
-    if any(word in text for word in _TRANSIENT):
-        return "transient"
-    return "fatal"
+def _status_kind(status: int) -> str:
+    if status in (401, 403):
+        return AUTH
+    if status in (408, 429) or (500 <= status <= 599 and status != 501):  # 501: the method is not implemented
+        return TRANSIENT
+    return FATAL
 
 
-def _push_once(client, ref: ImageRef, creds: Credentials | None, reporter: Reporter) -> PushResult:
+def _classify_line(line: str) -> tuple[str, str, str] | None:
+    """(kind, reason, hint) for one error line, or None when it states nothing we know."""
+    # A code starting the line; else an explicit status; else a code after a ": " where Go
+    # wrapped the error in context ("pushing manifest: tag invalid").
+    code = _CODE_LINE.fullmatch(line)
+    if not code:
+        status = _STATUS_PHRASE.search(line)
+        if status:
+            number = int(status.group(1) or status.group(2))
+            return _status_kind(number), f"HTTP {number}", ""
+        code = next(filter(None, (_CODE_LINE.fullmatch(line, m.end()) for m in _WRAP.finditer(line))), None)
+    if code:
+        name = code.group(1).upper().replace(" ", "_")
+        return _ERROR_CODES[name], name, ""
+    if any(s in line for s in _AUTH_SENTENCES):
+        return AUTH, "no credentials", ""
+    for text, hint in _FATAL_NETWORK:
+        if text in line:
+            return FATAL, text.strip(": "), hint
+    network = _TRANSIENT_NETWORK.search(line)
+    if network:
+        return TRANSIENT, network.group(0).removeprefix(": "), ""
+    return None
+
+
+def _retry_after(text: str) -> float | None:
+    found = _RETRY_AFTER.search(text)
+    if not found:
+        return None
+    unit = (found.group(2) or "s").lower()
+    scale = 0.001 if unit.startswith(("ms", "milli")) else 60.0 if unit.startswith("m") else 1.0
+    return float(found.group(1)) * scale
+
+
+def classify_push_error(message: str, status: int | None = None) -> PushFailure:
+    """What the engine's error text says about a failed push; STATUS is the engine API's HTTP
+    status when the failure was an API error rather than a line in the push stream."""
+    # "errors:\nA\nB\n" is distribution's list of several errors.
+    lines = [ln.strip() for ln in message.strip().splitlines()]
+    lines = [ln for ln in lines if ln and ln != "errors:"] or [message.strip()]
+    one_line = "; ".join(lines)
+    found = [c for c in map(_classify_line, lines) if c]
+    if not found and status is not None:
+        found = [(_status_kind(status), f"engine HTTP {status}", "")]
+    if not found:
+        return PushFailure(one_line, FATAL, "unrecognized")
+    kind, reason, hint = min(found, key=lambda c: _SEVERITY.index(c[0]))
+    return PushFailure(one_line, kind, reason, _retry_after(one_line) if kind == TRANSIENT else None, hint)
+
+
+def retry_delay(attempt: int, backoff: float, max_delay: float, retry_after: float | None = None,
+                rand: Callable[[], float] = random.random) -> float:
+    """Seconds to wait after failed attempt ATTEMPT (1-based): exponential, capped, with jitter
+    (half fixed, half random, so parallel pushes spread out), and never less than the wait the
+    registry asked for."""
+    base = min(max_delay, backoff * 2 ** (attempt - 1))
+    delay = base / 2 + rand() * base / 2
+    return max(delay, retry_after) if retry_after is not None else delay
+
+
+# ---------------------------------------------------------------------------------------------
+# Pushing
+
+
+def _push_once(client, ref: ImageRef, creds: Credentials | None, reporter: Reporter) -> PushResult | PushFailure:
     from docker.errors import APIError
     from requests.exceptions import RequestException
 
@@ -205,7 +449,7 @@ def _push_once(client, ref: ImageRef, creds: Credentials | None, reporter: Repor
         for chunk in stream:
             # Push failures arrive inside an HTTP 200 stream, as errorDetail.
             if "errorDetail" in chunk or "error" in chunk:
-                raise RegistryError(chunk.get("errorDetail", {}).get("message") or chunk.get("error"))
+                return classify_push_error(str((chunk.get("errorDetail") or {}).get("message") or chunk.get("error")))
             detail = chunk.get("progressDetail") or {}
             if detail.get("current") is not None:
                 reporter.push_progress(chunk.get("id", ""), detail["current"], detail.get("total"), chunk.get("status", ""))
@@ -215,11 +459,11 @@ def _push_once(client, ref: ImageRef, creds: Credentials | None, reporter: Repor
             if aux.get("Digest"):
                 result = PushResult(f"{ref.repository}@{aux['Digest']}", ref.tag or "latest", aux["Digest"], aux.get("Size"))
     except APIError as exc:
-        raise RegistryError(str(exc.explanation or exc)) from None
+        return classify_push_error(str(exc.explanation or exc), exc.status_code)
     except RequestException as exc:
-        raise RegistryError(f"connection to the engine failed: {exc}") from None
+        raise EngineError(f"the connection to the Docker engine failed during the push of {ref}: {exc}") from None
     if result is None:
-        raise RegistryError("the engine finished the push without reporting a digest")
+        raise RegistryError(f"the engine finished the push of {ref} without reporting a digest")
     return result
 
 
@@ -231,28 +475,32 @@ def push(
     providers: Iterable[AuthProvider] | None = None,
     attempts: int = 4,
     backoff: float = 1.0,
+    max_delay: float = 30.0,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> PushResult:
-    """Push a local image by its tag; retry transient failures with exponential back-off."""
+    """Push a local image by its tag. Auth failures and refusals stop at once; rate limits, 5xx
+    and network failures are retried, ATTEMPTS in all, with capped exponential back-off."""
     if not ref.tag:
         raise RegistryError(f"{ref} has no tag to push")
     client = client or engine_client()
     providers = list(providers) if providers is not None else default_providers()
-    last = ""
     for attempt in range(1, attempts + 1):
         creds = credentials_for(ref.registry, providers)  # fresh each try: tokens expire
-        try:
-            result = _push_once(client, ref, creds, reporter)
-            reporter.message(f"pushed {ref} as {result.digest}")
-            return result
-        except RegistryError as exc:
-            last = exc.message
-            kind = _classify(last)
-            if kind == "auth":
-                who = f"the credentials from {creds.source}" if creds else "an anonymous push (no credentials found)"
-                raise RegistryError(f"{ref.registry} refused {who}: {last}") from None
-            if kind == "fatal" or attempt == attempts:
-                break
-            delay = backoff * 2 ** (attempt - 1)
-            reporter.message(f"push of {ref} failed ({last}); retry {attempt}/{attempts - 1} in {delay:.0f} s")
-            time.sleep(delay)
-    raise RegistryError(f"could not push {ref} after {attempt} attempt(s): {last}")
+        outcome = _push_once(client, ref, creds, reporter)
+        if isinstance(outcome, PushResult):
+            reporter.message(f"pushed {ref} as {outcome.digest}")
+            return outcome
+        if outcome.kind == AUTH:
+            who = f"the credentials from {creds.source}" if creds else "an anonymous push (no credentials found)"
+            raise RegistryError(f"{ref.registry} refused {who}: {outcome.message}")
+        if outcome.kind == FATAL:
+            raise RegistryError(f"could not push {ref}: {outcome.message}" + (f"; {outcome.hint}" if outcome.hint else ""))
+        if attempt == attempts:
+            break
+        if outcome.retry_after is not None and outcome.retry_after > MAX_RETRY_AFTER:
+            raise RegistryError(f"could not push {ref}: {ref.registry} asks to retry after {outcome.retry_after:.0f} s, "
+                                f"longer than buildkit-py waits ({MAX_RETRY_AFTER:.0f} s): {outcome.message}")
+        delay = retry_delay(attempt, backoff, max_delay, outcome.retry_after)
+        reporter.message(f"push of {ref} failed ({outcome.message}); retry {attempt}/{attempts - 1} in {delay:.3g} s")
+        sleep(delay)
+    raise RegistryError(f"could not push {ref} after {attempt} attempt(s): {outcome.message}")
