@@ -24,6 +24,8 @@ AUTH_PASS="s3cret-pass"
 STANDIN_TAGS="${BUILDKIT_STANDIN_TAGS:-python:3.11-slim-bookworm debian:bookworm-slim nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04}"
 STANDIN_IMAGE="buildkit-py/standin:bookworm"
 STANDIN_INCLUDE="python3-minimal,python3-venv,python3-pip,ca-certificates"
+# A base without Python (like debian:bookworm-slim): custom-base builds install it from the archive.
+NOPYTHON_IMAGE="buildkit-py/standin:bookworm-nopython"
 DEBIAN_MIRROR="${BUILDKIT_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 DOCKER_CLI=/usr/bin/docker          # the 20.10 client: BuildKit built in (no buildx needed)
 APT_PACKAGES=(docker.io docker-registry debootstrap)
@@ -216,17 +218,19 @@ start_registry() {
     die "registry $name did not answer /v2/ with $want within 30s (last: ${code:-none})"
 }
 
-# --- up: stand-in base image ---------------------------------------------------------------
-build_standin() {
-    local tarball="$TESTENV/cache/standin-bookworm-rootfs.tar" rootfs tag
+# --- up: stand-in base images --------------------------------------------------------------
+# import_standin IMAGE CACHE_NAME INCLUDE: debootstrap bookworm minbase (+ INCLUDE, comma-separated,
+# may be empty) into a cached rootfs tarball, once, and import it as IMAGE unless present.
+import_standin() {
+    local image="$1" tarball="$TESTENV/cache/$2-rootfs.tar" include="$3" rootfs
     mkdir -p "$TESTENV/cache"
-    if ! docker_cli image inspect "$STANDIN_IMAGE" >/dev/null 2>&1; then
+    if ! docker_cli image inspect "$image" >/dev/null 2>&1; then
         if [ ! -s "$tarball" ]; then
-            rootfs="$TESTENV/cache/rootfs.tmp"
+            rootfs="$TESTENV/cache/$2.rootfs.tmp"
             umount_under "$rootfs"
             rm -rf "$rootfs"
-            log "debootstrap bookworm (minbase + $STANDIN_INCLUDE) from $DEBIAN_MIRROR ..."
-            if ! debootstrap --variant=minbase --include="$STANDIN_INCLUDE" \
+            log "debootstrap bookworm (minbase${include:+ + $include}) from $DEBIAN_MIRROR ..."
+            if ! debootstrap --variant=minbase ${include:+--include="$include"} \
                     bookworm "$rootfs" "$DEBIAN_MIRROR" > "$TESTENV/debootstrap.log" 2>&1; then
                 tail -n 30 "$TESTENV/debootstrap.log" >&2 || true
                 umount_under "$rootfs"
@@ -242,16 +246,22 @@ build_standin() {
         else
             log "using cached rootfs tarball $tarball"
         fi
-        log "docker import -> $STANDIN_IMAGE"
+        log "docker import -> $image"
         docker_cli import \
             --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
             --change 'ENV LANG=C.UTF-8' \
             --change 'CMD ["/bin/bash"]' \
-            --message 'buildkit-py stand-in base (debootstrap bookworm minbase + python3)' \
-            "$tarball" "$STANDIN_IMAGE" >/dev/null
+            --message "buildkit-py stand-in base (debootstrap bookworm minbase${include:+ + $include})" \
+            "$tarball" "$image" >/dev/null
     else
-        log "stand-in image $STANDIN_IMAGE present"
+        log "stand-in image $image present"
     fi
+}
+
+build_standin() {
+    local tag
+    import_standin "$STANDIN_IMAGE" standin-bookworm "$STANDIN_INCLUDE"
+    import_standin "$NOPYTHON_IMAGE" standin-bookworm-nopython ""
     for tag in $STANDIN_TAGS; do
         docker_cli tag "$STANDIN_IMAGE" "$tag"
     done

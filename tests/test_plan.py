@@ -47,7 +47,7 @@ def test_gpu_false_gets_slim_cpu_base_with_the_requested_python():
 
 def test_python_without_an_apt_package_uses_uv_standalone():
     plan = plan_for("torch==2.5.1", python="3.12")  # jammy has no python3.12 package
-    assert plan.python.install == "uv" and plan.python.uv_image.startswith("ghcr.io/astral-sh/uv:")
+    assert plan.python.install == "uv" and plan.python.uv_requirement.startswith("uv==")
 
 
 def test_tensorflow_bundled_cuda_uses_and_cuda_extra():
