@@ -8,7 +8,7 @@ network, and reports failures as the errors of buildkit_py.errors (each with its
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -161,13 +161,16 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
     if options.output is not None and options.output.exists() and not options.output.is_dir():
         raise ConfigError(f"{show(str(options.output))} exists and is not a directory", field="--output")
     _check_build_options(options.build)
+    # Host networking by default, for the build's RUN steps and the containers alike: workers
+    # rendezvous over loopback, and engines without a bridge (CI's) can still run them.
     config = load(project)
+    network = config.network or "host"
     if options.image is not None:
         image = str(parse_ref(options.image, field="IMAGE"))
     else:
-        image = _build.build(config, options.build, reporter).tags[0]
+        image = _build.build(replace(config, network=network), options.build, reporter).tags[0]
     return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output, args=options.args,
-                     reporter=reporter, network=config.network or "host")
+                     reporter=reporter, network=network)
 
 
 def _count(name: str, value: int, limit: int) -> None:

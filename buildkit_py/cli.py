@@ -150,7 +150,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    options = api.RunOptions(image=args.image, gpus=args.gpus, workers=args.workers, output=args.output,
+    options = api.RunOptions(image=args.run_image, gpus=args.gpus, workers=args.workers, output=args.output,
                              args=tuple(args.trainer_args), build=_build_options(args))
     result = api.run(_project(args), options, reporter(args.progress))
     if args.json:
@@ -220,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("run", "run the image locally the way Vertex AI runs it (CLUSTER_SPEC, AIP_* dirs)", cmd_run,
                 config=True, build=True, json_help="print job id, exit codes, outputs and metrics as JSON")
-    p.add_argument("image", nargs="?", help="image to run (default: build the config's image first)")
+    p.add_argument("run_image", nargs="?", metavar="IMAGE", help="image to run (default: build the config's image first)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs per container (passed as --gpus and checked)")
     p.add_argument("--workers", type=int, default=0, help="worker containers besides the chief")
     p.add_argument("--output", type=Path, help="local directory for AIP_MODEL_DIR etc. (default: buildkit-output/JOB)")

@@ -9,6 +9,7 @@ from .builders.buildkit_cli import find_buildkit_client
 from .engine import engine_client, engine_host
 from .errors import BuildkitError
 from .launcher import cluster, gpu
+from .launcher.constants import BAD_CLUSTER, EXPECT_GPUS_ENV
 
 
 @dataclass(frozen=True)
@@ -22,10 +23,11 @@ class Finding:
 def diagnose(expect_gpus: int | None = None, env: dict[str, str] | None = None) -> list[Finding]:
     env = dict(os.environ if env is None else env)
     if expect_gpus is not None:
-        env["BUILDKIT_PY_EXPECT_GPUS"] = str(expect_gpus)
+        env[EXPECT_GPUS_ENV] = str(expect_gpus)
     findings = []
     try:
-        findings.append(Finding("gpu", True, gpu.check(env).summary))
+        report = gpu.check(env)
+        findings.append(Finding("gpu", True, "; ".join([report.summary, *(f"warning: {w}" for w in report.warnings)])))
     except gpu.CheckFailed as exc:
         findings.append(Finding("gpu", False, exc.message, exc.code))
     try:
@@ -33,7 +35,7 @@ def diagnose(expect_gpus: int | None = None, env: dict[str, str] | None = None) 
         text = "; ".join(notes + [f"{k}={v}" for k, v in added.items()]) or "single machine (no CLUSTER_SPEC or TF_CONFIG)"
         findings.append(Finding("cluster", True, text))
     except cluster.ClusterError as exc:
-        findings.append(Finding("cluster", False, str(exc), 20))
+        findings.append(Finding("cluster", False, str(exc), BAD_CLUSTER))
     try:
         client = find_buildkit_client()
         findings.append(Finding("buildkit", True, f"{client.path} ({client.mode})"))

@@ -88,7 +88,7 @@ class Distros:
 
 @dataclass(frozen=True)
 class Tools:
-    uv_image: str
+    uv_requirement: str
     hypertune_requirement: str
 
 
@@ -100,6 +100,10 @@ class Matrix:
     aliases: dict[str, str]
     distros: Distros
     tools: Tools
+    # The launcher's driver rule (cuda.yaml): per CUDA major the minor-version-compatibility
+    # floor, and the driver branches cuda-compat (forward compatibility) supports.
+    compat_driver: dict[str, str]
+    forward_compat_branches: tuple[int, ...]
 
     def framework(self, name: str) -> Framework | None:
         return self.frameworks.get(self.aliases.get(name, name))
@@ -194,6 +198,12 @@ def load_matrix(directory: Path | None = None) -> Matrix:
             )
         )
     cuda.sort(key=lambda r: version_key(r.cuda))
+    compat_driver = _need(cuda_data, "compat_driver", dict, "cuda.yaml")
+    branches = _need(cuda_data, "forward_compat_branches", list, "cuda.yaml")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in compat_driver.items()):
+        raise DataError("cuda.yaml: 'compat_driver' must map quoted CUDA majors to quoted driver versions")
+    if not all(type(b) is int for b in branches):
+        raise DataError(f"cuda.yaml: 'forward_compat_branches' must be a list of driver branch numbers, got {branches!r}")
     frameworks: dict[str, Framework] = {}
     aliases: dict[str, str] = {}
     for path in sorted((root / "frameworks").glob("*.yaml")):
@@ -218,7 +228,9 @@ def load_matrix(directory: Path | None = None) -> Matrix:
             default_python=_need(distros, "default_python", str, "distros.yaml"),
         ),
         tools=Tools(
-            uv_image=_need(tools, "uv_image", str, "tools.yaml"),
+            uv_requirement=_need(tools, "uv_requirement", str, "tools.yaml"),
             hypertune_requirement=_need(tools, "hypertune_requirement", str, "tools.yaml"),
         ),
+        compat_driver=dict(compat_driver),
+        forward_compat_branches=tuple(branches),
     )

@@ -15,6 +15,7 @@ from packaging.version import Version
 from . import __version__
 from .config import Config
 from .errors import ResolutionError
+from .launcher.constants import COMPAT_DRIVER_ENV, FORWARD_COMPAT_ENV, MIN_DRIVER_ENV
 from .matrix import CudaRelease, Framework, FrameworkSeries, Matrix, load_matrix, minor, version_key
 from .refs import parse_ref
 from .resources import LAUNCHER_MODULE
@@ -31,7 +32,8 @@ class PythonSetup:
     # auto: decided while building (custom bases): present, else apt, else uv.
     install: str
     apt_packages: tuple[str, ...] = ()
-    uv_image: str | None = None
+    uv_requirement: str | None = None  # "uv==0.13.0", installed with pip from the package index
+    mirror: str | None = None  # python_mirror: uv's UV_PYTHON_INSTALL_MIRROR for the standalone build
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class Plan:
     cuda: str | None  # full CUDA version of the base, "12.4.1"
     cudnn: str | None  # cuDNN version in the base image
     min_driver: str | None  # the NVIDIA driver the base's CUDA needs, for the launcher's message
+    compat_driver: str | None  # the oldest driver for any release of the base's CUDA major (cuda.yaml)
+    forward_compat_branches: tuple[int, ...]  # driver branches the base's cuda-compat supports
     ubuntu: str | None
     python: PythonSetup
     framework: FrameworkInstall | None
@@ -67,6 +71,13 @@ class Plan:
     cmd: tuple[str, ...]  # the trainer's default args
     venv: str = VENV
     workdir: str = WORKDIR
+
+    @property
+    def launcher_env(self) -> tuple[tuple[str, str], ...]:
+        """The image's ENV that the launcher checks the host's driver against."""
+        values = {MIN_DRIVER_ENV: self.min_driver, COMPAT_DRIVER_ENV: self.compat_driver,
+                  FORWARD_COMPAT_ENV: ",".join(map(str, self.forward_compat_branches))}
+        return tuple((k, v) for k, v in values.items() if v)
 
     @property
     def labels(self) -> tuple[tuple[str, str], ...]:
@@ -194,14 +205,14 @@ def _cuda_release(matrix: Matrix, config: Config, label: str, series: FrameworkS
     return max(candidates, key=lambda r: version_key(r.cuda))
 
 
-def _ubuntu_for(matrix: Matrix, release: CudaRelease, python: str) -> tuple[str, PythonSetup]:
+def _ubuntu_for(matrix: Matrix, release: CudaRelease, python: str, mirror: str | None) -> tuple[str, PythonSetup]:
     """Newest Ubuntu of the tag whose own archive has the Python; else the newest, with uv."""
     with_apt = [u for u in release.ubuntu if python in matrix.distros.ubuntu_apt.get(u, ())]
     if with_apt:
         ubuntu = max(with_apt, key=version_key)
         return ubuntu, PythonSetup(python, "apt", apt_packages=(f"python{python}", f"python{python}-venv"))
     ubuntu = max(release.ubuntu, key=version_key)
-    return ubuntu, PythonSetup(python, "uv", uv_image=matrix.tools.uv_image)
+    return ubuntu, PythonSetup(python, "uv", uv_requirement=matrix.tools.uv_requirement, mirror=mirror)
 
 
 def _install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cuda: str | None) -> FrameworkInstall:
@@ -252,12 +263,13 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         base, kind = config.base_image, "custom"
         cuda = _custom_base_cuda(config, label, series) if gpu else None
         python_setup = PythonSetup(
-            python, "auto", apt_packages=(f"python{python}", f"python{python}-venv"), uv_image=matrix.tools.uv_image
+            python, "auto", apt_packages=(f"python{python}", f"python{python}-venv"),
+            uv_requirement=matrix.tools.uv_requirement, mirror=config.python_mirror,
         )
     elif gpu:
         release = _cuda_release(matrix, config, label, series)
         cuda, cudnn, min_driver = release.cuda, release.cudnn, release.min_driver
-        ubuntu, python_setup = _ubuntu_for(matrix, release, python)
+        ubuntu, python_setup = _ubuntu_for(matrix, release, python, config.python_mirror)
         base = f"{matrix.cuda_repository}:{cuda}-{release.cudnn_flavour}-runtime-ubuntu{ubuntu}"
         kind = "cuda"
     else:
@@ -279,6 +291,8 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         cuda=cuda,
         cudnn=cudnn,
         min_driver=min_driver,
+        compat_driver=matrix.compat_driver.get(cuda.split(".")[0]) if cuda else None,
+        forward_compat_branches=matrix.forward_compat_branches if cuda else (),
         ubuntu=ubuntu,
         python=python_setup,
         framework=_install(fw, series, version, gpu, cuda) if fw else None,

@@ -309,7 +309,7 @@ def test_debug_shows_the_cause_chain(tmp_path, capsys):
 ])
 def test_run_options_anywhere_before_the_double_dash(argv):
     args = cli.parse(argv)
-    assert (args.image, args.gpus, str(args.output), args.trainer_args) == ("img:1", 1, "out", ["--epochs", "3"])
+    assert (args.run_image, args.gpus, str(args.output), args.trainer_args) == ("img:1", 1, "out", ["--epochs", "3"])
 
 
 def test_only_run_takes_trainer_arguments(capsys):

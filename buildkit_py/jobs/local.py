@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..engine import engine_client
 from ..errors import RunError
+from ..launcher.constants import EXPECT_GPUS_ENV
 from ..progress import Reporter
 
 MOUNT = "/buildkit-output"
@@ -74,7 +75,7 @@ def task_env(tasks: list[Task], ports: dict[str, int], task: Task, job_id: str, 
         "AIP_CHECKPOINT_DIR": f"{MOUNT}/checkpoints/",
         "AIP_TENSORBOARD_LOG_DIR": f"{MOUNT}/logs/",
         "CLOUD_ML_HP_METRIC_FILE": metrics,
-        "BUILDKIT_PY_EXPECT_GPUS": str(gpus),
+        EXPECT_GPUS_ENV: str(gpus),
     }
 
 

@@ -1,9 +1,11 @@
 """python -m buildkit_launcher [--check] -- TRAINER COMMAND...
 
-Checks, then hands off. Switches (environment):
+Checks, then hands off. Switches (environment; names in constants.py):
   BUILDKIT_PY_EXPECT_GPUS=N       fail unless N GPUs are visible and usable (0/unset: CPU allowed)
   BUILDKIT_PY_SKIP_GPU_CHECK=1    skip the GPU checks entirely
-  BUILDKIT_PY_LAUNCHER_QUIET=1    no log lines on success
+  BUILDKIT_PY_LAUNCHER_QUIET=1    no log lines on success; warnings and errors still show
+  BUILDKIT_PY_PROBE=torch|tensorflow  also ask the framework (slower: it imports it)
+A switch with another value stops with exit code 21, as a bad command line does.
 """
 
 from __future__ import annotations
@@ -13,36 +15,55 @@ import sys
 import time
 
 from . import cluster, gpu, handoff
+from .constants import BAD_CLUSTER, QUIET_ENV, SKIP_GPU_CHECK_ENV, USAGE
 
-USAGE = 21
-BAD_CLUSTER = 20
 HP_METRIC_DEFAULT = "/tmp/hypertune/output.metrics"
+USAGE_LINE = "usage: python -m buildkit_launcher [--check] -- TRAINER COMMAND..."
+
+
+def _print(text: str) -> None:
+    print(f"buildkit-py launcher: {text}", file=sys.stderr, flush=True)
 
 
 def _log(text: str) -> None:
-    if os.environ.get("BUILDKIT_PY_LAUNCHER_QUIET") != "1":
-        print(f"buildkit-py launcher: {text}", file=sys.stderr, flush=True)
+    if os.environ.get(QUIET_ENV) != "1":
+        _print(text)
 
 
 def _fail(code: int, message: str) -> int:
-    print(f"buildkit-py launcher: error: {message}", file=sys.stderr, flush=True)
+    _print(f"error: {message}")
     return code
 
 
-def prepare(command: list[str], env: dict[str, str]) -> tuple[int, list[str]]:
-    """Run the checks and fill in the environment; (exit code, log lines). Mutates env."""
-    lines = []
-    if env.get("BUILDKIT_PY_SKIP_GPU_CHECK") == "1":
-        lines.append("GPU checks skipped (BUILDKIT_PY_SKIP_GPU_CHECK=1)")
+def _switch_error(env: dict[str, str]) -> str | None:
+    for name in (SKIP_GPU_CHECK_ENV, QUIET_ENV):
+        value = env.get(name, "")
+        if value not in ("", "0", "1"):
+            return f"{name}={value!r} is not a switch value; allowed: 1 (on), 0 or unset (off)"
+    return None
+
+
+def prepare(command: list[str], env: dict[str, str]) -> tuple[int, str, list[str], list[str]]:
+    """Run the checks and fill in the environment: (exit code, error, log lines, warnings).
+    Mutates env."""
+    lines: list[str] = []
+    warnings: list[str] = []
+    error = _switch_error(env)
+    if error:
+        return USAGE, error, lines, warnings
+    if env.get(SKIP_GPU_CHECK_ENV) == "1":
+        lines.append(f"GPU checks skipped ({SKIP_GPU_CHECK_ENV}=1)")
     else:
         try:
-            lines.append(gpu.check(env).summary)
+            report = gpu.check(env)
         except gpu.CheckFailed as exc:
-            return _fail(exc.code, exc.message), lines
+            return exc.code, exc.message, lines, warnings
+        lines.append(report.summary)
+        warnings += report.warnings
     try:
         added, notes = cluster.torch_env(cluster.parse(env), env)
     except cluster.ClusterError as exc:
-        return _fail(BAD_CLUSTER, str(exc)), lines
+        return BAD_CLUSTER, str(exc), lines, warnings
     env.update(added)
     lines += notes
     if added:
@@ -60,24 +81,28 @@ def prepare(command: list[str], env: dict[str, str]) -> tuple[int, list[str]]:
         os.makedirs(os.path.dirname(metric_file), exist_ok=True)
     except OSError as exc:
         lines.append(f"cannot create the hypertune metric directory for {metric_file}: {exc}")
-    return 0, lines
+    return 0, "", lines, warnings
 
 
 def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     args = sys.argv[1:] if argv is None else argv
-    check_only = bool(args) and args[0] == "--check"
+    check_only = args[:1] == ["--check"]
     if check_only:
         args = args[1:]
     if args[:1] == ["--"]:
         args = args[1:]
+    elif args[:1] and args[0].startswith("-"):
+        return _fail(USAGE, f"unknown option {args[0]!r}; {USAGE_LINE}")
     if not args and not check_only:
-        return _fail(USAGE, "usage: python -m buildkit_launcher [--check] -- TRAINER COMMAND...")
-    code, lines = prepare(args or ["check"], os.environ)  # os.environ: the trainer inherits what is set
+        return _fail(USAGE, USAGE_LINE)
+    code, error, lines, warnings = prepare(args or ["check"], os.environ)  # os.environ: the trainer inherits it
     for line in lines:
         _log(line)
+    for warning in warnings:
+        _print(f"warning: {warning}")
     if code:
-        return code
+        return _fail(code, error)
     _log(f"checks passed in {time.perf_counter() - start:.3f} s" + ("" if check_only else f"; starting {' '.join(args)}"))
     if check_only:
         return 0

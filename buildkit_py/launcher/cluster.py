@@ -3,13 +3,18 @@
 Vertex AI sets CLUSTER_SPEC (worker pools 0-3); AI Platform Training and TensorFlow set
 TF_CONFIG (chief/master, worker, ps, evaluator). The chief (pool 0) is rank 0 and its first
 address is the master; pool 1 index i is rank i + 1; parameter servers, reduction servers and
-evaluators take no rank.
+evaluators take no rank. Without a chief (TensorFlow's MultiWorkerMirroredStrategy) worker 0
+is the master and worker i is rank i.
+
+The spec is checked before anything is derived from it: a malformed one fails with the field,
+the value and what is allowed, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass
 
 POOL_ROLES = {
     "workerpool0": "chief", "chief": "chief", "master": "chief",
@@ -19,6 +24,8 @@ POOL_ROLES = {
 }
 PASS_THROUGH = ("AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR")
 DIST_VARS = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
+_PORT = re.compile(r"[0-9]{1,5}", re.ASCII)
+_INDEX = re.compile(r"[0-9]{1,9}", re.ASCII)
 
 
 class ClusterError(Exception):
@@ -31,9 +38,8 @@ class Cluster:
     role: str  # chief | worker | server | evaluator
     task_type: str
     task_index: int
-    chief: tuple[str, ...]
+    chief: tuple[str, ...]  # "host:port", checked
     workers: tuple[str, ...]
-    other: dict = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
@@ -48,35 +54,87 @@ class Cluster:
         return None
 
 
-def _pools(cluster: dict, names: tuple[str, ...]) -> tuple[str, ...]:
-    for name in names:
-        if cluster.get(name):
-            return tuple(cluster[name])
-    return ()
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _address(field: str, value: str) -> ClusterError | None:
+    host, colon, port = value.rpartition(":")
+    if colon and host and _PORT.fullmatch(port) and 1 <= int(port) <= 65535:
+        return None
+    return ClusterError(f"{field}: {_show(value)} is not an address; allowed: 'host:port' with a port of 1-65535")
+
+
+def _pools(source: str, cluster: object) -> dict[str, tuple[str, ...]]:
+    if not isinstance(cluster, dict):
+        raise ClusterError(f"{source}: cluster: {_show(cluster)} is not an object; allowed: an object of pools, "
+                           'like {"workerpool0": ["host:2222"]}')
+    pools = {}
+    for name, pool in cluster.items():
+        field = f"{source}: cluster.{name}"
+        if not isinstance(pool, list) or not all(isinstance(a, str) for a in pool):
+            raise ClusterError(f"{field}: {_show(pool)} is not a pool; allowed: a list of 'host:port' strings")
+        for i, address in enumerate(pool):
+            if error := _address(f"{field}[{i}]", address):
+                raise error
+        pools[name] = tuple(pool)
+    return pools
+
+
+def _task(source: str, task: object, pools: dict[str, tuple[str, ...]]) -> tuple[str, int]:
+    if not isinstance(task, dict):
+        raise ClusterError(f"{source}: task: {_show(task)} is not an object; allowed: "
+                           '{"type": POOL, "index": N}')
+    task_type = task.get("type")
+    if not isinstance(task_type, str) or task_type not in POOL_ROLES:
+        raise ClusterError(f"{source}: task.type: {_show(task_type)} is not a task type; allowed: "
+                           f"{', '.join(sorted(POOL_ROLES))}")
+    index = task.get("index", 0)
+    # JSON gives ints; TensorFlow also accepts digit strings. bool is an int subclass: refused.
+    if isinstance(index, str) and _INDEX.fullmatch(index):
+        index = int(index)
+    if type(index) is not int or index < 0:
+        raise ClusterError(f"{source}: task.index: {_show(index)} is not an index; allowed: an integer >= 0")
+    pool = pools.get(task_type)
+    if POOL_ROLES[task_type] == "evaluator" and not pool:
+        return task_type, index  # TensorFlow's evaluator is not part of the training cluster
+    if pool is None:
+        raise ClusterError(f"{source}: task.type: {task_type!r} has no pool in cluster; pools: "
+                           f"{', '.join(sorted(pools)) or 'none'}")
+    if index >= len(pool):
+        raise ClusterError(f"{source}: task.index: {index} is beyond cluster.{task_type}; allowed: "
+                           + (f"0-{len(pool) - 1}" if pool else "none, the pool is empty"))
+    return task_type, index
+
+
+def _first(pools: dict[str, tuple[str, ...]], names: tuple[str, ...]) -> tuple[str, ...]:
+    return next((pools[n] for n in names if pools.get(n)), ())
 
 
 def parse(env: dict[str, str]) -> Cluster | None:
     """The cluster from CLUSTER_SPEC (preferred) or TF_CONFIG; None on a single machine."""
     for source in ("CLUSTER_SPEC", "TF_CONFIG"):
-        raw = env.get(source)
-        if not raw:
+        raw = env.get(source, "")
+        if not raw.strip():
             continue
         try:
             spec = json.loads(raw)
-            cluster, task = spec["cluster"], spec.get("task") or {}
-            task_type, index = str(task.get("type", "")), int(task.get("index", 0))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ClusterError(f"{source} is not the documented JSON shape: {exc}") from None
-        role = POOL_ROLES.get(task_type)
-        if role is None:
-            raise ClusterError(f"{source}: unknown task type {task_type!r}; known: {', '.join(sorted(POOL_ROLES))}")
+        except (ValueError, RecursionError) as exc:
+            raise ClusterError(f"{source}: {_show(raw)} is not JSON ({exc}); allowed: "
+                               '{"cluster": {POOL: ["host:port", ...]}, "task": {"type": POOL, "index": N}}') from None
+        if not isinstance(spec, dict):
+            raise ClusterError(f"{source}: {_show(spec)} is not a JSON object; allowed: "
+                               '{"cluster": {...}, "task": {...}}')
+        pools = _pools(source, spec.get("cluster"))
+        task_type, index = _task(source, spec.get("task"), pools)
         return Cluster(
             source=source,
-            role=role,
+            role=POOL_ROLES[task_type],
             task_type=task_type,
             task_index=index,
-            chief=_pools(cluster, ("workerpool0", "chief", "master")),
-            workers=_pools(cluster, ("workerpool1", "worker")),
+            chief=_first(pools, ("workerpool0", "chief", "master")),
+            workers=_first(pools, ("workerpool1", "worker")),
         )
     return None
 
@@ -85,18 +143,20 @@ def torch_env(cluster: Cluster | None, env: dict[str, str]) -> tuple[dict[str, s
     """Variables to add (never overriding what is already set) and log lines saying why."""
     if cluster is None:
         return {}, []
-    if not cluster.chief:
-        raise ClusterError(f"{cluster.source} has no chief (workerpool0 / chief) address")
-    host, _, port = cluster.chief[0].rpartition(":")
-    rank = cluster.rank
     log = [f"{cluster.source}: {cluster.task_type}[{cluster.task_index}] of {cluster.world_size} ranks"]
+    master = (cluster.chief or cluster.workers)[:1]
+    if not master:  # a lone evaluator or server: ranks always have their own pool's address
+        return {}, log + [f"{cluster.task_type} ({cluster.role}) takes no rank and the cluster has no chief or worker: "
+                          "nothing set"]
+    host, _, port = master[0].rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [IPv6]:port
+    rank = cluster.rank
+    wanted = {"MASTER_ADDR": host, "MASTER_PORT": port}
     if rank is None:
-        log.append(f"{cluster.task_type} is a {cluster.role}, not a rank: RANK and WORLD_SIZE are not set")
-        wanted = {"MASTER_ADDR": host or cluster.chief[0], "MASTER_PORT": port}
+        log.append(f"{cluster.task_type} ({cluster.role}) takes no rank: RANK and WORLD_SIZE are not set")
     else:
-        wanted = {"MASTER_ADDR": host or cluster.chief[0], "MASTER_PORT": port,
-                  "WORLD_SIZE": str(cluster.world_size), "RANK": str(rank)}
-    added = {k: v for k, v in wanted.items() if v and k not in env}
+        wanted.update(WORLD_SIZE=str(cluster.world_size), RANK=str(rank))
+    added = {k: v for k, v in wanted.items() if k not in env}
     kept = [k for k in wanted if k in env]
     if kept:
         log.append("kept as already set: " + ", ".join(kept))

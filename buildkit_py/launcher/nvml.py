@@ -1,17 +1,15 @@
-"""A few NVML calls through ctypes: what the driver and the GPUs say, without any framework.
-
-BUILDKIT_PY_NVML_LIBRARY names another library with NVML's interface (tests build one).
-"""
+"""A few NVML calls through ctypes: what the driver and the GPUs say, without any framework."""
 
 from __future__ import annotations
 
 import ctypes
-import os
 from dataclasses import dataclass
 
-LIBRARY_ENV = "BUILDKIT_PY_NVML_LIBRARY"
 DEFAULT_LIBRARY = "libnvidia-ml.so.1"
 NVML_SUCCESS = 0
+# nvmlBrandType_t values of data-center parts, the GPUs CUDA forward compatibility supports:
+# NVML_BRAND_TESLA (V100, T4 and older) and NVML_BRAND_NVIDIA (A100, H100 and newer).
+DATACENTER_BRANDS = frozenset({2, 14})
 
 
 class NvmlError(Exception):
@@ -31,6 +29,11 @@ class Device:
     uuid: str
     memory_total: int  # bytes
     capability: tuple[int, int]
+    brand: int  # nvmlBrandType_t; 0 (unknown) where the driver does not say
+
+    @property
+    def datacenter(self) -> bool:
+        return self.brand in DATACENTER_BRANDS
 
 
 @dataclass(frozen=True)
@@ -40,30 +43,30 @@ class DriverInfo:
     devices: tuple[Device, ...]
 
 
-def _load() -> ctypes.CDLL:
-    name = os.environ.get(LIBRARY_ENV) or DEFAULT_LIBRARY
-    try:
-        return ctypes.CDLL(name)
-    except OSError as exc:
-        raise NvmlError(f"cannot load {name}: {exc}") from None
+def _text(buf: ctypes.Array) -> str:
+    # The driver's strings are ASCII; a broken one must not stop the checks.
+    return buf.value.decode("ascii", errors="replace")
 
 
-def query() -> DriverInfo:
+def query(library: str = DEFAULT_LIBRARY) -> DriverInfo:
     """Everything the checks need, in one NVML session."""
-    lib = _load()
+    try:
+        lib = ctypes.CDLL(library)
+    except OSError as exc:
+        raise NvmlError(f"cannot load {library}: {exc}") from None
     lib.nvmlErrorString.restype = ctypes.c_char_p
 
     def call(fn: str, *args) -> None:
         code = getattr(lib, fn)(*args)
         if code != NVML_SUCCESS:
-            text = lib.nvmlErrorString(code).decode(errors="replace")
+            text = (lib.nvmlErrorString(code) or b"?").decode("ascii", errors="replace")
             raise NvmlError(f"{fn} failed: {text} (NVML error {code})", code)
 
     call("nvmlInit_v2")
     try:
         buf = ctypes.create_string_buffer(96)
         call("nvmlSystemGetDriverVersion", buf, ctypes.c_uint(len(buf)))
-        driver = buf.value.decode()
+        driver = _text(buf)
         cuda = ctypes.c_int()
         call("nvmlSystemGetCudaDriverVersion_v2", ctypes.byref(cuda))
         count = ctypes.c_uint()
@@ -79,7 +82,11 @@ def query() -> DriverInfo:
             call("nvmlDeviceGetMemoryInfo", handle, ctypes.byref(memory))
             major, minor = ctypes.c_int(), ctypes.c_int()
             call("nvmlDeviceGetCudaComputeCapability", handle, ctypes.byref(major), ctypes.byref(minor))
-            devices.append(Device(index, name.value.decode(), uuid.value.decode(), memory.total, (major.value, minor.value)))
+            brand = ctypes.c_int()
+            # Only the forward-compatibility decision reads the brand: unknown rather than a failure.
+            if lib.nvmlDeviceGetBrand(handle, ctypes.byref(brand)) != NVML_SUCCESS:
+                brand.value = 0
+            devices.append(Device(index, _text(name), _text(uuid), memory.total, (major.value, minor.value), brand.value))
     finally:
         lib.nvmlShutdown()
     return DriverInfo(driver, (cuda.value // 1000, cuda.value % 1000 // 10), tuple(devices))

@@ -8,6 +8,8 @@
  *   FAKE_NVML_NAME      device name (default "NVIDIA H100 80GB HBM3")
  *   FAKE_NVML_MEMORY_MIB  device memory (default 81559)
  *   FAKE_NVML_CC        compute capability "major.minor" (default "9.0")
+ *   FAKE_NVML_BRAND     nvmlBrandType_t (default 14 = NVML_BRAND_NVIDIA, as data-center parts
+ *                       since the A100 report; 5 = GEFORCE, 13 = NVIDIA_RTX)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,5 +108,12 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
     if (!initialized) return 1;
     if (!device || !major || !minor) return 2;
     if (sscanf(env_or("FAKE_NVML_CC", "9.0"), "%d.%d", major, minor) != 2) return 2;
+    return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, int *brand) {
+    if (!initialized) return 1;
+    if (!device || !brand) return 2;
+    *brand = atoi(env_or("FAKE_NVML_BRAND", "14"));
     return 0;
 }

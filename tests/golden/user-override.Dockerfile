@@ -7,8 +7,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_INPUT=1
-# The driver this CUDA needs: the launcher names it when the host's driver is older.
-ENV BUILDKIT_PY_MIN_DRIVER="570.124.06"
+# The drivers this CUDA runs on (base_images/cuda.yaml): the launcher checks the host's against them.
+ENV BUILDKIT_PY_MIN_DRIVER="570.124.06" \
+    BUILDKIT_PY_COMPAT_DRIVER="525.60.13" \
+    BUILDKIT_PY_FORWARD_COMPAT_BRANCHES="535,570,580,590,595,610,615"
 
 # Team tools, added by this project's template
 RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \

@@ -1,0 +1,38 @@
+"""Names shared by the launcher, the Dockerfile template (through the Plan) and the tool: the
+environment variables the launcher reads and its exit codes. Defined here only, since this
+package is the one part that runs inside images and may import nothing from the tool."""
+
+from __future__ import annotations
+
+# Switches a job or a local run sets.
+EXPECT_GPUS_ENV = "BUILDKIT_PY_EXPECT_GPUS"  # GPUs the job asked for; unset or 0: a CPU run may proceed
+SKIP_GPU_CHECK_ENV = "BUILDKIT_PY_SKIP_GPU_CHECK"  # 1: skip the GPU checks
+QUIET_ENV = "BUILDKIT_PY_LAUNCHER_QUIET"  # 1: no log lines on success (warnings still show)
+PROBE_ENV = "BUILDKIT_PY_PROBE"  # torch | tensorflow: also ask the framework
+NVML_LIBRARY_ENV = "BUILDKIT_PY_NVML_LIBRARY"  # another library with NVML's interface (tests)
+CUDA_COMPAT_DIR_ENV = "BUILDKIT_PY_CUDA_COMPAT_DIR"  # where the image's cuda-compat libraries are
+
+# Set by buildkit-py's Dockerfile from base_images/cuda.yaml.
+MIN_DRIVER_ENV = "BUILDKIT_PY_MIN_DRIVER"  # the driver the image's CUDA release ships with
+COMPAT_DRIVER_ENV = "BUILDKIT_PY_COMPAT_DRIVER"  # the floor of the image's CUDA major (minor-version compat)
+FORWARD_COMPAT_ENV = "BUILDKIT_PY_FORWARD_COMPAT_BRANCHES"  # driver branches cuda-compat supports, "535,570"
+
+# Set by the image (nvidia/cuda bases) or the container runtime.
+CUDA_VERSION_ENV = "CUDA_VERSION"
+CUDNN_VERSION_ENV = "NV_CUDNN_VERSION"
+CUDA_VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
+NVIDIA_VISIBLE_ENV = "NVIDIA_VISIBLE_DEVICES"
+
+DEFAULT_CUDA_COMPAT_DIR = "/usr/local/cuda/compat"  # where nvidia/cuda images install cuda-compat
+
+# Exit codes, one per failure, so a job's status says which check failed.
+NO_DRIVER = 10
+NVML_FAILED = 11
+TOO_FEW_GPUS = 12
+DRIVER_TOO_OLD = 13
+ARCH_UNSUPPORTED = 14
+VISIBLE_DEVICES = 15
+CUDNN_MISSING = 16
+FRAMEWORK_NO_GPU = 17
+BAD_CLUSTER = 20
+USAGE = 21
