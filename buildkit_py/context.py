@@ -18,10 +18,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import BinaryIO
 
-from .errors import ContextError
+from .errors import SHOWN_CHARS, ContextError, show
 
 HEAD_BYTES = 64 * 1024  # secrets are recognised by a prefix: a 50 GB dataset costs one small read
+# Datasets and checkpoints belong in a bucket the trainer reads at run time: in the image they are re-sent on
+# every build and pulled by every worker. Code and configs stay far below this (GitHub refuses files above it).
+LARGE_FILE_BYTES = 100 * 1024 * 1024
+MAX_PATTERN_CHARS = 64 * 1024  # Docker's line reader (a Go bufio.Scanner) stops there too; a path is 4096 bytes at most
+# Python's re backtracks where Go's regexp does not: each "**" between names multiplies the worst-case time of a
+# match by the path's depth. Four keep a 40-deep path in milliseconds; real patterns use one or two.
+MAX_DOUBLE_STARS = 4
 FIXED_MTIME = 315532800  # 1980-01-01, the earliest time every archive format (zip included) can hold
 SHOWN_LINKS = 20  # a vendored tree can hold hundreds of links: name enough to find the culprit
 DIGEST_SCHEME = b"buildkit-py context v1\n"  # a change to what the digest covers must change every digest
@@ -38,6 +46,9 @@ class BuildContext:
 # .dockerignore matching, as moby/patternmatcher (used by BuildKit and the Docker CLI) does it.
 
 _REGEX_SPECIALS = frozenset(".+()|{}$")  # special to a regex, plain to filepath.Match
+# What patternmatcher writes as "(.*/)?": any run of directories. Segment by segment, so that a pattern with
+# several "**" backtracks over a path's depth, not over its every character (Go's regexp never backtracks).
+_ANY_DIRS = "(?:[^/\n]*/)*"
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,12 @@ def _compile(text: str, negated: bool, line: str) -> _Pattern:
         if text.startswith("**", start):
             i += 2 if text.startswith("/", i + 1) else 1  # "**/" means the same as "**"
             if i < len(text):
-                regex, kind = regex + "(.*/)?", "regex"  # any number of directories, none included
+                if not regex.endswith(_ANY_DIRS):  # "**/**/" means "**/": one group, not two that backtrack
+                    regex += _ANY_DIRS
+                    if regex.count(_ANY_DIRS) > MAX_DOUBLE_STARS:
+                        raise ContextError(f".dockerignore pattern {show(line)} has more than {MAX_DOUBLE_STARS} "
+                                           '"**" between names; buildkit-py matches at most that many in one pattern')
+                kind = "regex"
             elif kind == "exact":
                 kind = "prefix"
             else:
@@ -84,16 +100,63 @@ def _compile(text: str, negated: bool, line: str) -> _Pattern:
             regex, kind = regex + ("[^/]*" if ch == "*" else "[^/]"), "regex"
         elif ch == "\\":
             if i == len(text):
-                raise ContextError(f".dockerignore pattern {line!r} ends in a backslash that escapes nothing")
+                raise ContextError(f".dockerignore pattern {show(line)} ends in a backslash that escapes nothing")
             regex, kind, i = regex + re.escape(text[i]), "regex", i + 1
-        elif ch in "[]":
-            regex, kind = regex + ch, "regex"  # classes pass through: [^...] negates, as in Go
+        elif ch == "[":
+            regex, kind = regex + ch, "regex"
+            if text.startswith("^", i):  # negates, as in Go
+                regex, i = regex + "^", i + 1
+            members, i = _class(text, i, line)
+            regex += members
+        elif ch == "]":
+            regex, kind = regex + ch, "regex"
         else:
             regex += "\\" + ch if ch in _REGEX_SPECIALS else ch
     try:
         return _Pattern(text, negated, kind, re.compile(regex))
     except re.error as exc:
-        raise ContextError(f".dockerignore pattern {line!r} is invalid: {exc.msg}") from None
+        raise ContextError(f".dockerignore pattern {show(line)} is invalid: {exc.msg}") from None
+
+
+def _class(text: str, i: int, line: str) -> tuple[str, int]:
+    """A [...] class from just after its "[" (and "^"): its regex up to the "]" that closes it, and the index
+    after that.
+
+    patternmatcher passes a class to Go's regexp as written, but for "?", "*" and "**", which become "[^/]",
+    "[^/]*" and "(.*/)?" there too (so the "]" of "[^/]" closes the class). Go reads each character as a
+    member, and a "-" between two members as a range. Each member is escaped here, so that Python's re reads
+    it as Go does: unescaped, it would take "[", "--", "&&", "~~" or "||" for set operations, and warn."""
+    regex, start = "", i
+    can_range = ends_range = False  # a member may start a range unless it ends one
+    while i < len(text):
+        ch = text[i]
+        if ch == "]" and i > start:  # a "]" first in a class is a member, in Go as in Python
+            return regex + ch, i + 1
+        if text.startswith("[:", i):
+            raise ContextError(f".dockerignore pattern {show(line)} has a POSIX class such as [:alpha:], which "
+                               "buildkit-py does not support; list the characters or a range, e.g. [a-zA-Z]")
+        i += 1
+        if ch == "-" and can_range and i < len(text) and text[i] != "]":
+            regex, can_range, ends_range = regex + ch, False, True
+            continue
+        closes = ""
+        if ch == "*" and text.startswith("*", i):
+            i += 2 if text.startswith("/", i + 1) else 1
+            members = "(.*/)?" if i < len(text) else ".*"
+        elif ch in "*?":
+            members, closes = "[^/", "]*" if ch == "*" else "]"
+        elif ch == "\\":
+            if i == len(text):
+                raise ContextError(f".dockerignore pattern {show(line)} ends in a backslash that escapes nothing")
+            members, i = text[i], i + 1
+        else:
+            members = ch
+        for member in members:
+            regex += re.escape(member)
+            can_range, ends_range = not ends_range, False
+        if closes:
+            return regex + closes, i
+    return regex, i  # unterminated: re.compile says so
 
 
 def _parse_ignore(ignore_text: str) -> list[_Pattern]:
@@ -101,6 +164,11 @@ def _parse_ignore(ignore_text: str) -> list[_Pattern]:
     for line in ignore_text.removeprefix("\ufeff").split("\n"):
         if line.startswith("#") or not line.strip():  # only a "#" in the first column starts a comment
             continue
+        if len(line) > MAX_PATTERN_CHARS:
+            raise ContextError(f".dockerignore line {show(line)} is longer than {MAX_PATTERN_CHARS} characters")
+        if "\0" in line:
+            raise ContextError(f".dockerignore pattern {show(line)} has a NUL character, which no path can hold; "
+                               "is the file text?")
         body = line.strip()
         negated = body.startswith("!")
         if negated:
@@ -114,11 +182,11 @@ def _parse_ignore(ignore_text: str) -> list[_Pattern]:
     return patterns
 
 
-def _excluded(path: str, patterns: Sequence[_Pattern]) -> bool:
-    """The last pattern that matches the path or one of its parent directories decides."""
+def _excluded(path: str, patterns: Sequence[_Pattern], *, first: int = 1, excluded: bool = False) -> bool:
+    """The last pattern that matches the path or one of its parent directories decides; with `first`, only
+    the parents that many parts deep or deeper are tried, and `excluded` is the state when none matches."""
     parts = path.split("/")
-    candidates = ["/".join(parts[: n + 1]) for n in range(len(parts))]
-    excluded = False
+    candidates = ["/".join(parts[:n]) for n in range(first, len(parts) + 1)]
     for pattern in patterns:
         # A pattern that could only confirm the current state need not be tried.
         if pattern.negated == excluded and any(pattern.matches(c) for c in candidates):
@@ -126,16 +194,20 @@ def _excluded(path: str, patterns: Sequence[_Pattern]) -> bool:
     return excluded
 
 
-def _may_reinclude(directory: str, patterns: Sequence[_Pattern]) -> bool:
-    """Whether some "!" pattern could match this excluded directory, a parent of it or anything below it."""
+def _may_reinclude(directory: str, patterns: Sequence[_Pattern], min_depth: int = 0) -> bool:
+    """Whether some "!" pattern could match this excluded directory, a parent of it or anything below it;
+    with `min_depth`, only a pattern that reaches at least that many parts deep counts."""
     parts = directory.split("/")
-    return any(p.negated and _may_reach(p.text, parts) for p in patterns)
+    return any(p.negated and _may_reach(p.text, parts, min_depth) for p in patterns)
 
 
-def _may_reach(text: str, parts: list[str]) -> bool:
+def _may_reach(text: str, parts: list[str], min_depth: int) -> bool:
     if "[" in text or "\\" in text:  # a class or an escape may hide a "/": cannot split safely, so assume yes
         return True
-    for piece, part in zip(text.split("/"), parts, strict=False):
+    pieces = text.split("/")
+    if len(pieces) < min_depth and "**" not in text:
+        return False
+    for piece, part in zip(pieces, parts, strict=False):
         if "**" in piece:
             return True
         regex = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in piece)
@@ -144,36 +216,65 @@ def _may_reach(text: str, parts: list[str]) -> bool:
     return True
 
 
+def _is_environment(entries: Iterable[os.DirEntry[str]]) -> bool:
+    """A Python virtual environment (pyvenv.cfg, which venv, virtualenv and uv write) or a conda environment."""
+    return any((e.name == "pyvenv.cfg" and e.is_file(follow_symlinks=False))
+               or (e.name == "conda-meta" and e.is_dir(follow_symlinks=False)) for e in entries)
+
+
 def _walk(root: Path, patterns: Sequence[_Pattern]) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Kept files and symlinks; directories are not followed through links, and skipped when nothing in them can be kept."""
-    pending = [""]
+    """Kept files and symlinks; directories are not followed through links, and skipped when nothing in them can be kept.
+
+    An environment is left out wherever it is and whatever its name (a trainer's package may well be called
+    env/ or build/), unless a "!" pattern names it or something inside it: a "!" that re-includes a parent
+    directory does not bring back the environment within."""
+    pending = [("", 0)]  # (directory, depth of the environment it lies in, 0 when none)
     while pending:
-        folder = pending.pop()
-        with os.scandir(root / folder) as entries:
-            for entry in entries:
-                rel = f"{folder}/{entry.name}" if folder else entry.name
-                excluded = _excluded(rel, patterns)
-                if entry.is_dir(follow_symlinks=False):
-                    # .git and .venv hold most of the files in a checkout: never walked unless a "!" may reach in.
-                    if not excluded or _may_reinclude(rel, patterns):
-                        pending.append(rel)
-                elif not excluded and (entry.is_symlink() or entry.is_file(follow_symlinks=False)):
-                    yield rel, entry
+        folder, env_depth = pending.pop()
+        with os.scandir(root / folder) as scan:
+            entries = list(scan)
+        if folder and not env_depth and _is_environment(entries):  # not the root: that is what the user named
+            env_depth = folder.count("/") + 1
+            if not _may_reinclude(folder, patterns, env_depth):
+                continue
+        for entry in entries:
+            rel = f"{folder}/{entry.name}" if folder else entry.name
+            excluded = _excluded(rel, patterns) or (
+                env_depth > 0 and _excluded(rel, patterns, first=env_depth, excluded=True))
+            if entry.is_dir(follow_symlinks=False):
+                # .git and .venv hold most of the files in a checkout: never walked unless a "!" may reach in.
+                if not excluded or _may_reinclude(rel, patterns, env_depth):
+                    pending.append((rel, env_depth))
+            elif not excluded and (entry.is_symlink() or entry.is_file(follow_symlinks=False)):
+                yield rel, entry
+            # A FIFO, socket or device is left out: it has no content an image could hold, and reading a FIFO
+            # would wait for a writer. Docker's context archive leaves sockets out too.
+
+
+def _shown(path: str) -> str:
+    """A path in a message: as it is, unless it holds spaces at an end or characters a terminal would act on,
+    or is too long to read (a path can run to 4,096 bytes)."""
+    return path if path.isprintable() and path == path.strip() and len(path) <= SHOWN_CHARS else show(path)
+
+
+def _os_error(exc: OSError) -> ContextError:
+    where = _shown(os.fsdecode(exc.filename)) if exc.filename is not None else "the build context"
+    return ContextError(f"cannot read {where}: {exc.strerror or exc}")
 
 
 def included_files(root: Path, ignore_text: str) -> list[str]:
     """Regular files and symlinks the ignore list keeps, sorted; a kept symlink leading out of root is refused."""
     patterns = _parse_ignore(ignore_text)
-    real_root = root.resolve()
     files: list[str] = []
     escaping: list[str] = []
     try:
+        real_root = root.resolve()
         for rel, entry in _walk(real_root, patterns):
             if entry.is_symlink() and not Path(os.path.realpath(entry.path)).is_relative_to(real_root):
-                escaping.append(f"  {rel} -> {os.readlink(entry.path)}")
+                escaping.append(f"  {_shown(rel)} -> {_shown(os.readlink(entry.path))}")
             files.append(rel)
     except OSError as exc:
-        raise ContextError(f"cannot read the build context: {exc}") from None
+        raise _os_error(exc) from None
     if escaping:
         more = f"\n  ... and {len(escaping) - SHOWN_LINKS} more" if len(escaping) > SHOWN_LINKS else ""
         raise ContextError(
@@ -185,22 +286,54 @@ def included_files(root: Path, ignore_text: str) -> list[str]:
     return sorted(files)
 
 
-# Secrets: recognised by name, or by the first HEAD_BYTES of a regular file.
+# Secrets: recognised by name, or by the first HEAD_BYTES of a regular file. A content rule needs the shape
+# of a key or the structure of a credential file, never a keyword alone: a README that mentions
+# aws_secret_access_key, a dataset JSON with a "type" field or code that parses PEM headers is no secret.
 
 _NAMED_SECRETS = {
     ".netrc": "netrc credentials",
+    "_netrc": "netrc credentials",  # its name on Windows
     ".pypirc": "PyPI credentials",
     ".git-credentials": "git credentials",
     ".dockercfg": "docker credentials",
+    ".envrc": "direnv environment file",
+    "application_default_credentials.json": "Google application default credentials",
     "id_rsa": "private key",
     "id_dsa": "private key",
     "id_ecdsa": "private key",
     "id_ed25519": "private key",
+    "id_ecdsa_sk": "private key",
+    "id_ed25519_sk": "private key",
 }
+_NAMED_PATHS = {".aws/credentials": "AWS credentials", ".docker/config.json": "docker credentials"}
 _KEY_SUFFIXES = frozenset({".pem", ".key", ".p12", ".pfx"})
-_PEM_PRIVATE_KEY = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
-_SERVICE_ACCOUNT = re.compile(rb'"type"\s*:\s*"service_account"')
-_DOCKER_AUTHS = re.compile(rb'"auths"\s*:')
+# A BEGIN line followed by key material (also inside a JSON string, where the line break is written "\n").
+_PEM_PRIVATE_KEY = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\[rn])*[A-Za-z0-9+/]{4}")
+_PUTTY_KEY = b"PuTTY-User-Key-File-"
+_GOOGLE_TYPE = re.compile(rb'"type"\s*:\s*"(service_account|authorized_user|external_account|'
+                          rb'external_account_authorized_user|impersonated_service_account|gdch_service_account)"')
+_GOOGLE_SECRET = re.compile(rb'"(?:private_key|refresh_token|client_secret)"\s*:\s*"[^"\s]')
+_GOOGLE_REASONS = {b"service_account": "service-account key JSON",
+                   b"authorized_user": "Google user credentials (refresh token)"}
+_DOCKER_AUTHS = re.compile(rb'"auths"\s*:\s*\{')
+_DOCKER_INLINE = re.compile(rb'"(?:auth|identitytoken|password)"\s*:\s*"[^"\s]')
+# In the lower-cased head, as aws_secret_access_key, AWS_SECRET_ACCESS_KEY (env) or SecretAccessKey (the
+# CLI's JSON) are written; the value is read from the original. A literal first keeps the search fast.
+_AWS_SECRET_NAMED = re.compile(rb"secret_?access_?key[\"']?\s*[=:]\s*[\"']?([a-z0-9/+]{40})(?![a-z0-9/+])")
+_AWS_KEY_ID = re.compile(rb"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")
+_AWS_SECRET_SHAPE = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+# Prefixed token formats; every one starts with a literal, so a search skips ahead as fast as `in` does.
+_TOKENS = (
+    (re.compile(rb"gh[pousr]_[A-Za-z0-9]{36}(?![A-Za-z0-9_])"), "GitHub token"),
+    (re.compile(rb"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}(?![A-Za-z0-9_])"), "GitHub token"),
+    (re.compile(rb"pypi-AgE[IN][A-Za-z0-9_-]{50,}"), "PyPI token"),
+    (re.compile(rb"AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), "Google API key"),
+    (re.compile(rb"xox[bpoa]-[0-9]{8,}-[0-9A-Za-z-]{8,}"), "Slack token"),
+    (re.compile(rb"hf_[A-Za-z]{34}(?![A-Za-z0-9_])"), "Hugging Face token"),
+    (re.compile(rb"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}"), "OpenAI API key"),
+    (re.compile(rb"sk-ant-(?:api|admin)[0-9]{2}-[A-Za-z0-9_-]{80,}"), "Anthropic API key"),
+    (re.compile(rb"AccountKey=[A-Za-z0-9+/]{86}=="), "Azure storage account key"),
+)
 
 
 def find_secrets(root: Path, files: Iterable[str]) -> list[tuple[str, str]]:
@@ -217,8 +350,9 @@ def _name_reason(rel: str) -> str | None:
     name = posixpath.basename(rel)
     if name == ".env" or name.startswith(".env."):
         return "dotenv file"
-    if rel == ".docker/config.json" or rel.endswith("/.docker/config.json"):
-        return "docker credentials"
+    for tail, reason in _NAMED_PATHS.items():
+        if rel == tail or rel.endswith("/" + tail):
+            return reason
     return _NAMED_SECRETS.get(name)
 
 
@@ -227,26 +361,57 @@ def _content_reason(path: Path) -> str | None:
     if head is None:
         return None
     suffix = path.suffix.lower()
-    if suffix == ".json" and _SERVICE_ACCOUNT.search(head) and b'"private_key"' in head:
-        return "service-account key JSON"
-    if path.name == "config.json" and _DOCKER_AUTHS.search(head):
+    google = _GOOGLE_TYPE.search(head)
+    if google and _GOOGLE_SECRET.search(head):
+        kind = google.group(1)
+        return _GOOGLE_REASONS.get(kind, f"Google {kind.decode()} credentials")
+    if _DOCKER_AUTHS.search(head) and _DOCKER_INLINE.search(head):
         return "docker credentials"
     if suffix in {".p12", ".pfx"} and _is_pkcs12(head):
         return "PKCS#12 key store"
+    if head.startswith(_PUTTY_KEY):
+        return "PuTTY private key"
     if (suffix in _KEY_SUFFIXES and b"PRIVATE KEY" in head) or _PEM_PRIVATE_KEY.search(head):
         return "private key"
-    return None
+    if _aws_secret(head):
+        return "AWS secret access key"
+    return next((reason for token, reason in _TOKENS if token.search(head)), None)
+
+
+def _aws_secret(head: bytes) -> bool:
+    """A secret access key after its name, or an access key id with a secret-shaped string beside it.
+    The example keys of AWS's documentation all say EXAMPLE; a git hash (40 hex digits) has no capitals."""
+    def real(value: bytes) -> bool:
+        return b"EXAMPLE" not in value and value != value.lower() and value != value.upper()
+
+    named = _AWS_SECRET_NAMED.finditer(head.lower())
+    if any(real(head[m.start(1):m.end(1)]) for m in named):
+        return True
+    return _AWS_KEY_ID.search(head) is not None and any(real(m.group()) for m in _AWS_SECRET_SHAPE.finditer(head))
+
+
+def _open_regular(path: Path) -> BinaryIO | None:
+    """A regular file opened for reading; None for anything else. The open neither follows a link nor waits
+    on a FIFO, in case the file was swapped for one since it was listed."""
+    if not stat.S_ISREG(path.lstat().st_mode):
+        return None
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
 
 
 def _head(path: Path) -> bytes | None:
     """The start of a regular file; None for a symlink, whose target is checked where it is a file."""
     try:
-        if not stat.S_ISREG(path.lstat().st_mode):
+        handle = _open_regular(path)
+        if handle is None:
             return None
-        with path.open("rb") as handle:
+        with handle:
             return handle.read(HEAD_BYTES)
     except OSError as exc:
-        raise ContextError(f"cannot read {path}: {exc.strerror}") from None
+        raise ContextError(f"cannot read {_shown(str(path))}: {exc.strerror or exc}") from None
 
 
 def _is_pkcs12(head: bytes) -> bool:
@@ -257,16 +422,49 @@ def _is_pkcs12(head: bytes) -> bool:
     return head[start : start + 3] == b"\x02\x01\x03"
 
 
-def _refuse_secrets(findings: list[tuple[str, str]], allow: Sequence[str]) -> None:
-    blocked = [(path, reason) for path, reason in findings if not any(fnmatchcase(path, p) for p in allow)]
+def find_large_files(root: Path, files: Iterable[str]) -> list[tuple[str, int]]:
+    """(path, size) for each regular file over LARGE_FILE_BYTES, in the order given. The apparent size counts
+    (a sparse file is sent and stored in full), and a symlink's target counts where it is itself a file."""
+    large: list[tuple[str, int]] = []
+    for rel in files:
+        try:
+            info = (root / rel).lstat()
+        except OSError as exc:
+            raise ContextError(f"cannot read {_shown(str(root / rel))}: {exc.strerror or exc}") from None
+        if stat.S_ISREG(info.st_mode) and info.st_size > LARGE_FILE_BYTES:
+            large.append((rel, info.st_size))
+    return large
+
+
+def _size(n: int) -> str:
+    """A size as a refusal shows it: each is over LARGE_FILE_BYTES, so in MiB or GiB."""
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def _refuse(secrets: list[tuple[str, str]], allow_secrets: Sequence[str],
+            large: list[tuple[str, int]], allow_large: Sequence[str]) -> None:
+    """One error for every secret and every large file not allowed by a pattern, so one run shows them all."""
+    problems: list[str] = []
+    blocked = [(path, reason) for path, reason in secrets if not any(fnmatchcase(path, p) for p in allow_secrets)]
     if blocked:
-        listing = "\n".join(f"  {path}  ({reason})" for path, reason in blocked)
-        raise ContextError(
+        listing = "\n".join(f"  {_shown(path)}  ({reason})" for path, reason in blocked)
+        problems.append(
             "the build context has files that look like secrets; they would be copied into the image:\n"
             f"{listing}\n"
             "Add them to .dockerignore to leave them out, or, if one is meant to ship, "
             "allow it explicitly with --allow-secret PATTERN."
         )
+    too_big = [(path, size) for path, size in large if not any(fnmatchcase(path, p) for p in allow_large)]
+    if too_big:
+        listing = "\n".join(f"  {_shown(path)}  ({_size(size)})" for path, size in too_big)
+        problems.append(
+            f"the build context has files over {LARGE_FILE_BYTES >> 20} MiB; they would be sent to the builder "
+            f"and copied into the image:\n{listing}\n"
+            "Add them to .dockerignore and read them at run time (a bucket, or a mounted directory), or, "
+            "if one is meant to ship, allow it explicitly with --allow-large PATTERN."
+        )
+    if problems:
+        raise ContextError("\n".join(problems))
 
 
 # Staging.
@@ -286,10 +484,14 @@ def _stage_entry(source: Path, target: Path) -> tuple[str, str]:
         os.symlink(link, target)
         os.utime(target, (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
         return "link", hashlib.sha256(os.fsencode(link)).hexdigest()
+    reader = _open_regular(source)
+    if reader is None:
+        raise ContextError(f"{_shown(str(source))} changed while the build context was staged: "
+                           "it is no longer a regular file")
     # Only the exec bit carries over (as git keeps it): the image must not depend on the checkout's umask.
-    mode = 0o755 if source.stat().st_mode & stat.S_IXUSR else 0o644
     content = hashlib.sha256()
-    with source.open("rb") as reader, target.open("xb") as writer:
+    with reader, target.open("xb") as writer:
+        mode = 0o755 if os.fstat(reader.fileno()).st_mode & stat.S_IXUSR else 0o644
         while chunk := reader.read(1 << 20):
             writer.write(chunk)
             content.update(chunk)
@@ -312,33 +514,38 @@ def _stage(root: Path, tmp: Path, files: list[str], dockerfile_text: str,
     digest.update(_record("dockerfile", "Dockerfile", hashlib.sha256(dockerfile_text.encode()).hexdigest()))
     try:
         directory.mkdir()
-        for rel in files:
-            kind, content = _stage_entry(root / rel, directory / rel)
-            digest.update(_record(kind, rel, content))
-        for rel, source in extras:
-            kind, content = _stage_entry(source, directory / rel)
+        for rel, source in [(rel, root / rel) for rel in files] + list(extras):
+            try:
+                kind, content = _stage_entry(source, directory / rel)
+            except OSError as exc:
+                raise ContextError(f"cannot stage {_shown(rel)}: {exc.strerror or exc}") from None
             digest.update(_record(kind, rel, content))
         _settle_directories(directory)
         dockerfile = tmp / "Dockerfile"
         dockerfile.write_text(dockerfile_text, encoding="utf-8")
     except OSError as exc:
-        raise ContextError(f"cannot stage the build context: {exc}") from None
+        raise ContextError(f"cannot stage the build context in {tmp}: {exc.strerror or exc}") from None
     return BuildContext(directory, dockerfile, tuple(files) + tuple(rel for rel, _ in extras), digest.hexdigest())
 
 
 @contextmanager
 def staged_context(
     root: Path, dockerfile_text: str, ignore_text: str, *, allow_secrets: Sequence[str] = (),
-    extras: Sequence[tuple[str, Path]] = (),
+    allow_large: Sequence[str] = (), extras: Sequence[tuple[str, Path]] = (),
 ) -> Iterator[BuildContext]:
     """Check the context, stage it in a temp dir and yield it; the temp dir is removed however the block ends.
-    `extras` are (path in the context, source file) pairs that buildkit-py adds; they replace a
-    project file at the same path."""
+    Secrets and files over LARGE_FILE_BYTES are refused unless a pattern of allow_secrets / allow_large
+    matches them. `extras` are (path in the context, source file) pairs that buildkit-py adds; they replace
+    a project file at the same path."""
     replaced = {rel for rel, _ in extras}
     files = [rel for rel in included_files(root, ignore_text) if rel not in replaced]
     real_root = root.resolve()
-    _refuse_secrets(find_secrets(real_root, files), allow_secrets)  # before any temp dir exists
-    tmp = Path(tempfile.mkdtemp(prefix="buildkit-py-"))
+    # Before any temp dir exists, and before a byte is copied.
+    _refuse(find_secrets(real_root, files), allow_secrets, find_large_files(real_root, files), allow_large)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix="buildkit-py-"))
+    except OSError as exc:
+        raise ContextError(f"cannot make a temp dir for the build context: {exc.strerror or exc}") from None
     try:
         yield _stage(real_root, tmp, files, dockerfile_text, extras)
     finally:
