@@ -393,11 +393,13 @@ def _relative_file(raw: _Raw, path: tuple, value: Any, root: Path, what: str | N
 
 
 def _host_file(raw: _Raw, path: tuple, value: Any, root: Path) -> Path:
-    """A file on the build machine (not in the image): relative to the working directory for a
-    flag, to the trainer directory in the config file."""
+    """A file on the build machine, passed to the build as a secret: a flag (typed by the user)
+    may name any file, relative to the working directory; the config file (which a pull request
+    can change) only one inside the trainer directory, or a build step could read the host's files."""
     text = _string(raw, path, value)
-    base = Path.cwd() if path[0] in raw.flags else root
-    target = base / text
+    if path[0] not in raw.flags:
+        _inside(raw, path, text, root / text, root)
+    target = (Path.cwd() if path[0] in raw.flags else root) / text
     try:
         ok = target.is_file()
     except OSError as exc:

@@ -356,6 +356,11 @@ def _name_reason(rel: str) -> str | None:
     return _NAMED_SECRETS.get(name)
 
 
+# pip.conf / pip.ini / requirements files: an index URL whose user-info carries a password.
+_PIP_INDEX_KEY = re.compile(rb"(?im)^\s*(?:index-url|extra-index-url|--index-url|--extra-index-url|-i)\b")
+_URL_CREDENTIALS = re.compile(rb"https?://[^\s/:@]+:[^\s/@]+@")
+
+
 def _content_reason(path: Path) -> str | None:
     head = _head(path)
     if head is None:
@@ -375,6 +380,8 @@ def _content_reason(path: Path) -> str | None:
         return "private key"
     if _aws_secret(head):
         return "AWS secret access key"
+    if _URL_CREDENTIALS.search(head) and _PIP_INDEX_KEY.search(head):
+        return "package index URL with credentials"
     return next((reason for token, reason in _TOKENS if token.search(head)), None)
 
 

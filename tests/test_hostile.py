@@ -347,3 +347,20 @@ def test_json_output_of_every_result_command(capsys):
             if argv[0] != "versions" else main(capsys, *argv)
         assert code == 0, err
         json.loads(out)
+
+
+def test_files_a_config_file_passes_as_secrets_stay_inside_the_trainer_directory(tmp_path, capsys, monkeypatch):
+    """A pull request that edits buildkit.yaml must not get the CI host's files mounted into its build."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    root = tmp_path / "t"
+    write(root, "trainer/task.py", "")
+    host_file = write(tmp_path, "host-pip.conf", "[global]\nindex-url = https://pypi.org/simple\n")
+    for key in ("pip_conf", "ca_cert"):
+        write(root, "buildkit.yaml", f"trainer: {{module: trainer.task}}\n{key}: {host_file}\n")
+        code, _, err = main(capsys, "build", "--dir", str(root))
+        assert code == 2 and "leads outside" in err, err
+    # The same file named by a flag (the user's own choice) is accepted as far as the engine.
+    write(root, "buildkit.yaml", "trainer: {module: trainer.task}\n")
+    code, _, err = main(capsys, "build", "--dir", str(root), "--pip-conf", str(host_file))
+    assert code == 5, err
+
