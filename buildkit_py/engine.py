@@ -16,9 +16,12 @@ def engine_client():
     import docker
     from docker.errors import DockerException
 
+    client = None
     try:
         client = docker.from_env(timeout=600)  # long pushes of big layers must not time out
         client.ping()
     except DockerException as exc:
+        if client is not None:
+            client.close()  # its connection pool would leak a socket per failed try
         raise EngineError(f"cannot reach the Docker engine at DOCKER_HOST={engine_host()}: {exc}") from None
     return client
