@@ -1,11 +1,14 @@
-"""The version tables of base_images/, loaded into frozen objects and checked once.
+"""The version tables of base_images/, loaded into frozen objects and checked once, plus the
+user's overlay that `buildkit-py matrix refresh` writes from the package index's metadata.
 
 This module only reads and indexes the data; choosing among it is plan.py's job.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import re
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -13,8 +16,23 @@ from typing import Any
 import yaml
 from packaging.version import InvalidVersion, Version
 
-from .errors import DataError
+from .errors import DataError, show
 from .resources import resource_dir
+
+OVERLAY_ENV = "BUILDKIT_PY_MATRIX_OVERLAY"  # another overlay file (tests, shared CI caches)
+OVERLAY_NAME = "matrix-overlay.yaml"
+SHIPPED = "shipped"  # FrameworkSeries.origin of base_images/ data
+FLAVOURS = ("base", "runtime", "cudnn-runtime", "devel")  # nvidia/cuda image flavours a config may ask for
+SYSTEM_CUDA = ("base", "runtime")  # what a framework whose wheels bring CUDA needs from the base
+# The overlay is user-side data that reaches requirement strings and labels: every value is
+# checked whole-string in ASCII, as config values are.
+_RELEASE = re.compile(r"[0-9]+(?:\.[0-9]+){0,3}(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?", re.ASCII)
+_MINOR = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}", re.ASCII)
+_CUDA_KEY = re.compile(r"[0-9]{1,2}(?:\.[0-9]{1,2})?", re.ASCII)
+_PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
+_CUDNN = re.compile(r"[0-9]{1,2}(?:\.[0-9]{1,3}){0,3}", re.ASCII)
+ARCH = re.compile(r"(sm|compute)_([0-9]{2,3})([af]?)", re.ASCII)
+_PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
 
 
 def minor(version: str) -> str:
@@ -33,13 +51,28 @@ def version_key(version: str) -> Version:
 class CudaRelease:
     cuda: str  # full version of the tag, "12.4.1"
     cudnn_flavour: str  # "cudnn8", "cudnn9", "cudnn"
-    cudnn: str  # NV_CUDNN_VERSION of the runtime image
-    ubuntu: tuple[str, ...]
+    cudnn: str | None  # NV_CUDNN_VERSION of the cuDNN images; None: not verified
+    ubuntu: tuple[str, ...]  # Ubuntu releases of the base, runtime and devel tags
     min_driver: str | None = None  # the Linux driver this CUDA needs (CUDA toolkit release notes)
+    cudnn_ubuntu: tuple[str, ...] = ()  # Ubuntu releases of the cuDNN tags, where they differ
 
     @property
     def minor(self) -> str:
         return minor(self.cuda)
+
+    def ubuntu_for(self, with_cudnn: bool) -> tuple[str, ...]:
+        return (self.cudnn_ubuntu or self.ubuntu) if with_cudnn else self.ubuntu
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    name: str  # Vertex AI's accelerator type, "NVIDIA_TESLA_V100"
+    capability: tuple[int, int]  # CUDA compute capability, (7, 0)
+    gpu: str
+
+    @property
+    def sm(self) -> str:
+        return f"sm_{self.capability[0]}{self.capability[1]}"
 
 
 @dataclass(frozen=True)
@@ -48,10 +81,19 @@ class InstallSpec:
 
     package: str
     pre: bool
-    bundles_cuda: bool
+    bundles_cuda: bool  # the GPU wheels bring CUDA and cuDNN as nvidia-* packages
     gpu_extra: str | None
     gpu_index_url: str | None
     cpu_index_url: str | None
+    extra_optional: bool = False  # without gpu_extra the wheel loads the system CUDA/cuDNN instead
+    system_cuda: str = "base"  # the nvidia/cuda flavour a bundling framework needs: base or runtime
+    package_by_cuda: tuple[tuple[str, str], ...] = ()  # CUDA major or minor -> another package name
+
+    def package_for(self, cuda: str | None) -> str:
+        names = dict(self.package_by_cuda)
+        if cuda:
+            return names.get(minor(cuda)) or names.get(cuda.split(".")[0]) or self.package
+        return self.package
 
 
 @dataclass(frozen=True)
@@ -62,6 +104,22 @@ class FrameworkSeries:
     cudnn: str | None
     python: tuple[str, ...]
     install: InstallSpec
+    default_cuda: str | None = None  # the framework's stable default; None: the newest of `cuda`
+    experimental_cuda: tuple[str, ...] = ()  # variants chosen only when asked for
+    archs: tuple[tuple[str, tuple[str, ...]], ...] = ()  # CUDA major or minor -> sm_XY/compute_XY
+    origin: str = SHIPPED  # SHIPPED, or the overlay file the series came from
+    verified: tuple[tuple[str, str], ...] = ()  # CUDA -> what a real GPU machine reported for the build
+    per_release: dict[str, FrameworkSeries] = field(default_factory=dict, compare=False)
+
+    def for_release(self, version: str) -> FrameworkSeries:
+        """This series as it applies to one release (per_release overrides)."""
+        return self.per_release.get(version, self)
+
+    def archs_for(self, cuda: str) -> tuple[str, ...] | None:
+        """The GPU architectures of the wheel for this CUDA (minor, else major); None: not recorded."""
+        table = dict(self.archs)
+        found = table.get(minor(cuda), table.get(cuda.split(".")[0]))
+        return tuple(found) if found is not None else None
 
 
 @dataclass(frozen=True)
@@ -69,12 +127,17 @@ class Framework:
     name: str
     aliases: tuple[str, ...]
     gpu: bool
-    series: tuple[FrameworkSeries, ...]  # oldest first
+    series: tuple[FrameworkSeries, ...]  # oldest first; overlay series after the shipped ones of a label
     nightly: FrameworkSeries | None
     source: str
+    wheel_package: str  # the package whose cpXY wheels tell a release's Pythons (jaxlib for jax)
 
     def releases(self) -> list[str]:
         return [r for s in self.series for r in s.releases]
+
+    @property
+    def package(self) -> str:
+        return self.series[-1].install.package if self.series else self.name
 
 
 @dataclass(frozen=True)
@@ -93,6 +156,13 @@ class Tools:
 
 
 @dataclass(frozen=True)
+class Overlay:
+    path: Path
+    generated: str  # when `matrix refresh` wrote it
+    index: str  # the index it read (no credentials)
+
+
+@dataclass(frozen=True)
 class Matrix:
     cuda_repository: str
     cuda: tuple[CudaRelease, ...]  # oldest first
@@ -104,18 +174,20 @@ class Matrix:
     # floor, and the driver branches cuda-compat (forward compatibility) supports.
     compat_driver: dict[str, str]
     forward_compat_branches: tuple[int, ...]
+    accelerators: dict[str, Accelerator] = field(default_factory=dict)
+    overlay: Overlay | None = None
 
     def framework(self, name: str) -> Framework | None:
         return self.frameworks.get(self.aliases.get(name, name))
 
 
-def _load(path: Path) -> dict:
+def _load(path: Path, what: str | None = None) -> dict:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise DataError(f"cannot read {path}: {exc}") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise DataError(f"cannot read {what or path}: {exc}") from None
     if not isinstance(data, dict):
-        raise DataError(f"{path}: the top level must be a mapping")
+        raise DataError(f"{what or path}: the top level must be a mapping")
     return data
 
 
@@ -125,14 +197,39 @@ def _need(data: dict, key: str, kind: type, where: str) -> Any:
     return data[key]
 
 
-def _strings(values: Any, where: str) -> tuple[str, ...]:
+def _strings(values: Any, where: str, pattern: re.Pattern | None = None) -> tuple[str, ...]:
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise DataError(f"{where}: expected a list of quoted strings, got {values!r}")
+        raise DataError(f"{where}: expected a list of quoted strings, got {show(values)}")
+    for value in values:
+        if pattern is not None and not pattern.fullmatch(value):
+            raise DataError(f"{where}: {show(value)} is not allowed here")
     return tuple(values)
+
+
+def _text(data: dict, key: str, where: str, pattern: re.Pattern, default: str | None = None) -> str | None:
+    value = data.get(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise DataError(f"{where}: {key} {show(value)} is not allowed here")
+    return value
 
 
 def _install(data: dict, defaults: InstallSpec | None, where: str) -> InstallSpec:
     base = defaults or InstallSpec("", False, False, None, None, None)
+    system_cuda = data.get("system_cuda", base.system_cuda)
+    if system_cuda not in SYSTEM_CUDA:
+        raise DataError(f"{where}: system_cuda must be one of {', '.join(SYSTEM_CUDA)}, got {show(system_cuda)}")
+    packages = data.get("package_by_cuda")
+    if packages is not None:
+        if not isinstance(packages, dict) or not all(
+            isinstance(k, str) and _CUDA_KEY.fullmatch(k) and isinstance(v, str) and _PACKAGE.fullmatch(v)
+            for k, v in packages.items()
+        ):
+            raise DataError(f"{where}: package_by_cuda must map quoted CUDA versions to package names")
+        package_by_cuda = tuple(packages.items())
+    else:
+        package_by_cuda = base.package_by_cuda
     return InstallSpec(
         package=data.get("package", base.package),
         pre=bool(data.get("pre", base.pre)),
@@ -140,21 +237,80 @@ def _install(data: dict, defaults: InstallSpec | None, where: str) -> InstallSpe
         gpu_extra=data.get("gpu_extra", base.gpu_extra),
         gpu_index_url=data.get("gpu_index_url", base.gpu_index_url),
         cpu_index_url=data.get("cpu_index_url", base.cpu_index_url),
+        extra_optional=bool(data.get("extra_optional", base.extra_optional)),
+        system_cuda=system_cuda,
+        package_by_cuda=package_by_cuda,
     )
 
 
-def _series(data: dict, series: str, defaults: InstallSpec, where: str) -> FrameworkSeries:
-    releases = _strings(data.get("releases", []), where)
+def _archs(data: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if data is None:
+        return ()
+    if not isinstance(data, dict) or not all(isinstance(k, str) and _CUDA_KEY.fullmatch(k) for k in data):
+        raise DataError(f"{where}: archs must map quoted CUDA versions to lists of sm_XY/compute_XY")
+    return tuple((k, _strings(v, f"{where}: archs.{k}", ARCH)) for k, v in data.items())
+
+
+def _verified(data: Any, where: str) -> tuple[tuple[str, str], ...]:
+    if data is None:
+        return ()
+    if not isinstance(data, dict) or not all(isinstance(k, str) and _CUDA_KEY.fullmatch(k) and isinstance(v, str)
+                                             for k, v in data.items()):
+        raise DataError(f"{where}: verified must map quoted CUDA versions to what a GPU machine reported")
+    return tuple(data.items())
+
+
+_SERIES_KEYS = {"series", "releases", "cuda", "cudnn", "python", "default_cuda", "experimental_cuda", "archs",
+                "per_release", "package", "pre", "bundles_cuda", "gpu_extra", "gpu_index_url", "cpu_index_url",
+                "extra_optional", "system_cuda", "package_by_cuda", "verified"}
+_RELEASE_KEYS = {"cuda", "cudnn", "python", "default_cuda", "archs"}
+# What `matrix refresh` writes: how a release installs (package, extras, indexes) stays the shipped data's.
+_OVERLAY_KEYS = {"series", "releases", "python", "cuda", "default_cuda", "cudnn"}
+
+
+def _series(data: dict, series: str, defaults: InstallSpec, where: str, origin: str = SHIPPED) -> FrameworkSeries:
+    unknown = sorted(set(data) - _SERIES_KEYS)
+    if unknown:
+        raise DataError(f"{where}: unknown keys {', '.join(map(show, unknown))}")
+    releases = _strings(data.get("releases", []), where, _RELEASE)
     for r in releases:
         version_key(r)
-    return FrameworkSeries(
+    cuda = _strings(data.get("cuda", []), where, _MINOR)
+    cudnn = data.get("cudnn")
+    if cudnn is not None and not (isinstance(cudnn, str) and _CUDNN.fullmatch(cudnn)):
+        raise DataError(f"{where}: cudnn must be a quoted version like \"9.1\", got {show(cudnn)}")
+    out = FrameworkSeries(
         series=series,
         releases=releases,
-        cuda=_strings(data.get("cuda", []), where),
-        cudnn=str(data["cudnn"]) if data.get("cudnn") is not None else None,
-        python=_strings(_need(data, "python", list, where), where),
+        cuda=cuda,
+        cudnn=cudnn,
+        python=_strings(_need(data, "python", list, where), where, _PYTHON),
         install=_install(data, defaults, where),
+        default_cuda=_text(data, "default_cuda", where, _MINOR),
+        experimental_cuda=_strings(data.get("experimental_cuda", []), where, _MINOR),
+        archs=_archs(data.get("archs"), where),
+        origin=origin,
+        verified=_verified(data.get("verified"), where),
     )
+    for name in (out.default_cuda, *out.experimental_cuda):
+        if name and name not in cuda:
+            raise DataError(f"{where}: CUDA {name} is not one of the series' cuda list")
+    overrides = data.get("per_release") or {}
+    if not isinstance(overrides, dict):
+        raise DataError(f"{where}: per_release must map releases to fields")
+    for release, fields in overrides.items():
+        rw = f"{where}: per_release.{release}"
+        if release not in releases or not isinstance(fields, dict) or set(fields) - _RELEASE_KEYS:
+            raise DataError(f"{rw}: must name a release of the series and only {', '.join(sorted(_RELEASE_KEYS))}")
+        merged = {"python": list(out.python), "cuda": list(out.cuda), "cudnn": out.cudnn,
+                  "default_cuda": out.default_cuda, "experimental_cuda": list(out.experimental_cuda),
+                  "archs": {k: list(v) for k, v in out.archs}, "verified": dict(out.verified), **fields}
+        if merged["default_cuda"] not in merged["cuda"]:
+            merged["default_cuda"] = None
+        merged["experimental_cuda"] = [c for c in merged["experimental_cuda"] if c in merged["cuda"]]
+        out.per_release[release] = replace(
+            _series({**merged, "releases": [release]}, series, out.install, rw, origin), releases=releases)
+    return out
 
 
 def _framework(path: Path) -> Framework:
@@ -177,27 +333,97 @@ def _framework(path: Path) -> Framework:
         series=tuple(series),
         nightly=_series(nightly, "nightly", defaults, f"{where}: nightly") if nightly else None,
         source=path.name,
+        wheel_package=data.get("wheel_package", defaults.package),
     )
 
 
-@lru_cache(maxsize=4)
-def load_matrix(directory: Path | None = None) -> Matrix:
-    root = directory or resource_dir("base_images")
-    cuda_data = _load(root / "cuda.yaml")
+def _cuda_releases(cuda_data: dict) -> tuple[CudaRelease, ...]:
     cuda = []
     for i, item in enumerate(_need(cuda_data, "releases", list, "cuda.yaml")):
         where = f"cuda.yaml: releases[{i}]"
         cudnn = _need(item, "cudnn", dict, where)
+        version = cudnn.get("version")
+        if version is not None and not isinstance(version, str):
+            raise DataError(f"{where}: cudnn.version must be a quoted version or null")
         cuda.append(
             CudaRelease(
                 cuda=_need(item, "cuda", str, where),
                 cudnn_flavour=_need(cudnn, "flavour", str, where),
-                cudnn=_need(cudnn, "version", str, where),
+                cudnn=version,
                 ubuntu=_strings(item.get("ubuntu"), where),
                 min_driver=item.get("min_driver"),
+                cudnn_ubuntu=_strings(item.get("cudnn_ubuntu", []), where),
             )
         )
     cuda.sort(key=lambda r: version_key(r.cuda))
+    return tuple(cuda)
+
+
+def _accelerators(root: Path) -> dict[str, Accelerator]:
+    data = _need(_load(root / "accelerators.yaml"), "accelerators", dict, "accelerators.yaml")
+    out = {}
+    for name, item in data.items():
+        where = f"accelerators.yaml: {name}"
+        capability = _need(item, "capability", str, where)
+        if not re.fullmatch(r"[0-9]{1,2}\.[0-9]", capability, re.ASCII):
+            raise DataError(f"{where}: capability must be a quoted \"major.minor\" like \"7.0\"")
+        major, minor_ = capability.split(".")
+        out[name] = Accelerator(name, (int(major), int(minor_)), _need(item, "gpu", str, where))
+    return out
+
+
+def overlay_path(env: dict[str, str] | None = None) -> Path:
+    """Where `matrix refresh` writes and resolution reads the overlay: user-side, never inside
+    the installed package ($BUILDKIT_PY_MATRIX_OVERLAY, else $XDG_CONFIG_HOME/buildkit-py/, else
+    ~/.config/buildkit-py/)."""
+    env = dict(os.environ) if env is None else env
+    if env.get(OVERLAY_ENV):
+        return Path(env[OVERLAY_ENV])
+    config = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return Path(config) / "buildkit-py" / OVERLAY_NAME
+
+
+def _merge_overlay(frameworks: dict[str, Framework], path: Path) -> Overlay:
+    what = f"the matrix overlay {path} (written by `buildkit-py matrix refresh`; delete it or refresh it)"
+    data = _load(path, what)
+    entries = data.get("frameworks") or {}
+    if not isinstance(entries, dict):
+        raise DataError(f"{what}: 'frameworks' must map framework names to series")
+    for name, items in entries.items():
+        fw = frameworks.get(name)
+        if fw is None or not isinstance(items, list):
+            raise DataError(f"{what}: {show(name)} is not a framework of this buildkit-py")
+        known = set(fw.releases())
+        added = []
+        for i, item in enumerate(items):
+            where = f"{path}: frameworks.{name}[{i}]"
+            if not isinstance(item, dict) or set(item) - _OVERLAY_KEYS:
+                raise DataError(f"{where}: must be a mapping of {', '.join(sorted(_OVERLAY_KEYS))}")
+            label = _text(item, "series", where, _MINOR) or ""
+            defaults = fw.series[-1].install if fw.series else _install({}, None, where)
+            series = _series(item, label, defaults, where, origin=str(path))
+            fresh = tuple(r for r in series.releases if r not in known)  # shipped data wins
+            if fresh:
+                added.append(replace(series, releases=fresh))
+        merged = sorted(fw.series + tuple(added), key=lambda s: (version_key(s.series), s.origin != SHIPPED))
+        frameworks[name] = replace(fw, series=tuple(merged))
+    return Overlay(path, str(data.get("generated", "?")), str(data.get("index", "?")))
+
+
+def load_matrix(directory: Path | None = None, overlay: Path | None = None) -> Matrix:
+    """The shipped data plus the user's overlay (overlay_path(), when it exists)."""
+    path = overlay or overlay_path()
+    try:
+        stamp = path.stat().st_mtime_ns if path.is_file() else None
+    except OSError:
+        stamp = None
+    return _load_matrix(directory, path if stamp is not None else None, stamp)
+
+
+@lru_cache(maxsize=8)
+def _load_matrix(directory: Path | None, overlay: Path | None, stamp: int | None) -> Matrix:
+    root = directory or resource_dir("base_images")
+    cuda_data = _load(root / "cuda.yaml")
     compat_driver = _need(cuda_data, "compat_driver", dict, "cuda.yaml")
     branches = _need(cuda_data, "forward_compat_branches", list, "cuda.yaml")
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in compat_driver.items()):
@@ -211,13 +437,14 @@ def load_matrix(directory: Path | None = None) -> Matrix:
         frameworks[fw.name] = fw
         for alias in fw.aliases:
             aliases[alias] = fw.name
+    loaded = _merge_overlay(frameworks, overlay) if overlay else None
     distros = _load(root / "distros.yaml")
     ubuntu = _need(distros, "ubuntu", dict, "distros.yaml")
     cpu = _need(distros, "cpu", dict, "distros.yaml")
     tools = _load(root / "tools.yaml")
     return Matrix(
         cuda_repository=_need(cuda_data, "repository", str, "cuda.yaml"),
-        cuda=tuple(cuda),
+        cuda=_cuda_releases(cuda_data),
         frameworks=frameworks,
         aliases=aliases,
         distros=Distros(
@@ -233,4 +460,6 @@ def load_matrix(directory: Path | None = None) -> Matrix:
         ),
         compat_driver=dict(compat_driver),
         forward_compat_branches=tuple(branches),
+        accelerators=_accelerators(root),
+        overlay=loaded,
     )

@@ -14,9 +14,20 @@ from packaging.version import Version
 
 from . import __version__
 from .config import Config
-from .errors import ResolutionError
-from .launcher.constants import COMPAT_DRIVER_ENV, FORWARD_COMPAT_ENV, MIN_DRIVER_ENV
-from .matrix import CudaRelease, Framework, FrameworkSeries, Matrix, load_matrix, minor, version_key
+from .errors import ResolutionError, show
+from .launcher.constants import COMPAT_DRIVER_ENV, CUDA_ARCHS_ENV, FORWARD_COMPAT_ENV, MIN_DRIVER_ENV
+from .launcher.gpu import arch_supports
+from .matrix import (
+    SHIPPED,
+    Accelerator,
+    CudaRelease,
+    Framework,
+    FrameworkSeries,
+    Matrix,
+    load_matrix,
+    minor,
+    version_key,
+)
 from .refs import parse_ref
 from .resources import LAUNCHER_MODULE
 
@@ -43,8 +54,9 @@ class FrameworkInstall:
     requirement: str  # what pip installs: "torch==2.5.1", "tensorflow[and-cuda]==2.17.1"
     index_url: str | None  # replaces PyPI for this one install (PyTorch's CUDA indexes)
     pre: bool
-    bundles_cuda: bool
+    bundles_cuda: bool  # this install brings CUDA and cuDNN as nvidia-* wheels
     cudnn: str | None  # the cuDNN the framework build expects
+    source: str = SHIPPED  # where the release is known from: shipped data, or the overlay file
 
 
 @dataclass(frozen=True)
@@ -55,7 +67,7 @@ class Plan:
     user_template: str | None
     gpu: bool
     cuda: str | None  # full CUDA version of the base, "12.4.1"
-    cudnn: str | None  # cuDNN version in the base image
+    cudnn: str | None  # the cuDNN the image uses: the base's, or the framework's wheel's
     min_driver: str | None  # the NVIDIA driver the base's CUDA needs, for the launcher's message
     compat_driver: str | None  # the oldest driver for any release of the base's CUDA major (cuda.yaml)
     forward_compat_branches: tuple[int, ...]  # driver branches the base's cuda-compat supports
@@ -69,14 +81,22 @@ class Plan:
     env: tuple[tuple[str, str], ...]
     entrypoint: tuple[str, ...]  # the launcher, then the trainer command
     cmd: tuple[str, ...]  # the trainer's default args
+    # The nvidia/cuda flavour of the base: base, runtime, cudnn-runtime, devel or cudnn-devel.
+    cuda_flavor: str | None = None
+    accelerator: str | None = None  # the Vertex AI accelerator the image is resolved for
+    # The GPU architectures of the framework build (sm_XY cubins, compute_XY PTX); () not recorded.
+    cuda_archs: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what the user should know about this resolution
+    executor: bool = False  # an executor image: no trainer code, the launcher installs packages at start
     venv: str = VENV
     workdir: str = WORKDIR
 
     @property
     def launcher_env(self) -> tuple[tuple[str, str], ...]:
-        """The image's ENV that the launcher checks the host's driver against."""
+        """The image's ENV that the launcher checks the host's driver and GPUs against."""
         values = {MIN_DRIVER_ENV: self.min_driver, COMPAT_DRIVER_ENV: self.compat_driver,
-                  FORWARD_COMPAT_ENV: ",".join(map(str, self.forward_compat_branches))}
+                  FORWARD_COMPAT_ENV: ",".join(map(str, self.forward_compat_branches)),
+                  CUDA_ARCHS_ENV: ",".join(self.cuda_archs)}
         return tuple((k, v) for k, v in values.items() if v)
 
     @property
@@ -89,8 +109,10 @@ class Plan:
             f"{LABEL_PREFIX}.framework": f"{fw.name}=={fw.version}" if fw else "none",
             f"{LABEL_PREFIX}.cuda": self.cuda or "none",
             f"{LABEL_PREFIX}.cudnn": self.cudnn or "none",
-            f"{LABEL_PREFIX}.plan": json.dumps(self.summary(), sort_keys=True, separators=(",", ":")),
         }
+        if self.gpu:  # the architectures the launcher checks the GPUs against (also BUILDKIT_PY_CUDA_ARCHS)
+            values[f"{LABEL_PREFIX}.cuda-archs"] = ",".join(self.cuda_archs) or "not recorded"
+        values[f"{LABEL_PREFIX}.plan"] = json.dumps(self.summary(), sort_keys=True, separators=(",", ":"))
         return tuple(values.items())
 
     def summary(self) -> dict:
@@ -104,6 +126,9 @@ class Plan:
             "framework": fw.requirement if fw else None,
             "index_url": fw.index_url if fw else None,
             "gpu": self.gpu,
+            "cuda_flavor": self.cuda_flavor,
+            "cuda_archs": list(self.cuda_archs),
+            "accelerator": self.accelerator,
         }
 
     def to_dict(self) -> dict:
@@ -142,18 +167,34 @@ def _framework(matrix: Matrix, config: Config) -> tuple[Framework, FrameworkSeri
         if fw.nightly is None:
             raise ResolutionError(f"framework: {fw.name} has no nightly build in base_images/frameworks/{fw.source}")
         return fw, fw.nightly, "nightly"
+    pairs = [(s, r) for s in fw.series for r in s.releases]
     if request.version is None:
-        return fw, fw.series[-1], fw.series[-1].releases[-1]
-    for series in fw.series:
-        if request.version in series.releases:
-            return fw, series, request.version
-        if request.version == series.series:  # "torch==2.5" means the newest 2.5.x
-            return fw, series, series.releases[-1]
+        series, release = max(pairs, key=lambda p: version_key(p[1]))
+        return fw, series.for_release(release), release
+    for series, release in pairs:
+        if request.version == release:
+            return fw, series.for_release(release), release
+    in_series = [p for p in pairs if p[0].series == request.version]  # "torch==2.5" means the newest 2.5.x
+    if in_series:
+        series, release = max(in_series, key=lambda p: version_key(p[1]))
+        return fw, series.for_release(release), release
     nearest = ", ".join(_nearest(request.version, fw.releases()))
     raise ResolutionError(
         f"framework: {fw.name}=={request.version} is not a known release; nearest known: {nearest} "
-        f"(all: buildkit-py versions {fw.name}; data: base_images/frameworks/{fw.source})"
+        f"(all: buildkit-py versions {fw.name}; data: base_images/frameworks/{fw.source}; releases newer than "
+        "the data: buildkit-py matrix refresh)"
     )
+
+
+def accelerator_named(matrix: Matrix, name: str, field: str = "accelerator") -> Accelerator:
+    found = matrix.accelerators.get(name)
+    if found is None:
+        starts = [n for n in matrix.accelerators if n.startswith(name.upper())]
+        close = list(dict.fromkeys(starts + difflib.get_close_matches(name, list(matrix.accelerators), n=3, cutoff=0.4)))[:3]
+        hint = f"nearest: {', '.join(close)}; " if close else ""
+        raise ResolutionError(f"{field}: unknown accelerator {show(name)}; {hint}known: "
+                              f"{', '.join(matrix.accelerators)} (base_images/accelerators.yaml)")
+    return found
 
 
 def _python(matrix: Matrix, config: Config, label: str, series: FrameworkSeries | None) -> str:
@@ -165,10 +206,85 @@ def _python(matrix: Matrix, config: Config, label: str, series: FrameworkSeries 
             )
         return config.python
     default = matrix.distros.default_python
-    return default if default in supported else supported[-1]
+    if default in supported:
+        return default
+    # The closest to the default, newer first: jax >= 0.11 (3.12+) gets 3.12, not the newest.
+    newer = [p for p in supported if version_key(p) > version_key(default)]
+    return min(newer, key=version_key) if newer else max(supported, key=version_key)
 
 
-def _cuda_release(matrix: Matrix, config: Config, label: str, series: FrameworkSeries | None) -> CudaRelease:
+def _or_list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def _fits(series: FrameworkSeries, cuda: str, accelerator: Accelerator) -> bool | None:
+    """Does this CUDA variant's build have kernels for the accelerator? None: not recorded."""
+    archs = series.archs_for(cuda)
+    return None if archs is None else arch_supports(archs, accelerator.capability) is not None
+
+
+def newest_fitting(fw: Framework, accelerator: Accelerator, tagged: set[str]) -> tuple[str, str] | None:
+    """The newest release of the framework with a CUDA variant that has kernels for the
+    accelerator, and that variant: (release, cuda minor)."""
+    for series in sorted(fw.series, key=lambda s: version_key(s.series), reverse=True):
+        for release in sorted(series.releases, key=version_key, reverse=True):
+            applied = series.for_release(release)
+            fitting = [c for c in applied.cuda if c in tagged and _fits(applied, c, accelerator)]
+            if fitting:
+                stable = [c for c in fitting if c not in applied.experimental_cuda] or fitting
+                return release, (applied.default_cuda if applied.default_cuda in stable else stable[-1])
+    return None
+
+
+def _no_kernels(fw: Framework, series: FrameworkSeries, version: str, accelerator: Accelerator,
+                tagged: dict[str, CudaRelease], checked: list[str]) -> ResolutionError:
+    who = f"{accelerator.name} ({accelerator.sm})"
+    fitting = [c for c in series.cuda if c in tagged and _fits(series, c, accelerator)]
+    builds = "; ".join(f"CUDA {c}: {', '.join(series.archs_for(c) or ('not recorded',))}" for c in checked)
+    if fitting:
+        return ResolutionError(f"cuda: {fw.name} {version}: use cuda {_or_list(fitting)} for {who}; its build for "
+                               f"{builds} has no kernels for {accelerator.sm}")
+    other = newest_fitting(fw, accelerator, set(tagged))
+    hint = (f"{fw.name} {other[0]} with cuda {other[1]} has them" if other
+            else f"no {fw.name} release in the data has them")
+    return ResolutionError(f"accelerator: {fw.name} {version} has no build with kernels for {who} (its builds: "
+                           f"{builds}); {hint} (buildkit-py versions {fw.name} --accelerator {accelerator.name})")
+
+
+@dataclass(frozen=True)
+class _GpuBase:
+    release: CudaRelease
+    flavor: str
+    bundled: bool  # the framework's wheels bring the CUDA libraries
+    archs: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def _gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, series: FrameworkSeries | None,
+              version: str | None, accelerator: Accelerator | None) -> _GpuBase:
+    """The nvidia/cuda release and flavour: the framework's stable default CUDA (or the one asked
+    for) among those with a tag, a fitting cuDNN when the framework loads the system's, and kernels
+    for the accelerator; the flavour that ships each CUDA library once."""
+    asked = config.cuda_flavor or "auto"
+    spec = series.install if series else None
+    # TensorFlow's wheel without [and-cuda] loads the system CUDA: cudnn-runtime asks for that.
+    bundled = bool(spec and spec.bundles_cuda and not (asked == "cudnn-runtime" and spec.extra_optional))
+    system_libs = fw is not None and not bundled
+    notes: list[str] = []
+    if asked in ("base", "runtime") and system_libs:
+        raise ResolutionError(f"cuda_flavor: {label} loads the system CUDA libraries and cuDNN, which a -{asked}- "
+                              "image does not have; use cudnn-runtime or devel (or auto)")
+    if asked == "auto":
+        flavor = spec.system_cuda if bundled and spec else "cudnn-runtime"
+    elif asked == "devel":
+        flavor = "devel" if bundled else "cudnn-devel"
+    else:
+        flavor = asked
+    if bundled and spec and flavor in ("runtime", "cudnn-runtime") and flavor != spec.system_cuda:
+        what = "the CUDA libraries and cuDNN are" if flavor == "cudnn-runtime" else "the CUDA math libraries and NCCL are"
+        notes.append(f"cuda_flavor {flavor}: {what} shipped twice, in the base image and in {label}'s nvidia-* wheels "
+                     "(cuda_flavor auto avoids it)")
+
     tagged = {r.minor: r for r in matrix.cuda}
     wheels = list(series.cuda) if series else list(tagged)
     if series and not wheels:
@@ -182,46 +298,72 @@ def _cuda_release(matrix: Matrix, config: Config, label: str, series: FrameworkS
         release = tagged.get(wanted)
         if release is None or (config.cuda != wanted and release.cuda != config.cuda):
             known = ", ".join(r.cuda for r in matrix.cuda)
-            raise ResolutionError(
-                f"cuda: no {matrix.cuda_repository} cuDNN runtime tag for CUDA {config.cuda}; known: {known}"
-            )
+            raise ResolutionError(f"cuda: no {matrix.cuda_repository} tag for CUDA {config.cuda}; known: {known}")
         candidates = [release]
     else:
         candidates = [tagged[c] for c in wheels if c in tagged]
-    fw_needs = series.cudnn if series and not series.install.bundles_cuda else None
+    fw_needs = series.cudnn if series and system_libs else None
     if fw_needs:
         # The framework loads the system cuDNN: same major, at least the minor it was built with.
         need = Version(fw_needs)
         candidates = [
             r for r in candidates
-            if Version(r.cudnn).major == need.major and Version(r.cudnn) >= need
+            if r.cudnn is not None and Version(r.cudnn).major == need.major and Version(r.cudnn) >= need
         ]
     if not candidates:
         extra = f" with cuDNN {fw_needs}.x" if fw_needs else ""
+        hint = (f"; cuda_flavor auto installs its [{spec.gpu_extra}] wheels instead"
+                if spec and spec.extra_optional and spec.bundles_cuda else "")
         raise ResolutionError(
             f"cuda: no {matrix.cuda_repository} runtime tag{extra} matches {label} "
-            f"(its wheels: CUDA {', '.join(wheels)}); set base_image to choose one yourself"
+            f"(its wheels: CUDA {', '.join(wheels)}){hint}; set base_image to choose one yourself"
         )
-    return max(candidates, key=lambda r: version_key(r.cuda))
+    if accelerator and series and fw and version:
+        fitting = [r for r in candidates if _fits(series, r.minor, accelerator) is not False]
+        if not fitting:
+            raise _no_kernels(fw, series, version, accelerator, tagged, [r.minor for r in candidates])
+        candidates = fitting
+    if config.cuda:
+        release = candidates[0]
+    else:
+        experimental = series.experimental_cuda if series else ()
+        stable = [r for r in candidates if r.minor not in experimental] or candidates
+        default = next((r for r in stable if series and r.minor == series.default_cuda), None)
+        release = default or max(stable, key=lambda r: version_key(r.cuda))
+    if series and release.minor in series.experimental_cuda:
+        notes.append(f"CUDA {release.minor} is an experimental build of {label}")
+    archs = series.archs_for(release.minor) if series and fw else None
+    if fw and archs is None:
+        notes.append(f"the GPU architectures of {label} with CUDA {release.minor} are not recorded: the launcher "
+                     "cannot check them" + (f", and {accelerator.name} is not checked" if accelerator else ""))
+    return _GpuBase(release, flavor, bundled, archs or (), tuple(notes))
 
 
-def _ubuntu_for(matrix: Matrix, release: CudaRelease, python: str, mirror: str | None) -> tuple[str, PythonSetup]:
+def _ubuntu_for(matrix: Matrix, ubuntus: tuple[str, ...], python: str, mirror: str | None) -> tuple[str, PythonSetup]:
     """Newest Ubuntu of the tag whose own archive has the Python; else the newest, with uv."""
-    with_apt = [u for u in release.ubuntu if python in matrix.distros.ubuntu_apt.get(u, ())]
+    with_apt = [u for u in ubuntus if python in matrix.distros.ubuntu_apt.get(u, ())]
     if with_apt:
         ubuntu = max(with_apt, key=version_key)
         return ubuntu, PythonSetup(python, "apt", apt_packages=(f"python{python}", f"python{python}-venv"))
-    ubuntu = max(release.ubuntu, key=version_key)
+    ubuntu = max(ubuntus, key=version_key)
     return ubuntu, PythonSetup(python, "uv", uv_requirement=matrix.tools.uv_requirement, mirror=mirror)
 
 
-def _install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cuda: str | None) -> FrameworkInstall:
+def _wheel_cudnn(series: FrameworkSeries, cuda: str | None) -> str | None:
+    """The cuDNN of the framework's wheel for this CUDA: the data records the default wheel's."""
+    if cuda and series.default_cuda and minor(cuda) != series.default_cuda:
+        return None
+    return series.cudnn
+
+
+def _install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cuda: str | None,
+             bundled: bool) -> FrameworkInstall:
     spec = series.install
     fields = {}
     if cuda:
         fields = {"cuda_nodot": minor(cuda).replace(".", ""), "cuda_major": cuda.split(".")[0]}
-    extra = spec.gpu_extra.format(**fields) if gpu and spec.gpu_extra else None
-    requirement = spec.package + (f"[{extra}]" if extra else "")
+    extra = spec.gpu_extra.format(**fields) if gpu and bundled and spec.gpu_extra else None
+    requirement = spec.package_for(cuda if gpu else None) + (f"[{extra}]" if extra else "")
     if version != "nightly":
         requirement += f"=={version}"
     url = spec.gpu_index_url if gpu else spec.cpu_index_url
@@ -231,16 +373,19 @@ def _install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cu
         requirement=requirement,
         index_url=url.format(**fields) if url else None,
         pre=spec.pre,
-        bundles_cuda=spec.bundles_cuda,
-        cudnn=series.cudnn,
+        bundles_cuda=gpu and bundled,
+        cudnn=_wheel_cudnn(series, cuda),
+        source=series.origin,
     )
 
 
 def _entry(config: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
     trainer = config.trainer
+    launcher = ("python", "-m", LAUNCHER_MODULE, "--")
+    if config.executor:  # the container's arguments are the module's (BUILDKIT_PY_PYTHON_MODULE)
+        return launcher, ()
     if trainer is None:
         return (), ()
-    launcher = ("python", "-m", LAUNCHER_MODULE, "--")
     if trainer.module:
         return launcher + ("python", "-m", trainer.module), trainer.args
     return launcher + ("python", f"{WORKDIR}/{trainer.script}"), trainer.args
@@ -251,26 +396,53 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
     resolved = _framework(matrix, config)
     fw, series, version = resolved if resolved else (None, None, None)
     label = f"{fw.name}=={version}" if fw else "framework none"
-    gpu = config.gpu if config.gpu is not None else (fw.gpu if fw else config.cuda is not None)
+    accelerator = accelerator_named(matrix, config.accelerator) if config.accelerator else None
+    implied = config.cuda is not None or accelerator is not None
+    gpu = config.gpu if config.gpu is not None else (fw.gpu if fw else implied)
+    if accelerator and not gpu:
+        why = f"{fw.name} has no GPU build" if fw and not fw.gpu and config.gpu is None else "gpu is false"
+        raise ResolutionError(f"accelerator: {accelerator.name} was given, but {why}; drop the accelerator "
+                              "(a CPU job) or build for the GPU")
     if gpu and fw and not fw.gpu:
         raise ResolutionError(f"gpu: {fw.name} has no GPU build; set gpu: false (or framework: none with cuda)")
     if not gpu and config.cuda:
         raise ResolutionError(f"cuda: {config.cuda} was given with gpu: false; drop one of them")
+    if config.cuda_flavor not in (None, "auto") and (not gpu or config.base_image):
+        why = "with base_image, the base is yours" if config.base_image else "the image has no GPU (gpu: false)"
+        raise ResolutionError(f"cuda_flavor: {config.cuda_flavor} chooses the nvidia/cuda flavour, but {why}")
     python = _python(matrix, config, label, series)
+    notes: list[str] = []
+    if series and series.origin != SHIPPED and matrix.overlay:
+        notes.append(f"{label} is known from index metadata ({series.origin}, refreshed {matrix.overlay.generated} "
+                     f"from {matrix.overlay.index}), not from buildkit-py's shipped data: only its default CUDA is "
+                     "recorded, and not its GPU architectures")
 
-    cuda = cudnn = ubuntu = min_driver = None
+    cuda = cudnn = ubuntu = min_driver = flavor = None
+    archs: tuple[str, ...] = ()
+    bundled = bool(series and series.install.bundles_cuda)
     if config.base_image:
         base, kind = config.base_image, "custom"
         cuda = _custom_base_cuda(config, label, series) if gpu else None
+        if cuda and series and fw:
+            archs = series.archs_for(cuda) or ()
+            if accelerator and archs and arch_supports(archs, accelerator.capability) is None:
+                tagged = {r.minor: r for r in matrix.cuda}
+                raise _no_kernels(fw, series, version, accelerator, tagged, [minor(cuda)])
         python_setup = PythonSetup(
             python, "auto", apt_packages=(f"python{python}", f"python{python}-venv"),
             uv_requirement=matrix.tools.uv_requirement, mirror=config.python_mirror,
         )
     elif gpu:
-        release = _cuda_release(matrix, config, label, series)
-        cuda, cudnn, min_driver = release.cuda, release.cudnn, release.min_driver
-        ubuntu, python_setup = _ubuntu_for(matrix, release, python, config.python_mirror)
-        base = f"{matrix.cuda_repository}:{cuda}-{release.cudnn_flavour}-runtime-ubuntu{ubuntu}"
+        choice = _gpu_base(matrix, config, label, fw, series, version, accelerator)
+        release, flavor, bundled, archs = choice.release, choice.flavor, choice.bundled, choice.archs
+        notes += choice.notes
+        cuda, min_driver = release.cuda, release.min_driver
+        with_cudnn = flavor.startswith("cudnn-")
+        # The cuDNN the image uses: the base's (cuDNN flavours) or the one the framework's wheels bring.
+        cudnn = release.cudnn if with_cudnn else (_wheel_cudnn(series, cuda) if series and bundled else None)
+        ubuntu, python_setup = _ubuntu_for(matrix, release.ubuntu_for(with_cudnn), python, config.python_mirror)
+        tag_flavor = flavor.replace("cudnn-", f"{release.cudnn_flavour}-")
+        base = f"{matrix.cuda_repository}:{cuda}-{tag_flavor}-ubuntu{ubuntu}"
         kind = "cuda"
     else:
         if python not in matrix.distros.cpu_python:
@@ -295,7 +467,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         forward_compat_branches=matrix.forward_compat_branches if cuda else (),
         ubuntu=ubuntu,
         python=python_setup,
-        framework=_install(fw, series, version, gpu, cuda) if fw else None,
+        framework=_install(fw, series, version, gpu, cuda, bundled) if fw else None,
         hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
         system_packages=config.system_packages,
         pip=config.pip,
@@ -303,7 +475,31 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,
+        cuda_flavor=flavor,
+        accelerator=accelerator.name if accelerator else None,
+        cuda_archs=archs,
+        notes=tuple(notes),
+        executor=config.executor,
     )
+
+
+def check_accelerator(plan: Plan, accelerator: str, matrix: Matrix | None = None) -> tuple[str, ...]:
+    """Can an image of this plan use the accelerator? For job specs, before submission: raises
+    ResolutionError (exit 2) when it cannot; returns notes when it cannot be told (the build's
+    architectures are not recorded)."""
+    found = accelerator_named(matrix or load_matrix(), accelerator)
+    who = f"{found.name} ({found.sm})"
+    fw = plan.framework
+    name = f"{fw.name}=={fw.version}" if fw else "the image"
+    if not plan.gpu:
+        raise ResolutionError(f"accelerator: {who} was given, but {name} is built for CPU (gpu: false)")
+    if not plan.cuda_archs:
+        return (f"the GPU architectures of {name} are not recorded; {who} is not checked",)
+    if arch_supports(plan.cuda_archs, found.capability) is None:
+        hint = f" (buildkit-py versions {fw.name} --accelerator {found.name})" if fw else ""
+        raise ResolutionError(f"accelerator: {name} with CUDA {plan.cuda} carries {', '.join(plan.cuda_archs)}: no "
+                              f"kernels for {who}; resolve the image for it (accelerator: {found.name}){hint}")
+    return ()
 
 
 def _custom_base_cuda(config: Config, label: str, series: FrameworkSeries | None) -> str | None:
@@ -318,7 +514,7 @@ def _custom_base_cuda(config: Config, label: str, series: FrameworkSeries | None
     if series is None:
         return cuda
     if cuda is None:
-        return series.cuda[-1] if series.cuda else None
+        return series.default_cuda or (series.cuda[-1] if series.cuda else None)
     if minor(cuda) not in series.cuda:
         raise ResolutionError(
             f"cuda: {label} has CUDA wheels for {', '.join(series.cuda)}; the base's CUDA {cuda} is not among them"

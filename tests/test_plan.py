@@ -7,7 +7,7 @@ import pytest
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ResolutionError
 from buildkit_py.matrix import load_matrix, minor
-from buildkit_py.plan import make_plan
+from buildkit_py.plan import check_accelerator, make_plan
 
 
 def plan_for(framework: str = "none", **kw):
@@ -15,27 +15,37 @@ def plan_for(framework: str = "none", **kw):
     return make_plan(Config(root=Path("."), source="test", framework=FrameworkRequest(name, version or None), **kw))
 
 
-# The issue's expected results.
-def test_torch_251_gets_cuda_124_cudnn_runtime_and_cu124_index():
+# The issue's expected results. torch's wheels bring CUDA and cuDNN (nvidia-*), so the base is the
+# -base- flavour of the same release: no library shipped twice.
+def test_torch_251_gets_cuda_124_base_and_cu124_index():
     plan = plan_for("torch==2.5.1")
-    assert plan.base_image == "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04"
+    assert plan.base_image == "nvidia/cuda:12.4.1-base-ubuntu22.04" and plan.cuda_flavor == "base"
     assert plan.framework.index_url == "https://download.pytorch.org/whl/cu124"
-    assert plan.framework.requirement == "torch==2.5.1"
+    assert plan.framework.requirement == "torch==2.5.1" and plan.framework.bundles_cuda
     assert (plan.cuda, plan.gpu, plan.python.install) == ("12.4.1", True, "apt")
+    assert plan.cudnn == "9.1"  # the cuDNN of torch's wheel: the base has none
 
 
 def test_torch_251_with_cuda_118():
     plan = plan_for("torch==2.5.1", cuda="11.8")
-    assert plan.base_image == "nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04"
+    assert plan.base_image == "nvidia/cuda:11.8.0-base-ubuntu22.04"
     assert plan.framework.index_url == "https://download.pytorch.org/whl/cu118"
 
 
 @pytest.mark.parametrize("version", ["2.15.0", "2.15.1"])
-def test_tensorflow_215_gets_cuda_122_cudnn_89(version):
+def test_tensorflow_215_uses_its_and_cuda_wheels_on_a_base_image(version):
     plan = plan_for(f"tensorflow=={version}")
-    assert plan.base_image == "nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04"
+    assert plan.base_image == "nvidia/cuda:12.2.2-base-ubuntu22.04"
     assert plan.cuda == "12.2.2" and plan.cudnn.startswith("8.9")
-    assert plan.framework.requirement == f"tensorflow=={version}" and plan.framework.index_url is None
+    assert plan.framework.requirement == f"tensorflow[and-cuda]=={version}" and plan.framework.index_url is None
+
+
+@pytest.mark.parametrize("version", ["2.15.0", "2.15.1"])
+def test_tensorflow_215_with_the_system_cudnn(version):
+    plan = plan_for(f"tensorflow=={version}", cuda_flavor="cudnn-runtime")
+    assert plan.base_image == "nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04"
+    assert plan.framework.requirement == f"tensorflow=={version}" and not plan.framework.bundles_cuda
+    assert plan.cudnn.startswith("8.9")
 
 
 def test_gpu_false_gets_slim_cpu_base_with_the_requested_python():
@@ -86,8 +96,10 @@ def test_sklearn_is_cpu_by_default_and_refuses_gpu():
 
 
 def test_no_framework_with_cuda_is_a_gpu_image():
+    # Without a framework nothing brings cuDNN: the cuDNN runtime flavour, as before.
     plan = plan_for("none", cuda="12.4")
     assert plan.gpu and plan.base_image == "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04" and plan.framework is None
+    assert plan.cuda_archs == () and plan.notes == ()
 
 
 def test_custom_base_image_keeps_its_cuda_for_the_wheel():
@@ -154,3 +166,199 @@ def test_cuda_table_flavours_follow_nvidia_naming():
         major, minor_ = (int(x) for x in release.minor.split("."))
         expected = "cudnn8" if (major, minor_) <= (12, 2) else "cudnn9" if (major, minor_) == (12, 3) else "cudnn"
         assert release.cudnn_flavour == expected, release
+
+
+def test_cuda_table_has_the_corrected_facts():
+    releases = {r.cuda: r for r in load_matrix().cuda}
+    assert releases["12.5.1"].cudnn == "9.2.1" and releases["12.5.1"].ubuntu_for(True) == ("20.04", "22.04")
+    assert "24.04" in releases["12.5.1"].ubuntu_for(False)
+    assert releases["13.0.3"].min_driver == "580.126.20"
+    assert releases["13.1.2"].min_driver == "590.48.01" and "13.1.1" not in releases
+    assert {"13.2.1", "13.3.1"} <= set(releases)
+
+
+# Facts of the issue, corrected in the data.
+def test_xgboost_170_is_the_post_release():
+    assert plan_for("xgboost==1.7.0.post0").framework.requirement == "xgboost==1.7.0.post0"
+    with pytest.raises(ResolutionError, match="xgboost==1.7.0 is not a known release"):
+        plan_for("xgboost==1.7.0")
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.7.1"])
+def test_jax_070_and_071_stay_on_cuda_12(version):
+    plan = plan_for(f"jax=={version}")
+    assert plan.framework.requirement == f"jax[cuda12]=={version}"
+    with pytest.raises(ResolutionError, match="has CUDA wheels for 12.1, .*12.9; cuda 13.0 is not among them"):
+        plan_for(f"jax=={version}", cuda="13.0")
+    assert plan_for("jax==0.7.2", cuda="13.0").framework.requirement == "jax[cuda13]==0.7.2"
+
+
+def test_jax_nightly_and_011_need_python_312():
+    for request in ("jax==nightly", "jax==0.11.0", "jax"):
+        plan = plan_for(request)
+        assert plan.python.version == "3.12", request  # the supported Python closest to the default 3.11
+        assert plan.python.install == "apt" and plan.ubuntu == "24.04"
+    with pytest.raises(ResolutionError, match="python: 3.11 is not supported by jax==nightly"):
+        plan_for("jax==nightly", python="3.11")
+
+
+@pytest.mark.parametrize("request_, python", [
+    ("jax==0.4.33", "3.13"), ("jax==0.7.0", "3.14"), ("scikit-learn==1.3.0", "3.12"),
+    ("scikit-learn==1.5.1", "3.13"), ("scikit-learn==1.7.1", "3.14"),
+])
+def test_pythons_without_wheels_are_refused(request_, python):
+    with pytest.raises(ResolutionError, match=f"python: {python} is not supported"):
+        plan_for(request_, python=python, gpu=False)
+
+
+def test_newer_series_of_the_same_release_line_keep_their_pythons():
+    assert plan_for("scikit-learn==1.7.2", python="3.14", gpu=False).python.version == "3.14"
+    assert plan_for("jax==0.4.34", python="3.13", gpu=False).python.version == "3.13"
+
+
+@pytest.mark.parametrize("version, default", [("2.9.1", "12.8"), ("2.10.0", "12.8"), ("2.11.0", "13.0"),
+                                              ("2.14.1", "13.0"), ("2.15.0", "13.2")])
+def test_torch_gets_its_pypi_default_cuda(version, default):
+    """Not the newest CUDA of the wheels: 13.0 was experimental for 2.9 and 2.10."""
+    assert minor(plan_for(f"torch=={version}").cuda) == default
+
+
+def test_torch_2121_also_has_cu129_and_2120_does_not():
+    assert plan_for("torch==2.12.1", cuda="12.9").framework.index_url.endswith("/cu129")
+    with pytest.raises(ResolutionError, match="torch==2.12.0 has CUDA wheels for 12.6, 13.0, 13.2"):
+        plan_for("torch==2.12.0", cuda="12.9")
+
+
+def test_tensorflow_nightly_needs_a_recent_cudnn_and_no_python_310():
+    with pytest.raises(ResolutionError, match="python: 3.10 is not supported by tensorflow==nightly"):
+        plan_for("tensorflow==nightly", python="3.10")
+    system = plan_for("tensorflow==nightly", cuda_flavor="cudnn-runtime")
+    assert system.base_image.startswith("nvidia/cuda:12.9.2-cudnn-runtime-") and system.framework.requirement == "tf-nightly"
+
+
+def test_experimental_cuda_only_when_asked_for():
+    plan = plan_for("torch==2.9.1", cuda="13.0")
+    assert plan.cuda == "13.0.3" and "experimental" in plan.notes[0]
+
+
+# The GPU the job will run on.
+def test_torch_291_for_a_v100_gets_a_cuda_12_build_with_sm_70():
+    plan = plan_for("torch==2.9.1", accelerator="NVIDIA_TESLA_V100")
+    assert plan.cuda == "12.8.1" and "sm_70" in plan.cuda_archs and plan.accelerator == "NVIDIA_TESLA_V100"
+    assert ("BUILDKIT_PY_CUDA_ARCHS", ",".join(plan.cuda_archs)) in plan.launcher_env
+
+
+def test_torch_211_for_a_v100_falls_back_to_its_cuda_126_build():
+    """The default (13.0) and 12.8 (Volta dropped in 2.11) have no sm_70: 12.6 has."""
+    plan = plan_for("torch==2.11.0", accelerator="NVIDIA_TESLA_V100")
+    assert plan.cuda == "12.6.3" and plan.framework.index_url.endswith("/cu126")
+    assert plan.cudnn is None  # the data records the cuDNN of the default wheel only
+
+
+def test_impossible_combination_names_what_works():
+    with pytest.raises(ResolutionError) as err:
+        plan_for("torch==2.9.1", cuda="13.0", accelerator="NVIDIA_TESLA_V100")
+    assert "torch 2.9.1: use cuda 12.6, 12.8 or 12.9 for NVIDIA_TESLA_V100 (sm_70)" in str(err.value)
+    assert err.value.exit_code == 2
+
+
+def test_no_build_for_the_gpu_names_the_newest_release_that_has_one():
+    with pytest.raises(ResolutionError) as err:
+        plan_for("torch==2.15.0", accelerator="NVIDIA_TESLA_V100")
+    assert "torch 2.15.0 has no build with kernels for NVIDIA_TESLA_V100 (sm_70)" in str(err.value)
+    assert "torch 2.14.1 with cuda 12.6 has them" in str(err.value)
+
+
+def test_xgboost_34_for_a_v100_installs_xgboost_cu12():
+    assert plan_for("xgboost==3.4.1").framework.requirement == "xgboost==3.4.1"
+    plan = plan_for("xgboost==3.4.1", accelerator="NVIDIA_TESLA_V100")
+    assert plan.framework.requirement == "xgboost-cu12==3.4.1" and plan.cuda.startswith("12.")
+
+
+@pytest.mark.parametrize("accelerator, ok", [("NVIDIA_L4", True), ("NVIDIA_TESLA_T4", True), ("NVIDIA_B200", True),
+                                             ("NVIDIA_RTX_PRO_6000", True), ("NVIDIA_TESLA_P100", False)])
+def test_newer_gpus_of_a_family_use_its_cubins(accelerator, ok):
+    """sm_89 (L4) runs torch's sm_86 cubins; P100 (sm_60) has no 13.x build."""
+    if ok:
+        assert plan_for("torch==2.15.0", accelerator=accelerator).accelerator == accelerator
+    else:
+        with pytest.raises(ResolutionError, match="no build with kernels for NVIDIA_TESLA_P100"):
+            plan_for("torch==2.15.0", accelerator=accelerator)
+
+
+def test_check_accelerator_for_job_specs():
+    plan = plan_for("torch==2.15.0")
+    assert check_accelerator(plan, "NVIDIA_H100_80GB") == ()
+    with pytest.raises(ResolutionError, match="no kernels for NVIDIA_TESLA_V100 .sm_70."):
+        check_accelerator(plan, "NVIDIA_TESLA_V100")
+    with pytest.raises(ResolutionError, match="built for CPU"):
+        check_accelerator(plan_for("torch==2.15.0", gpu=False), "NVIDIA_L4")
+    unknown = plan_for("none", cuda="12.4")
+    assert "not checked" in check_accelerator(unknown, "NVIDIA_L4")[0]
+
+
+# cuda_flavor
+@pytest.mark.parametrize("flavor, tag", [("auto", "base"), ("base", "base"), ("runtime", "runtime"),
+                                         ("cudnn-runtime", "cudnn-runtime"), ("devel", "devel")])
+def test_cuda_flavors_for_a_bundling_framework(flavor, tag):
+    plan = plan_for("torch==2.9.1", cuda_flavor=flavor)
+    assert plan.base_image == f"nvidia/cuda:12.8.1-{tag}-ubuntu22.04"
+    assert plan.framework.requirement == "torch==2.9.1"
+    assert bool(plan.notes) == (flavor in ("runtime", "cudnn-runtime"))  # shipped twice: said so
+
+
+@pytest.mark.parametrize("flavor, tag", [("auto", "cudnn8-runtime"), ("cudnn-runtime", "cudnn8-runtime"),
+                                         ("devel", "cudnn8-devel")])
+def test_cuda_flavors_for_tensorflow_213_with_the_system_cudnn(flavor, tag):
+    plan = plan_for("tensorflow==2.13.1", cuda_flavor=flavor)
+    assert plan.base_image == f"nvidia/cuda:11.8.0-{tag}-ubuntu22.04" and plan.framework.requirement == "tensorflow==2.13.1"
+
+
+@pytest.mark.parametrize("flavor", ["base", "runtime"])
+def test_system_cudnn_framework_refuses_a_flavour_without_cudnn(flavor):
+    with pytest.raises(ResolutionError, match=f"cuda_flavor: tensorflow==2.13.1 loads the system .*-{flavor}- image"):
+        plan_for("tensorflow==2.13.1", cuda_flavor=flavor)
+
+
+def test_tensorflow_218_with_the_system_cudnn_finds_no_matching_tag():
+    """12.5.1's cuDNN is 9.2.1, older than the 9.3 TensorFlow 2.18 was built with."""
+    with pytest.raises(ResolutionError, match=r"cuDNN 9.3.x matches tensorflow==2.18.1.*\[and-cuda\] wheels instead"):
+        plan_for("tensorflow==2.18.1", cuda_flavor="cudnn-runtime")
+
+
+def test_cuda_flavor_needs_a_resolved_gpu_base():
+    with pytest.raises(ResolutionError, match="cuda_flavor: base chooses the nvidia/cuda flavour, but the image has no GPU"):
+        plan_for("torch==2.9.1", gpu=False, cuda_flavor="base")
+    with pytest.raises(ResolutionError, match="with base_image, the base is yours"):
+        plan_for("torch==2.9.1", base_image="nvidia/cuda:12.8.1-devel-ubuntu22.04", cuda_flavor="devel")
+
+
+# Bad input
+def test_unknown_accelerator_names_the_nearest():
+    with pytest.raises(ResolutionError) as err:
+        plan_for("torch==2.9.1", accelerator="NVIDIA_TESLA_V10")
+    assert "unknown accelerator 'NVIDIA_TESLA_V10'; nearest: NVIDIA_TESLA_V100" in str(err.value)
+    assert err.value.exit_code == 2
+
+
+def test_accelerator_with_gpu_false_is_contradictory():
+    with pytest.raises(ResolutionError, match="accelerator: NVIDIA_L4 was given, but gpu is false"):
+        plan_for("torch==2.9.1", gpu=False, accelerator="NVIDIA_L4")
+    with pytest.raises(ResolutionError, match="accelerator: NVIDIA_L4 was given, but scikit-learn has no GPU build"):
+        plan_for("scikit-learn==1.9.1", accelerator="NVIDIA_L4")
+
+
+def test_accelerator_with_a_custom_base_is_checked_against_its_cuda():
+    with pytest.raises(ResolutionError, match="use cuda 12.6, 12.8 or 12.9 for NVIDIA_TESLA_V100"):
+        plan_for("torch==2.9.1", base_image="nvidia/cuda:13.0.3-devel-ubuntu24.04", accelerator="NVIDIA_TESLA_V100")
+
+
+# The data itself: every GPU series of a framework with CUDA builds records their architectures.
+def test_every_cuda_variant_records_its_architectures():
+    matrix = load_matrix()
+    for fw in matrix.frameworks.values():
+        for series in fw.series + ((fw.nightly,) if fw.nightly else ()):
+            for release in series.releases or ("nightly",):
+                applied = series.for_release(release)
+                for cuda in applied.cuda:
+                    assert applied.archs_for(cuda), (fw.name, series.series, cuda)

@@ -12,7 +12,7 @@ from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError
 from buildkit_py.plan import make_plan
 from buildkit_py.render import docker_quote, render_dockerfile, render_dockerignore
-from conftest import hadolint
+from conftest import hadolint, run_cli
 
 HERE = Path(__file__).resolve().parent
 CASES = sorted(p.name for p in (HERE / "cases").iterdir())
@@ -155,3 +155,83 @@ def test_no_config_value_changes_the_dockerfile_shape(project, tmp_path, field):
             assert shlex.quote(value) in text
     if field in ("env value", "trainer arg"):
         assert accepted >= 8  # most strings are legitimate values there and must survive intact
+
+
+# The issue's cases through the real command line: `resolve --json` is what users and job specs read.
+RESOLVED = {
+    "torch-215": {"base_image": "nvidia/cuda:13.2.1-base-ubuntu22.04", "requirement": "torch==2.15.0",
+                  "index_url": "https://download.pytorch.org/whl/cu132", "cudnn": "9.26", "flavor": "base"},
+    "torch-291-v100": {"base_image": "nvidia/cuda:12.8.1-base-ubuntu22.04", "requirement": "torch==2.9.1",
+                       "index_url": "https://download.pytorch.org/whl/cu128", "cudnn": "9.10", "flavor": "base",
+                       "arch": "sm_70"},
+    "jax-latest": {"base_image": "nvidia/cuda:12.9.2-base-ubuntu24.04", "requirement": "jax[cuda12]==0.12.0.1",
+                   "index_url": None, "cudnn": "9.10", "flavor": "base", "python": "3.12"},
+    "jax-nightly": {"base_image": "nvidia/cuda:12.9.2-base-ubuntu24.04", "requirement": "jax[cuda12]",
+                    "index_url": "https://us-python.pkg.dev/ml-oss-artifacts-published/jax/simple/", "cudnn": "9.10",
+                    "flavor": "base", "python": "3.12"},
+    "xgboost-34-cuda12": {"base_image": "nvidia/cuda:12.9.2-base-ubuntu24.04", "requirement": "xgboost-cu12==3.4.1",
+                          "index_url": None, "cudnn": None, "flavor": "base", "python": "3.12"},
+    "tf-213-system-cudnn": {"base_image": "nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04",
+                            "requirement": "tensorflow==2.13.1", "index_url": None, "cudnn": "8.9.6",
+                            "flavor": "cudnn-runtime"},
+    "tf-218-and-cuda": {"base_image": "nvidia/cuda:12.5.1-base-ubuntu22.04",
+                        "requirement": "tensorflow[and-cuda]==2.18.1", "index_url": None, "cudnn": "9.3", "flavor": "base"},
+}
+
+
+@pytest.mark.parametrize("name", list(RESOLVED))
+def test_resolve_json_of_the_issue_cases(name):
+    want = RESOLVED[name]
+    proc = run_cli("resolve", "--config", str(HERE / "cases" / name / "buildkit.yaml"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["base_image"] == want["base_image"] and plan["cuda_flavor"] == want["flavor"]
+    assert plan["framework"]["requirement"] == want["requirement"]
+    assert plan["framework"]["index_url"] == want["index_url"]
+    assert plan["cudnn"] == want["cudnn"]
+    assert plan["python"]["version"] == want.get("python", "3.11")
+    assert plan["cuda_archs"] and want.get("arch", plan["cuda_archs"][0]) in plan["cuda_archs"]
+    assert plan["labels"]["dev.buildkit-py.cuda-archs"] == ",".join(plan["cuda_archs"])
+    assert plan["notes"] == []
+
+
+def test_every_flavour_renders_its_nvidia_cuda_tag():
+    tags = {name: render_case(name).split("\nFROM ", 1)[1].split("\n", 1)[0]
+            for name in ("torch-291-v100", "flavor-runtime", "flavor-cudnn-runtime", "flavor-devel", "flavor-cudnn-devel")}
+    assert tags == {
+        "torch-291-v100": "nvidia/cuda:12.8.1-base-ubuntu22.04",
+        "flavor-runtime": "nvidia/cuda:12.8.1-runtime-ubuntu22.04",
+        "flavor-cudnn-runtime": "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu22.04",
+        "flavor-devel": "nvidia/cuda:12.8.1-devel-ubuntu22.04",
+        "flavor-cudnn-devel": "nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04",
+    }
+
+
+def test_the_image_records_the_build_architectures_for_the_launcher(tmp_path):
+    parsed = parse(render_case("torch-291-v100"), tmp_path)
+    envs = [i["value"] for i in parsed.structure if i["instruction"] == "ENV"]
+    assert any('BUILDKIT_PY_CUDA_ARCHS="sm_70,sm_75,sm_80,sm_86,sm_90,sm_100,sm_120"' in e for e in envs)
+    assert 'dev.buildkit-py.cuda-archs="sm_70,sm_75,sm_80,sm_86,sm_90,sm_100,sm_120"' in render_case("torch-291-v100")
+    assert "BUILDKIT_PY_CUDA_ARCHS" not in render_case("sklearn-cpu")
+
+
+def test_resolve_text_shows_the_notes():
+    proc = run_cli("resolve", "--framework", "torch==2.9.1", "--cuda-flavor", "cudnn-runtime")
+    assert proc.returncode == 0, proc.stderr
+    assert "flavour     cudnn-runtime" in proc.stdout and "GPU archs   sm_70, " in proc.stdout
+    assert "note: cuda_flavor cudnn-runtime: the CUDA libraries and cuDNN are shipped twice" in proc.stdout
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--framework", "torch==2.9.1", "--accelerator", "NVIDIA_TESLA_V10"], "nearest: NVIDIA_TESLA_V100"),
+    (["--framework", "torch==2.9.1", "--accelerator", "nvidia_l4"],
+     "accelerator: 'nvidia_l4' is not allowed: a Vertex AI accelerator type"),
+    (["--framework", "torch==2.9.1", "--no-gpu", "--accelerator", "NVIDIA_L4"], "was given, but gpu is false"),
+    (["--framework", "torch==2.9.1", "--cuda-flavor", "cudnn"], "cuda_flavor: 'cudnn' is not allowed: one of auto"),
+    (["--framework", "torch==2.9.1", "--cuda", "13.0", "--accelerator", "NVIDIA_TESLA_V100"],
+     "torch 2.9.1: use cuda 12.6, 12.8 or 12.9 for NVIDIA_TESLA_V100 (sm_70)"),
+])
+def test_bad_accelerator_and_flavour_input_exits_2(args, fragment):
+    proc = run_cli("resolve", *args)
+    assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

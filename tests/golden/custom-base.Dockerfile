@@ -61,6 +61,6 @@ LABEL org.opencontainers.image.base.name="debian:bookworm-slim" \
     dev.buildkit-py.framework="none" \
     dev.buildkit-py.cuda="none" \
     dev.buildkit-py.cudnn="none" \
-    dev.buildkit-py.plan="{\"base_image\":\"debian:bookworm-slim\",\"cuda\":null,\"cudnn\":null,\"framework\":null,\"gpu\":false,\"index_url\":null,\"python\":\"3.11\"}"
+    dev.buildkit-py.plan="{\"accelerator\":null,\"base_image\":\"debian:bookworm-slim\",\"cuda\":null,\"cuda_archs\":[],\"cuda_flavor\":null,\"cudnn\":null,\"framework\":null,\"gpu\":false,\"index_url\":null,\"python\":\"3.11\"}"
 ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "-m", "trainer.task"]
 CMD []

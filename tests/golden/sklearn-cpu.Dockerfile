@@ -36,6 +36,6 @@ LABEL org.opencontainers.image.base.name="python:3.12-slim-bookworm" \
     dev.buildkit-py.framework="scikit-learn==1.5.2" \
     dev.buildkit-py.cuda="none" \
     dev.buildkit-py.cudnn="none" \
-    dev.buildkit-py.plan="{\"base_image\":\"python:3.12-slim-bookworm\",\"cuda\":null,\"cudnn\":null,\"framework\":\"scikit-learn==1.5.2\",\"gpu\":false,\"index_url\":null,\"python\":\"3.12\"}"
+    dev.buildkit-py.plan="{\"accelerator\":null,\"base_image\":\"python:3.12-slim-bookworm\",\"cuda\":null,\"cuda_archs\":[],\"cuda_flavor\":null,\"cudnn\":null,\"framework\":\"scikit-learn==1.5.2\",\"gpu\":false,\"index_url\":null,\"python\":\"3.12\"}"
 ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "/app/train.py"]
 CMD ["--alpha", "0.5"]
