@@ -1,0 +1,233 @@
+"""A legacy AI Platform Training `config.yaml` (gcloud ai-platform jobs submit training --config) as
+the config keys of the equivalent Vertex AI job. AI Platform Training was shut down on 2025-01-31.
+
+What the conversion cannot carry over is reported field by field; `--job-dir` stays an argument
+(the trainer reads it as before, the launcher passes it through) and also becomes the job's
+base output directory, so AIP_MODEL_DIR points below it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import load_raw, validate_keys
+from ..errors import ConfigError, show
+
+# Legacy machine names (AI Platform "legacy machine types") -> Compute Engine type and GPUs.
+# K80s are gone from Vertex AI: those map to T4 and are reported.
+LEGACY_MACHINES: dict[str, tuple[str, str | None, int]] = {
+    "standard": ("n1-standard-4", None, 0),
+    "large_model": ("n1-highmem-8", None, 0),
+    "complex_model_s": ("n1-highcpu-16", None, 0),  # was n1-highcpu-8, which Vertex AI training does not offer
+    "complex_model_m": ("n1-highcpu-16", None, 0),
+    "complex_model_l": ("n1-highcpu-32", None, 0),
+    "standard_gpu": ("n1-standard-8", "NVIDIA_TESLA_K80", 1),
+    "complex_model_m_gpu": ("n1-standard-16", "NVIDIA_TESLA_K80", 4),
+    "complex_model_l_gpu": ("n1-standard-32", "NVIDIA_TESLA_K80", 8),
+    "standard_p100": ("n1-standard-8", "NVIDIA_TESLA_P100", 1),
+    "complex_model_m_p100": ("n1-standard-16", "NVIDIA_TESLA_P100", 4),
+    "standard_v100": ("n1-standard-8", "NVIDIA_TESLA_V100", 1),
+    "large_model_v100": ("n1-highmem-8", "NVIDIA_TESLA_V100", 1),
+    "complex_model_m_v100": ("n1-standard-16", "NVIDIA_TESLA_V100", 4),
+    "complex_model_l_v100": ("n1-standard-32", "NVIDIA_TESLA_V100", 8),
+}
+# Predefined scale tiers: (master, workers, worker count, parameter servers, their count).
+SCALE_TIERS: dict[str, tuple[str, str | None, int, str | None, int]] = {
+    "BASIC": ("standard", None, 0, None, 0),
+    "BASIC_GPU": ("standard_gpu", None, 0, None, 0),
+    "STANDARD_1": ("complex_model_s", "complex_model_s", 4, "standard", 3),
+    "PREMIUM_1": ("complex_model_m", "complex_model_m", 19, "large_model", 11),
+}
+RETIRED_GPUS = {"NVIDIA_TESLA_K80": "NVIDIA_TESLA_T4"}
+_SCALES = {"UNIT_LINEAR_SCALE": "linear", "UNIT_LOG_SCALE": "log", "UNIT_REVERSE_LOG_SCALE": "reverse_log"}
+_TYPES = {"DOUBLE": "DOUBLE", "INTEGER": "INTEGER", "CATEGORICAL": "CATEGORICAL", "DISCRETE": "DISCRETE"}
+_ALGORITHMS = {"GRID_SEARCH": "GRID_SEARCH", "RANDOM_SEARCH": "RANDOM_SEARCH",
+               "ALGORITHM_UNSPECIFIED": "ALGORITHM_UNSPECIFIED", "BAYESIAN_OPTIMIZATION": "ALGORITHM_UNSPECIFIED"}
+
+
+@dataclass(frozen=True)
+class Conversion:
+    values: dict[str, Any]  # validated config keys: job, hyperparameters
+    not_converted: tuple[str, ...]  # "trainingInput.FIELD: why", one per field left behind
+    notes: tuple[str, ...]
+
+
+class _Converter:
+    def __init__(self, source: str):
+        self.source = source
+        self.left: list[str] = []
+        self.notes: list[str] = []
+
+    def leave(self, field: str, why: str) -> None:
+        self.left.append(f"{field}: {why}")
+
+    def bad(self, field: str, value: Any, allowed: str) -> ConfigError:
+        return ConfigError(f"{show(value)} is not allowed: {allowed}", field=field, where=self.source)
+
+    def mapping(self, value: Any, field: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.bad(field, value, "a mapping")
+        return value
+
+    def gpus(self, machine: str, accelerator: str | None, count: int, field: str) -> dict:
+        if accelerator in RETIRED_GPUS:
+            self.notes.append(f"{field}: {accelerator} is retired on Vertex AI; using {RETIRED_GPUS[accelerator]}")
+            accelerator = RETIRED_GPUS[accelerator]
+        out: dict[str, Any] = {"machine_type": machine}
+        if accelerator and count:
+            out.update(accelerator_type=accelerator, accelerator_count=count)
+        return out
+
+    def machine(self, name: Any, config: Any, field: str) -> dict:
+        """A machine type (legacy name or Compute Engine type) with its *Config's acceleratorConfig."""
+        if not isinstance(name, str):
+            raise self.bad(field, name, "a machine type name")
+        machine, accelerator, count = LEGACY_MACHINES.get(name, (name, None, 0))
+        if config is not None:
+            config = self.mapping(config, field.replace("Type", "Config"))
+            accel = config.get("acceleratorConfig")
+            if accel is not None:
+                accel = self.mapping(accel, f"{field.replace('Type', 'Config')}.acceleratorConfig")
+                accelerator, count = accel.get("type"), accel.get("count", 1)
+                if isinstance(count, str) and count.isdigit():
+                    count = int(count)
+        return self.gpus(machine, accelerator, count, field)
+
+
+def convert(path: Path) -> Conversion:
+    raw, _ = load_raw(path, path.parent)
+    conv = _Converter(raw.source)
+    data = raw.data
+    for key in data:
+        if key not in ("trainingInput", "labels", "jobId"):
+            conv.leave(key, "not part of a training job's config")
+    ti = conv.mapping(data.get("trainingInput", {}), "trainingInput")
+    job: dict[str, Any] = {}
+    if "jobId" in data:
+        job["name"] = data["jobId"]
+    if "labels" in data:
+        job["labels"] = data["labels"]
+
+    tier = ti.get("scaleTier", "BASIC" if "masterType" not in ti else "CUSTOM")
+    if tier == "CUSTOM":
+        if "masterType" not in ti:
+            raise conv.bad("trainingInput.masterType", None, "scaleTier CUSTOM needs masterType")
+        chief = conv.machine(ti["masterType"], ti.get("masterConfig"), "trainingInput.masterType")
+        pools = {}
+        for legacy, key in (("worker", "workers"), ("parameterServer", "parameter_servers"), ("evaluator", "evaluators")):
+            count = ti.get(f"{legacy}Count", 0)
+            count = int(count) if isinstance(count, str) and count.isdigit() else count
+            if count:
+                machine = ti.get(f"{legacy}Type", ti["masterType"])
+                pools[key] = {**conv.machine(machine, ti.get(f"{legacy}Config"), f"trainingInput.{legacy}Type"),
+                              "replica_count": count}
+    elif tier in SCALE_TIERS:
+        master, worker, workers, ps, n_ps = SCALE_TIERS[tier]
+        chief = conv.machine(master, ti.get("masterConfig"), "trainingInput.scaleTier")
+        pools = {}
+        if workers:
+            pools["workers"] = {**conv.machine(worker, None, "trainingInput.scaleTier"), "replica_count": workers}
+        if n_ps:
+            pools["parameter_servers"] = {**conv.machine(ps, None, "trainingInput.scaleTier"), "replica_count": n_ps}
+    else:
+        raise conv.bad("trainingInput.scaleTier", tier, f"one of {', '.join(SCALE_TIERS)} or CUSTOM (TPU tiers have no "
+                                                        "GPU job equivalent)")
+    job.update(chief)
+    job.update(pools)
+
+    master_config = ti.get("masterConfig") if isinstance(ti.get("masterConfig"), dict) else {}
+    for key in master_config:
+        if key not in ("acceleratorConfig", "imageUri", "containerCommand", "containerArgs"):
+            conv.leave(f"trainingInput.masterConfig.{key}", "no Vertex AI equivalent buildkit-py sets")
+    if "imageUri" in master_config:
+        job["image"] = master_config["imageUri"]
+    if "containerCommand" in master_config:
+        job["command"] = master_config["containerCommand"]
+    args = list(ti.get("args") or master_config.get("containerArgs") or [])
+    if "jobDir" in ti:
+        # The trainer keeps reading --job-dir; AIP_MODEL_DIR (base output directory + /model) points below it too.
+        args += ["--job-dir", ti["jobDir"]]
+        job["base_output_directory"] = ti["jobDir"]
+    if args:
+        job["args"] = args
+    if "packageUris" in ti or "pythonModule" in ti:
+        runtime = ti.get("runtimeVersion")
+        if "image" in job:
+            raise conv.bad("trainingInput.packageUris", ti.get("packageUris"), "packages or masterConfig.imageUri, not both")
+        if not runtime:
+            raise conv.bad("trainingInput.runtimeVersion", runtime, "a runtime version (it picks the prebuilt image)")
+        # A runtime version is the TensorFlow release it shipped; Vertex's prebuilt images are per framework.
+        job["python_package"] = {"executor": f"tensorflow=={runtime}", "package_uris": ti.get("packageUris"),
+                                 "module": ti.get("pythonModule")}
+        conv.notes.append(f"runtimeVersion {runtime} -> the prebuilt TensorFlow {runtime} training image; name another "
+                          "executor (job.python_package.executor) for scikit-learn or XGBoost trainers")
+        if "pythonVersion" in ti:
+            conv.notes.append(f"pythonVersion {ti['pythonVersion']}: the prebuilt image's Python is used")
+    for key, target in (("region", "region"), ("serviceAccount", "service_account"), ("network", "network"),
+                        ("enableWebAccess", "enable_web_access")):
+        if key in ti:
+            job[target] = ti[key]
+    scheduling = ti.get("scheduling")
+    if isinstance(scheduling, dict):
+        if "maxRunningTime" in scheduling:
+            job["timeout"] = str(scheduling["maxRunningTime"])
+        for key in scheduling:
+            if key != "maxRunningTime":
+                conv.leave(f"trainingInput.scheduling.{key}", "Vertex AI's scheduling has no equivalent")
+    known = {"scaleTier", "masterType", "masterConfig", "workerType", "workerConfig", "workerCount", "parameterServerType",
+             "parameterServerConfig", "parameterServerCount", "evaluatorType", "evaluatorConfig", "evaluatorCount",
+             "args", "jobDir", "packageUris", "pythonModule", "runtimeVersion", "pythonVersion", "region",
+             "serviceAccount", "network", "enableWebAccess", "scheduling", "hyperparameters"}
+    why = {"useChiefInTfConfig": "Vertex AI always names the first pool 'chief' in TF_CONFIG",
+           "encryptionConfig": "customer-managed encryption keys are not set by buildkit-py",
+           "workerConfig": "handled with workerType", "evaluatorConfig": "handled with evaluatorType"}
+    for key in ti:
+        if key not in known:
+            conv.leave(f"trainingInput.{key}", why.get(key, "no Vertex AI equivalent buildkit-py sets"))
+    values = {"job": job}
+    if "hyperparameters" in ti:
+        values["hyperparameters"] = _hyperparameters(conv, conv.mapping(ti["hyperparameters"], "trainingInput.hyperparameters"))
+    return Conversion(validate_keys(values, raw.source), tuple(conv.left), tuple(conv.notes))
+
+
+def _hyperparameters(conv: _Converter, hp: dict) -> dict:
+    field = "trainingInput.hyperparameters"
+    out: dict[str, Any] = {"goal": hp.get("goal"), "metric": hp.get("hyperparameterMetricTag", "training/hptuning/metric"),
+                           "max_trials": hp.get("maxTrials", 1), "parallel_trials": hp.get("maxParallelTrials", 1)}
+    if "maxFailedTrials" in hp:
+        out["max_failed_trials"] = hp["maxFailedTrials"]
+    if "algorithm" in hp:
+        if hp["algorithm"] not in _ALGORITHMS:
+            raise conv.bad(f"{field}.algorithm", hp["algorithm"], ", ".join(_ALGORITHMS))
+        out["algorithm"] = _ALGORITHMS[hp["algorithm"]]
+        if hp["algorithm"] == "BAYESIAN_OPTIMIZATION":
+            conv.notes.append(f"{field}.algorithm BAYESIAN_OPTIMIZATION: Vertex AI's default algorithm (Bayesian) is used")
+    for key in hp:
+        if key not in ("goal", "hyperparameterMetricTag", "maxTrials", "maxParallelTrials", "maxFailedTrials", "algorithm",
+                       "params"):
+            conv.leave(f"{field}.{key}", "Vertex AI's study spec has no equivalent buildkit-py sets")
+    params = []
+    for i, p in enumerate(hp.get("params") or []):
+        p = conv.mapping(p, f"{field}.params[{i}]")
+        kind = p.get("type")
+        if kind not in _TYPES:
+            raise conv.bad(f"{field}.params[{i}].type", kind, ", ".join(_TYPES))
+        item: dict[str, Any] = {"name": p.get("parameterName"), "type": kind}
+        if "minValue" in p:
+            item["min"] = p["minValue"]
+        if "maxValue" in p:
+            item["max"] = p["maxValue"]
+        if kind == "DISCRETE":
+            item["values"] = p.get("discreteValues")
+        if kind == "CATEGORICAL":
+            item["values"] = p.get("categoricalValues")
+        scale = p.get("scaleType")
+        if scale in _SCALES and kind != "CATEGORICAL":
+            item["scale"] = _SCALES[scale]
+        elif scale not in (None, "NONE") and kind != "CATEGORICAL":
+            raise conv.bad(f"{field}.params[{i}].scaleType", scale, ", ".join([*_SCALES, "NONE"]))
+        params.append(item)
+    out["params"] = params
+    return out

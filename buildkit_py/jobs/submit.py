@@ -1,0 +1,246 @@
+"""The Vertex AI v1 REST API: create, get, list, cancel jobs; wait on one; fall back on capacity.
+
+Credentials are Application Default Credentials through google-auth (GOOGLE_APPLICATION_CREDENTIALS
+honoured: a service-account key file's token_uri says where tokens come from). A create request
+carries a client-generated id in a label; before a create is retried after a timeout or a dropped
+connection, the jobs with that label are looked up, so nothing is submitted twice.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import time
+import unicodedata
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError, ServiceError, show
+
+SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+ENDPOINT_ENV = "BUILDKIT_PY_API_ENDPOINT"
+REQUEST_LABEL = "buildkit-py-request"  # the client-generated id of a create request
+END_STATES = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
+              "JOB_STATE_PARTIALLY_SUCCEEDED")
+KINDS = ("customJobs", "hyperparameterTuningJobs")
+RETRIES = 4  # a create or get is tried this many more times after a timeout, dropped connection or 5xx
+_URL = re.compile(r"(https?)://([A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:]{2,45}\])(?::([0-9]{1,5}))?/?", re.ASCII)
+_NAME = re.compile(r"projects/([a-z0-9-]{1,30})/locations/([a-z0-9-]{1,40})/(customJobs|hyperparameterTuningJobs)/"
+                   r"([0-9A-Za-z_-]{1,64})", re.ASCII)
+_CAPACITY = re.compile(r"resources? (?:are |is )?(?:not |un)available|enough resources|stockout|capacity|quota|"
+                       r"ZONE_RESOURCE_POOL_EXHAUSTED", re.ASCII | re.IGNORECASE)
+_TRANSIENT_HTTP = (500, 502, 503, 504)
+
+
+def api_endpoint(given: str | None, region: str, env: dict[str, str]) -> str:
+    """The API's base URL: --api-endpoint, else $BUILDKIT_PY_API_ENDPOINT, else the regional endpoint.
+    Plain http only to this machine: a bearer token never crosses a network unencrypted."""
+    text, field = (given, "--api-endpoint") if given is not None else (env.get(ENDPOINT_ENV), f"${ENDPOINT_ENV}")
+    if not text:
+        return f"https://{region}-aiplatform.googleapis.com"
+    match = _URL.fullmatch(text) if len(text) <= 300 else None
+    if not match or (match[3] and not 0 < int(match[3]) < 65536):
+        raise ConfigError(f"{show(text)} is not allowed: https://HOST[:PORT] (no path), or http:// to a loopback "
+                          "address", field=field)
+    if match[1] == "http" and not _is_loopback(match[2]):
+        raise ConfigError(f"{show(text)} is not allowed: plain http only to a loopback address (127.0.0.1, [::1], "
+                          "localhost); use https", field=field)
+    return text.rstrip("/")
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+def parse_name(text: str, field: str = "NAME") -> tuple[str, str, str, str]:
+    """projects/P/locations/R/customJobs/ID -> (project, region, kind, id)."""
+    match = _NAME.fullmatch(text) if len(text) <= 300 else None
+    if not match:
+        raise ConfigError(f"{show(text)} is not a job name: projects/PROJECT/locations/REGION/customJobs/ID (or "
+                          "hyperparameterTuningJobs/ID), as `buildkit-py submit` prints it", field=field)
+    return match[1], match[2], match[3], match[4]
+
+
+def _clean(text: Any, limit: int = 600) -> str:
+    """The service's text on one line: control characters and line breaks escaped, cut short."""
+    out = "".join(ch if unicodedata.category(ch)[0] != "C" and ch not in "\u2028\u2029" else repr(ch)[1:-1]
+                  for ch in str(text))
+    return out if len(out) <= limit else out[:limit] + "..."
+
+
+def error_line(http_status: int, body: str) -> tuple[str, str | None]:
+    """Google's error shape (google.rpc.Status with its details) as one line, and its status name."""
+    try:
+        error = json.loads(body)["error"]
+        if not isinstance(error, dict):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {http_status}: {_clean(body[:300]) or 'no message'}", None
+    status = error.get("status") if isinstance(error.get("status"), str) else None
+    parts = [f"{http_status} {_clean(status or '')}".strip() + f": {_clean(error.get('message', ''))}"]
+    for detail in error.get("details") or []:
+        if not isinstance(detail, dict):
+            continue
+        kind = str(detail.get("@type", "")).rsplit("/", 1)[-1]
+        if kind == "google.rpc.BadRequest":
+            parts += [f"field {_clean(v.get('field'))}: {_clean(v.get('description'))}"
+                      for v in detail.get("fieldViolations") or [] if isinstance(v, dict)]
+        elif kind == "google.rpc.QuotaFailure":
+            parts += [f"quota {_clean(v.get('subject'))}: {_clean(v.get('description'))}"
+                      for v in detail.get("violations") or [] if isinstance(v, dict)]
+        elif kind == "google.rpc.ErrorInfo":
+            meta = detail.get("metadata") if isinstance(detail.get("metadata"), dict) else {}
+            extra = ", ".join(f"{_clean(k)}={_clean(v)}" for k, v in sorted(meta.items()))
+            parts.append(f"reason {_clean(detail.get('reason'))}" + (f" ({extra})" if extra else ""))
+    hint = {"PERMISSION_DENIED": "the credentials' account needs the Vertex AI User role (roles/aiplatform.user) on the "
+                                 "project, and the API enabled",
+            "UNAUTHENTICATED": "refresh the credentials: gcloud auth application-default login",
+            "RESOURCE_EXHAUSTED": "quota or capacity: ask for more quota, or give `fallbacks:` to try other GPUs, "
+                                  "regions or strategies",
+            "NOT_FOUND": "check the project, region and name"}.get(status or "")
+    if hint:
+        parts.append(hint)
+    return "; ".join(parts), status
+
+
+def is_capacity(error: ServiceError) -> bool:
+    """A refusal for capacity or quota at creation (what `fallbacks:` are for)."""
+    return error.status == "RESOURCE_EXHAUSTED" or (error.http_status in (400, 409, 429) and error.status != "PERMISSION_DENIED"
+                                                    and bool(_CAPACITY.search(error.message)))
+
+
+def default_credentials() -> tuple[Any, str | None]:
+    """(google-auth credentials, their project) from Application Default Credentials."""
+    try:
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+    except ImportError:
+        raise ServiceError("calling Vertex AI needs google-auth and requests: pip install 'buildkit-py[vertex]'") from None
+    try:
+        return google.auth.default(scopes=[SCOPE])
+    except DefaultCredentialsError as exc:
+        raise ServiceError(f"no Google Application Default Credentials ({_clean(exc)}); run `gcloud auth "
+                           "application-default login` or set GOOGLE_APPLICATION_CREDENTIALS") from None
+
+
+@dataclass
+class Client:
+    """One project and region of the Vertex AI API."""
+
+    base: str  # https://REGION-aiplatform.googleapis.com, or --api-endpoint
+    project: str
+    region: str
+    credentials: Any
+    timeout: float = 60.0
+    backoff: float = 1.0  # seconds before the first retry, doubled each time
+
+    def __post_init__(self) -> None:
+        import requests
+
+        self._requests = requests
+        self._session = requests.Session()
+
+    def _token(self) -> str:
+        if not self.credentials.valid:
+            from google.auth.transport.requests import Request
+
+            try:
+                self.credentials.refresh(Request())
+            except Exception as exc:  # google-auth raises several types; all mean "no token"
+                raise ServiceError(f"could not get an access token from the credentials: {_clean(exc)}") from None
+        return self.credentials.token
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}"
+
+    def url(self, path: str) -> str:
+        return f"{self.base}/v1/{path}"
+
+    def _call(self, method: str, path: str, *, body: dict | None = None, params: dict | None = None) -> Any:
+        """One request: the decoded JSON, or ServiceError (transient=True on the error when a retry may help)."""
+        headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json"}
+        try:
+            response = self._session.request(method, self.url(path), json=body, params=params, headers=headers,
+                                             timeout=self.timeout, allow_redirects=False)
+        except self._requests.exceptions.RequestException as exc:
+            raise ServiceError(f"cannot reach the Vertex AI API at {self.base}: {_clean(type(exc).__name__)}: "
+                               f"{_clean(exc, 300)}", transient=True) from None
+        if response.status_code >= 300:
+            line, status = error_line(response.status_code, response.text)
+            raise ServiceError(f"Vertex AI refused {method} {path}: {line}", status=status,
+                               http_status=response.status_code, transient=response.status_code in _TRANSIENT_HTTP)
+        try:
+            return response.json() if response.content else {}
+        except ValueError:
+            raise ServiceError(f"the Vertex AI API at {self.base} answered {method} {path} with something not JSON") from None
+
+    def _retrying(self, attempt: Callable[[], Any], before_retry: Callable[[], Any] | None = None) -> Any:
+        for n in range(RETRIES + 1):
+            try:
+                return attempt()
+            except ServiceError as exc:
+                if not exc.transient or n == RETRIES:
+                    raise
+            time.sleep(self.backoff * 2 ** n)
+            if before_retry is not None:
+                found = before_retry()
+                if found is not None:
+                    return found
+        raise AssertionError("unreachable")
+
+    def create(self, kind: str, resource: dict) -> dict:
+        """Create the job once, whatever happens to the connection: the request id label finds a job an
+        earlier attempt created before its answer was lost."""
+        request_id = uuid.uuid4().hex
+        body = {**resource, "labels": {**resource.get("labels", {}), REQUEST_LABEL: request_id}}
+        path = f"{self.parent}/{kind}"
+
+        def lookup() -> dict | None:
+            try:
+                found = self.find(kind, request_id)
+            except ServiceError as exc:
+                if exc.transient:
+                    return None  # still unreachable: the create is retried, and looked up again before the next
+                raise
+            return found
+
+        return self._retrying(lambda: self._call("POST", path, body=body), lookup)
+
+    def find(self, kind: str, request_id: str) -> dict | None:
+        params = {"filter": f'labels.{REQUEST_LABEL}="{request_id}"'}
+        listed = self._call("GET", f"{self.parent}/{kind}", params=params)
+        jobs = listed.get(kind) or [] if isinstance(listed, dict) else []
+        return jobs[0] if jobs else None
+
+    def get(self, name: str) -> dict:
+        return self._retrying(lambda: self._call("GET", name))
+
+    def cancel(self, name: str) -> None:
+        self._retrying(lambda: self._call("POST", f"{name}:cancel", body={}))
+
+    def wait(self, name: str, on_change: Callable[[str, dict], None], *, poll: float = 15.0) -> dict:
+        """Follow the job until it ends, calling on_change(state, job) at each change of state."""
+        state = None
+        while True:
+            job = self.get(name)
+            if job.get("state") != state:
+                state = job.get("state")
+                on_change(str(state), job)
+            if state in END_STATES:
+                return job
+            time.sleep(poll)
+
+
+def job_error(job: dict) -> str | None:
+    """A failed job's error (a google.rpc.Status: code and message), on one line."""
+    error = job.get("error")
+    if not isinstance(error, dict) or not error:
+        return None
+    return f"code {_clean(error.get('code', '?'))}: {_clean(error.get('message', ''))}"

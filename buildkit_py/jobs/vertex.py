@@ -1,0 +1,380 @@
+"""Vertex AI job specs: a CustomJob, or a HyperparameterTuningJob around one, as the v1 REST API
+takes them (camelCase JSON), from the config's `job`, `hyperparameters` and the flags.
+
+Everything here is checked before a request is made: display names and labels by Vertex's rules,
+machine type x accelerator type x count (base_images/machines.yaml), the image's CUDA build against
+the accelerator (plan.check_accelerator), and images the service cannot pull.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import ipaddress
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+import yaml
+
+from .. import __version__
+from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
+from ..errors import ConfigError, DataError, ResolutionError, show
+from ..launcher.constants import EXPECT_GPUS_ENV
+from ..refs import DOCKER_HUB, ImageRef, parse_ref
+from ..resources import LAUNCHER_MODULE, resource_dir
+
+TARGETS = ("vertex", "loopback")  # loopback: an API on this machine (a fake, an emulator): loopback images allowed
+DEFAULT_REGION = "us-central1"
+CPU_MACHINE = "n1-standard-4"
+REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+REDUCTION_SERVER_MACHINE = "n1-highcpu-16"
+MAX_NAME = 128
+_STAMP = "%Y%m%d_%H%M%S"
+LABEL_VERSION, LABEL_DIGEST, LABEL_GIT = "buildkit-py-version", "image-sha256", "git-commit"
+_SCALES = {"linear": "UNIT_LINEAR_SCALE", "log": "UNIT_LOG_SCALE", "reverse_log": "UNIT_REVERSE_LOG_SCALE"}
+_LOOPBACK_NAMES = ("localhost", "host.docker.internal")
+
+
+@dataclass(frozen=True)
+class Machines:
+    attached: dict[str, dict[int, int]]  # N1: accelerator -> count -> most vCPUs
+    n1_types: tuple[str, ...]
+    fixed: dict[str, tuple[str, int]]  # machine type -> (accelerator, count)
+    cpu_families: tuple[str, ...]
+    arm64: tuple[str, ...]
+
+
+@lru_cache(maxsize=1)
+def load_machines() -> Machines:
+    path = resource_dir("base_images") / "machines.yaml"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        attached = {a: {int(c): int(v) for c, v in counts.items()} for a, counts in data["attached"].items()}
+        fixed = {m: next(iter(spec.items())) for m, spec in data["fixed"].items()}
+        return Machines(attached, tuple(data["n1_types"]), fixed, tuple(data["cpu_families"]), tuple(data["arm64"]))
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError, StopIteration) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+
+
+def _vcpus(machine_type: str) -> int | None:
+    last = machine_type.rsplit("-", 1)[-1]
+    return int(last) if last.isdigit() else None
+
+
+def check_machine(machine_type: str, accelerator: str | None, count: int, field: str) -> None:
+    """Does Vertex AI offer this machine with this many of these GPUs? ConfigError (exit 2) if not."""
+    m = load_machines()
+    source = "(base_images/machines.yaml)"
+    if machine_type in m.fixed:
+        gpu, built_in = m.fixed[machine_type]
+        if accelerator is None or count == 0:
+            raise ConfigError(f"{machine_type} comes with {built_in} {gpu}: set accelerator_type {gpu} and "
+                              f"accelerator_count {built_in} {source}", field=field)
+        if accelerator != gpu or count != built_in:
+            others = [t for t, (g, _) in m.fixed.items() if g == accelerator] + \
+                     (list(m.n1_types[:1]) if accelerator in m.attached else [])
+            hint = f"; {accelerator} runs on {', '.join(others)}" if others else ""
+            raise ConfigError(f"{machine_type} has {built_in} {gpu}, not {count} {show(accelerator)}{hint} {source}",
+                              field=field)
+        return
+    if accelerator is not None and count > 0:
+        if machine_type not in m.n1_types or accelerator not in m.attached:
+            fits = [t for t, (g, _) in m.fixed.items() if g == accelerator]
+            where = f"on {', '.join(fits)}" if fits else ("on N1 machines (" + ", ".join(m.n1_types[:3]) + ", ...)"
+                                                          if accelerator in m.attached else "nowhere we know of")
+            raise ConfigError(f"{show(machine_type)} takes no {show(accelerator)}: it runs {where} {source}", field=field)
+        counts = m.attached[accelerator]
+        if count not in counts:
+            raise ConfigError(f"{count} x {accelerator} is not offered: counts {', '.join(map(str, counts))} {source}",
+                              field=field)
+        vcpus = _vcpus(machine_type)
+        if vcpus is not None and vcpus > counts[count]:
+            fewer = [c for c, most in counts.items() if most >= vcpus]
+            raise ConfigError(f"{machine_type} has {vcpus} vCPUs: with {accelerator} that needs "
+                              f"{' or '.join(map(str, fewer)) or 'more'} GPUs, not {count} {source}", field=field)
+        return
+    if machine_type.split("-", 1)[0] not in m.cpu_families and machine_type not in m.n1_types:
+        raise ConfigError(f"{show(machine_type)} is not a machine type for custom training without GPUs: families "
+                          f"{', '.join(m.cpu_families)} {source}", field=field)
+
+
+def default_machine(accelerator: str | None, count: int, field: str) -> str:
+    m = load_machines()
+    if accelerator is None or count == 0:
+        return CPU_MACHINE
+    fixed = [t for t, spec in m.fixed.items() if spec == (accelerator, count)]
+    if fixed:
+        return fixed[0]
+    offered = [f"{t} ({n})" for t, (g, n) in m.fixed.items() if g == accelerator]
+    if offered:
+        raise ConfigError(f"{count} x {accelerator} is not offered; machines with it: {', '.join(offered)} "
+                          "(base_images/machines.yaml)", field=field)
+    if accelerator in m.attached and count in m.attached[accelerator]:
+        # the biggest standard N1 the count allows, up to 8 vCPUs per GPU (a usual data-loading need)
+        limit = min(m.attached[accelerator][count], 8 * count)
+        return max((t for t in m.n1_types if t.startswith("n1-standard-") and (_vcpus(t) or 0) <= limit),
+                   key=lambda t: _vcpus(t) or 0)
+    return CPU_MACHINE  # check_machine then says where the accelerator runs
+
+
+def default_count(machine_type: str | None, accelerator: str | None) -> int:
+    fixed = load_machines().fixed.get(machine_type or "")
+    if fixed:
+        return fixed[1]
+    return 1 if accelerator else 0
+
+
+def display_name(base: str, now: _dt.datetime) -> str:
+    """Vertex's convention for generated names: <base>_<YYYYMMDD_HHMMSS>, letters, digits and '_',
+    starting with a letter, at most 128 characters."""
+    clean = re.sub(r"[^A-Za-z0-9_]+", "_", base, flags=re.ASCII).strip("_") or "job"
+    if not clean[0].isalpha():
+        clean = "job_" + clean
+    stamp = now.astimezone(_dt.UTC).strftime(_STAMP)
+    return f"{clean[:MAX_NAME - len(stamp) - 1]}_{stamp}"
+
+
+def pullable(text: str, target: str, field: str) -> ImageRef:
+    """The image reference, refused when the service cannot pull it (loopback hosts, no host)."""
+    ref = parse_ref(text, field=field)
+    if target != "vertex":
+        return ref
+    first = text.split("/", 1)[0] if "/" in text else ""
+    if ref.registry == DOCKER_HUB and "." not in first and ":" not in first and first != "localhost":
+        raise ConfigError(f"{show(text)} names no registry host, so it means Docker Hub; push the image where Vertex AI "
+                          "can pull it, e.g. us-central1-docker.pkg.dev/PROJECT/REPO/IMAGE", field=field)
+    host = ref.registry.rsplit(":", 1)[0].strip("[]") if not ref.registry.endswith("]") else ref.registry.strip("[]")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback or ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        loopback = host.lower() in _LOOPBACK_NAMES
+    if loopback:
+        raise ConfigError(f"{show(text)} is on {ref.registry}, which Vertex AI cannot reach; push it to Artifact Registry "
+                          "(LOCATION-docker.pkg.dev/PROJECT/REPO/IMAGE), or use --target loopback for an API on this "
+                          "machine", field=field)
+    return ref
+
+
+@dataclass(frozen=True)
+class VertexJob:
+    kind: str  # customJobs | hyperparameterTuningJobs (the REST collection)
+    resource: dict  # the CustomJob or HyperparameterTuningJob, as the REST API takes it
+    image: str | None  # the trainer or executor image
+    accelerator: str | None
+    accelerator_count: int
+    machine_type: str
+    strategy: str | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def display_name(self) -> str:
+        return self.resource["displayName"]
+
+    def custom_job_spec(self) -> dict:
+        return self.resource["jobSpec"] if self.kind == "customJobs" else self.resource["trialJobSpec"]
+
+
+def _duration(seconds: int | None) -> str | None:
+    return None if seconds is None else f"{seconds}s"
+
+
+def _prune(value: Any) -> Any:
+    """Drops unset fields (None, empty lists and mappings), so the spec shows only what is asked for;
+    an empty worker pool stays ({}), since the pool's index gives its role."""
+    if isinstance(value, dict):
+        pruned = {k: _prune(v) for k, v in value.items()}
+        return {k: v for k, v in pruned.items() if v is not None and v != [] and v != {}}
+    if isinstance(value, list):
+        return [_prune(v) for v in value]
+    return value
+
+
+def _machine_spec(pool: Pool, reservation: dict | None) -> dict:
+    return {"machineType": pool.machine_type, "acceleratorType": pool.accelerator_type if pool.accelerator_count else None,
+            "acceleratorCount": pool.accelerator_count or None, "reservationAffinity": reservation}
+
+
+def _resolve_pool(pool: Pool, field: str) -> Pool:
+    """Defaults filled in (machine from the accelerator; accelerator and count from the machine), then checked."""
+    fixed = load_machines().fixed.get(pool.machine_type or "")
+    if fixed and pool.accelerator_type is None and pool.accelerator_count is None:
+        pool = replace(pool, accelerator_type=fixed[0], accelerator_count=fixed[1])
+    count = pool.accelerator_count if pool.accelerator_count is not None else default_count(pool.machine_type,
+                                                                                            pool.accelerator_type)
+    machine = pool.machine_type or default_machine(pool.accelerator_type, count, f"{field}.accelerator_count")
+    if count and pool.accelerator_type is None:
+        raise ConfigError(f"accelerator_count {count} needs an accelerator_type", field=f"{field}.accelerator_type")
+    check_machine(machine, pool.accelerator_type, count, f"{field}.machine_type")
+    return replace(pool, machine_type=machine, accelerator_count=count)
+
+
+def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _dt.datetime | None = None,
+              digest: str | None = None, revision: str | None = None, check_accelerator=None,
+              fallback: Fallback | None = None) -> VertexJob:
+    """The job resource. check_accelerator(accelerator) -> notes raises when the image has no kernels
+    for the GPU; fallback replaces the chief's accelerator, machine, region or strategy."""
+    if target not in TARGETS:
+        raise ConfigError(f"{show(target)} is not allowed: one of {', '.join(TARGETS)}", field="--target")
+    now = now or _dt.datetime.now(_dt.UTC)
+    notes: list[str] = []
+    chief = replace(job.chief, accelerator_type=job.chief.accelerator_type or config.accelerator)
+    strategy = job.strategy
+    if fallback is not None:
+        switched = fallback.accelerator_type is not None and fallback.accelerator_type != chief.accelerator_type
+        chief = replace(chief, accelerator_type=fallback.accelerator_type or chief.accelerator_type,
+                        accelerator_count=fallback.accelerator_count or (None if switched else chief.accelerator_count),
+                        machine_type=fallback.machine_type or (None if switched else chief.machine_type))
+        strategy = fallback.strategy or strategy
+    chief = _resolve_pool(chief, "job")
+    if job.max_wait_duration is not None and strategy != "FLEX_START":
+        raise ConfigError("max_wait_duration goes with strategy FLEX_START (how long to wait for capacity)",
+                          field="job.max_wait_duration")
+
+    package = job.python_package
+    image_text = package.executor if package else job.image
+    if package and "==" in package.executor:
+        from ..executors import resolve_executor  # the catalog is read only for catalog executors
+
+        try:
+            image_text = resolve_executor(package.executor, gpu=bool(chief.accelerator_count),
+                                          region=(fallback and fallback.region) or job.region).uri
+        except (ConfigError, ResolutionError) as exc:  # restated under the config key
+            raise ConfigError(str(exc).removeprefix("--executor: "), field="job.python_package.executor") from None
+    if image_text is None:
+        raise ConfigError("no image: pass --image (the pushed trainer image, e.g. from `buildkit-py build --push`) or set "
+                          "job.image", field="--image")
+    ref = pullable(image_text, target, "job.python_package.executor" if package else "--image")
+    if digest and not ref.digest:
+        ref = replace(ref, digest=digest)
+    wanted = "linux/arm64" if chief.machine_type in load_machines().arm64 else "linux/amd64"
+    if config.platform and not package and "/".join(config.platform.split("/")[:2]) != wanted:
+        raise ConfigError(f"the image is built for {config.platform}; {chief.machine_type} runs {wanted}",
+                          field="platform")
+    if chief.accelerator_count and check_accelerator is not None and not package:
+        notes.extend(check_accelerator(chief.accelerator_type))
+    if chief.accelerator_count and chief.accelerator_count > 1:
+        notes.append(f"{chief.accelerator_count} GPUs on one machine: NCCL passes data between them through /dev/shm, "
+                     "which a CustomJob cannot size; if NCCL fails with shared-memory errors, set env NCCL_SHM_DISABLE=1 "
+                     "(slower, over sockets)")
+
+    def container(pool: Pool) -> dict:
+        env = [{"name": k, "value": v} for k, v in job.env if k != EXPECT_GPUS_ENV]
+        env.append({"name": EXPECT_GPUS_ENV, "value": str(pool.accelerator_count or 0)})
+        if package:
+            return {"pythonPackageSpec": {"executorImageUri": str(ref), "packageUris": list(package.package_uris),
+                                          "pythonModule": package.module, "args": list(job.args or ()), "env": env}}
+        # A command replaces the image's ENTRYPOINT (the launcher): keep the launcher in front so its checks run.
+        command = ["python", "-m", LAUNCHER_MODULE, "--", *job.command] if job.command else None
+        return {"containerSpec": {"imageUri": str(ref), "command": command,
+                                  "args": list(job.args) if job.args is not None else None, "env": env}}
+
+    reservation = None
+    if job.reservation:
+        reservation = {"reservationAffinityType": job.reservation.type, "key": job.reservation.key,
+                       "values": list(job.reservation.values)}
+
+    def spec(pool: Pool, replicas: int, runs: dict) -> dict:
+        disk = {"bootDiskType": pool.boot_disk_type, "bootDiskSizeGb": pool.boot_disk_size_gb}
+        return {"machineSpec": _machine_spec(pool, reservation), "replicaCount": str(replicas), "diskSpec": disk, **runs}
+
+    pools: list[dict] = [spec(chief, 1, container(chief))]
+    total = chief.replica_count or 1
+    workers = job.workers
+    if workers is not None and workers.replica_count is not None and chief.replica_count is not None \
+            and workers.replica_count != total - 1:
+        raise ConfigError(f"replica_count {total} means {total - 1} workers, but workers.replica_count is "
+                          f"{workers.replica_count}: give one of them", field="job.workers.replica_count")
+    n_workers = workers.replica_count if workers is not None and workers.replica_count is not None else total - 1
+    if n_workers:
+        pool = _resolve_pool(_inherit(workers, chief), "job.workers")
+        pools.append(spec(pool, n_workers, container(pool)))
+    second = job.parameter_servers or job.reduction_server
+    if second is not None or job.evaluators is not None:
+        pools += [{}] * (2 - len(pools))
+    if job.parameter_servers is not None:
+        pool = _resolve_pool(_inherit(job.parameter_servers, chief, gpus=False), "job.parameter_servers")
+        pools.append(spec(pool, pool.replica_count or 1, container(pool)))
+    elif job.reduction_server is not None:
+        pool = replace(job.reduction_server, machine_type=job.reduction_server.machine_type or REDUCTION_SERVER_MACHINE)
+        pool = _resolve_pool(pool, "job.reduction_server")
+        if pool.accelerator_count:
+            raise ConfigError("reduction servers run on CPUs: drop accelerator_type and accelerator_count",
+                              field="job.reduction_server")
+        pools.append(spec(pool, pool.replica_count or 1, {"containerSpec": {"imageUri": REDUCTION_SERVER_IMAGE}}))
+    if job.evaluators is not None:
+        pools += [{}] * (3 - len(pools))
+        pool = _resolve_pool(_inherit(job.evaluators, chief), "job.evaluators")
+        pools.append(spec(pool, pool.replica_count or 1, container(pool)))
+
+    scheduling = {"timeout": _duration(job.timeout), "restartJobOnWorkerRestart": job.restart_job_on_worker_restart,
+                  "strategy": strategy, "maxWaitDuration": _duration(job.max_wait_duration),
+                  "disableRetries": job.disable_retries}
+    custom = {"workerPoolSpecs": pools, "scheduling": scheduling, "serviceAccount": job.service_account,
+              "network": job.network, "baseOutputDirectory": {"outputUriPrefix": job.base_output_directory}
+              if job.base_output_directory else None, "tensorboard": job.tensorboard,
+              "enableWebAccess": job.enable_web_access}
+    labels = dict(job.labels)
+    labels.setdefault(LABEL_VERSION, __version__.replace(".", "-"))
+    if ref.digest and ref.digest.startswith("sha256:"):
+        labels.setdefault(LABEL_DIGEST, ref.digest.removeprefix("sha256:")[:63])  # a label value holds 63 characters
+    if revision:
+        labels.setdefault(LABEL_GIT, revision.lower()[:63])
+    if len(labels) > 64:
+        raise ConfigError("with buildkit-py's lineage labels there are more than 64 labels: drop some", field="job.labels")
+    name = job.name or display_name(_name_base(config), now)
+    if config.hyperparameters is not None:
+        resource = {"displayName": name, **_study(config.hyperparameters), "trialJobSpec": custom, "labels": labels}
+        kind = "hyperparameterTuningJobs"
+    else:
+        resource = {"displayName": name, "jobSpec": custom, "labels": labels}
+        kind = "customJobs"
+    return VertexJob(kind, _prune(resource), str(ref), chief.accelerator_type if chief.accelerator_count else None,
+                     chief.accelerator_count or 0, chief.machine_type, strategy, tuple(notes))
+
+
+def _inherit(pool: Pool | None, chief: Pool, *, gpus: bool = True) -> Pool:
+    """A pool's machines default to the chief's (parameter servers: without its GPUs)."""
+    pool = pool or Pool()
+    if pool.machine_type or pool.accelerator_type:
+        return pool
+    return replace(pool, machine_type=chief.machine_type if gpus else CPU_MACHINE,
+                   accelerator_type=chief.accelerator_type if gpus else None,
+                   accelerator_count=chief.accelerator_count if gpus else 0,
+                   boot_disk_type=pool.boot_disk_type or chief.boot_disk_type,
+                   boot_disk_size_gb=pool.boot_disk_size_gb or chief.boot_disk_size_gb)
+
+
+def _name_base(config: Config) -> str:
+    if config.package and config.package.name:
+        return config.package.name
+    return config.root.name or "job"
+
+
+def _study(hp: Hyperparameters) -> dict:
+    if hp.algorithm == "GRID_SEARCH":
+        doubles = [p.name for p in hp.params if p.type == "DOUBLE"]
+        if doubles:
+            raise ConfigError(f"GRID_SEARCH cannot search DOUBLE parameters ({', '.join(doubles)}): make them DISCRETE",
+                              field="hyperparameters.algorithm")
+    params = []
+    for p in hp.params:
+        item: dict[str, Any] = {"parameterId": p.name, "scaleType": _SCALES.get(p.scale or "")}
+        if p.type == "DOUBLE":
+            item["doubleValueSpec"] = {"minValue": float(p.min), "maxValue": float(p.max)}
+        elif p.type == "INTEGER":
+            item["integerValueSpec"] = {"minValue": str(p.min), "maxValue": str(p.max)}  # int64: a string in JSON
+        elif p.type == "CATEGORICAL":
+            item["categoricalValueSpec"] = {"values": list(p.values)}
+        else:
+            item["discreteValueSpec"] = {"values": [float(v) for v in p.values]}
+        params.append(item)
+    study = {"metrics": [{"metricId": hp.metric, "goal": hp.goal}], "parameters": params,
+             "algorithm": None if hp.algorithm == "ALGORITHM_UNSPECIFIED" else hp.algorithm}
+    return {"studySpec": study, "maxTrialCount": hp.max_trials, "parallelTrialCount": hp.parallel_trials,
+            "maxFailedTrialCount": hp.max_failed_trials}
+
+
+def console_url(project: str, region: str, job_id: str) -> str:
+    """Where the Cloud console shows the job (the path google-cloud-aiplatform 2.x prints)."""
+    return f"https://console.cloud.google.com/agent-platform/locations/{region}/training/{job_id}?project={project}"
