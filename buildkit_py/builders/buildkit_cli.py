@@ -14,7 +14,9 @@ from pathlib import Path
 
 from ..errors import BuildError, EngineError
 from ..progress import Reporter
+from ..refs import ImageRef
 from .base import BuildRequest
+from .engine_images import EngineImages
 
 DOCKER_ENV = "BUILDKIT_PY_DOCKER"
 _VERSION = re.compile(r"version (\d+)\.(\d+)")
@@ -72,15 +74,26 @@ def find_buildkit_client(explicit: str | None = None) -> DockerClient:
     )
 
 
-class BuildkitCliBuilder:
+class BuildkitCliBuilder(EngineImages):
     name = "buildkit"
     supports_secrets = True
+    inline_cache = True  # the default buildx driver and Docker 20.10's BuildKit export no registry cache
 
-    def __init__(self, client: DockerClient):
-        self.client = client
+    def __init__(self, docker: DockerClient):
+        self.docker = docker
+
+    @classmethod
+    def create(cls, docker: str | None) -> BuildkitCliBuilder:
+        return cls(find_buildkit_client(docker))
+
+    def _cache_args(self, ref: ImageRef) -> list[str]:
+        """Reuse the layers of the cache image and embed this build's cache in the new image."""
+        if self.docker.mode == "buildx":
+            return ["--cache-from", f"type=registry,ref={ref}", "--cache-to", "type=inline"]
+        return ["--cache-from", str(ref), "--build-arg", "BUILDKIT_INLINE_CACHE=1"]
 
     def _args(self, request: BuildRequest, progress: str, iidfile: Path) -> list[str]:
-        args = self.client.command() + ["--progress", progress, "--iidfile", str(iidfile), "-f", str(request.dockerfile)]
+        args = self.docker.command() + ["--progress", progress, "--iidfile", str(iidfile), "-f", str(request.dockerfile)]
         if request.platform:
             args += ["--platform", request.platform]
         if request.network:
@@ -91,6 +104,8 @@ class BuildkitCliBuilder:
             args += ["--label", f"{key}={value}"]
         if request.no_cache:
             args.append("--no-cache")
+        if request.cache_ref is not None:
+            args += self._cache_args(request.cache_ref)
         return args + [str(request.context_dir)]
 
     def build(self, request: BuildRequest, reporter: Reporter) -> str:
@@ -101,7 +116,7 @@ class BuildkitCliBuilder:
             tail: collections.deque[str] = collections.deque(maxlen=30)
             proc = subprocess.Popen(
                 args,
-                env=self.client.env(),
+                env=self.docker.env(),
                 stdout=None if live else subprocess.PIPE,
                 stderr=None if live else subprocess.STDOUT,
                 text=True,

@@ -4,20 +4,27 @@ a CA bundle or pip credentials rather than let them land in a layer (supports_se
 
 from __future__ import annotations
 
-from ..engine import engine_client
 from ..errors import BuildError
 from ..progress import Reporter
 from .base import BuildRequest
+from .engine_images import EngineImages
 
 
-class LegacyBuilder:
+class LegacyBuilder(EngineImages):
     name = "legacy"
     supports_secrets = False
+    inline_cache = False
+
+    @classmethod
+    def create(cls, docker: str | None) -> LegacyBuilder:
+        return cls()
 
     def build(self, request: BuildRequest, reporter: Reporter) -> str:
         from docker.errors import APIError
 
-        client = engine_client()
+        if request.cache_ref is not None:
+            raise BuildError("the legacy builder cannot use a registry cache; use --builder buildkit or buildah")
+        client = self.client
         image_id = None
         try:
             stream = client.api.build(

@@ -1,0 +1,138 @@
+"""Daemonless builds with buildah (Debian's `buildah` package): the same Dockerfile, cache and
+secret mounts, tags, labels and push, with no Docker engine. Images live in buildah's own storage
+(containers-storage), so a base image must be there or pullable."""
+
+from __future__ import annotations
+
+import base64
+import collections
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import BuildError, EngineError, RegistryError
+from ..progress import Reporter
+from ..refs import ImageRef
+from ..registry import PushResult, credentials_for
+from .base import BuildRequest
+
+BUILDAH_ENV = "BUILDKIT_PY_BUILDAH"
+INSTALL_HINT = ("install it with `apt-get install buildah` (Debian, Ubuntu), `dnf install buildah` (Fedora, RHEL) "
+                f"or point {BUILDAH_ENV} at its executable; or build with a Docker engine (--builder buildkit)")
+
+
+def _loopback(registry: str) -> bool:
+    """Plain HTTP is allowed for loopback registries only, as Docker allows it."""
+    host = registry[1:registry.find("]")] if registry.startswith("[") else registry.split(":")[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class BuildahBuilder:
+    name = "buildah"
+    supports_secrets = True
+    inline_cache = False  # buildah pushes its layer cache to the cache repository itself
+
+    def __init__(self, executable: str):
+        self.executable = executable
+
+    @classmethod
+    def create(cls, docker: str | None) -> BuildahBuilder:
+        path = os.environ.get(BUILDAH_ENV) or shutil.which("buildah")
+        if not path or not os.access(path, os.X_OK):
+            raise EngineError(f"the buildah builder needs buildah, which is not installed: {INSTALL_HINT}")
+        return cls(path)
+
+    def _run(self, *args: str, what: str) -> subprocess.CompletedProcess:
+        try:
+            proc = subprocess.run([self.executable, *args], capture_output=True, text=True, errors="replace", timeout=3600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EngineError(f"buildah {what}: {exc}") from None
+        return proc
+
+    def _args(self, request: BuildRequest, iidfile: Path) -> list[str]:
+        # --layers keeps a layer per instruction, so an unchanged step is reused (and can be cached remotely).
+        args = [self.executable, "build", "--layers", "--iidfile", str(iidfile), "-f", str(request.dockerfile)]
+        if request.platform:
+            args += ["--platform", request.platform]
+        if request.network:
+            args += ["--network", request.network]
+        for secret_id, src in request.secrets:
+            args += ["--secret", f"id={secret_id},src={src}"]
+        for key, value in request.labels:
+            args += ["--label", f"{key}={value}"]
+        if request.no_cache:
+            args.append("--no-cache")
+        if request.cache_ref is not None:
+            # buildah's cache is a repository of its own (one image per layer, tagged by content).
+            repo = request.cache_ref.repository
+            args += ["--cache-from", repo, "--cache-to", repo]
+            if _loopback(request.cache_ref.registry):
+                args.append("--tls-verify=false")
+        return args + [str(request.context_dir)]
+
+    def build(self, request: BuildRequest, reporter: Reporter) -> str:
+        with tempfile.TemporaryDirectory(prefix="buildkit-py-iid-") as tmp:
+            iidfile = Path(tmp) / "iid"
+            tail: collections.deque[str] = collections.deque(maxlen=30)
+            proc = subprocess.Popen(self._args(request, iidfile), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, errors="replace")
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    line = line.rstrip("\n")
+                    tail.append(line)
+                    reporter.build_line(line)
+                code = proc.wait()
+            except BaseException:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                raise
+            if code != 0:
+                raise BuildError(f"the build failed (buildah exit code {code}):\n" + "\n".join(tail))
+            return iidfile.read_text().strip().removeprefix("sha256:")
+
+    def image_id(self, ref: ImageRef) -> str | None:
+        proc = self._run("images", "--no-trunc", "--format", "{{.ID}}", str(ref), what="images")
+        found = proc.stdout.split()
+        return found[0].removeprefix("sha256:") if proc.returncode == 0 and found else None
+
+    def tag(self, image_id: str, refs: Sequence[ImageRef]) -> None:
+        # One command for every tag: buildah applies all of them or fails before any.
+        proc = self._run("tag", image_id, *map(str, refs), what="tag")
+        if proc.returncode != 0:
+            raise BuildError(f"buildah refused to tag {image_id}: {proc.stderr.strip()[-2000:]}")
+
+    def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
+        with tempfile.TemporaryDirectory(prefix="buildkit-py-push-") as tmp:
+            digestfile = Path(tmp) / "digest"
+            args = ["push", "--digestfile", str(digestfile)]
+            if _loopback(ref.registry):
+                args.append("--tls-verify=false")
+            creds = credentials_for(ref.registry)
+            if creds:  # an auth file, never argv: other users can read a process's arguments
+                auth = Path(tmp) / "auth.json"
+                token = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
+                fd = os.open(auth, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as handle:
+                    json.dump({"auths": {ref.registry: {"auth": token}}}, handle)
+                args += ["--authfile", str(auth)]
+            reporter.message(f"pushing {ref} (buildah)")
+            proc = self._run(*args, str(ref), f"docker://{ref}", what="push")
+            if proc.returncode != 0:
+                raise RegistryError(f"buildah could not push {ref}: {proc.stderr.strip()[-2000:]}")
+            digest = digestfile.read_text().strip()
+        reporter.message(f"pushed {ref.repository}@{digest}")
+        return PushResult(image=f"{ref.repository}@{digest}", tag=str(ref), digest=digest, size=None)

@@ -1,0 +1,53 @@
+"""Image storage of the Docker engine, shared by the backends that build into it (BuildKit, legacy)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..engine import engine_client
+from ..errors import BuildError
+from ..progress import Reporter
+from ..refs import ImageRef
+from ..registry import PushResult, push
+
+
+class EngineImages:
+    _client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = engine_client()
+        return self._client
+
+    def image_id(self, ref: ImageRef) -> str | None:
+        from docker.errors import ImageNotFound
+
+        try:
+            return self.client.images.get(str(ref)).id
+        except ImageNotFound:
+            return None
+
+    def tag(self, image_id: str, refs: Sequence[ImageRef]) -> None:
+        """A refusal removes the tags this call added."""
+        from docker.errors import APIError
+
+        added: list[ImageRef] = []
+        for ref in refs:
+            existed = self.image_id(ref) is not None
+            try:
+                ok, why = self.client.api.tag(image_id, ref.repository, ref.tag), "no reason given"
+            except APIError as exc:
+                ok, why = False, exc.explanation or exc
+            if not ok:
+                for done in added:
+                    try:
+                        self.client.api.remove_image(str(done), noprune=True)
+                    except APIError:
+                        pass
+                raise BuildError(f"the engine refused to tag {image_id} as {ref}: {why}")
+            if not existed:
+                added.append(ref)
+
+    def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
+        return push(ref, reporter, client=self.client)

@@ -1,0 +1,117 @@
+"""The daemonless backend: buildah builds the same Dockerfile (cache and secret mounts) with the same tags and
+labels, pushes to the loopback registry, exports its layer cache there, and leaves no secret in the image."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tarfile
+import uuid
+from pathlib import Path
+
+import pytest
+from test_build_e2e import docker
+
+from buildkit_py.builders import BUILDERS, BuildahBuilder, BuildkitCliBuilder, LegacyBuilder, builder_class
+from conftest import REPO, run_cli
+
+
+@pytest.fixture
+def trainer(tmp_path) -> Path:
+    root = tmp_path / "trainer"
+    shutil.copytree(REPO / "examples" / "quickstart", root, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def build(testenv, root: Path, *args) -> subprocess.CompletedProcess:
+    # No DOCKER_HOST: buildah needs no engine.
+    env = {k: v for k, v in testenv.items() if k != "DOCKER_HOST"}
+    return run_cli("build", "--builder", "buildah", "--config", str(root / "buildkit.yaml"), "--network", "host",
+                   "--progress", "plain", "--json", *args, env=env)
+
+
+def buildah(*args: str) -> str:
+    return subprocess.run(["buildah", *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_same_tags_labels_and_push_as_buildkit_and_no_secret_in_the_image(testenv, trainer, tmp_path):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    image = f"{registry}/e2e/buildah-{uuid.uuid4().hex[:8]}"
+    ca_text = Path("/etc/ssl/certs/ca-certificates.crt").read_text()
+    ca_marker = [ln for ln in ca_text.splitlines() if ln and not ln.startswith("-----")][-1]
+    token = "Tok3n-" + "b0a1c2d3e4f5"
+    pip_conf = tmp_path / "pip.conf"
+    pip_conf.write_text(f"[global]\nextra-index-url = https://tester:{token}@127.0.0.1:9/simple\ntimeout = 2\nretries = 0\n")
+    (trainer / "buildkit.yaml").write_text((trainer / "buildkit.yaml").read_text() + 'pip: ["six==1.16.0"]\n')
+    proc = build(testenv, trainer, "--image", image, "--tag", f"{image}:v1", "--push", "--no-cache",
+                 "--ca-cert", "/etc/ssl/certs/ca-certificates.crt", "--pip-conf", str(pip_conf))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    # The same content tag BuildKit would give: the same Dockerfile and files.
+    expected = run_cli("print", "image-tag", "--config", str(trainer / "buildkit.yaml"), "--image", image,
+                       "--pip-conf", str(pip_conf), env=testenv).stdout.strip()
+    assert result["tags"] == [f"{image}:{expected}", f"{image}:v1"]
+    pushed = result["pushed"][0]
+    assert pushed["image"].startswith(f"{image}@sha256:") and pushed["digest"] == result["pushed"][1]["digest"]
+
+    # The pushed image runs on the Docker engine, with buildkit-py's labels.
+    docker(testenv, "pull", pushed["image"])
+    inspect = json.loads(docker(testenv, "image", "inspect", pushed["image"]).stdout)[0]
+    assert inspect["Config"]["Labels"]["dev.buildkit-py.content-digest"] == result["content_digest"]
+    run = docker(testenv, "run", "--rm", "--network", "host", pushed["image"])
+    assert "trained: w=" in run.stdout
+
+    # Checked as for BuildKit: logs, history, config and every file of every layer.
+    logs = proc.stdout + proc.stderr
+    history = docker(testenv, "history", "--no-trunc", pushed["image"]).stdout
+    saved = tmp_path / "image.tar"
+    docker(testenv, "save", "-o", str(saved), pushed["image"])
+    contents = []
+    with tarfile.open(saved) as outer:
+        for member in outer.getmembers():
+            if member.name.endswith("layer.tar"):
+                with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+                    contents += [layer.extractfile(item).read() for item in layer.getmembers() if item.isfile()]
+    assert contents, "no layer content read"
+    for secret in (token, ca_marker):
+        assert secret not in logs and secret not in history and secret not in json.dumps(inspect)
+        assert not any(secret.encode() in blob for blob in contents), secret
+
+
+def test_cache_is_pushed_and_every_layer_but_the_code_is_reused(testenv, trainer):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    image = f"{registry}/e2e/buildah-cache-{uuid.uuid4().hex[:8]}"
+    cache = f"{image}-cache:buildcache"
+    first = build(testenv, trainer, "--image", image, "--cache-ref", cache, "--push")
+    assert first.returncode == 0, first.stderr[-4000:]
+    listed = subprocess.run(["curl", "-s", "--noproxy", "*", f"http://{registry}/v2/{image.split('/', 1)[1]}-cache/tags/list"],
+                            capture_output=True, text=True).stdout
+    assert json.loads(listed)["tags"], "buildah pushed no cache layers"
+
+    # buildah 1.28 (Debian 12) exports its layer cache to the registry but does not take layers from it into
+    # an empty storage: what is proven here is the reuse of every layer but the code on the same runner.
+    task = trainer / "trainer" / "task.py"
+    task.write_text(task.read_text() + f"\n# a new commit {uuid.uuid4().hex}\n")
+    second = build(testenv, trainer, "--image", image, "--cache-ref", cache)
+    assert second.returncode == 0, second.stderr[-4000:]
+    steps = re.split(r"\n(?:buildkit-py: )?STEP \d+/\d+: ", second.stderr)
+    code = [s for s in steps if s.startswith("COPY . /app")]
+    runs = [s for s in steps if s.startswith("RUN ")]
+    assert len(code) == 1 and "Using cache" not in code[0]
+    assert runs and all("Using cache" in s for s in runs), second.stderr[-4000:]
+
+
+def test_backends_are_chosen_by_name_from_one_registry():
+    assert BUILDERS == ("auto", "buildkit", "legacy", "buildah")
+    assert [builder_class(name) for name in BUILDERS] == [BuildkitCliBuilder, BuildkitCliBuilder, LegacyBuilder, BuildahBuilder]
+    # The buildah backend renders the BuildKit Dockerfile (mounts): the content tag is the same for both.
+    assert BuildahBuilder.supports_secrets and BuildkitCliBuilder.supports_secrets and not LegacyBuilder.supports_secrets
+
+
+def test_missing_buildah_says_how_to_install_it(trainer, tmp_path):
+    proc = run_cli("build", "--builder", "buildah", "--config", str(trainer / "buildkit.yaml"),
+                   env={"PATH": str(tmp_path), "BUILDKIT_PY_BUILDAH": ""})
+    assert proc.returncode == 5, proc.stderr
+    assert "buildah" in proc.stderr and "apt-get install buildah" in proc.stderr and "Traceback" not in proc.stderr
