@@ -7,33 +7,53 @@ network, and reports failures as the errors of buildkit_py.errors (each with its
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
+import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from . import build as _build
 from . import doctor as _doctor
-from . import registry
+from . import index_metadata, registry
 from .build import BuildOptions, BuildResult
-from .config import Config, load_config
-from .errors import ConfigError, ResolutionError, show
+from .ci import CI_FLAVOURS, render_ci
+from .config import Config, JobConfig, default_ca_bundle, distribution_name, job_flag, load_config, pep440_version
+from .engine import engine_client
+from .errors import BuildkitError, ConfigError, RegistryError, ResolutionError, ServiceError, WaitInterrupted, show
+from .executors import Executor, catalog_entries, is_spec, resolve_executor
 from .fsutil import write_atomic
-from .jobs.local import RunResult, run_local
-from .matrix import load_matrix
-from .plan import Plan, make_plan
+from .jobs import aiplatform, preflight, vertex
+from .jobs import submit as jobs_submit
+from .jobs.local import RunResult, package_run, run_local
+from .launcher.gpu import arch_supports
+from .makefile import render_makefile
+from .matrix import SHIPPED, load_matrix, version_key
+from .packaging import SCRIPT_MODULE, Sdist, build_sdist
+from .plan import Plan, accelerator_named, check_accelerator, make_plan
 from .progress import Reporter
 from .refs import parse_ref
 from .registry import PushResult
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import LAUNCHER_CONTEXT_DIR, launcher_sources
+from .staging import Staged, parse_stage, stage
 
 MAX_GPUS = 16  # the most GPUs one Vertex AI machine has
 MAX_WORKERS = 64  # local runs start one container per worker
 
 __all__ = [
-    "BuildOptions", "BuildResult", "DockerfileResult", "Project", "PushResult", "RunOptions", "RunResult",
-    "Versions", "build", "dockerfile", "doctor", "load", "push", "resolve", "run", "versions",
+    "BuildOptions", "BuildResult", "DockerfileResult", "Executor", "MatrixOptions", "PackageOptions", "PackageResult",
+    "Project", "PushResult", "RunOptions", "RunResult", "Versions", "build", "dockerfile", "doctor", "executor_build",
+    "executors", "load", "matrix_check", "matrix_refresh", "package", "push", "resolve", "run", "versions",
+    "GeneratedFile", "PRINTABLE", "VariantsResult", "build_variants", "ci", "make", "print_value", "variant_configs",
+    "CancelResult", "JobOptions", "JobResult", "PlanResult", "SubmitOptions", "SubmitResult", "cancel", "job", "plan",
+    "submit",
 ]
 
 
@@ -44,11 +64,34 @@ class Project:
     config: Path | None = None  # buildkit.yaml or pyproject.toml (default: found in directory)
     directory: Path | None = None  # the trainer directory (default: the config's, else the working directory)
     overrides: tuple[tuple[str, Any], ...] = ()
+    variant: str | None = None  # one of the config's variants (its overrides applied, its name in the tags)
 
 
 def load(project: Project) -> Config:
     directory = project.directory or (project.config.parent if project.config else Path.cwd())
-    return load_config(project.config, directory, dict(project.overrides))
+    config = load_config(project.config, directory, dict(project.overrides))
+    variants = variant_configs(config)
+    if project.variant is None:
+        return config
+    found = [v for v in variants if v.variant == project.variant]
+    if not found:
+        known = ", ".join(v.variant or "" for v in variants) or "none (the config has no variants: key)"
+        raise ConfigError(f"{show(project.variant)} is not a variant of {config.source}; variants: {known}", field="--variant")
+    return found[0]
+
+
+def variant_configs(config: Config) -> list[Config]:
+    """Each variant's config, every one checked to resolve: a variant that does not is named."""
+    out = []
+    for i, variant in enumerate(config.variants):
+        derived = config.with_variant(variant)
+        try:
+            make_plan(derived)
+        except (ConfigError, ResolutionError) as exc:
+            raise ConfigError(f"variant {show(variant.name)} does not resolve: {exc}", field=f"variants[{i}]",
+                              where=config.source) from None
+        out.append(derived)
+    return out
 
 
 def resolve(project: Project) -> Plan:
@@ -90,34 +133,102 @@ class SeriesVersions:
     releases: tuple[str, ...]
     cuda: tuple[str, ...]
     python: tuple[str, ...]
+    default_cuda: str | None = None
+    source: str = SHIPPED  # or the overlay file (index metadata)
+    verified: tuple[tuple[str, str], ...] = ()  # CUDA -> what a real GPU machine reported
 
 
 @dataclass(frozen=True)
 class Versions:
     frameworks: tuple[tuple[str, tuple[SeriesVersions, ...]], ...]
+    accelerator: str | None = None  # the listing keeps only the builds with kernels for it
 
     def to_dict(self) -> dict:
-        return {name: {s.series: {"releases": list(s.releases), "cuda": list(s.cuda), "python": list(s.python)}
-                       for s in series} for name, series in self.frameworks}
+        return {name: {s.series + ("" if s.source == SHIPPED else " (index metadata)"): {
+            "releases": list(s.releases), "cuda": list(s.cuda), "python": list(s.python),
+            "default_cuda": s.default_cuda, "source": s.source, "verified": dict(s.verified)} for s in series}
+            for name, series in self.frameworks}
 
 
-def versions(framework: str | None = None) -> Versions:
+def versions(framework: str | None = None, accelerator: str | None = None) -> Versions:
+    """The known releases; with an accelerator, only the releases and CUDA variants whose build has
+    kernels for it (as resolution would choose among them)."""
     matrix = load_matrix()
+    wanted = accelerator_named(matrix, accelerator, "--accelerator") if accelerator is not None else None
+    tagged = {r.minor for r in matrix.cuda}
     names = [framework] if framework is not None else sorted(matrix.frameworks)
     out = []
     for name in names:
         fw = matrix.framework(name)
         if fw is None:
             raise ResolutionError(f"framework: unknown framework {show(name)}; known: {', '.join(sorted(matrix.frameworks))}")
-        series = fw.series + ((fw.nightly,) if fw.nightly else ())
-        out.append((fw.name, tuple(SeriesVersions(s.series, tuple(s.releases), tuple(s.cuda), tuple(s.python))
-                                   for s in series)))
-    return Versions(tuple(out))
+        listed = []
+        for s in fw.series + ((fw.nightly,) if fw.nightly else ()):
+            releases, cuda = list(s.releases), list(s.cuda)
+            if wanted is not None:
+                fits = {r: [c for c in s.for_release(r).cuda
+                            if c in tagged and arch_supports(s.for_release(r).archs_for(c) or (), wanted.capability)]
+                        for r in s.releases or ("nightly",)}
+                releases = [r for r in s.releases if fits[r]]
+                cuda = sorted({c for r in fits.values() for c in r}, key=version_key)
+                if not cuda:
+                    continue
+            default = s.default_cuda if s.default_cuda in cuda else (cuda[-1] if cuda and wanted else s.default_cuda)
+            listed.append(SeriesVersions(s.series, tuple(releases), tuple(cuda), tuple(s.python), default, s.origin,
+                                         s.verified))
+        out.append((fw.name, tuple(listed)))
+    return Versions(tuple(out), wanted.name if wanted else None)
+
+
+@dataclass(frozen=True)
+class MatrixOptions:
+    frameworks: tuple[str, ...] = ()  # default: all
+    timeout: float = index_metadata.TIMEOUT  # seconds per request
+
+
+def _package_index(project: Project, options: MatrixOptions) -> index_metadata.Index:
+    """The config's pip_index_url (or --pip-index-url), else $PIP_INDEX_URL, else PyPI; the CA
+    bundle of the build (--ca-cert, PIP_CERT...) verifies it."""
+    if isinstance(options.timeout, bool) or not isinstance(options.timeout, (int, float)) or not 0 < options.timeout <= 300:
+        raise ConfigError(f"{show(options.timeout)} is not allowed: seconds, more than 0 and at most 300", field="--timeout")
+    config = load(project)
+    url = config.pip_index_url or os.environ.get("PIP_INDEX_URL") or index_metadata.DEFAULT_INDEX
+    return index_metadata.Index(url, timeout=float(options.timeout), ca_file=config.ca_cert or default_ca_bundle())
+
+
+def matrix_check(project: Project, options: MatrixOptions) -> index_metadata.MatrixReport:
+    """base_images/ against the index's metadata: missing releases, Pythons without wheels, default
+    CUDA/cuDNN that the default wheel's pins contradict."""
+    return index_metadata.run(load_matrix(), _package_index(project, options), options.frameworks)
+
+
+def matrix_refresh(project: Project, options: MatrixOptions) -> index_metadata.MatrixReport:
+    """matrix_check, and the releases missing from the data written to the user's overlay, which
+    resolution then reads (flagged as known from index metadata)."""
+    return index_metadata.run(load_matrix(), _package_index(project, options), options.frameworks, refresh=True)
 
 
 def build(project: Project, options: BuildOptions, reporter: Reporter) -> BuildResult:
     _check_build_options(options)
     return _build.build(load(project), options, reporter)
+
+
+@dataclass(frozen=True)
+class VariantsResult:
+    builds: tuple[tuple[str, BuildResult], ...]  # (variant name, its build), in config order
+
+    def to_dict(self) -> dict:
+        return {"variants": {name: result.to_dict() for name, result in self.builds}}
+
+
+def build_variants(project: Project, options: BuildOptions, reporter: Reporter) -> VariantsResult:
+    """Every variant of the config, one after the other on one builder: their common layers are built once."""
+    _check_build_options(options)
+    configs = variant_configs(load(replace(project, variant=None)))
+    if not configs:
+        raise ConfigError("the config has no variants: add `variants:` (a list of named overrides, e.g. "
+                          "[{name: cu126, cuda: '12.6'}]) or build without it", field="--all-variants")
+    return VariantsResult(tuple((c.variant or "", _build.build(c, options, reporter)) for c in configs))
 
 
 def _check_build_options(options: BuildOptions) -> None:
@@ -129,6 +240,8 @@ def _check_build_options(options: BuildOptions) -> None:
             usable = False
         if not usable:
             raise ConfigError(f"{show(options.docker)} is not an executable file (a docker client)", field="--docker")
+    if options.cache_ref is not None:
+        parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False)
 
 
 def push(ref: str, reporter: Reporter) -> PushResult:
@@ -149,6 +262,12 @@ class RunOptions:
     output: Path | None = None
     args: tuple[str, ...] = ()  # replace the image's default trainer args
     build: BuildOptions = field(default_factory=BuildOptions)
+    # A PythonPackageSpec instead of a trainer image: an executor (an image, or NAME==VERSION from the
+    # catalog of Google's prebuilt images), the packages to install at start and the module to run.
+    executor: str | None = None
+    packages: tuple[str, ...] = ()
+    module: str | None = None  # default: the config's trainer
+    region: str | None = None  # picks the catalog image's regional repository
 
 
 def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
@@ -161,6 +280,8 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
     if options.output is not None and options.output.exists() and not options.output.is_dir():
         raise ConfigError(f"{show(str(options.output))} exists and is not a directory", field="--output")
     _check_build_options(options.build)
+    if options.executor is not None or options.packages:
+        return _run_packages(project, options, reporter)
     # Host networking by default, for the build's RUN steps and the containers alike: workers
     # rendezvous over loopback, and engines without a bridge (CI's) can still run them.
     config = load(project)
@@ -173,6 +294,396 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
                      reporter=reporter, network=network)
 
 
+def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
+    if options.image is not None:
+        raise ConfigError(f"give an IMAGE or --executor, not both (IMAGE is {show(options.image)})", field="--executor")
+    if options.executor is None:
+        raise ConfigError("--package needs --executor IMAGE (or NAME==VERSION of a prebuilt training image)",
+                          field="--package")
+    if not options.packages:
+        raise ConfigError("--executor needs at least one --package (an sdist: a path, file://, https:// or gs:// URI)",
+                          field="--package")
+    overrides = project.overrides + ((("trainer", {"module": options.module}),) if options.module else ())
+    config = load(replace(project, overrides=overrides))
+    trainer = config.trainer
+    module = trainer.module if trainer and trainer.module else SCRIPT_MODULE if trainer else None
+    if module is None:
+        raise ConfigError("no module to run: pass --module (e.g. trainer.task) or set trainer in the config", field="--module")
+    packages = tuple(_package_uri(p, i) for i, p in enumerate(options.packages))
+    catalog = is_spec(options.executor)
+    if catalog:
+        image = resolve_executor(options.executor, gpu=config.gpu, region=options.region).uri
+    else:
+        image = str(parse_ref(options.executor, field="--executor"))
+    network = config.network or "host"
+    with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
+        spec = package_run(packages, module, _build._secrets(config, Path(tmp)), mount_launcher=catalog)
+        # No ARGS: the config's trainer args, as an image's CMD would give them.
+        args = options.args or (trainer.args if trainer else ())
+        return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output, args=args,
+                         reporter=reporter, network=network, package=spec)
+
+
+def _package_uri(text: str, index: int) -> str:
+    """A package as the run passes it: a remote URI as given, a local file (path or file://) by its absolute path."""
+    where = f"--package[{index}]"
+    if any(ord(c) < 0x21 or ord(c) == 0x7F or c == "," for c in text):
+        raise ConfigError(f"{show(text)} is not allowed: spaces, commas and control characters", field=where)
+    if text.startswith(("gs://", "https://", "http://")):
+        return text
+    if "://" in text and not text.startswith("file://"):
+        raise ConfigError(f"{show(text)}: the schemes are gs://, https://, http:// and file://, or a path", field=where)
+    path = Path(urllib.parse.unquote(text[len("file://"):]) if text.startswith("file://") else text)
+    if not path.is_file():
+        raise ConfigError(f"{show(text)} is not a file (build one with `buildkit-py package`)", field=where)
+    return str(path.resolve())
+
+
+@dataclass(frozen=True)
+class PackageOptions:
+    module: str | None = None  # default: the config's trainer
+    script: str | None = None  # a single script, packaged as Vertex AI's SDK packages one
+    name: str | None = None  # default: the config's package.name, else the directory's name
+    version: str | None = None  # default: the config's package.version, else 0.0.0
+    out: Path | None = None  # default: ./dist
+    stage: str | None = None  # gs://BUCKET/PREFIX, file:///DIR or a directory
+
+
+@dataclass(frozen=True)
+class PackageResult:
+    sdist: Sdist
+    staged: Staged | None
+
+    @property
+    def uri(self) -> str:
+        return self.staged.uri if self.staged else self.sdist.path.resolve().as_uri()
+
+    def to_dict(self) -> dict:
+        return {**self.sdist.to_dict(), "uri": self.uri, "uploaded": self.staged.uploaded if self.staged else None}
+
+
+def package(project: Project, options: PackageOptions) -> PackageResult:
+    """The trainer as a reproducible sdist (checked: the module is in it), staged when asked."""
+    if options.module and options.script:
+        raise ConfigError("give --module or --script, not both", field="--script")
+    name = distribution_name(options.name, "--name") if options.name is not None else None
+    version = pep440_version(options.version, "--version") if options.version is not None else None
+    where = parse_stage(options.stage) if options.stage is not None else None
+    trainer = {"module": options.module} if options.module else {"script": options.script} if options.script else None
+    config = load(replace(project, overrides=project.overrides + ((("trainer", trainer),) if trainer else ())))
+    sdist = build_sdist(config, options.out or Path("dist"), name=name, version=version)
+    return PackageResult(sdist, stage(sdist.path, sdist.sha256, where) if where else None)
+
+
+def executor_build(project: Project, options: BuildOptions, reporter: Reporter) -> BuildResult:
+    """An executor image: the config's framework, Python, packages, hypertune and the launcher, without trainer
+    code. The build context holds only the launcher (and the requirements file and template the config names),
+    so a trainer's code edits never change it."""
+    _check_build_options(options)
+    config = load(project)
+    with tempfile.TemporaryDirectory(prefix="buildkit-py-executor-") as tmp:
+        root = Path(tmp)
+        for rel in filter(None, (config.requirements, config.template)):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(config.root / rel, root / rel)
+        image = config.image or (None if config.tags else "buildkit-py/executor")
+        executor = replace(config, root=root, executor=True, trainer=None, image=image)
+        return _build.build(executor, options, reporter)
+
+
+def executors(framework: str | None = None, region: str | None = None) -> list[Executor]:
+    """Google's prebuilt training images (base_images/executors.yaml), in the region's repository."""
+    return catalog_entries(framework, region=region)
+
+
+def _digest(config: Config) -> str:
+    """repository@digest of the content tag as the engine recorded its push."""
+    ref = _build.planned_refs(config)[0][0]
+    from docker.errors import ImageNotFound
+
+    try:
+        digests = engine_client().images.get(str(ref)).attrs.get("RepoDigests") or []
+    except ImageNotFound:
+        digests = []
+    found = [d for d in digests if d.startswith(ref.repository + "@")]
+    if not found:
+        raise RegistryError(f"{ref} has not been pushed from this engine: run `buildkit-py build --push` (make push) "
+                            "first; a daemonless build prints its digest in `build --push --json`")
+    return found[0]
+
+
+# What `buildkit-py print NAME` gives: one value for Make and shell scripts.
+PRINTABLE: dict[str, Any] = {
+    "image-uri": lambda c: str(_build.planned_refs(c)[0][0]),
+    "image-tag": lambda c: _build.planned_refs(c)[0][0].tag,
+    "image": lambda c: _build.planned_refs(c)[0][0].repository,
+    "tags": lambda c: " ".join(map(str, _build.planned_refs(c)[0])),
+    "content-digest": lambda c: _build.planned_refs(c)[1],
+    "digest": _digest,
+    "base-image": lambda c: make_plan(c).base_image,
+    "cuda": lambda c: make_plan(c).cuda or "",
+    "python": lambda c: make_plan(c).python.version,
+    "framework": lambda c: make_plan(c).framework.requirement if make_plan(c).framework else "none",
+    "variants": lambda c: " ".join(v.name for v in c.variants),
+}
+
+
+def print_value(project: Project, name: str) -> str:
+    if name not in PRINTABLE:
+        raise ConfigError(f"{show(name)} is not a value buildkit-py prints; one of {', '.join(PRINTABLE)}", field="NAME")
+    return PRINTABLE[name](load(project))
+
+
+@dataclass(frozen=True)
+class GeneratedFile:
+    text: str
+    written: Path | None = None
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.written)} if self.written else {"text": self.text}
+
+
+def _generated(text: str, output: Path | None) -> GeneratedFile:
+    if output is not None:
+        write_atomic(output, text)
+    return GeneratedFile(text, output)
+
+
+def make(project: Project, output: Path | None = None) -> GeneratedFile:
+    """buildkit.mk: Make targets that each run one buildkit-py command, for `include buildkit.mk`."""
+    config = load(project)
+    return _generated(render_makefile(config, project.config, output.parent if output else Path.cwd()), output)
+
+
+def ci(project: Project, flavour: str, output: Path | None = None) -> GeneratedFile:
+    """A CI pipeline (github, cloudbuild or gitlab) that builds every variant with a registry cache and pushes."""
+    if flavour not in CI_FLAVOURS:
+        raise ConfigError(f"{show(flavour)} is not a CI flavour buildkit-py writes; one of {', '.join(CI_FLAVOURS)}",
+                          field="FLAVOUR")
+    config = load(project)
+    return _generated(render_ci(config, project.config, flavour), output)
+
+
 def _count(name: str, value: int, limit: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
         raise ConfigError(f"{show(value)} is not allowed: a whole number from 0 to {limit}", field=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Vertex AI jobs: the spec, the preflight plan, submission, cancellation
+
+@dataclass(frozen=True)
+class JobOptions:
+    """The job's flags; each overrides the config key of the same name under `job:`."""
+
+    image: str | None = None
+    name: str | None = None
+    machine_type: str | None = None
+    accelerator_type: str | None = None
+    accelerator_count: int | None = None
+    replica_count: int | None = None  # total: one chief (pool 0) and N-1 workers (pool 1)
+    project: str | None = None
+    region: str | None = None
+    target: str = "vertex"  # or loopback: an API on this machine, where loopback images are allowed
+    from_aiplatform: Path | None = None  # a legacy AI Platform config.yaml instead of the config's job
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    api_endpoint: str | None = None  # default: $BUILDKIT_PY_API_ENDPOINT, else https://REGION-aiplatform.googleapis.com
+    wait: bool = False
+    poll_interval: float = 15.0  # seconds between state reads while waiting
+    timeout: float = 60.0  # seconds per request
+
+
+@dataclass(frozen=True)
+class JobResult:
+    job: vertex.VertexJob
+    text: str  # the resource as JSON or YAML
+    not_converted: tuple[str, ...] = ()  # legacy fields left behind (--from-aiplatform)
+    notes: tuple[str, ...] = ()
+    written: Path | None = None
+
+    def to_dict(self) -> dict:
+        return self.job.resource  # the CustomJob / HyperparameterTuningJob itself
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    job: vertex.VertexJob  # pinned to the image's digest when the registry gave one
+    method: str
+    url: str
+    project: str
+    region: str
+    checks: tuple[preflight.Check, ...]
+
+    @property
+    def failed(self) -> tuple[preflight.Check, ...]:
+        return tuple(c for c in self.checks if c.ok is False)
+
+    def to_dict(self) -> dict:
+        return {"request": {"method": self.method, "url": self.url, "body": self.job.resource},
+                "checks": [c.to_dict() for c in self.checks], "notes": list(self.job.notes), "ok": not self.failed}
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    name: str  # projects/P/locations/R/customJobs/ID
+    console_url: str
+    state: str
+    tried: tuple[str, ...] = ()  # alternatives refused for capacity or quota before this one, with the reason
+    error: str | None = None  # the job's error, when it failed
+
+    @property
+    def failed(self) -> bool:
+        return self.state in ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "console_url": self.console_url, "state": self.state, "tried": list(self.tried),
+                "error": self.error}
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    name: str
+    state: str
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "state": self.state}
+
+
+def _job_settings(project: Project, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
+    """The config, and its job with the flags applied (each checked by its config key's validator)."""
+    config = load(project)
+    left: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    if options.from_aiplatform is not None:
+        conversion = aiplatform.convert(options.from_aiplatform)
+        config = replace(config, job=conversion.values["job"], hyperparameters=conversion.values.get("hyperparameters"))
+        left, notes = conversion.not_converted, conversion.notes
+    settings = config.job or JobConfig()
+    flags = {key: job_flag(key, getattr(options, key)) for key in
+             ("image", "name", "project", "region", "machine_type", "accelerator_type", "accelerator_count", "replica_count")
+             if getattr(options, key) is not None}
+    chief = {k: flags.pop(k) for k in list(flags) if k in ("machine_type", "accelerator_type", "accelerator_count",
+                                                              "replica_count")}
+    return config, replace(settings, chief=replace(settings.chief, **chief), **flags), left, notes
+
+
+def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, **kwargs) -> vertex.VertexJob:
+    check = None
+    if config.source != "(defaults)" and config.trainer is not None:  # an image built from this config
+        def check(accelerator: str) -> tuple[str, ...]:
+            return check_accelerator(make_plan(config), accelerator)
+    return vertex.build_job(config, settings, target=options.target, revision=_build.git_revision(config.root),
+                            check_accelerator=check, **kwargs)
+
+
+def job(project: Project, options: JobOptions, output: Path | None = None, as_json: bool = False) -> JobResult:
+    """The Vertex AI CustomJob (or HyperparameterTuningJob) for the config and flags, checked; nothing is sent.
+    As YAML, or JSON; written to output when given."""
+    config, settings, left, notes = _job_settings(project, options)
+    made = _vertex_job(config, settings, options)
+    text = json.dumps(made.resource, indent=2) + "\n" if as_json else yaml.safe_dump(made.resource, sort_keys=False)
+    if output is not None:
+        write_atomic(output, text)
+    return JobResult(made, text, left, notes, output)
+
+
+def _project_id(settings: JobConfig) -> str:
+    if settings.project:
+        return settings.project
+    for name in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"):
+        if os.environ.get(name):
+            return job_flag("project", os.environ[name])
+    try:
+        _, found = jobs_submit.default_credentials()
+    except ServiceError:
+        found = None  # said below: the project is what is missing here
+    if not found:
+        raise ConfigError("no project: pass --project, set job.project or GOOGLE_CLOUD_PROJECT (or use credentials "
+                          "that name one)", field="--project")
+    return job_flag("project", found)
+
+
+def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = SubmitOptions()) -> PlanResult:
+    """What submit would send, and each check with its result: the image in its registry (a HEAD against it),
+    its platform, accelerator and machine fit, strategy, staging, the console URL."""
+    config, settings, _, _ = _job_settings(project, options)
+    planned = _vertex_job(config, settings, options)
+    region = settings.region or vertex.DEFAULT_REGION
+    project_id = _project_id(settings)
+    checks, digest = preflight.image_checks(planned, parse_ref(planned.image, field="--image"))
+    if digest:
+        planned = _vertex_job(config, settings, options, digest=digest)
+    base = jobs_submit.api_endpoint(submit_options.api_endpoint, region, dict(os.environ))
+    url = f"{base}/v1/projects/{project_id}/locations/{region}/{planned.kind}"
+    console = vertex.console_url(project_id, region, "ID")
+    checks += preflight.job_checks(planned, project=project_id, region=region, console=console.replace("ID", "<job id>"),
+                                   staging=settings.staging_bucket or settings.base_output_directory)
+    return PlanResult(planned, "POST", url, project_id, region, tuple(checks))
+
+
+def submit(project: Project, options: JobOptions, submit_options: SubmitOptions = SubmitOptions(),
+           on_state: Callable[[str, dict], None] | None = None) -> SubmitResult:
+    """Check (as plan), then create the job; on a refusal for capacity or quota, the config's `fallbacks:` in
+    order. With wait, follow its state to the end (on_state at each change)."""
+    if not 0 < submit_options.poll_interval <= 3600 or not 0 < submit_options.timeout <= 600:
+        raise ConfigError("poll interval and timeout: seconds, more than 0 (at most 3600 and 600)", field="--poll")
+    planned = plan(project, options, submit_options)
+    if planned.failed:
+        first = planned.failed[0]
+        error = BuildkitError(f"nothing was sent: check {first.name} failed: {first.detail}")
+        error.exit_code = first.exit_code  # the failed check's own (2: bad input, 7: registry...)
+        raise error
+    config, settings, _, _ = _job_settings(project, options)
+    credentials, _ = jobs_submit.default_credentials()
+    tried: list[str] = []
+    digest = _digest_of(planned.job.image)
+    alternatives = (None, *config.fallbacks)
+    for i, fallback in enumerate(alternatives):
+        attempt = planned.job if fallback is None else _vertex_job(config, settings, options, digest=digest,
+                                                                    fallback=fallback)
+        region = (fallback and fallback.region) or planned.region
+        base = jobs_submit.api_endpoint(submit_options.api_endpoint, region, dict(os.environ))
+        client = jobs_submit.Client(base, planned.project, region, credentials, timeout=submit_options.timeout)
+        try:
+            created = client.create(attempt.kind, attempt.resource)
+            break
+        except ServiceError as exc:
+            if not jobs_submit.is_capacity(exc) or i == len(alternatives) - 1:
+                raise
+            tried.append(f"{attempt.accelerator or 'CPU'} {attempt.machine_type} {region} "
+                         f"{attempt.strategy or 'STANDARD'}: {exc}")
+    name = str(created.get("name", ""))
+    try:
+        _, _, _, job_id = jobs_submit.parse_name(name)
+    except ConfigError:
+        raise ServiceError(f"the Vertex AI API at {client.base} created a job but answered no job name: {show(name)}") from None
+    result = SubmitResult(name, vertex.console_url(planned.project, region, job_id), str(created.get("state")), tuple(tried))
+    if not submit_options.wait:
+        return result
+    try:
+        final = client.wait(name, on_state or (lambda state, job: None), poll=submit_options.poll_interval)
+    except KeyboardInterrupt:
+        raise WaitInterrupted(f"stopped following {name}; the job keeps running. Cancel it with: "
+                              f"buildkit-py cancel {name}") from None
+    return replace(result, state=str(final.get("state")), error=jobs_submit.job_error(final))
+
+
+def _digest_of(image: str | None) -> str | None:
+    return parse_ref(image, field="--image").digest if image else None
+
+
+def cancel(name: str, submit_options: SubmitOptions = SubmitOptions(), *, project: str | None = None,
+           region: str | None = None) -> CancelResult:
+    """Ask the service to cancel the job; it ends in JOB_STATE_CANCELLED (or had already ended). NAME is the
+    resource name submit prints, or a custom job's ID with project and region."""
+    if "/" not in name and project is not None and region is not None:
+        name = f"projects/{job_flag('project', project)}/locations/{job_flag('region', region)}/customJobs/{name}"
+    project_id, region, _, _ = jobs_submit.parse_name(name)
+    base = jobs_submit.api_endpoint(submit_options.api_endpoint, region, dict(os.environ))
+    credentials, _ = jobs_submit.default_credentials()
+    client = jobs_submit.Client(base, project_id, region, credentials, timeout=submit_options.timeout)
+    client.cancel(name)
+    return CancelResult(name, str(client.get(name).get("state")))

@@ -10,20 +10,18 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .builders import select_builder
+from .builders import builder_class
 from .builders.base import BuildRequest
 from .config import Config, default_ca_bundle
 from .context import staged_context
-from .engine import engine_client
 from .errors import BuildError
 from .plan import LABEL_PREFIX, Plan, make_plan
 from .progress import Reporter
 from .refs import ImageRef, parse_ref
-from .registry import PushResult, push
+from .registry import PushResult
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import launcher_sources
 
@@ -39,6 +37,9 @@ class BuildOptions:
     push: bool = False
     docker: str | None = None  # the docker client that runs BuildKit (default: $BUILDKIT_PY_DOCKER or found)
     no_cache: bool = False
+    # A registry image to reuse layers from and refresh (e.g. REPO:buildcache): what CI runners with
+    # an empty engine need. BuildKit keeps the cache inline in that image; buildah in that repository.
+    cache_ref: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,13 @@ def image_refs(config: Config, content_tag: str, revision: str | None) -> list[I
     extra = [parse_ref(t, field="--tag", allow_digest=False) for t in config.tags]
     primary = config.image or (extra[0].repository if extra else f"buildkit-py/{_slug(config.root.name)}")
     repo = parse_ref(primary, field="image")
-    refs = [ImageRef(repo.registry, repo.path, content_tag)]
+    # A variant's tags carry its name, so variants of one config never share a tag.
+    suffix = f"-{config.variant}" if config.variant else ""
+    refs = [ImageRef(repo.registry, repo.path, content_tag + suffix)]
     if revision:
-        refs.append(ImageRef(repo.registry, repo.path, f"git-{revision}"))
+        refs.append(ImageRef(repo.registry, repo.path, f"git-{revision}{suffix}"))
     for ref in extra:
-        refs.append(ref if ref.tag else ImageRef(ref.registry, ref.path, content_tag))
+        refs.append(ImageRef(ref.registry, ref.path, (ref.tag or content_tag) + suffix))
     unique = {str(r): r for r in refs}
     return list(unique.values())
 
@@ -117,21 +120,27 @@ def _private_copy(data: bytes, path: Path) -> Path:
     return path
 
 
-def _existing_image(client, ref: ImageRef) -> str | None:
-    from docker.errors import ImageNotFound
+def _inputs(config: Config, buildkit: bool) -> tuple[Plan, str, str]:
+    """The plan, Dockerfile and .dockerignore a build of this config uses."""
+    plan = make_plan(config)
+    return plan, render_dockerfile(plan, root=config.root, buildkit=buildkit), render_project_dockerignore(config.root)
 
-    try:
-        return client.images.get(str(ref)).id
-    except ImageNotFound:
-        return None
+
+def planned_refs(config: Config) -> tuple[list[ImageRef], str]:
+    """The tags a build would apply (the content tag first) and the content digest, without an
+    engine: what `print image-uri` and the Makefile's push stamp need."""
+    _, dockerfile, ignore = _inputs(config, builder_class(config.builder).supports_secrets)
+    with staged_context(config.root, dockerfile, ignore, allow_secrets=config.allow_secrets,
+                        allow_large=config.allow_large, extras=launcher_sources()) as ctx:
+        return image_refs(config, f"bk-{ctx.digest[:16]}", git_revision(config.root)), ctx.digest
 
 
 def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildResult:
-    plan = make_plan(config)
-    builder = select_builder(config.builder, options.docker)
-    dockerfile = render_dockerfile(plan, root=config.root, buildkit=builder.supports_secrets)
-    ignore = render_project_dockerignore(config.root)
+    backend = builder_class(config.builder)
+    plan, dockerfile, ignore = _inputs(config, backend.supports_secrets)
+    builder = backend.create(options.docker)
     platform = config.platform or ("linux/amd64" if plan.gpu else None)
+    cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None
 
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
         secrets = _secrets(config, Path(tmp))  # every input is checked before the engine is reached
@@ -141,19 +150,20 @@ def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildRes
                 "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
                 "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
             )
-        client = engine_client()
         revision = git_revision(config.root)
         with staged_context(config.root, dockerfile, ignore, allow_secrets=config.allow_secrets,
                             allow_large=config.allow_large, extras=launcher_sources()) as ctx:
             content_tag = f"bk-{ctx.digest[:16]}"
             refs = image_refs(config, content_tag, revision)
-            image_id = None if options.no_cache else _existing_image(client, refs[0])
+            image_id = None if options.no_cache else builder.image_id(refs[0])
             built = image_id is None
             if built:
                 reporter.message(f"building {refs[0]} ({len(ctx.files)} files in the context, builder {builder.name})")
                 labels = [(f"{LABEL_PREFIX}.content-digest", ctx.digest)]
                 if revision:
                     labels.append(("org.opencontainers.image.revision", revision))
+                if config.variant:
+                    labels.append((f"{LABEL_PREFIX}.variant", config.variant))
                 request = BuildRequest(
                     context_dir=ctx.directory,
                     dockerfile=ctx.dockerfile,
@@ -162,34 +172,17 @@ def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildRes
                     network=config.network,
                     secrets=secrets,
                     no_cache=options.no_cache,
+                    cache_ref=cache_ref,
                 )
                 image_id = builder.build(request, reporter)
             else:
                 reporter.message(f"{refs[0]} is up to date: same Dockerfile and files, nothing to build")
-            _tag(client, image_id, refs)
+            builder.tag(image_id, refs)
             reporter.message("tagged " + ", ".join(str(r) for r in refs))
+            if cache_ref is not None and builder.inline_cache and options.push:
+                builder.tag(image_id, [cache_ref])  # the inline cache travels in this image
 
-    pushed = tuple(push(ref, reporter, client=client) for ref in refs) if options.push else ()
+    pushed = tuple(builder.push(ref, reporter) for ref in refs) if options.push else ()
+    if cache_ref is not None and builder.inline_cache and options.push:
+        builder.push(cache_ref, reporter)
     return BuildResult(image_id, tuple(str(r) for r in refs), built, ctx.digest, plan, pushed)
-
-
-def _tag(client, image_id: str, refs: Sequence[ImageRef]) -> None:
-    """Apply every tag or none: a refusal removes the tags this call added."""
-    from docker.errors import APIError
-
-    added: list[ImageRef] = []
-    for ref in refs:
-        existed = _existing_image(client, ref) is not None
-        try:
-            ok, why = client.api.tag(image_id, ref.repository, ref.tag), "no reason given"
-        except APIError as exc:
-            ok, why = False, exc.explanation or exc
-        if not ok:
-            for done in added:
-                try:
-                    client.api.remove_image(str(done), noprune=True)
-                except APIError:
-                    pass
-            raise BuildError(f"the engine refused to tag {image_id} as {ref}: {why}")
-        if not existed:
-            added.append(ref)

@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 
 from . import __version__, api
-from .errors import BuildkitError
+from .errors import BuildkitError, ConfigError
 from .progress import reporter
 
 PROGRESS = ("auto", "plain", "tty", "json")
@@ -33,6 +33,9 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--framework", help="e.g. torch==2.5.1, tensorflow==2.15.1, jax==nightly, none")
     group.add_argument("--python", help="Python version, e.g. 3.11")
     group.add_argument("--cuda", help="CUDA version, e.g. 12.4 (default: from the framework)")
+    group.add_argument("--accelerator", help="the Vertex AI GPU the job runs on, e.g. NVIDIA_TESLA_T4: a CUDA build "
+                                             "with kernels for it is chosen")
+    group.add_argument("--cuda-flavor", help="nvidia/cuda flavour: auto (default), base, runtime, cudnn-runtime, devel")
     group.add_argument("--base-image", help="use this base image instead of the resolved one")
     group.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None, help="build for GPUs")
     group.add_argument("--hypertune", action=argparse.BooleanOptionalAction, default=None,
@@ -41,6 +44,7 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--template", help="your own Dockerfile template in the trainer directory")
     group.add_argument("--image", help="repository for the content and git tags, e.g. 127.0.0.1:5000/trainer")
     group.add_argument("--python-mirror", help="mirror for standalone Python downloads (UV_PYTHON_INSTALL_MIRROR)")
+    group.add_argument("--variant", help="one of the config's variants: its overrides apply and its name ends the tags")
 
 
 def _build_flags(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +58,9 @@ def _build_flags(parser: argparse.ArgumentParser) -> None:
                             "(default: the file named by PIP_CERT, REQUESTS_CA_BUNDLE or SSL_CERT_FILE)")
     group.add_argument("--pip-index-url", help="pip index URL, credentials allowed: passed as a secret pip.conf")
     group.add_argument("--pip-conf", help="a pip.conf passed as a BuildKit secret")
-    group.add_argument("--builder", help="build backend: auto (BuildKit), buildkit or legacy")
+    group.add_argument("--builder", help="build backend: auto (BuildKit), buildkit, legacy or buildah (no Docker engine)")
+    group.add_argument("--cache-ref", metavar="REF", help="registry cache: reuse the layers of REF (e.g. "
+                       "REPO-cache:buildcache) and, with --push, refresh it")
     group.add_argument("--allow-secret", action="append", metavar="PATTERN", dest="allow_secrets",
                        help="let a file that looks like a secret into the build context (repeatable)")
     group.add_argument("--allow-large", action="append", metavar="PATTERN", dest="allow_large",
@@ -65,19 +71,20 @@ def _build_flags(parser: argparse.ArgumentParser) -> None:
                        help="progress display (auto: live on a terminal, plain lines otherwise)")
 
 
-_OVERRIDES = ("framework", "python", "cuda", "base_image", "gpu", "hypertune", "requirements", "template", "image",
-              "python_mirror", "tags", "platform", "network", "ca_cert", "pip_index_url", "pip_conf", "builder",
-              "allow_secrets", "allow_large")
+_OVERRIDES = ("framework", "python", "cuda", "accelerator", "cuda_flavor", "base_image", "gpu", "hypertune",
+              "requirements", "template", "image", "python_mirror", "tags", "platform", "network", "ca_cert",
+              "pip_index_url", "pip_conf", "builder", "allow_secrets", "allow_large")
 
 
 def _project(args: argparse.Namespace) -> api.Project:
     overrides = tuple((key, getattr(args, key)) for key in _OVERRIDES
                       if getattr(args, key, None) is not None)
-    return api.Project(config=args.config, directory=args.dir, overrides=overrides)
+    return api.Project(config=args.config, directory=args.dir, overrides=overrides, variant=getattr(args, "variant", None))
 
 
 def _build_options(args: argparse.Namespace) -> api.BuildOptions:
-    return api.BuildOptions(push=getattr(args, "push", False), docker=args.docker, no_cache=args.no_cache)
+    return api.BuildOptions(push=getattr(args, "push", False), docker=args.docker, no_cache=args.no_cache,
+                            cache_ref=args.cache_ref)
 
 
 def _print_json(value) -> None:
@@ -100,8 +107,14 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         ("hypertune", plan.hypertune or "no"),
         ("entrypoint", json.dumps(list(plan.entrypoint + plan.cmd)) if plan.entrypoint else "none"),
     ]
+    if plan.gpu and plan.base_kind == "cuda":
+        rows[1:1] = [("flavour", plan.cuda_flavor), ("GPU archs", ", ".join(plan.cuda_archs) or "not recorded")]
+    if plan.accelerator:
+        rows.insert(1, ("accelerator", plan.accelerator))
     for name, value in rows:
         print(f"{name:<11} {value}")
+    for note in plan.notes:
+        print(f"note: {note}")
     return 0
 
 
@@ -117,8 +130,46 @@ def cmd_dockerfile(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    result = api.build(_project(args), _build_options(args), reporter(args.progress))
-    if args.json:
+    if args.all_variants:
+        if args.variant is not None:
+            raise ConfigError("give --variant NAME or --all-variants, not both", field="--all-variants")
+        result = api.build_variants(_project(args), _build_options(args), reporter(args.progress))
+        if args.json:
+            _print_json(result.to_dict())
+            return 0
+        for name, build in result.builds:
+            print(f"variant {name}")
+            _print_build(build, False)
+        return 0
+    return _print_build(api.build(_project(args), _build_options(args), reporter(args.progress)), args.json)
+
+
+def _print_generated(result: api.GeneratedFile, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(result.to_dict()))
+    elif result.written:
+        print(f"wrote {result.written}", file=sys.stderr)
+    else:
+        sys.stdout.write(result.text)
+    return 0
+
+
+def cmd_make(args: argparse.Namespace) -> int:
+    return _print_generated(api.make(_project(args), args.output), args.json)
+
+
+def cmd_ci(args: argparse.Namespace) -> int:
+    return _print_generated(api.ci(_project(args), args.flavour, args.output), args.json)
+
+
+def cmd_print(args: argparse.Namespace) -> int:
+    value = api.print_value(_project(args), args.name)
+    print(json.dumps({args.name: value}) if args.json else value)
+    return 0
+
+
+def _print_build(result: api.BuildResult, as_json: bool) -> int:
+    if as_json:
         _print_json(result.to_dict())
         return 0
     print(f"image {result.image_id}{'' if result.built else ' (up to date)'}")
@@ -126,6 +177,41 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"tag   {tag}")
     for pushed in result.pushed:
         print(f"push  {pushed.image}")
+    return 0
+
+
+def cmd_package(args: argparse.Namespace) -> int:
+    if args.path is not None and args.dir is not None:
+        raise ConfigError("give the trainer directory as PATH or --dir, not both", field="PATH")
+    if args.path is not None:
+        args.dir = args.path
+    options = api.PackageOptions(module=args.module, script=args.script, name=args.name, version=args.version,
+                                 out=args.out, stage=args.stage)
+    result = api.package(_project(args), options)
+    if args.json:
+        _print_json(result.to_dict())
+        return 0
+    sdist = result.sdist
+    print(f"sdist   {sdist.path} ({sdist.size} bytes, {len(sdist.files)} files)")
+    print(f"sha256  {sdist.sha256}")
+    print(f"module  {sdist.module}")
+    if result.staged:
+        print(f"uri     {result.uri}{'' if result.staged.uploaded else ' (already there)'}")
+    return 0
+
+
+def cmd_executor_build(args: argparse.Namespace) -> int:
+    return _print_build(api.executor_build(_project(args), _build_options(args), reporter(args.progress)), args.json)
+
+
+def cmd_executor_list(args: argparse.Namespace) -> int:
+    found = api.executors(args.framework, args.region)
+    if args.json:
+        _print_json([e.to_dict() for e in found])
+        return 0
+    for e in found:
+        print(f"{e.framework}=={e.version} {'GPU (CUDA ' + e.cuda + ')' if e.gpu else 'CPU':<13} Python {e.python}  "
+              f"{e.uri}  (support ends {e.support_ends}, available until {e.available_until})")
     return 0
 
 
@@ -151,7 +237,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     options = api.RunOptions(image=args.run_image, gpus=args.gpus, workers=args.workers, output=args.output,
-                             args=tuple(args.trainer_args), build=_build_options(args))
+                             args=tuple(args.trainer_args), build=_build_options(args), executor=args.executor,
+                             packages=tuple(args.packages or ()), module=args.module, region=args.region)
     result = api.run(_project(args), options, reporter(args.progress))
     if args.json:
         _print_json(result.to_dict())
@@ -163,7 +250,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    out = api.versions(args.framework).to_dict()
+    out = api.versions(args.framework, args.accelerator).to_dict()
     if args.json:
         _print_json(out)
         return 0
@@ -176,6 +263,125 @@ def cmd_versions(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    options = api.MatrixOptions(frameworks=tuple(args.frameworks), timeout=args.timeout)
+    check = api.matrix_check if args.action == "check" else api.matrix_refresh
+    report = check(_project(args), options)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        for finding in report.findings:
+            print(f"{'FAIL' if finding.problem else 'info'} {finding.message}")
+        checked = ", ".join(f"{name} {count}" for name, count in report.checked)
+        print(f"checked {checked} releases against {report.index}: {len(report.problems)} problem(s)")
+        if report.overlay:
+            added = ", ".join(f"{f}=={r}" for f, r in report.added) or "nothing new"
+            print(f"wrote {report.overlay}: {added}")
+    # check: 1 when the data disagrees with the index, like diff; refresh has done its work either way.
+    return 1 if args.action == "check" and report.problems else 0
+
+
+def _job_options(args: argparse.Namespace) -> api.JobOptions:
+    return api.JobOptions(image=args.job_image, name=args.name, machine_type=args.machine_type,
+                          accelerator_type=args.accelerator_type, accelerator_count=args.accelerator_count,
+                          replica_count=args.replica_count, project=args.project, region=args.region, target=args.target,
+                          from_aiplatform=getattr(args, "from_aiplatform", None))
+
+
+def _submit_options(args: argparse.Namespace) -> api.SubmitOptions:
+    return api.SubmitOptions(api_endpoint=args.api_endpoint, wait=getattr(args, "wait", False),
+                             poll_interval=getattr(args, "poll", api.SubmitOptions.poll_interval))
+
+
+def cmd_job(args: argparse.Namespace) -> int:
+    as_json = args.json or (args.output is not None and args.output.suffix == ".json" and not args.yaml)
+    result = api.job(_project(args), _job_options(args), args.output, as_json)
+    for note in result.notes + result.job.notes:
+        print(f"note: {note}", file=sys.stderr)
+    for field in result.not_converted:
+        print(f"not converted: {field}", file=sys.stderr)
+    if result.written:
+        print(f"wrote {result.written} ({result.job.kind[:-1]})", file=sys.stderr)
+    else:
+        sys.stdout.write(result.text)
+    return 0
+
+
+def _print_plan(result: api.PlanResult) -> None:
+    print(f"Vertex AI plan: {result.method} {result.url}")
+    print(f"  + {result.job.kind[:-1]} {json.dumps(result.job.display_name)}")
+    for line in json.dumps(result.job.resource, indent=2).splitlines():
+        print(f"    {line}")
+    print("checks:")
+    for check in result.checks:
+        mark = "info" if check.ok is None else "ok" if check.ok else "FAIL"
+        print(f"  {mark:<5} {check.name:<12} {check.detail}")
+    for note in result.job.notes:
+        print(f"note: {note}")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    result = api.plan(_project(args), _job_options(args), _submit_options(args))
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        _print_plan(result)
+    return result.failed[0].exit_code if result.failed else 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        return cmd_plan(args)
+
+    def on_state(state: str, job: dict) -> None:
+        print(f"state {state}", file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    result = api.submit(_project(args), _job_options(args), _submit_options(args), on_state)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        for tried in result.tried:
+            print(f"refused {tried}")
+        print(f"name    {result.name}")
+        print(f"console {result.console_url}")
+        if args.wait:
+            print(f"end     {result.state}")
+    if result.error:
+        print(f"buildkit-py: the job ended in {result.state}: {result.error}", file=sys.stderr)
+    return 1 if result.failed else 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    result = api.cancel(args.job_name, _submit_options(args), project=args.project, region=args.region)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        print(f"cancel requested for {result.name}: now {result.state}")
+    return 0
+
+
+def _job_flags(parser: argparse.ArgumentParser) -> None:
+    # --image here is the job's image (a reference with tag or digest), not the config's `image` repository.
+    parser.conflict_handler = "resolve"
+    group = parser.add_argument_group("the Vertex AI job (flags override `job:` in the config)")
+    group.add_argument("--image", dest="job_image", metavar="URI", help="the trainer image, e.g. "
+                       "us-central1-docker.pkg.dev/PROJECT/REPO/trainer:v1 (pinned by digest when the registry gives one)")
+    group.add_argument("--name", help="display name (default: <base>_<YYYYMMDD_HHMMSS>)")
+    group.add_argument("--machine-type", help="e.g. n1-standard-8, g2-standard-12, a3-highgpu-8g")
+    group.add_argument("--accelerator-type", help="e.g. NVIDIA_TESLA_T4, NVIDIA_L4 (default: the config's accelerator)")
+    group.add_argument("--accelerator-count", type=int, help="GPUs per machine")
+    group.add_argument("--replica-count", type=int, help="total replicas: one chief and N-1 workers")
+    group.add_argument("--target", choices=("vertex", "loopback"), default="vertex",
+                       help="vertex (default); loopback: an API on this machine, loopback images allowed")
+    group.add_argument("--project", help="Google Cloud project (default: job.project, $GOOGLE_CLOUD_PROJECT, ADC's)")
+    group.add_argument("--region", help="e.g. us-central1 (default: job.region, else us-central1)")
+
+
+def _api_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--api-endpoint", metavar="URL", help="the Vertex AI API (default: $BUILDKIT_PY_API_ENDPOINT, "
+                        "else https://REGION-aiplatform.googleapis.com)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="buildkit-py",
@@ -186,8 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, help_text: str, func, *, config: bool = False, build: bool = False, json_help: str = ""):
-        p = sub.add_parser(name, help=help_text, description=help_text)
+    def command(name: str, help_text: str, func, *, config: bool = False, build: bool = False, json_help: str = "",
+                parent=sub):
+        p = parent.add_parser(name, help=help_text, description=help_text)
         _common(p)
         if config:
             _config_flags(p)
@@ -208,6 +415,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("build", "build the image with BuildKit (and push it with --push)", cmd_build, config=True, build=True,
                 json_help="print the result (image, tags, digests) as JSON")
     p.add_argument("--push", action="store_true", help="push every tag after the build")
+    p.add_argument("--all-variants", action="store_true", help="build every variant of the config, one image each")
+
+    p = command("make", "write buildkit.mk, Make targets for image, push, package, run... (include it in your Makefile)",
+                cmd_make, config=True, json_help="print the text (or the path written) as JSON")
+    p.add_argument("-o", "--output", type=Path, help="write it here (e.g. buildkit.mk) instead of stdout")
+
+    p = command("ci", "write a CI pipeline that builds with a registry cache, pushes and saves the digest", cmd_ci,
+                config=True, json_help="print the text (or the path written) as JSON")
+    p.add_argument("flavour", metavar="FLAVOUR", help="github, cloudbuild or gitlab")
+    p.add_argument("-o", "--output", type=Path, help="write it here (e.g. .github/workflows/image.yml) instead of stdout")
+
+    p = command("print", "print one value for Make and shell scripts: " + ", ".join(api.PRINTABLE), cmd_print,
+                config=True, build=True, json_help="print {NAME: value} as JSON")
+    p.add_argument("name", metavar="NAME", help=", ".join(api.PRINTABLE))
 
     p = command("push", "push a local image to its registry and print the digest", cmd_push,
                 json_help="print image, digest and size as JSON")
@@ -224,12 +445,83 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=0, help="GPUs per container (passed as --gpus and checked)")
     p.add_argument("--workers", type=int, default=0, help="worker containers besides the chief")
     p.add_argument("--output", type=Path, help="local directory for AIP_MODEL_DIR etc. (default: buildkit-output/JOB)")
+    group = p.add_argument_group("a Python package on an executor image (Vertex AI's PythonPackageSpec)")
+    group.add_argument("--executor", metavar="IMAGE", help="an executor image (buildkit-py executor build), or NAME==VERSION "
+                       "of Google's prebuilt training images (buildkit-py executor list)")
+    group.add_argument("--package", action="append", metavar="DIST", dest="packages",
+                       help="an sdist to install at start: a path, file://, https:// or gs:// URI (repeatable)")
+    group.add_argument("--module", help="the module to run, python -m MODULE (default: the config's trainer)")
+    group.add_argument("--region", help="picks a prebuilt image's regional repository, e.g. europe-west4")
     p.set_defaults(takes_trailing=True)
-    p.usage = "buildkit-py run [IMAGE] [options] [-- TRAINER ARGS...]"
+    p.usage = "buildkit-py run [IMAGE | --executor IMAGE --package DIST] [options] [-- TRAINER ARGS...]"
+
+    p = command("package", "build the trainer as a reproducible sdist (and stage it) for prebuilt containers",
+                cmd_package, config=True, json_help="print the sdist (path, sha256, size, module) and its URI as JSON")
+    p.add_argument("path", nargs="?", type=Path, metavar="PATH", help="the trainer directory (default: --dir or .)")
+    p.add_argument("--module", help="the module to run, python -m MODULE (default: the config's trainer)")
+    p.add_argument("--script", help="a single .py script, packaged as aiplatform_custom_trainer_script.task")
+    p.add_argument("--name", help="distribution name (default: the config's package.name, else the directory's name)")
+    p.add_argument("--version", help="PEP 440 version (default: the config's package.version, else 0.0.0)")
+    p.add_argument("--out", type=Path, help="directory for the sdist (default: ./dist)")
+    p.add_argument("--stage", metavar="URI", help="upload to gs://BUCKET/PREFIX, file:///DIR or a directory; the object "
+                                                  "name holds the content digest")
+
+    p = sub.add_parser("executor", help="executor images: build one, or list Google's prebuilt training images",
+                       description="executor images run a trainer shipped as a Python package")
+    _common(p)
+    executor = p.add_subparsers(dest="executor_command", required=True, metavar="SUBCOMMAND")
+    p = command("build", "build an executor image: framework, hypertune and the launcher, no trainer code",
+                cmd_executor_build, config=True, build=True, json_help="print the result (image, tags, digests) as JSON",
+                parent=executor)
+    p.add_argument("--push", action="store_true", help="push every tag after the build")
+    p = command("list", "list Google's prebuilt training images (base_images/executors.yaml)", cmd_executor_list,
+                json_help="print as JSON", parent=executor)
+    p.add_argument("framework", nargs="?", help="one framework (default: all)")
+    p.add_argument("--region", help="the job's region: picks the us, europe or asia repository")
 
     p = command("versions", "list the framework releases, CUDA versions and Pythons buildkit-py knows", cmd_versions,
                 json_help="print as JSON")
     p.add_argument("framework", nargs="?", help="one framework (default: all)")
+    p.add_argument("--accelerator", help="only the releases and CUDA builds with kernels for this Vertex AI GPU, "
+                                         "e.g. NVIDIA_TESLA_V100")
+
+    p = command("matrix", "check the version data against the package index (check), or also write the releases "
+                "it lacks to your overlay (refresh)", cmd_matrix, json_help="print the findings as JSON")
+    p.add_argument("action", choices=("check", "refresh"))
+    p.add_argument("frameworks", nargs="*", metavar="FRAMEWORK", help="default: all")
+    p.add_argument("--config", type=Path, help="buildkit.yaml whose pip_index_url and ca_cert to use")
+    p.add_argument("--dir", type=Path, default=None, help="directory to find the config in (default: .)")
+    p.add_argument("--pip-index-url", help="the index to read (default: pip_index_url, $PIP_INDEX_URL, else PyPI)")
+    p.add_argument("--ca-cert", help="CA bundle for the index (default: PIP_CERT, REQUESTS_CA_BUNDLE, SSL_CERT_FILE)")
+    p.add_argument("--timeout", type=float, default=api.MatrixOptions.timeout, help="seconds per request")
+
+    p = command("job", "write the Vertex AI CustomJob (or HyperparameterTuningJob) for the config and flags", cmd_job,
+                config=True, json_help="print the job resource as JSON (default YAML)")
+    _job_flags(p)
+    p.add_argument("--yaml", action="store_true", help="print YAML (the default)")
+    p.add_argument("-o", "--output", type=Path, help="write the spec here (JSON when the name ends .json)")
+    p.add_argument("--from-aiplatform", type=Path, metavar="CONFIG_YAML",
+                   help="convert a legacy AI Platform Training config.yaml (trainingInput) instead of the config's job")
+
+    p = command("plan", "check the job before submitting: image in its registry, platform, machine and GPU fit, "
+                "strategy, staging; print the request", cmd_plan, config=True, json_help="print request and checks as JSON")
+    _job_flags(p)
+    _api_flags(p)
+
+    p = command("submit", "submit the job to Vertex AI (after the plan's checks) and print its name and console URL",
+                cmd_submit, config=True, json_help="print name, console URL and state as JSON")
+    _job_flags(p)
+    _api_flags(p)
+    p.add_argument("--wait", action="store_true", help="follow the job's state until it ends; exit 1 when it fails")
+    p.add_argument("--dry-run", action="store_true", help="only the plan: nothing is sent")
+    p.add_argument("--poll", type=float, default=api.SubmitOptions.poll_interval, help=argparse.SUPPRESS)
+
+    p = command("cancel", "cancel a Vertex AI job", cmd_cancel, json_help="print name and state as JSON")
+    p.add_argument("job_name", metavar="NAME", help="projects/P/locations/R/customJobs/ID as submit prints it, or an ID "
+                                                    "with --project and --region")
+    p.add_argument("--project", help="with a bare ID")
+    p.add_argument("--region", help="with a bare ID")
+    _api_flags(p)
     return parser
 
 

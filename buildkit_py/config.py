@@ -14,12 +14,13 @@ import re
 import tomllib
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
 
 from .builders import BUILDERS
 from .errors import ConfigError, show
@@ -50,8 +51,15 @@ _MIRROR_URL = re.compile(r"https?://[A-Za-z0-9._~:/?#\[\]!&()*+,;=%-]+", re.ASCI
 _INDEX_URL = re.compile(r"https?://[!-~]+", re.ASCII)  # printable ASCII: credentials allowed, no space or line break
 _PLATFORM = re.compile(r"[a-z0-9]+/[a-z0-9_]+(?:/v?[0-9a-z]+)?", re.ASCII)
 _BUILD_NETWORKS = ("default", "host", "none")  # what BuildKit's RUN steps accept
+_ACCELERATOR = re.compile(r"[A-Z][A-Z0-9_]{0,63}", re.ASCII)  # Vertex AI's names; the data says which exist
+CUDA_FLAVORS = ("auto", "base", "runtime", "cudnn-runtime", "devel")  # nvidia/cuda image flavours
 _PATTERN = re.compile(r"[^\x00-\x1f\x7f]{1,1024}")
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}", re.ASCII)
+_DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?", re.ASCII)  # PEP 508 names
+_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)  # then PEP 440, which alone allows spaces
+# A variant's name ends its image tags (bk-DIGEST-NAME) and names its CI matrix job and Make target.
+_VARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,31}", re.ASCII)
+MAX_VARIANTS = 32
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,22 @@ class Trainer:
 
 
 @dataclass(frozen=True)
+class PackageMeta:
+    """The sdist `buildkit-py package` generates for a trainer without a pyproject.toml or setup.py."""
+
+    name: str | None = None  # default: the trainer directory's name
+    version: str | None = None  # default: 0.0.0
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named set of overrides of the top-level keys (e.g. cuda: "12.8"), validated like them."""
+
+    name: str
+    values: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
 class Config:
     root: Path  # the build context: the directory of the config file
     source: str  # where the config came from, for messages
@@ -82,6 +106,8 @@ class Config:
     cuda: str | None = None
     python: str | None = None
     gpu: bool | None = None  # None: the framework decides
+    accelerator: str | None = None  # Vertex AI accelerator type the job runs on, e.g. NVIDIA_TESLA_T4
+    cuda_flavor: str | None = None  # auto (None), base, runtime, cudnn-runtime or devel
     base_image: str | None = None
     system_packages: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
@@ -89,6 +115,7 @@ class Config:
     env: tuple[tuple[str, str], ...] = ()
     hypertune: bool = True
     trainer: Trainer | None = None
+    package: PackageMeta | None = None
     template: str | None = None
     image: str | None = None  # the repository the content and git tags go on
     python_mirror: str | None = None  # where uv downloads standalone Pythons (UV_PYTHON_INSTALL_MIRROR)
@@ -102,6 +129,17 @@ class Config:
     builder: str = "auto"
     allow_secrets: tuple[str, ...] = ()
     allow_large: tuple[str, ...] = ()
+    variants: tuple[Variant, ...] = ()
+    # The Vertex AI job (buildkit-py job/plan/submit): its settings, a tuning study, alternatives for capacity.
+    job: JobConfig | None = None
+    hyperparameters: Hyperparameters | None = None
+    fallbacks: tuple[Fallback, ...] = ()
+    # Not a key: set by `executor build` for an image without trainer code that installs packages at start.
+    executor: bool = False
+    variant: str | None = None  # not a key: the variant this config was made for (see with_variant)
+
+    def with_variant(self, variant: Variant) -> Config:
+        return replace(self, **dict(variant.values), variants=(), variant=variant.name)
 
 
 @dataclass
@@ -516,6 +554,42 @@ def _trainer(raw, path, value, root: Path) -> Trainer:
     return Trainer(module=module, script=script, args=tuple(args))
 
 
+def distribution_name(text: str, field: str) -> str:
+    """A distribution name as PEP 508 allows it (buildkit-py normalises it per PEP 503 when packaging)."""
+    if not _DIST_NAME.fullmatch(text):
+        raise ConfigError(f"{show(text)} is not a valid distribution name: ASCII letters, digits and . _ -, "
+                          "starting and ending with a letter or digit, at most 200 characters", field=field)
+    return text
+
+
+def pep440_version(text: str, field: str) -> str:
+    try:
+        if not _VERSION.fullmatch(text):
+            raise InvalidVersion(text)
+        Version(text)
+    except InvalidVersion:
+        raise ConfigError(f"{show(text)} is not a PEP 440 version, e.g. 0.1.0, 1.2.3rc1 or 2024.5", field=field) from None
+    return text
+
+
+def _package(raw, path, value) -> PackageMeta:
+    if not isinstance(value, dict):
+        raise _err(raw, path, f"{show(value)} must be a mapping with name and/or version")
+    checks = {"name": distribution_name, "version": pep440_version}
+    out = {}
+    for key, item in value.items():
+        if key not in checks:
+            raise _unknown_key(raw, path, key, list(checks))
+        if item is None:
+            continue
+        text = _string(raw, path + (key,), item, allow_numbers=key == "version")
+        try:
+            out[key] = checks[key](text, _dotted(path + (key,)))
+        except ConfigError as exc:  # restated with the file position
+            raise _err(raw, path + (key,), exc.detail) from None
+    return PackageMeta(**out)
+
+
 def _image(raw, path, value) -> str:
     ref = _ref(raw, path, value)
     text = str(value)
@@ -529,13 +603,399 @@ def _tag(raw, path, value) -> str:
     return str(_ref(raw, path, value, allow_digest=False))
 
 
+def _variants(raw: _Raw, path: tuple, value: Any, validators: dict[str, Callable]) -> tuple[Variant, ...]:
+    allowed = ["name"] + [k for k in validators if k != "variants"]
+    out: list[Variant] = []
+    for i, item in enumerate(_list(raw, path, value, limit=MAX_VARIANTS)):
+        where = path + (i,)
+        if not isinstance(item, dict) or "name" not in item:
+            raise _err(raw, where, f"{show(item)} must be a mapping with a name and the keys it overrides, "
+                                   "e.g. {name: cu128, cuda: '12.8'}")
+        name = _pattern(raw, where + ("name",), item["name"], _VARIANT_NAME,
+                        "lowercase ASCII letters, digits, '.', '_' and '-', starting with a letter or digit, "
+                        "at most 32 characters")
+        if any(v.name == name for v in out):
+            raise _err(raw, where + ("name",), f"variant {show(name)} is given twice")
+        values = []
+        for key, item_value in item.items():
+            if key not in allowed:
+                raise _unknown_key(raw, where, key, allowed)
+            if key != "name" and item_value is not None:
+                values.append((key, validators[key](raw, where + (key,), item_value)))
+        out.append(Variant(name, tuple(values)))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Vertex AI job: `job`, `hyperparameters`, `fallbacks` (buildkit_py/jobs/vertex.py builds the spec)
+
+_MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]{0,15}(?:-[a-z0-9]{1,16}){1,3}", re.ASCII)
+_REGION = re.compile(r"[a-z]{2,20}-[a-z]{2,20}[0-9]{1,2}", re.ASCII)
+_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20}", re.ASCII)  # an id or a number
+_DISPLAY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}", re.ASCII)
+_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}", re.ASCII)  # Google Cloud labels, in ASCII
+_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}", re.ASCII)
+_GCS_URI = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](?:/[A-Za-z0-9._~@+=,:/-]{0,1000})?", re.ASCII)
+_SERVICE_ACCOUNT = re.compile(r"[A-Za-z0-9._+-]{1,64}@[a-z0-9.-]{1,253}", re.ASCII)
+_VPC = re.compile(r"projects/[0-9]{1,20}/global/networks/[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
+_TENSORBOARD = re.compile(r"projects/[a-z0-9-]{1,30}/locations/[a-z0-9-]{1,40}/tensorboards/[0-9]{1,20}", re.ASCII)
+_RESERVATION = re.compile(r"[A-Za-z0-9._/-]{1,512}", re.ASCII)
+_METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,127}", re.ASCII)
+_DURATION = re.compile(r"([0-9]{1,7})([smhd]?)", re.ASCII)
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_DURATION = 30 * 86400  # seconds
+BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
+STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
+RESERVATION_TYPES = ("ANY_RESERVATION", "NO_RESERVATION", "SPECIFIC_RESERVATION")
+GOALS = ("MAXIMIZE", "MINIMIZE")
+ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")  # unspecified: the service's default
+PARAM_TYPES = ("DOUBLE", "INTEGER", "CATEGORICAL", "DISCRETE")
+SCALES = ("linear", "log", "reverse_log")
+MAX_LABELS = 64
+MAX_REPLICAS = 1000
+MAX_ACCELERATORS = 16
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One worker pool's machines; in `job` itself the chief's (pool 0)."""
+
+    machine_type: str | None = None
+    accelerator_type: str | None = None
+    accelerator_count: int | None = None
+    replica_count: int | None = None
+    boot_disk_type: str | None = None
+    boot_disk_size_gb: int | None = None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    type: str
+    key: str | None = None
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PythonPackage:
+    executor: str  # an image reference, or NAME==VERSION of Google's prebuilt training images
+    package_uris: tuple[str, ...]
+    module: str
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    name: str | None = None  # the display name; default <base>_<YYYYMMDD_HHMMSS>
+    project: str | None = None
+    region: str | None = None
+    image: str | None = None
+    chief: Pool = Pool()
+    reservation: Reservation | None = None
+    workers: Pool | None = None  # pool 1 (default: the chief's machines)
+    parameter_servers: Pool | None = None  # pool 2
+    reduction_server: Pool | None = None  # pool 2, Google's reduction server image
+    evaluators: Pool | None = None  # pool 3
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] | None = None  # None: the image's default trainer args
+    env: tuple[tuple[str, str], ...] = ()
+    python_package: PythonPackage | None = None
+    timeout: int | None = None  # seconds
+    restart_job_on_worker_restart: bool | None = None
+    strategy: str | None = None
+    max_wait_duration: int | None = None  # seconds
+    disable_retries: bool | None = None
+    service_account: str | None = None
+    network: str | None = None
+    base_output_directory: str | None = None
+    staging_bucket: str | None = None
+    tensorboard: str | None = None
+    enable_web_access: bool | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    min: float | int | None = None
+    max: float | int | None = None
+    values: tuple = ()
+    scale: str | None = None
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    metric: str
+    goal: str
+    max_trials: int
+    parallel_trials: int
+    params: tuple[Param, ...]
+    max_failed_trials: int | None = None
+    algorithm: str = "ALGORITHM_UNSPECIFIED"
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """An alternative tried, in order, when the service refuses the job for capacity or quota."""
+
+    accelerator_type: str | None = None
+    accelerator_count: int | None = None
+    machine_type: str | None = None
+    region: str | None = None
+    strategy: str | None = None
+
+
+def _int(raw: _Raw, path: tuple, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _err(raw, path, f"{show(value)} is not allowed: a whole number from {low} to {high}")
+    return value
+
+
+def _number(raw: _Raw, path: tuple, value: Any) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 1e300:
+        raise _err(raw, path, f"{show(value)} is not allowed: a finite number")
+    return value
+
+
+def _duration(raw: _Raw, path: tuple, value: Any) -> int:
+    allowed = f"seconds (a whole number) or a number with s, m, h or d, e.g. 90m or 7d; at most {MAX_DURATION // 86400}d"
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    match = _DURATION.fullmatch(_string(raw, path, value, limit=64))
+    seconds = int(match[1]) * _UNITS[match[2]] if match else -1
+    if not 0 < seconds <= MAX_DURATION:
+        raise _err(raw, path, f"{show(value)} is not allowed: {allowed}")
+    return seconds
+
+
+def _mapping(raw: _Raw, path: tuple, value: Any, allowed: list[str], what: str) -> dict:
+    if not isinstance(value, dict):
+        raise _err(raw, path, f"{show(value)} must be a mapping of {what}")
+    for key in value:
+        if key not in allowed:
+            raise _unknown_key(raw, path, key, allowed)
+    return {k: v for k, v in value.items() if v is not None}
+
+
+_ACCELERATOR_RULE = "a Vertex AI accelerator type in capitals, e.g. NVIDIA_TESLA_T4 or NVIDIA_L4"
+_POOL_FIELDS: dict[str, Callable[[_Raw, tuple, Any], Any]] = {
+    "machine_type": lambda r, p, v: _pattern(r, p, v, _MACHINE_TYPE, "a Compute Engine machine type, e.g. n1-standard-8"),
+    "accelerator_type": lambda r, p, v: _pattern(r, p, v, _ACCELERATOR, _ACCELERATOR_RULE),
+    "accelerator_count": lambda r, p, v: _int(r, p, v, 0, MAX_ACCELERATORS),
+    "replica_count": lambda r, p, v: _int(r, p, v, 1, MAX_REPLICAS),
+    "boot_disk_type": lambda r, p, v: _choice(r, p, v, BOOT_DISK_TYPES),
+    "boot_disk_size_gb": lambda r, p, v: _int(r, p, v, 100, 64000),
+}
+
+
+def _pool(raw: _Raw, path: tuple, value: Any) -> Pool:
+    data = _mapping(raw, path, value, list(_POOL_FIELDS), "machine_type, accelerator_type, accelerator_count, replica_count, "
+                                                          "boot_disk_type, boot_disk_size_gb")
+    return Pool(**{k: _POOL_FIELDS[k](raw, path + (k,), v) for k, v in data.items()})
+
+
+def _reservation(raw: _Raw, path: tuple, value: Any) -> Reservation:
+    data = _mapping(raw, path, value, ["type", "key", "values"], "type, key and values")
+    kind = _choice(raw, path + ("type",), data.get("type"), RESERVATION_TYPES) if "type" in data else None
+    if kind is None:
+        raise _err(raw, path, f"type is required: one of {', '.join(RESERVATION_TYPES)}")
+    key = _pattern(raw, path + ("key",), data["key"], _RESERVATION, "a label key, e.g. compute.googleapis.com/reservation-name") \
+        if "key" in data else None
+    values = _strings(raw, path + ("values",), data.get("values", []),
+                      lambda r, p, v: _pattern(r, p, v, _RESERVATION, "a reservation name or projects/P/zones/Z/reservations/R"))
+    if (kind == "SPECIFIC_RESERVATION") != bool(key and values):
+        raise _err(raw, path, "key and values go with type SPECIFIC_RESERVATION, and only with it")
+    return Reservation(kind, key, values)
+
+
+def _labels(raw: _Raw, path: tuple, value: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict):
+        raise _err(raw, path, f"{show(value)} must be a mapping of key: value")
+    if len(value) > MAX_LABELS:
+        raise _err(raw, path, f"{len(value)} labels are too many: at most {MAX_LABELS}")
+    out = []
+    for key, item in value.items():
+        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key) or key.startswith("goog"):
+            raise _err(raw, path + (key,), f"{show(key)} is not allowed: a label key is 1-63 lowercase ASCII letters, digits, "
+                                           "'_' and '-', starting with a letter, not starting with 'goog'")
+        text = _scalar_text(raw, path + (key,), item)
+        if not _LABEL_VALUE.fullmatch(text):
+            raise _err(raw, path + (key,), f"{show(text)} is not allowed: a label value is 0-63 lowercase ASCII letters, "
+                                           "digits, '_' and '-'")
+        out.append((key, text))
+    return tuple(out)
+
+
+def _python_package(raw: _Raw, path: tuple, value: Any) -> PythonPackage:
+    data = _mapping(raw, path, value, ["executor", "package_uris", "module"], "executor, package_uris and module")
+    missing = [k for k in ("executor", "package_uris", "module") if k not in data]
+    if missing:
+        raise _err(raw, path, f"{', '.join(missing)} required: an executor image (or NAME==VERSION), gs:// package URIs "
+                              "and the module to run")
+    executor = _string(raw, path + ("executor",), data["executor"])
+    if "==" not in executor:  # NAME==VERSION is looked up in the executor catalog when the spec is made
+        executor = str(_ref(raw, path + ("executor",), executor))
+    uris = _strings(raw, path + ("package_uris",), data["package_uris"],
+                    lambda r, p, v: _pattern(r, p, v, _GCS_URI, "a gs://BUCKET/OBJECT URI (Vertex AI reads packages from "
+                                                                "Cloud Storage; `buildkit-py package --stage gs://...`)"))
+    if not uris:
+        raise _err(raw, path + ("package_uris",), "give at least one gs:// package URI")
+    module = _pattern(raw, path + ("module",), data["module"], _MODULE, "a dotted Python module name, e.g. trainer.task")
+    return PythonPackage(executor, uris, module)
+
+
+def _args(raw: _Raw, path: tuple, value: Any) -> tuple[str, ...]:
+    args = tuple(_scalar_text(raw, path + (i,), v) for i, v in enumerate(_list(raw, path, value)))
+    if len(json.dumps(args)) > MAX_ARGS_JSON_BYTES:
+        raise _err(raw, path, f"the arguments are too long: at most {MAX_ARGS_JSON_BYTES} bytes as JSON")
+    return args
+
+
+_JOB_FIELDS: dict[str, Callable[[_Raw, tuple, Any], Any]] = {
+    "name": lambda r, p, v: _pattern(r, p, v, _DISPLAY_NAME, "a display name: ASCII letters, digits, '_', '.' and '-', "
+                                                           "starting with a letter, at most 128 characters"),
+    "project": lambda r, p, v: _pattern(r, p, v, _PROJECT, "a Google Cloud project id (6-30 lowercase letters, digits and "
+                                                         "'-', starting with a letter) or number", allow_numbers=True),
+    "region": lambda r, p, v: _pattern(r, p, v, _REGION, "a Google Cloud region, e.g. us-central1 or europe-west4"),
+    "image": lambda r, p, v: str(_ref(r, p, v)),
+    **_POOL_FIELDS,
+    "reservation": _reservation,
+    "workers": _pool,
+    "parameter_servers": _pool,
+    "reduction_server": _pool,
+    "evaluators": _pool,
+    "command": _args,
+    "args": _args,
+    "env": _env,
+    "python_package": _python_package,
+    "timeout": _duration,
+    "restart_job_on_worker_restart": _bool,
+    "strategy": lambda r, p, v: _choice(r, p, v, STRATEGIES),
+    "max_wait_duration": _duration,
+    "disable_retries": _bool,
+    "service_account": lambda r, p, v: _pattern(r, p, v, _SERVICE_ACCOUNT, "a service account email, e.g. "
+                                                "trainer@PROJECT.iam.gserviceaccount.com"),
+    "network": lambda r, p, v: _pattern(r, p, v, _VPC, "a VPC network: projects/PROJECT_NUMBER/global/networks/NAME"),
+    "base_output_directory": lambda r, p, v: _pattern(r, p, v, _GCS_URI, "a gs://BUCKET/PATH URI"),
+    "staging_bucket": lambda r, p, v: _pattern(r, p, v, _GCS_URI, "a gs://BUCKET[/PATH] URI"),
+    "tensorboard": lambda r, p, v: _pattern(r, p, v, _TENSORBOARD, "projects/P/locations/L/tensorboards/ID"),
+    "enable_web_access": _bool,
+    "labels": _labels,
+}
+JOB_KEYS = tuple(_JOB_FIELDS)
+
+
+def _job(raw: _Raw, path: tuple, value: Any) -> JobConfig:
+    data = _mapping(raw, path, value, list(_JOB_FIELDS), "job settings")
+    values = {k: _JOB_FIELDS[k](raw, path + (k,), v) for k, v in data.items()}
+    chief = Pool(**{k: values.pop(k) for k in list(values) if k in _POOL_FIELDS})
+    if "parameter_servers" in values and "reduction_server" in values:
+        raise _err(raw, path + ("reduction_server",), "give parameter_servers or reduction_server (both use pool 2), not both")
+    if "python_package" in values and ("image" in values or "command" in values):
+        raise _err(raw, path + ("python_package",), "a python_package job runs on its executor: drop image and command")
+    return JobConfig(chief=chief, **values)
+
+
+def job_flag(key: str, value: Any) -> Any:
+    """A job setting given as a flag (--machine-type...), checked by the validator of the config key."""
+    raw = _Raw(data={}, source=flag_name(key), positions={("job", key): flag_name(key)}, flags={"job"})
+    return _JOB_FIELDS[key](raw, ("job", key), value)
+
+
+def validate_keys(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Config keys made from another format (a legacy AI Platform config.yaml), through the same validators."""
+    raw = _Raw(data=data, source=source)
+    validators = _validators(Path("."))
+    return {key: validators[key](raw, (key,), value) for key, value in data.items() if value is not None}
+
+
+def _hyperparameters(raw: _Raw, path: tuple, value: Any) -> Hyperparameters:
+    keys = ["metric", "goal", "max_trials", "parallel_trials", "max_failed_trials", "algorithm", "params"]
+    data = _mapping(raw, path, value, keys, ", ".join(keys))
+    missing = [k for k in ("metric", "goal", "max_trials", "parallel_trials", "params") if k not in data]
+    if missing:
+        raise _err(raw, path, f"{', '.join(missing)} required")
+    metric = _pattern(raw, path + ("metric",), data["metric"], _METRIC, "the metric's tag as the trainer reports it "
+                                                                      "(ASCII letters, digits, _ . / -)")
+    goal = _choice(raw, path + ("goal",), data["goal"], GOALS)
+    max_trials = _int(raw, path + ("max_trials",), data["max_trials"], 1, 10000)
+    parallel = _int(raw, path + ("parallel_trials",), data["parallel_trials"], 1, max_trials)
+    failed = _int(raw, path + ("max_failed_trials",), data["max_failed_trials"], 0, max_trials) \
+        if "max_failed_trials" in data else None
+    algorithm = _choice(raw, path + ("algorithm",), data["algorithm"], ALGORITHMS) if "algorithm" in data \
+        else "ALGORITHM_UNSPECIFIED"
+    params = tuple(_param(raw, path + ("params", i), v) for i, v in enumerate(_list(raw, path + ("params",), data["params"],
+                                                                                    limit=100)))
+    if not params:
+        raise _err(raw, path + ("params",), "give at least one parameter")
+    names = [p.name for p in params]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise _err(raw, path + ("params", i, "name"), f"{show(name)} is given twice")
+    return Hyperparameters(metric, goal, max_trials, parallel, params, failed, algorithm)
+
+
+def _param(raw: _Raw, path: tuple, value: Any) -> Param:
+    data = _mapping(raw, path, value, ["name", "type", "min", "max", "values", "scale"], "name, type, min, max, values, scale")
+    if "name" not in data or "type" not in data:
+        raise _err(raw, path, "name and type are required")
+    name = _pattern(raw, path + ("name",), data["name"], _ENV_NAME, "a parameter name: ASCII letters, digits and '_', "
+                                                                  "not starting with a digit")
+    kind = _choice(raw, path + ("type",), data["type"], PARAM_TYPES)
+    scale = _choice(raw, path + ("scale",), data["scale"], SCALES) if "scale" in data else None
+    ranged = kind in ("DOUBLE", "INTEGER")
+    wrong = [k for k in (("values",) if ranged else ("min", "max")) if k in data]
+    if wrong:
+        raise _err(raw, path + (wrong[0],), f"a {kind} parameter takes {'min and max' if ranged else 'values'}, "
+                                            f"not {wrong[0]}")
+    if kind == "CATEGORICAL" and scale:
+        raise _err(raw, path + ("scale",), "a CATEGORICAL parameter has no scale")
+    if ranged:
+        if "min" not in data or "max" not in data:
+            raise _err(raw, path, f"a {kind} parameter needs min and max")
+        check = (lambda p, v: _int(raw, p, v, -(2**53), 2**53)) if kind == "INTEGER" else (lambda p, v: _number(raw, p, v))
+        low, high = check(path + ("min",), data["min"]), check(path + ("max",), data["max"])
+        if low > high:
+            raise _err(raw, path + ("max",), f"{show(high)} is less than min {show(low)}")
+        if scale in ("log", "reverse_log") and low <= 0:
+            raise _err(raw, path + ("min",), f"{show(low)} is not allowed: a {scale} scale needs min > 0")
+        return Param(name, kind, low, high, (), scale)
+    items = _list(raw, path + ("values",), data.get("values", []), limit=1000)
+    if not items:
+        raise _err(raw, path + ("values",), f"a {kind} parameter needs a list of values")
+    if kind == "CATEGORICAL":
+        values = tuple(_scalar_text(raw, path + ("values", i), v, limit=256) for i, v in enumerate(items))
+    else:
+        values = tuple(_number(raw, path + ("values", i), v) for i, v in enumerate(items))
+        if list(values) != sorted(set(values)):
+            raise _err(raw, path + ("values",), "DISCRETE values must increase, each given once")
+        if scale in ("log", "reverse_log") and values[0] <= 0:
+            raise _err(raw, path + ("values",), f"a {scale} scale needs values > 0")
+    return Param(name, kind, None, None, values, scale)
+
+
+_FALLBACK_FIELDS = {k: _JOB_FIELDS[k] for k in ("accelerator_type", "accelerator_count", "machine_type", "region", "strategy")}
+
+
+def _fallbacks(raw: _Raw, path: tuple, value: Any) -> tuple[Fallback, ...]:
+    out = []
+    for i, item in enumerate(_list(raw, path, value, limit=10)):
+        data = _mapping(raw, path + (i,), item, list(_FALLBACK_FIELDS), ", ".join(_FALLBACK_FIELDS))
+        if not data:
+            raise _err(raw, path + (i,), f"an alternative sets at least one of {', '.join(_FALLBACK_FIELDS)}")
+        out.append(Fallback(**{k: _FALLBACK_FIELDS[k](raw, path + (i, k), v) for k, v in data.items()}))
+    return tuple(out)
+
+
 def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
     patterns = "fnmatch patterns of context paths, e.g. keys/*.pem"
-    return {
+    validators: dict[str, Callable[[_Raw, tuple, Any], Any]] = {
         "framework": _framework,
         "cuda": lambda r, p, v: _pattern(r, p, v, _CUDA, "a CUDA version like 12.4 or 12.4.1", allow_numbers=True),
         "python": lambda r, p, v: _pattern(r, p, v, _PYTHON, "a Python version like 3.11", allow_numbers=True),
         "gpu": _bool,
+        "accelerator": lambda r, p, v: _pattern(r, p, v, _ACCELERATOR, "a Vertex AI accelerator type in capitals, "
+                                                "e.g. NVIDIA_TESLA_T4 or NVIDIA_L4"),
+        "cuda_flavor": lambda r, p, v: _choice(r, p, v, CUDA_FLAVORS),
         "base_image": lambda r, p, v: str(_ref(r, p, v)),
         "system_packages": lambda r, p, v: _strings(
             r, p, v, lambda r2, p2, v2: _pattern(r2, p2, v2, _DEBIAN_PACKAGE, "a Debian package name, optionally =VERSION"),
@@ -545,6 +1005,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "env": _env,
         "hypertune": _bool,
         "trainer": lambda r, p, v: _trainer(r, p, v, root),
+        "package": _package,
         "template": lambda r, p, v: _relative_file(r, p, v, root, "template"),
         "image": _image,
         "python_mirror": _mirror_url,
@@ -557,7 +1018,12 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "builder": lambda r, p, v: _choice(r, p, v, BUILDERS),
         "allow_secrets": lambda r, p, v: _strings(r, p, v, lambda r2, p2, v2: _pattern(r2, p2, v2, _PATTERN, patterns)),
         "allow_large": lambda r, p, v: _strings(r, p, v, lambda r2, p2, v2: _pattern(r2, p2, v2, _PATTERN, patterns)),
+        "job": _job,
+        "hyperparameters": _hyperparameters,
+        "fallbacks": _fallbacks,
+        "variants": lambda r, p, v: _variants(r, p, v, validators),
     }
+    return validators
 
 
 KEYS = tuple(_validators(Path(".")))
@@ -580,6 +1046,8 @@ def load_config(
         if value is not None and value != ():
             raw.data[key] = value
             raw.positions[(key,)] = flag_name(key)
+            if isinstance(value, dict):  # a mapping set by flags of its keys' names (trainer by --module, --script)
+                raw.positions.update({(key, sub): flag_name(sub) for sub in value})
             raw.scalars = {p: t for p, t in raw.scalars.items() if p[:1] != (key,)}
             raw.flags.add(key)
     validators = _validators(root)

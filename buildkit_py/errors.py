@@ -87,10 +87,45 @@ class RegistryError(BuildkitError):
     exit_code = 7
 
 
+class StageError(BuildkitError):
+    """A package could not be uploaded to its stage (a bucket or a directory): the registry's exit code."""
+
+    exit_code = 7
+
+
 class RunError(BuildkitError):
     """A local run could not start its containers."""
 
     exit_code = 8
+
+
+class PackageIndexError(BuildkitError):
+    """The package index (PyPI or the user's mirror) could not be read: `matrix check|refresh`."""
+
+    exit_code = 9
+
+    def __init__(self, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.status = status  # the HTTP status, when the index answered
+
+
+class ServiceError(BuildkitError):
+    """The Vertex AI API could not be reached, or refused the request (its message, one line)."""
+
+    exit_code = 10
+
+    def __init__(self, message: str, *, status: str | None = None, http_status: int | None = None,
+                 transient: bool = False):
+        super().__init__(message)
+        self.status = status  # google.rpc.Code name (RESOURCE_EXHAUSTED...), when the service answered
+        self.http_status = http_status
+        self.transient = transient  # a timeout, a dropped connection, a 5xx: trying again may help
+
+
+class WaitInterrupted(BuildkitError):
+    """Ctrl-C while following a job: the job keeps running; the message says how to cancel it."""
+
+    exit_code = 130
 
 
 class OutputError(BuildkitError):

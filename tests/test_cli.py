@@ -25,7 +25,7 @@ def test_resolve_json_prints_the_plan():
     proc = run_cli("resolve", "--framework", "torch==2.5.1", "--json")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
-    assert plan["base_image"] == "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04"
+    assert plan["base_image"] == "nvidia/cuda:12.4.1-base-ubuntu22.04"  # torch brings cuDNN: CUDA shipped once
     assert plan["cuda"] == "12.4.1" and plan["cudnn"].startswith("9.")
     assert plan["python"]["version"] == "3.11"
     assert plan["framework"]["requirement"] == "torch==2.5.1"

@@ -16,12 +16,13 @@ from dockerfile_parse import DockerfileParser
 from buildkit_py.config import load_config
 from buildkit_py.launcher.constants import (
     COMPAT_DRIVER_ENV,
+    CUDA_ARCHS_ENV,
     CUDA_COMPAT_DIR_ENV,
     EXPECT_GPUS_ENV,
     FORWARD_COMPAT_ENV,
     MIN_DRIVER_ENV,
 )
-from buildkit_py.launcher.gpu import cuda_visible
+from buildkit_py.launcher.gpu import arch_supports, cuda_visible
 from buildkit_py.launcher.nvml import Device
 from buildkit_py.plan import make_plan
 from buildkit_py.render import render_dockerfile
@@ -56,8 +57,8 @@ def warnings(proc: subprocess.CompletedProcess) -> list[str]:
     return [line for line in proc.stderr.splitlines() if line.startswith("buildkit-py launcher: warning: ")]
 
 
-def test_success_prints_one_summary_and_runs_the_trainer(fake_nvml):
-    proc = launch(gpu_env(fake_nvml, BUILDKIT_PY_EXPECT_GPUS="2", FAKE_NVML_COUNT="2"))
+def test_success_prints_one_summary_and_runs_the_trainer(fake_nvml, tmp_path):
+    proc = launch(gpu_env(fake_nvml, BUILDKIT_PY_EXPECT_GPUS="2", FAKE_NVML_COUNT="2", BUILDKIT_PY_SHM_PATH=str(tmp_path)))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "trainer ran\n"
     summary = proc.stderr.splitlines()[0]
@@ -209,7 +210,8 @@ def test_image_env_from_cuda_yaml_drives_the_driver_rule(fake_nvml, tmp_path):
     path = tmp_path / "Dockerfile"
     path.write_text(render_dockerfile(plan, root=config.root))
     image_env = {k: v for k, v in DockerfileParser(path=str(path)).envs.items() if k.startswith("BUILDKIT_PY_")}
-    assert image_env == {MIN_DRIVER_ENV: plan.min_driver, COMPAT_DRIVER_ENV: "525.60.13", FORWARD_COMPAT_ENV: BRANCHES}
+    assert image_env == {MIN_DRIVER_ENV: plan.min_driver, COMPAT_DRIVER_ENV: "525.60.13", FORWARD_COMPAT_ENV: BRANCHES,
+                         CUDA_ARCHS_ENV: ",".join(plan.cuda_archs)}
     env = {**image_env, "BUILDKIT_PY_NVML_LIBRARY": fake_nvml, "CUDA_VERSION": plan.cuda, EXPECT_GPUS_ENV: "1",
            CUDA_COMPAT_DIR_ENV: str(tmp_path)}
     older = launch({**env, "FAKE_NVML_DRIVER": "535.104.05", "FAKE_NVML_CUDA": "12020"}, check=True)
@@ -454,3 +456,111 @@ def test_a_trainer_that_cannot_run_is_exit_127(tmp_path, pid_1):
     else:
         proc = launch({}, missing)
     assert proc.returncode == 127 and f"cannot run {missing!r}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# The architecture rule: BUILDKIT_PY_CUDA_ARCHS (the framework build's list, set by the Dockerfile)
+# against the compute capability NVML reports, without importing the framework.
+TORCH_291_CU128 = "sm_70,sm_75,sm_80,sm_86,sm_90,sm_100,sm_120"  # base_images/frameworks/torch.yaml
+TORCH_215 = "sm_75,sm_80,sm_86,sm_90,sm_100,sm_120"
+
+
+@pytest.mark.parametrize("archs, capability, runs", [
+    (("sm_70", "sm_80", "sm_90"), (9, 0), "sm_90"),
+    (("sm_80", "sm_86"), (8, 9), "sm_86"),  # a cubin runs on later minors of its major (L4 on sm_86)
+    (("sm_75", "sm_80"), (7, 0), None),  # but not on an earlier minor (V100 on sm_75)
+    (("sm_80", "sm_100"), (9, 0), None),  # nor on another major
+    (("sm_80", "compute_80"), (9, 0), "compute_80"),  # PTX is JIT-compiled for any newer GPU
+    (("sm_80", "compute_80"), (12, 0), "compute_80"),
+    (("sm_75", "sm_80", "compute_100"), (9, 0), None),  # PTX newer than the GPU cannot run
+    (("sm_90", "compute_90"), (9, 0), "sm_90"),  # a cubin is preferred to JIT
+    (("sm_90a",), (9, 0), "sm_90a"),  # arch-specific: exactly 9.0
+    (("sm_90a", "compute_90a"), (10, 0), None),
+    (("sm_100f",), (10, 3), "sm_100f"),  # family-specific: later minors of the family
+    (("compute_100f",), (12, 0), None),
+    (("sm_37", "sm_50"), (3, 7), "sm_37"),
+    (("bogus", "sm_9"), (9, 0), None),
+])
+def test_arch_rule(archs, capability, runs):
+    assert arch_supports(archs, capability) == runs
+
+
+def arch_env(fake_nvml, archs, cc="9.0", name="NVIDIA H100 80GB HBM3", **extra):
+    return gpu_env(fake_nvml, **{"BUILDKIT_PY_EXPECT_GPUS": "1", "BUILDKIT_PY_CUDA_ARCHS": archs, "FAKE_NVML_CC": cc,
+                                 "FAKE_NVML_NAME": name, **extra})
+
+
+def test_arch_check_passes_on_a_gpu_the_build_has_kernels_for(fake_nvml):
+    proc = launch(arch_env(fake_nvml, TORCH_291_CU128))
+    assert proc.returncode == 0, proc.stderr
+    assert "architecture sm_90 runs sm_90" in proc.stderr and proc.stdout == "trainer ran\n"
+
+
+def test_arch_check_refuses_a_build_without_kernels_for_the_gpu(fake_nvml):
+    proc = launch(arch_env(fake_nvml, "sm_75,sm_80,sm_86,sm_100,sm_120", FAKE_NVML_COUNT="2",
+                           BUILDKIT_PY_EXPECT_GPUS="2"))
+    assert proc.returncode == 14 and "trainer ran" not in proc.stdout
+    assert ("error: GPU 0 (NVIDIA H100 80GB HBM3) is sm_90 (compute capability 9.0), but this image's framework build "
+            "carries sm_75, sm_80, sm_86, sm_100, sm_120") in proc.stderr
+
+
+@pytest.mark.parametrize("cc, name, archs, code", [
+    ("7.0", "Tesla V100-SXM2-16GB", TORCH_215, 14),  # torch 2.15 has no CUDA 12 build: no sm_70
+    ("7.0", "Tesla V100-SXM2-16GB", TORCH_291_CU128, 0),
+    ("8.9", "NVIDIA L4", TORCH_215, 0),
+    ("12.0", "NVIDIA RTX PRO 6000 Blackwell Server Edition", "sm_80,sm_90,compute_90", 0),
+    ("6.0", "Tesla P100-PCIE-16GB", "sm_75,sm_80,compute_80", 14),
+])
+def test_arch_check_per_gpu(fake_nvml, cc, name, archs, code):
+    proc = launch(arch_env(fake_nvml, archs, cc=cc, name=name))
+    assert proc.returncode == code, proc.stderr
+    if code:
+        major, minor = cc.split(".")
+        assert f"({name}) is sm_{major}{minor}" in proc.stderr
+
+
+def test_arch_check_reads_what_the_dockerfile_sets(fake_nvml):
+    """The plan's launcher_env, as the rendered ENV sets it, on a V100."""
+    from pathlib import Path as _Path
+
+    from buildkit_py.config import Config, FrameworkRequest
+
+    for version, accelerator, code in (("2.9.1", "NVIDIA_TESLA_V100", 0), ("2.15.0", None, 14)):
+        plan = make_plan(Config(root=_Path("."), source="test", framework=FrameworkRequest("torch", version),
+                                accelerator=accelerator))
+        env = dict(plan.launcher_env)
+        assert CUDA_ARCHS_ENV in env
+        proc = launch(gpu_env(fake_nvml, BUILDKIT_PY_EXPECT_GPUS="1", FAKE_NVML_CC="7.0", FAKE_NVML_NAME="Tesla V100",
+                              FAKE_NVML_DRIVER="580.126.20", FAKE_NVML_CUDA="13000", CUDA_VERSION=plan.cuda, **env),
+                      check=True)
+        assert proc.returncode == code, (version, proc.stderr)
+
+
+def test_arch_check_takes_milliseconds(fake_nvml):
+    proc = launch(arch_env(fake_nvml, TORCH_291_CU128), check=True)
+    assert proc.returncode == 0, proc.stderr
+    seconds = float(proc.stderr.split("checks passed in ")[1].split(" s")[0])
+    assert seconds < 0.5  # the framework probe takes seconds (2.7 s with torch on an H100)
+
+
+@pytest.mark.parametrize("value", ["sm_90;sm_80", "sm_٩0", "90", "sm_90,compute"])
+def test_malformed_arch_list_is_a_usage_error(fake_nvml, value):
+    proc = launch(arch_env(fake_nvml, value))
+    assert proc.returncode == 21 and "BUILDKIT_PY_CUDA_ARCHS=" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_no_arch_list_means_no_arch_check(fake_nvml):
+    proc = launch(gpu_env(fake_nvml, BUILDKIT_PY_EXPECT_GPUS="1", FAKE_NVML_CC="3.0"))
+    assert proc.returncode == 0 and "architecture" not in proc.stderr
+
+
+@pytest.mark.parametrize("shm, count, fragment", [
+    ("/proc", "2", "/proc is 0 MiB; NCCL needs at least 1024 MiB"),  # a filesystem of no size: as small as it gets
+    ("/nonexistent-shm", "2", "is not mounted"),
+    ("/proc", "1", None),  # one GPU: NCCL needs no shared memory between GPUs
+])
+def test_small_shared_memory_warns_multi_gpu_jobs(fake_nvml, shm, count, fragment):
+    proc = launch(gpu_env(fake_nvml, BUILDKIT_PY_EXPECT_GPUS=count, FAKE_NVML_COUNT=count, BUILDKIT_PY_SHM_PATH=shm))
+    assert proc.returncode == 0 and proc.stdout == "trainer ran\n", proc.stderr
+    found = [w for w in warnings(proc) if "NCCL" in w]
+    assert (fragment is None and not found) or (found and fragment in found[0]), proc.stderr
+

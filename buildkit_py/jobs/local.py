@@ -11,12 +11,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..build import CA_SECRET, PIP_CONF_SECRET
 from ..engine import engine_client
 from ..errors import RunError
-from ..launcher.constants import EXPECT_GPUS_ENV
+from ..launcher.constants import EXPECT_GPUS_ENV, PACKAGE_URIS_ENV, PYTHON_MODULE_ENV
 from ..progress import Reporter
+from ..resources import LAUNCHER_MODULE, launcher_sources
 
 MOUNT = "/buildkit-output"
+LOCAL_SHM_SIZE = "16g"
+PACKAGES_MOUNT = "/buildkit-py/packages"  # local package files, read-only
+SECRETS_MOUNT = "/run/secrets"  # the CA bundle and pip.conf, where builds mount them too
+LAUNCHER_MOUNT = "/opt/buildkit-py"  # the launcher, for executor images that do not ship it (Google's)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,44 @@ class RunResult:
     def to_dict(self) -> dict:
         return {"job_id": self.job_id, "output_dir": self.output_dir, "exit_codes": self.exit_codes,
                 "exit_code": self.exit_code, "metrics": self.metrics}
+
+
+@dataclass(frozen=True)
+class PackageRun:
+    """Vertex AI's PythonPackageSpec for a local run. The service hands an executor image its package URIs
+    and module; here the launcher reads them from the environment, local files mounted read-only."""
+
+    package_uris: tuple[str, ...]  # as the container sees them
+    python_module: str
+    mounts: tuple[tuple[str, str], ...] = ()  # (host path, container path), read-only
+    env: tuple[tuple[str, str], ...] = ()
+    entrypoint: tuple[str, ...] | None = None  # replaces the image's, for images without the launcher
+
+
+def package_run(packages: tuple[str, ...], module: str, secrets: tuple[tuple[str, Path], ...], *,
+                mount_launcher: bool = False) -> PackageRun:
+    """Local files become read-only mounts; gs:// and https:// URIs pass as they are. The CA bundle and pip.conf
+    are mounted as files with PIP_CERT / PIP_CONFIG_FILE, the way builds pass them: never part of an image."""
+    uris, mounts = [], []
+    for i, package in enumerate(packages):
+        if package.startswith(("gs://", "https://", "http://")):
+            uris.append(package)
+            continue
+        host = Path(package)
+        inside = f"{PACKAGES_MOUNT}/{i}/{host.name}"
+        mounts.append((str(host.resolve()), inside))
+        uris.append(inside)
+    env = {CA_SECRET: "PIP_CERT", PIP_CONF_SECRET: "PIP_CONFIG_FILE"}
+    for secret, path in secrets:
+        mounts.append((str(path), f"{SECRETS_MOUNT}/{secret}"))
+    extra = [(env[s], f"{SECRETS_MOUNT}/{s}") for s, _ in secrets if s in env]
+    entrypoint = None
+    if mount_launcher:
+        source = Path(launcher_sources()[0][1]).parent
+        mounts.append((str(source), f"{LAUNCHER_MOUNT}/{LAUNCHER_MODULE}"))
+        extra.append(("PYTHONPATH", LAUNCHER_MOUNT))
+        entrypoint = ("python", "-m", LAUNCHER_MODULE, "--")
+    return PackageRun(tuple(uris), module, tuple(mounts), tuple(extra), entrypoint)
 
 
 def free_ports(count: int) -> list[int]:
@@ -80,7 +124,7 @@ def task_env(tasks: list[Task], ports: dict[str, int], task: Task, job_id: str, 
 
 
 def run_local(image: str, *, workers: int = 0, gpus: int = 0, output: Path | None = None, args: tuple[str, ...] = (),
-              reporter: Reporter, network: str = "host") -> RunResult:
+              reporter: Reporter, network: str = "host", package: PackageRun | None = None) -> RunResult:
     """Run the chief (and `workers` workers), stream their logs, and always remove the containers."""
     from docker.errors import APIError, ImageNotFound
     from docker.types import DeviceRequest
@@ -96,15 +140,24 @@ def run_local(image: str, *, workers: int = 0, gpus: int = 0, output: Path | Non
     tasks = [Task("workerpool0", 0)] + [Task("workerpool1", i) for i in range(workers)]
     ports = dict(zip([t.name for t in tasks], free_ports(len(tasks)), strict=True))
     containers = []
+    volumes = {str(out): {"bind": MOUNT, "mode": "rw"}}
+    extra_env: dict[str, str] = {}
+    kwargs = {}
+    if package:
+        volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in package.mounts})
+        extra_env = {PACKAGE_URIS_ENV: ",".join(package.package_uris), PYTHON_MODULE_ENV: package.python_module,
+                     **dict(package.env)}
+        if package.entrypoint:
+            kwargs["entrypoint"] = list(package.entrypoint)
+    if gpus:
+        kwargs["device_requests"] = [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
+        kwargs["shm_size"] = LOCAL_SHM_SIZE  # NCCL between GPUs; tmpfs takes memory only as it is used
     try:
         for task in tasks:
-            kwargs = {}
-            if gpus:
-                kwargs["device_requests"] = [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
             containers.append((task, client.containers.run(
                 image, list(args) or None, detach=True, name=f"{job_id}-{task.name}".replace("_", "-"),
-                environment=task_env(tasks, ports, task, job_id, gpus), network_mode=network,
-                volumes={str(out): {"bind": MOUNT, "mode": "rw"}}, labels={"dev.buildkit-py.job": job_id}, **kwargs,
+                environment={**task_env(tasks, ports, task, job_id, gpus), **extra_env}, network_mode=network,
+                volumes=volumes, labels={"dev.buildkit-py.job": job_id}, **kwargs,
             )))
             reporter.message(f"started {task.name} of {job_id}")
         threads = [threading.Thread(target=_stream, args=(c, t.name, reporter), daemon=True) for t, c in containers]

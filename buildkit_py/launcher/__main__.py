@@ -6,6 +6,10 @@ Checks, then hands off. Switches (environment; names in constants.py):
   BUILDKIT_PY_LAUNCHER_QUIET=1    no log lines on success; warnings and errors still show
   BUILDKIT_PY_PROBE=torch|tensorflow  also ask the framework (slower: it imports it)
 A switch with another value stops with exit code 21, as a bad command line does.
+Executor images (Vertex AI's PythonPackageSpec):
+  BUILDKIT_PY_PYTHON_MODULE=M     run `python -m M ARGS...`: what follows -- are the module's arguments
+  BUILDKIT_PY_PACKAGE_URIS=U,...  first pip-install these packages (paths, file://, https://, gs://);
+                                  exit code 30 when one cannot be fetched, 31 when pip fails
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import os
 import sys
 import time
 
-from . import cluster, gpu, handoff
+from . import cluster, gpu, handoff, packages
 from .constants import BAD_CLUSTER, QUIET_ENV, SKIP_GPU_CHECK_ENV, USAGE
 
 HP_METRIC_DEFAULT = "/tmp/hypertune/output.metrics"
@@ -94,19 +98,27 @@ def main(argv: list[str] | None = None) -> int:
         args = args[1:]
     elif args[:1] and args[0].startswith("-"):
         return _fail(USAGE, f"unknown option {args[0]!r}; {USAGE_LINE}")
-    if not args and not check_only:
+    try:
+        trainer = packages.command(args, os.environ)
+    except packages.PackageError as exc:
+        return _fail(exc.code, exc.message)
+    if not trainer and not check_only:
         return _fail(USAGE, USAGE_LINE)
-    code, error, lines, warnings = prepare(args or ["check"], os.environ)  # os.environ: the trainer inherits it
+    code, error, lines, warnings = prepare(trainer or ["check"], os.environ)  # os.environ: the trainer inherits it
     for line in lines:
         _log(line)
     for warning in warnings:
         _print(f"warning: {warning}")
     if code:
         return _fail(code, error)
-    _log(f"checks passed in {time.perf_counter() - start:.3f} s" + ("" if check_only else f"; starting {' '.join(args)}"))
+    _log(f"checks passed in {time.perf_counter() - start:.3f} s" + ("" if check_only else f"; starting {' '.join(trainer)}"))
     if check_only:
         return 0
-    return handoff.hand_off(args)
+    try:
+        packages.install(os.environ, _log)
+    except packages.PackageError as exc:
+        return _fail(exc.code, exc.message)
+    return handoff.hand_off(trainer)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,21 @@ PROBE_ENV = "BUILDKIT_PY_PROBE"  # torch | tensorflow: also ask the framework
 NVML_LIBRARY_ENV = "BUILDKIT_PY_NVML_LIBRARY"  # another library with NVML's interface (tests)
 CUDA_COMPAT_DIR_ENV = "BUILDKIT_PY_CUDA_COMPAT_DIR"  # where the image's cuda-compat libraries are
 
+# Vertex AI's PythonPackageSpec, for executor images (and any image with the launcher): install the
+# packages into the image's Python, then run `python -m MODULE` with the container's arguments.
+PACKAGE_URIS_ENV = "BUILDKIT_PY_PACKAGE_URIS"  # comma-separated: paths, file://, https://, gs:// (via /gcs/)
+PYTHON_MODULE_ENV = "BUILDKIT_PY_PYTHON_MODULE"
+PACKAGE_CACHE_ENV = "BUILDKIT_PY_PACKAGE_CACHE"  # where downloads are kept by digest (default below)
+DEFAULT_PACKAGE_CACHE = "/tmp/buildkit-py/packages"
+GCS_MOUNT = "/gcs"  # Vertex AI mounts Cloud Storage here (Cloud Storage FUSE): gs://B/O is /gcs/B/O
+
 # Set by buildkit-py's Dockerfile from base_images/cuda.yaml.
 MIN_DRIVER_ENV = "BUILDKIT_PY_MIN_DRIVER"  # the driver the image's CUDA release ships with
 COMPAT_DRIVER_ENV = "BUILDKIT_PY_COMPAT_DRIVER"  # the floor of the image's CUDA major (minor-version compat)
 FORWARD_COMPAT_ENV = "BUILDKIT_PY_FORWARD_COMPAT_BRANCHES"  # driver branches cuda-compat supports, "535,570"
+# Set by buildkit-py's Dockerfile from base_images/frameworks/*.yaml: the GPU architectures the
+# framework build carries, as torch.cuda.get_arch_list() names them, "sm_75,sm_80,compute_120".
+CUDA_ARCHS_ENV = "BUILDKIT_PY_CUDA_ARCHS"
 
 # Set by the image (nvidia/cuda bases) or the container runtime.
 CUDA_VERSION_ENV = "CUDA_VERSION"
@@ -24,6 +35,12 @@ CUDA_VISIBLE_ENV = "CUDA_VISIBLE_DEVICES"
 NVIDIA_VISIBLE_ENV = "NVIDIA_VISIBLE_DEVICES"
 
 DEFAULT_CUDA_COMPAT_DIR = "/usr/local/cuda/compat"  # where nvidia/cuda images install cuda-compat
+
+# NCCL moves data between the GPUs of one machine through /dev/shm; Docker's default of 64 MiB
+# makes multi-GPU jobs fail or crawl. 1 GiB is the smallest size NVIDIA's and PyTorch's guides give.
+SHM_PATH_ENV = "BUILDKIT_PY_SHM_PATH"  # where shared memory is mounted (tests point it elsewhere)
+DEFAULT_SHM_PATH = "/dev/shm"
+SHM_MIN_BYTES = 1 << 30
 
 # Exit codes, one per failure, so a job's status says which check failed.
 NO_DRIVER = 10
@@ -36,3 +53,5 @@ CUDNN_MISSING = 16
 FRAMEWORK_NO_GPU = 17
 BAD_CLUSTER = 20
 USAGE = 21
+PACKAGE_FETCH_FAILED = 30  # a package URI could not be read or downloaded
+PACKAGE_INSTALL_FAILED = 31  # pip could not install the packages

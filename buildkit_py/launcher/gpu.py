@@ -14,6 +14,10 @@ The driver rule follows NVIDIA's "CUDA Compatibility" guide:
     features: pass with a warning;
   - else exit 13. An image built before the floor was recorded has no BUILDKIT_PY_COMPAT_DRIVER:
     then a driver of the image's CUDA major passes with the warning, an older major fails.
+
+The architecture rule compares each GPU's compute capability (NVML) with the framework build's
+architectures the image records (BUILDKIT_PY_CUDA_ARCHS), without importing the framework:
+exit 14 when no cubin runs on the GPU and no PTX can be JIT-compiled for it (arch_supports).
 """
 
 from __future__ import annotations
@@ -29,12 +33,14 @@ from . import nvml
 from .constants import (
     ARCH_UNSUPPORTED,
     COMPAT_DRIVER_ENV,
+    CUDA_ARCHS_ENV,
     CUDA_COMPAT_DIR_ENV,
     CUDA_VERSION_ENV,
     CUDA_VISIBLE_ENV,
     CUDNN_MISSING,
     CUDNN_VERSION_ENV,
     DEFAULT_CUDA_COMPAT_DIR,
+    DEFAULT_SHM_PATH,
     DRIVER_TOO_OLD,
     EXPECT_GPUS_ENV,
     FORWARD_COMPAT_ENV,
@@ -45,6 +51,8 @@ from .constants import (
     NVML_FAILED,
     NVML_LIBRARY_ENV,
     PROBE_ENV,
+    SHM_MIN_BYTES,
+    SHM_PATH_ENV,
     TOO_FEW_GPUS,
     USAGE,
     VISIBLE_DEVICES,
@@ -58,6 +66,9 @@ _ORDINAL = re.compile(r"\+?([0-9]{1,9})", re.ASCII)
 # NV_CUDNN_VERSION as nvidia/cuda images set it: "9.14.0.64-1" (the package's Debian revision last).
 _CUDNN_VERSION = re.compile(r"([0-9]{1,9})(?:\.[0-9]{1,9})*(?:-[0-9A-Za-z.+~]{1,32})?", re.ASCII)
 _COMPAT_LIBRARY = re.compile(r"libcuda\.so\.([0-9]{1,9}(?:\.[0-9]{1,9})+)", re.ASCII)
+# An architecture as torch.cuda.get_arch_list() names it: the digits are the major version and
+# one minor digit (sm_120 is 12.0); an `a` suffix is arch-specific, `f` family-specific.
+_ARCH = re.compile(r"(sm|compute)_([0-9]{1,2})([0-9])([af]?)", re.ASCII)
 
 
 class CheckFailed(Exception):
@@ -126,6 +137,61 @@ def _branches(env: dict[str, str]) -> frozenset[int] | None:
         raise CheckFailed(USAGE, f"{FORWARD_COMPAT_ENV}={raw!r} is not a list of driver branches; allowed: "
                                  "numbers separated by commas, like 535,570,580")
     return frozenset(int(p) for p in items)
+
+
+def arch_supports(archs: tuple[str, ...] | list[str], capability: tuple[int, int]) -> str | None:
+    """The entry of archs that runs on a GPU of this compute capability, or None. CUDA's rules
+    (CUDA Programming Guide, binary and PTX compatibility; family-specific targets from CUDA
+    12.9): a cubin sm_XY runs on every X.y with y >= Y (same major only), sm_XYf likewise,
+    sm_XYa only on X.Y; PTX compute_XY is JIT-compiled by the driver for any GPU of capability
+    >= X.Y, also of a later major; compute_XYf only within major X (y >= Y), compute_XYa only
+    on X.Y. The entry CUDA would load is named: a cubin before PTX, the closest first."""
+    found = []
+    for arch in archs:
+        match = _ARCH.fullmatch(arch)
+        if not match:
+            continue
+        kind, built, suffix = match.group(1), (int(match.group(2)), int(match.group(3))), match.group(4)
+        if suffix == "a":
+            ok = built == capability
+        elif kind == "sm" or suffix == "f":
+            ok = built[0] == capability[0] and built[1] <= capability[1]
+        else:
+            ok = built <= capability
+        if ok:  # a cubin before PTX, then the closest to the GPU
+            found.append((kind != "sm", -built[0], -built[1], arch))
+    return min(found)[-1] if found else None
+
+
+def _archs(env: dict[str, str]) -> tuple[str, ...] | None:
+    raw = env.get(CUDA_ARCHS_ENV, "")
+    items = tuple(p.strip() for p in raw.split(",") if p.strip())
+    if not items:
+        return None
+    if not all(_ARCH.fullmatch(p) for p in items):
+        raise CheckFailed(USAGE, f"{CUDA_ARCHS_ENV}={raw!r} is not a list of GPU architectures; allowed: sm_XY or "
+                                 "compute_XY entries (optionally ending in a or f) separated by commas, like "
+                                 "sm_80,sm_90,compute_90 (buildkit-py's Dockerfile sets it from base_images/frameworks/)")
+    return items
+
+
+def _arch_check(archs: tuple[str, ...], devices: list[nvml.Device]) -> str:
+    """Exit 14 unless every GPU can run the framework build; the summary part otherwise."""
+    used = []
+    for device in devices:
+        major, minor = device.capability
+        entry = arch_supports(archs, device.capability)
+        if entry is None:
+            raise CheckFailed(
+                ARCH_UNSUPPORTED,
+                f"GPU {device.index} ({device.name}) is sm_{major}{minor} (compute capability {major}.{minor}), but this "
+                f"image's framework build carries {', '.join(archs)}: no cubin sm_{major}Y with Y <= {minor} and no PTX "
+                f"compute_XY <= {major}.{minor} to JIT-compile, so the GPU would not be used; build the image for this "
+                "GPU (set accelerator in buildkit.yaml; buildkit-py versions FRAMEWORK --accelerator NAME lists the "
+                "releases that fit)",
+            )
+        used.append(f"sm_{major}{minor} runs {entry}")
+    return "architecture " + ", ".join(sorted(set(used)))
 
 
 def cuda_visible(raw: str, devices: tuple[nvml.Device, ...]) -> tuple[list[nvml.Device | str], str | None]:
@@ -287,12 +353,10 @@ def _probe(framework: str, devices: list[nvml.Device | str]) -> str:
             raise CheckFailed(FRAMEWORK_NO_GPU, f"torch {torch.__version__} sees no CUDA device "
                                                 f"(built for CUDA {torch.version.cuda})")
         arches = torch.cuda.get_arch_list()
-        # Plain compute_NN PTX JIT-compiles for any GPU of capability >= NN ('a' variants do not).
-        ptx = [int(m.group(1)) for a in arches if (m := re.fullmatch(r"compute_([0-9]{1,4})", a, re.ASCII))]
         for i in range(torch.cuda.device_count()):
             major, minor = torch.cuda.get_device_capability(i)
             native = f"sm_{major}{minor}"
-            if native not in arches and not any(p <= major * 10 + minor for p in ptx):
+            if arch_supports(arches, (major, minor)) is None:
                 raise CheckFailed(ARCH_UNSUPPORTED, f"GPU {i} ({torch.cuda.get_device_name(i)}) is {native}, but torch "
                                                     f"{torch.__version__} was built for {', '.join(arches)}: choose a "
                                                     "newer torch/CUDA (buildkit-py versions torch)")
@@ -310,6 +374,7 @@ def check(env: dict[str, str] | None = None) -> Report:
     env = dict(os.environ) if env is None else env
     expected = _expected(env)
     image = _image_drivers(env)
+    archs = _archs(env)
     probe = env.get(PROBE_ENV, "")
     if probe and probe not in PROBES:
         raise CheckFailed(USAGE, f"{PROBE_ENV}={probe!r} is not a framework probe; allowed: {', '.join(PROBES)}")
@@ -352,9 +417,30 @@ def check(env: dict[str, str] | None = None) -> Report:
     driver, notes = _driver(env, info, devices, image)
     parts.append(driver)
     warnings += notes
+    if archs is not None:
+        # MIG instances carry their parent's architecture: without a physical device in the
+        # list, every GPU of the container is checked.
+        parts.append(_arch_check(archs, physical or list(info.devices)))
     cudnn, notes = _cudnn(env)
     parts += [cudnn] if cudnn else []
     warnings += notes
     if probe:
         parts.append(_probe(probe, devices))
+    if len(devices) > 1:
+        warnings += _shared_memory(env)
     return Report("; ".join(parts), tuple(warnings))
+
+
+def _shared_memory(env: dict[str, str]) -> list[str]:
+    """A warning when /dev/shm is smaller than NCCL needs for GPUs talking inside one machine."""
+    path = env.get(SHM_PATH_ENV) or DEFAULT_SHM_PATH
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return [f"{path} is not mounted: NCCL cannot use shared memory between this machine's GPUs"]
+    size = stat.f_blocks * stat.f_frsize
+    if size >= SHM_MIN_BYTES:
+        return []
+    return [f"{path} is {size / 2**20:.0f} MiB; NCCL needs at least {SHM_MIN_BYTES >> 20} MiB between this machine's "
+            "GPUs: start the container with --shm-size=16g or --ipc=host (buildkit-py run does), or set "
+            "NCCL_SHM_DISABLE=1 to fall back to slower transports"]
