@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import collections
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..errors import BuildError
 from ..progress import Reporter
 from ..refs import ImageRef
 from ..registry import PushResult
@@ -51,3 +54,30 @@ class Builder(Protocol):
 
     def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
         ...
+
+
+def run_build_tool(args: list[str], reporter: Reporter, *, tool: str, env: dict[str, str] | None = None,
+                   live: bool = False) -> None:
+    """Run a build command, its output going to the reporter line by line (or straight to the
+    terminal when live); an interruption stops it; a failure is a BuildError with its last lines."""
+    tail: collections.deque[str] = collections.deque(maxlen=30)
+    proc = subprocess.Popen(args, env=env, stdout=None if live else subprocess.PIPE,
+                            stderr=None if live else subprocess.STDOUT, text=True, errors="replace")
+    try:
+        if proc.stdout is not None:
+            for line in proc.stdout:
+                line = line.rstrip("\n")
+                tail.append(line)
+                reporter.build_line(line)
+        code = proc.wait()
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    if code != 0:
+        shown = "\n".join(tail) if tail else "(see the build output above)"
+        raise BuildError(f"the build failed ({tool} exit code {code}):\n{shown}")
+

@@ -5,7 +5,6 @@ secret mounts, tags, labels and push, with no Docker engine. Images live in buil
 from __future__ import annotations
 
 import base64
-import collections
 import ipaddress
 import json
 import os
@@ -19,7 +18,7 @@ from ..errors import BuildError, EngineError, RegistryError
 from ..progress import Reporter
 from ..refs import ImageRef
 from ..registry import PushResult, credentials_for
-from .base import BuildRequest
+from .base import BuildRequest, run_build_tool
 
 BUILDAH_ENV = "BUILDKIT_PY_BUILDAH"
 INSTALL_HINT = ("install it with `apt-get install buildah` (Debian, Ubuntu), `dnf install buildah` (Fedora, RHEL) "
@@ -83,25 +82,7 @@ class BuildahBuilder:
     def build(self, request: BuildRequest, reporter: Reporter) -> str:
         with tempfile.TemporaryDirectory(prefix="buildkit-py-iid-") as tmp:
             iidfile = Path(tmp) / "iid"
-            tail: collections.deque[str] = collections.deque(maxlen=30)
-            proc = subprocess.Popen(self._args(request, iidfile), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace")
-            try:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    line = line.rstrip("\n")
-                    tail.append(line)
-                    reporter.build_line(line)
-                code = proc.wait()
-            except BaseException:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                raise
-            if code != 0:
-                raise BuildError(f"the build failed (buildah exit code {code}):\n" + "\n".join(tail))
+            run_build_tool(self._args(request, iidfile), reporter, tool="buildah")
             return iidfile.read_text().strip().removeprefix("sha256:")
 
     def image_id(self, ref: ImageRef) -> str | None:

@@ -3,7 +3,6 @@ with a client that has BuildKit built in (Docker < 23 without buildx, e.g. Debia
 
 from __future__ import annotations
 
-import collections
 import os
 import re
 import shutil
@@ -12,10 +11,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BuildError, EngineError
+from ..errors import EngineError
 from ..progress import Reporter
 from ..refs import ImageRef
-from .base import BuildRequest
+from .base import BuildRequest, run_build_tool
 from .engine_images import EngineImages
 
 DOCKER_ENV = "BUILDKIT_PY_DOCKER"
@@ -113,30 +112,5 @@ class BuildkitCliBuilder(EngineImages):
         with tempfile.TemporaryDirectory(prefix="buildkit-py-iid-") as tmp:
             iidfile = Path(tmp) / "iid"
             args = self._args(request, "tty" if live else "plain", iidfile)
-            tail: collections.deque[str] = collections.deque(maxlen=30)
-            proc = subprocess.Popen(
-                args,
-                env=self.docker.env(),
-                stdout=None if live else subprocess.PIPE,
-                stderr=None if live else subprocess.STDOUT,
-                text=True,
-                errors="replace",
-            )
-            try:
-                if proc.stdout is not None:
-                    for line in proc.stdout:
-                        line = line.rstrip("\n")
-                        tail.append(line)
-                        reporter.build_line(line)
-                code = proc.wait()
-            except BaseException:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                raise
-            if code != 0:
-                shown = "\n".join(tail) if tail else "(see the build output above)"
-                raise BuildError(f"the build failed (docker exit code {code}):\n{shown}")
+            run_build_tool(args, reporter, tool="docker", env=self.docker.env(), live=live)
             return iidfile.read_text().strip()
