@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -19,10 +20,12 @@ from typing import Any
 
 import yaml
 
+from . import autopackage as _autopackage
 from . import build as _build
 from . import doctor as _doctor
 from . import index_metadata, registry
 from .build import BuildOptions, BuildResult
+from .builders import builder_class
 from .ci import CI_FLAVOURS, render_ci
 from .config import Config, JobConfig, default_ca_bundle, distribution_name, job_flag, load_config, pep440_version
 from .engine import engine_client
@@ -31,6 +34,7 @@ from .executors import Executor, catalog_entries, is_spec, resolve_executor
 from .fsutil import write_atomic
 from .jobs import aiplatform, preflight, vertex
 from .jobs import submit as jobs_submit
+from .jobs import tune as jobs_tune
 from .jobs.local import RunResult, package_run, run_local
 from .launcher.gpu import arch_supports
 from .makefile import render_makefile
@@ -53,7 +57,7 @@ __all__ = [
     "executors", "load", "matrix_check", "matrix_refresh", "package", "push", "resolve", "run", "versions",
     "GeneratedFile", "PRINTABLE", "VariantsResult", "build_variants", "ci", "make", "print_value", "variant_configs",
     "CancelResult", "JobOptions", "JobResult", "PlanResult", "SubmitOptions", "SubmitResult", "cancel", "job", "plan",
-    "submit",
+    "submit", "AutopackageOptions", "AutopackageResult", "autopackage", "TuneOptions", "tune",
 ]
 
 
@@ -268,12 +272,18 @@ class RunOptions:
     packages: tuple[str, ...] = ()
     module: str | None = None  # default: the config's trainer
     region: str | None = None  # picks the catalog image's regional repository
+    legacy: bool = False  # as AI Platform Training ran it: TF_CONFIG (master, worker, ps) and --job-dir
+    parameter_servers: int = 0  # ps tasks, with legacy
 
 
 def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
     """Run the image the way Vertex AI runs it, on this machine (building it first when no image is given)."""
     _count("--gpus", options.gpus, MAX_GPUS)
     _count("--workers", options.workers, MAX_WORKERS)
+    _count("--ps", options.parameter_servers, MAX_WORKERS)
+    if options.parameter_servers and not options.legacy:
+        raise ConfigError("parameter servers are AI Platform Training's: add --legacy (Vertex AI runs them in pool 2 "
+                          "of a job; see `buildkit-py job`)", field="--ps")
     for i, arg in enumerate(options.args):
         if "\0" in arg:
             raise ConfigError(f"{show(arg)} is not allowed: NUL characters cannot be passed to a process", field=f"ARGS[{i}]")
@@ -291,7 +301,7 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
     else:
         image = _build.build(replace(config, network=network), options.build, reporter).tags[0]
     return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output, args=options.args,
-                     reporter=reporter, network=network)
+                     reporter=reporter, network=network, legacy=options.legacy, parameter_servers=options.parameter_servers)
 
 
 def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
@@ -687,3 +697,194 @@ def cancel(name: str, submit_options: SubmitOptions = SubmitOptions(), *, projec
     client = jobs_submit.Client(base, project_id, region, credentials, timeout=submit_options.timeout)
     client.cancel(name)
     return CancelResult(name, str(client.get(name).get("state")))
+
+
+# ---------------------------------------------------------------------------------------------
+# autopackage: a trainer directory to a running job in one command
+
+AUTOPACKAGE_TARGETS = ("local", "vertex", "loopback")  # loopback: a Vertex AI API on this machine (tests)
+AUTOPACKAGE_MODES = ("container", "package")
+
+
+@dataclass(frozen=True)
+class AutopackageOptions:
+    # local: build, push to the image's registry when it names one, run here with the cloud's env; vertex: build,
+    # push and submit. Default: vertex when a project is configured (job.project, $GOOGLE_CLOUD_PROJECT), else local.
+    target: str | None = None
+    mode: str = "container"  # or package: an sdist of the trainer on an executor image (framework, no trainer code)
+    dry_run: bool = False  # infer and plan; nothing is built, pushed, run or written
+    write_config: bool = False  # save what was inferred as buildkit.yaml (the only write into the trainer directory)
+    build: BuildOptions = field(default_factory=BuildOptions)
+    gpus: int = 0
+    output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs, outside the trainer directory
+    args: tuple[str, ...] = ()  # the local run's trainer args (a job's are job.args)
+    job: JobOptions = field(default_factory=JobOptions)  # with vertex: project, region...; image and target are set here
+    submit: SubmitOptions = field(default_factory=SubmitOptions)
+
+
+@dataclass(frozen=True)
+class AutopackageResult:
+    inferred: _autopackage.Inferred
+    stages: tuple[_autopackage.Stage, ...]
+    image: str
+    plan: Plan
+    next_steps: tuple[str, ...] = ()  # with dry_run: what would happen
+    run: RunResult | None = None
+    written: Path | None = None
+    submitted: SubmitResult | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return self.run.exit_code if self.run else 1 if self.submitted and self.submitted.failed else 0
+
+    def to_dict(self) -> dict:
+        return {"inferred": self.inferred.to_dict(), "image": self.image, "plan": self.plan.to_dict(),
+                "stages": [s.to_dict() for s in self.stages], "next": list(self.next_steps),
+                "run": self.run.to_dict() if self.run else None, "written": str(self.written) if self.written else None,
+                "submitted": self.submitted.to_dict() if self.submitted else None}
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "buildkit-py"
+
+
+def _runs_dir(config: Config) -> Path:
+    return _cache_dir() / "runs" / f"{_build._slug(config.root.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def autopackage(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
+    """Infer what the config leaves out, then render, build, push (when the image names a registry) and run."""
+    if options.target is not None and options.target not in AUTOPACKAGE_TARGETS:
+        raise ConfigError(f"{show(options.target)} is not a target; one of {', '.join(AUTOPACKAGE_TARGETS)}",
+                          field="--target")
+    if options.mode not in AUTOPACKAGE_MODES:
+        raise ConfigError(f"{show(options.mode)} is not a mode; one of {', '.join(AUTOPACKAGE_MODES)}", field="--mode")
+    _count("--gpus", options.gpus, MAX_GPUS)
+    _check_build_options(options.build)
+    directory = project.directory or (project.config.parent if project.config else Path.cwd())
+    stages = _autopackage.Stages(reporter)
+    with stages.stage("infer") as out:
+        inferred = _autopackage.infer(directory, project.config, dict(project.overrides))
+        out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
+        out[1] = not inferred.overrides
+    for note in inferred.notes:
+        reporter.message(f"note: {note}")
+    written = None
+    if options.write_config and not options.dry_run:
+        if inferred.config_file is not None:
+            raise ConfigError(f"{show(str(inferred.config_file))} exists: autopackage writes a config only where there "
+                              "is none", field="--write-config")
+        written = directory / "buildkit.yaml"
+        write_atomic(written, _autopackage.config_text(inferred))
+    project = replace(project, directory=directory, overrides=inferred.overrides + project.overrides)
+    config = load(project)
+    config = replace(config, network=config.network or "host")  # as `run`: workers rendezvous over loopback
+    target = options.target or ("vertex" if options.job.project or (config.job and config.job.project) or any(
+        os.environ.get(n) for n in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")) else "local")
+    with stages.stage("render") as out:
+        planned = make_plan(config)
+        refs, _ = _build.planned_refs(config)
+        fw = planned.framework
+        out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
+                  f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
+                  + (f"image {refs[0]}" if options.mode == "container" else "an executor image and an sdist of the trainer"))
+    pushes = refs[0].registry != "docker.io"  # a registry named in the image; Docker Hub is never pushed to unasked
+    if target != "local":
+        if options.mode == "package":
+            raise ConfigError("--mode package submits only from `buildkit-py submit`: stage the sdist with "
+                              "`buildkit-py package --stage gs://...` and set job.python_package", field="--mode")
+        if not pushes:
+            raise ConfigError(f"--target {target} needs the image in a registry the service pulls from: pass --image "
+                              "REGION-docker.pkg.dev/PROJECT/REPO/NAME (or set image:)", field="--image")
+        if options.args:
+            raise ConfigError(f"trainer arguments after `--` are for a local run; a job's are `job.args` "
+                              f"(got {show(list(options.args))})", field="ARGS")
+    if options.dry_run:
+        last = ("run it here as Vertex AI runs it (CLUSTER_SPEC, AIP_* directories, hypertune metric file)"
+                if target == "local" else f"submit it to the {target} API after `plan`'s checks")
+        steps = (f"build {refs[0]}", f"push {refs[0]}" if pushes else "no push: the image names no registry (--image)",
+                 last)
+        return AutopackageResult(inferred, tuple(stages.done), str(refs[0]), planned, steps, written=written)
+    with stages.stage("build") as out:
+        if options.mode == "package":
+            host = replace(project, overrides=project.overrides + (("network", config.network),))
+            built = executor_build(host, replace(options.build, push=False), reporter)
+            refs = [parse_ref(built.tags[0], field="--tag")]
+            pushes = refs[0].registry != "docker.io"
+        else:
+            built = _build.build(config, replace(options.build, push=False), reporter)
+        out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
+                  not built.built]
+    if pushes:
+        with stages.stage("push") as out:
+            try:
+                preflight.manifest(refs[0])
+                out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
+            except RegistryError:
+                builder = builder_class(config.builder).create(options.build.docker)
+                digests = [builder.push(parse_ref(tag, field="--tag"), reporter).image for tag in built.tags]
+                out[0] = "pushed " + ", ".join(digests)
+    if target != "local":
+        with stages.stage("submit") as out:
+            submitted = submit(project, replace(options.job, image=built.tags[0], target=target), options.submit,
+                               lambda state, job: reporter.message(f"state {state}"))
+            out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}"
+        return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, written=written,
+                                 submitted=submitted)
+    if options.mode == "package":
+        with stages.stage("package") as out:
+            sdist = build_sdist(config, _cache_dir() / "sdists")  # byte-identical for the same files: left as it is
+            out[0] = f"sdist {sdist.path} ({sdist.size} bytes, sha256 {sdist.sha256[:16]}), module {sdist.module}"
+    with stages.stage("run") as out:
+        run_options = RunOptions(gpus=options.gpus, output=options.output or _runs_dir(config), args=options.args,
+                                 build=options.build)
+        if options.mode == "package":
+            ran = run(project, replace(run_options, executor=built.tags[0], packages=(str(sdist.path),)), reporter)
+        else:
+            ran = run_local(built.tags[0], gpus=options.gpus, output=run_options.output, args=options.args,
+                            reporter=reporter, network=config.network)
+        out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
+    return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, run=ran, written=written)
+
+
+# ---------------------------------------------------------------------------------------------
+# tune --local: the config's hyperparameter study, run on this machine
+
+MAX_TRIAL_TIMEOUT = 7 * 24 * 3600  # the service's longest job timeout
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    image: str | None = None  # default: build the project's image first
+    build: BuildOptions = field(default_factory=BuildOptions)
+    gpus: int = 0  # per trial
+    output: Path | None = None  # default: buildkit-output/study-TIME, one trial-N directory each
+    args: tuple[str, ...] = ()  # the trainer's args before the parameters (default: the image's)
+    trial_timeout: float | None = None  # seconds (default: the config's job.timeout; none: no limit)
+    seed: int | None = None  # for random search and optuna's sampler
+
+
+def tune(project: Project, options: TuneOptions, reporter: Reporter) -> jobs_tune.Study:
+    """Run the config's `hyperparameters` study with the image, trials as local runs (see jobs/tune.py)."""
+    _count("--gpus", options.gpus, MAX_GPUS)
+    timeout = options.trial_timeout
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not 0 < timeout <= MAX_TRIAL_TIMEOUT):
+        raise ConfigError(f"{show(timeout)} is not allowed: seconds, more than 0 and at most {MAX_TRIAL_TIMEOUT}",
+                          field="--trial-timeout")
+    if options.output is not None and options.output.exists() and not options.output.is_dir():
+        raise ConfigError(f"{show(str(options.output))} exists and is not a directory", field="--output")
+    _check_build_options(options.build)
+    config = load(project)
+    if config.hyperparameters is None:
+        raise ConfigError(f"{config.source} has no `hyperparameters:` study (metric, goal, max_trials, "
+                          "parallel_trials, params) to run", field="hyperparameters")
+    network = config.network or "host"
+    if options.image is not None:
+        image = str(parse_ref(options.image, field="IMAGE"))
+    else:
+        image = _build.build(replace(config, network=network), options.build, reporter).tags[0]
+    output = (options.output or Path("buildkit-output") / f"study-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    return jobs_tune.run_study(image, config.hyperparameters, args=options.args, output=output, reporter=reporter,
+                               network=network, gpus=options.gpus, seed=options.seed,
+                               timeout=timeout if timeout is not None else (config.job.timeout if config.job else None))

@@ -238,7 +238,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     options = api.RunOptions(image=args.run_image, gpus=args.gpus, workers=args.workers, output=args.output,
                              args=tuple(args.trainer_args), build=_build_options(args), executor=args.executor,
-                             packages=tuple(args.packages or ()), module=args.module, region=args.region)
+                             packages=tuple(args.packages or ()), module=args.module, region=args.region,
+                             legacy=args.legacy, parameter_servers=args.ps)
     result = api.run(_project(args), options, reporter(args.progress))
     if args.json:
         _print_json(result.to_dict())
@@ -360,6 +361,65 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_autopackage(args: argparse.Namespace) -> int:
+    if args.path is not None and args.dir is not None:
+        raise ConfigError("give the trainer directory as DIR or --dir, not both", field="DIR")
+    if args.path is not None:
+        args.dir = args.path
+    options = api.AutopackageOptions(target=args.target, mode=args.mode, dry_run=args.dry_run, write_config=args.write_config,
+                                     build=_build_options(args), gpus=args.gpus, output=args.output,
+                                     args=tuple(args.trainer_args), submit=_submit_options(args),
+                                     job=api.JobOptions(project=args.project, region=args.region))
+    result = api.autopackage(_project(args), options, reporter("json" if args.json else args.progress))
+    if args.json:
+        _print_json(result.to_dict())
+        return result.exit_code
+    found = result.inferred
+    print(f"trainer      {found.trainer or 'from ' + str(found.config_file)}")
+    print(f"requirements {found.requirements or 'none'}{' + pyproject.toml dependencies' if found.pip else ''}")
+    print(f"framework    {found.framework + ' (' + str(found.framework_from) + ')' if found.framework else 'none found'}")
+    for stage in result.stages:
+        print(f"{stage.name:<7} {stage.seconds:6.2f}s  {stage.detail}")
+    for step in result.next_steps:
+        print(f"would   {step}")
+    if result.submitted:
+        print(f"name    {result.submitted.name}")
+        print(f"console {result.submitted.console_url}")
+        print(f"state   {result.submitted.state}")
+    if result.written:
+        print(f"wrote {result.written}")
+    return result.exit_code
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    if not args.local:
+        raise ConfigError("only --local studies run here; the service's study is `buildkit-py submit` with the "
+                          "config's hyperparameters", field="--local")
+    options = api.TuneOptions(image=args.run_image, build=_build_options(args), gpus=args.gpus, output=args.output,
+                              args=tuple(args.trainer_args), trial_timeout=args.trial_timeout, seed=args.seed)
+    study = api.tune(_project(args), options, reporter("json" if args.json else args.progress))
+    if args.json:
+        _print_json(study.to_dict())
+        return 0 if study.state == "SUCCEEDED" else 1
+    names = [n for n, _ in study.trials[0].params] if study.trials else []
+    print("  ".join([f"{'trial':<5}", f"{'state':<9}", f"{study.metric:>12}", f"{'seconds':>7}", *names]))
+    for t in study.trials:
+        metric = f"{t.metric:.6g}" if t.metric is not None else "-"
+        print("  ".join([f"{t.id:<5}", f"{t.state:<9}", f"{metric:>12}", f"{t.seconds:7.1f}",
+                         *(str(v) for _, v in t.params)]) + (f"  ({t.error})" if t.error else ""))
+    best = study.best
+    print(f"best    {'trial ' + best.id + ': ' + study.metric + '=' + format(best.metric, '.6g') if best else 'none'} "
+          f"({study.goal}, {study.algorithm}); study {study.state}; outputs in {study.output_dir}")
+    for note in study.notes:
+        print(f"note: {note}")
+    return 0 if study.state == "SUCCEEDED" else 1
+
+
+def autopackage_main(argv: list[str] | None = None) -> int:
+    """The `autopackage` console script: `buildkit-py autopackage`."""
+    return main(["autopackage", *(sys.argv[1:] if argv is None else argv)])
+
+
 def _job_flags(parser: argparse.ArgumentParser) -> None:
     # --image here is the job's image (a reference with tag or digest), not the config's `image` repository.
     parser.conflict_handler = "resolve"
@@ -445,6 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=0, help="GPUs per container (passed as --gpus and checked)")
     p.add_argument("--workers", type=int, default=0, help="worker containers besides the chief")
     p.add_argument("--output", type=Path, help="local directory for AIP_MODEL_DIR etc. (default: buildkit-output/JOB)")
+    p.add_argument("--legacy", action="store_true", help="as AI Platform Training ran it: TF_CONFIG with master, worker "
+                   "and ps tasks instead of CLUSTER_SPEC, and --job-dir after the trainer's arguments")
+    p.add_argument("--ps", type=int, default=0, help="parameter server containers (with --legacy)")
     group = p.add_argument_group("a Python package on an executor image (Vertex AI's PythonPackageSpec)")
     group.add_argument("--executor", metavar="IMAGE", help="an executor image (buildkit-py executor build), or NAME==VERSION "
                        "of Google's prebuilt training images (buildkit-py executor list)")
@@ -494,6 +557,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pip-index-url", help="the index to read (default: pip_index_url, $PIP_INDEX_URL, else PyPI)")
     p.add_argument("--ca-cert", help="CA bundle for the index (default: PIP_CERT, REQUESTS_CA_BUNDLE, SSL_CERT_FILE)")
     p.add_argument("--timeout", type=float, default=api.MatrixOptions.timeout, help="seconds per request")
+
+    p = command("autopackage", "from a trainer directory to a running job: infer the module, requirements and "
+                "framework pin, then build, push and run locally", cmd_autopackage, config=True, build=True,
+                json_help="print what was inferred, each stage and the run as JSON")
+    p.add_argument("path", nargs="?", type=Path, metavar="DIR", help="the trainer directory (default: --dir or .)")
+    p.add_argument("--target", help="local: build, push to the image's registry when --image names one, and run here "
+                   "with the cloud's environment; vertex: build, push, submit (default: vertex when a project is "
+                   "configured, else local); loopback: a Vertex AI API on this machine")
+    p.add_argument("--mode", default="container", help="container (default): a trainer image; package: an sdist of the "
+                   "trainer run on an executor image (framework, hypertune, launcher; no trainer code)")
+    p.add_argument("--project", help="Google Cloud project for --target vertex (default: job.project, $GOOGLE_CLOUD_PROJECT)")
+    p.add_argument("--region", help="region for --target vertex (default: job.region, else us-central1)")
+    p.add_argument("--wait", action="store_true", help="with vertex: follow the job until it ends; exit 1 when it fails")
+    p.add_argument("--poll", type=float, default=api.SubmitOptions.poll_interval, help=argparse.SUPPRESS)
+    _api_flags(p)
+    p.add_argument("--dry-run", action="store_true", help="infer and print the plan; build, push and run nothing")
+    p.add_argument("--write-config", action="store_true", help="save what was inferred as buildkit.yaml in DIR")
+    p.add_argument("--gpus", type=int, default=0, help="GPUs for the local run")
+    p.add_argument("--output", type=Path, help="directory for the run's outputs (default: ~/.cache/buildkit-py/runs/...)")
+    p.set_defaults(takes_trailing=True)
+
+    p = command("tune", "run the config's hyperparameter study on this machine: grid, random or Bayesian (optuna) "
+                "search, parallel trials, each as the service runs it", cmd_tune, config=True, build=True,
+                json_help="print the trials and the best as JSON")
+    p.add_argument("run_image", nargs="?", metavar="IMAGE", help="image to run (default: build the config's image first)")
+    p.add_argument("--local", action="store_true", help="run the trials here (required: the service's study is `submit`)")
+    p.add_argument("--gpus", type=int, default=0, help="GPUs per trial")
+    p.add_argument("--output", type=Path, help="directory for the trials' outputs (default: buildkit-output/study-TIME)")
+    p.add_argument("--trial-timeout", type=float, help="seconds before a trial is stopped and counted failed "
+                   "(default: job.timeout)")
+    p.add_argument("--seed", type=int, help="seed for random search and optuna")
+    p.set_defaults(takes_trailing=True)
 
     p = command("job", "write the Vertex AI CustomJob (or HyperparameterTuningJob) for the config and flags", cmd_job,
                 config=True, json_help="print the job resource as JSON (default YAML)")

@@ -41,6 +41,7 @@ class RunResult:
     output_dir: str
     exit_codes: dict[str, int]
     metrics: list[dict] = field(default_factory=list)
+    timed_out: bool = False  # stopped at the timeout
 
     @property
     def exit_code(self) -> int:
@@ -48,7 +49,7 @@ class RunResult:
 
     def to_dict(self) -> dict:
         return {"job_id": self.job_id, "output_dir": self.output_dir, "exit_codes": self.exit_codes,
-                "exit_code": self.exit_code, "metrics": self.metrics}
+                "exit_code": self.exit_code, "metrics": self.metrics, "timed_out": self.timed_out}
 
 
 @dataclass(frozen=True)
@@ -110,10 +111,27 @@ def cluster_spec(tasks: list[Task], ports: dict[str, int], task: Task, job_id: s
                        "task": {"type": task.pool, "index": task.index}, "job": json.dumps({"job_id": job_id})})
 
 
-def task_env(tasks: list[Task], ports: dict[str, int], task: Task, job_id: str, gpus: int) -> dict[str, str]:
-    metrics = f"{MOUNT}/hypertune/output.metrics" if task.pool == "workerpool0" else f"{MOUNT}/hypertune/{task.name}.metrics"
+def tf_config(tasks: list[Task], ports: dict[str, int], task: Task, job_id: str) -> str:
+    """AI Platform Training's TF_CONFIG: master, worker and ps roles, the job as an object."""
+    pools: dict[str, list[str]] = {}
+    for t in tasks:
+        pools.setdefault(t.pool, []).append(f"127.0.0.1:{ports[t.name]}")
+    return json.dumps({"cluster": pools, "environment": "cloud", "task": {"type": task.pool, "index": task.index},
+                       "job": {"job_name": job_id}})
+
+
+def legacy_tasks(workers: int, parameter_servers: int) -> list[Task]:
+    return [Task("master", 0)] + [Task("worker", i) for i in range(workers)] + [Task("ps", i) for i in range(parameter_servers)]
+
+
+def task_env(tasks: list[Task], ports: dict[str, int], task: Task, job_id: str, gpus: int,
+             legacy: bool = False) -> dict[str, str]:
+    chief = task == tasks[0]
+    metrics = f"{MOUNT}/hypertune/output.metrics" if chief else f"{MOUNT}/hypertune/{task.name}.metrics"
+    cluster = ({"TF_CONFIG": tf_config(tasks, ports, task, job_id)} if legacy
+               else {"CLUSTER_SPEC": cluster_spec(tasks, ports, task, job_id)})
     return {
-        "CLUSTER_SPEC": cluster_spec(tasks, ports, task, job_id),
+        **cluster,
         "CLOUD_ML_JOB_ID": job_id,
         "AIP_MODEL_DIR": f"{MOUNT}/model/",
         "AIP_CHECKPOINT_DIR": f"{MOUNT}/checkpoints/",
@@ -124,8 +142,13 @@ def task_env(tasks: list[Task], ports: dict[str, int], task: Task, job_id: str, 
 
 
 def run_local(image: str, *, workers: int = 0, gpus: int = 0, output: Path | None = None, args: tuple[str, ...] = (),
-              reporter: Reporter, network: str = "host", package: PackageRun | None = None) -> RunResult:
-    """Run the chief (and `workers` workers), stream their logs, and always remove the containers."""
+              reporter: Reporter, network: str = "host", package: PackageRun | None = None, legacy: bool = False,
+              parameter_servers: int = 0, env: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+              timeout: float | None = None) -> RunResult:
+    """Run the chief (and `workers` workers), stream their logs, and always remove the containers. legacy: as AI
+    Platform Training ran it, TF_CONFIG with master, worker and ps tasks and `--job-dir` after the args. env and
+    labels are added to every container's; past timeout seconds the containers are killed (timed_out)."""
+    import requests
     from docker.errors import APIError, ImageNotFound
     from docker.types import DeviceRequest
 
@@ -137,33 +160,56 @@ def run_local(image: str, *, workers: int = 0, gpus: int = 0, output: Path | Non
             (out / sub).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from None
-    tasks = [Task("workerpool0", 0)] + [Task("workerpool1", i) for i in range(workers)]
+    tasks = legacy_tasks(workers, parameter_servers) if legacy else [Task("workerpool0", 0)] + [
+        Task("workerpool1", i) for i in range(workers)]
     ports = dict(zip([t.name for t in tasks], free_ports(len(tasks)), strict=True))
     containers = []
     volumes = {str(out): {"bind": MOUNT, "mode": "rw"}}
-    extra_env: dict[str, str] = {}
+    extra_env: dict[str, str] = dict(env or {})
     kwargs = {}
     if package:
         volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in package.mounts})
-        extra_env = {PACKAGE_URIS_ENV: ",".join(package.package_uris), PYTHON_MODULE_ENV: package.python_module,
-                     **dict(package.env)}
+        extra_env.update({PACKAGE_URIS_ENV: ",".join(package.package_uris), PYTHON_MODULE_ENV: package.python_module,
+                          **dict(package.env)})
         if package.entrypoint:
             kwargs["entrypoint"] = list(package.entrypoint)
     if gpus:
         kwargs["device_requests"] = [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
         kwargs["shm_size"] = LOCAL_SHM_SIZE  # NCCL between GPUs; tmpfs takes memory only as it is used
     try:
+        if legacy:  # the service appended the job directory to the trainer's arguments (the image's CMD by default)
+            args = (*(args or client.images.get(image).attrs["Config"].get("Cmd") or ()), f"--job-dir={MOUNT}/")
         for task in tasks:
             containers.append((task, client.containers.run(
                 image, list(args) or None, detach=True, name=f"{job_id}-{task.name}".replace("_", "-"),
-                environment={**task_env(tasks, ports, task, job_id, gpus), **extra_env}, network_mode=network,
-                volumes=volumes, labels={"dev.buildkit-py.job": job_id}, **kwargs,
+                environment={**task_env(tasks, ports, task, job_id, gpus, legacy), **extra_env}, network_mode=network,
+                volumes=volumes, labels={**(labels or {}), "dev.buildkit-py.job": job_id}, **kwargs,
             )))
             reporter.message(f"started {task.name} of {job_id}")
         threads = [threading.Thread(target=_stream, args=(c, t.name, reporter), daemon=True) for t, c in containers]
         for thread in threads:
             thread.start()
-        codes = {t.name: c.wait()["StatusCode"] for t, c in containers}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        codes, timed_out = {}, False
+        # Parameter servers serve until the job ends: AI Platform ended it when the master and workers had.
+        for t, c in sorted(containers, key=lambda tc: tc[0].pool == "ps"):
+            if t.pool == "ps" and not any(codes.values()):
+                c.reload()
+                if c.status == "running":
+                    c.kill()
+                    codes[t.name] = 0
+                    reporter.message(f"stopped {t.name}: the master and workers are done")
+                    continue
+            try:
+                codes[t.name] = c.wait(timeout=None if deadline is None else max(deadline - time.monotonic(), 0.01))["StatusCode"]
+            except requests.exceptions.RequestException:  # the engine's wait outlived the timeout
+                timed_out = True
+                for _, other in containers:
+                    try:
+                        other.kill()
+                    except APIError:
+                        pass  # already ended
+                codes[t.name] = c.wait()["StatusCode"]
         for thread in threads:
             thread.join(timeout=5)
     except ImageNotFound:
@@ -176,7 +222,7 @@ def run_local(image: str, *, workers: int = 0, gpus: int = 0, output: Path | Non
                 container.remove(force=True)
             except APIError:
                 pass
-    return RunResult(job_id, str(out), codes, read_metrics(out / "hypertune" / "output.metrics", reporter))
+    return RunResult(job_id, str(out), codes, read_metrics(out / "hypertune" / "output.metrics", reporter), timed_out)
 
 
 def read_metrics(path: Path, reporter: Reporter) -> list[dict]:

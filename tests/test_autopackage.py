@@ -1,0 +1,178 @@
+"""autopackage: inference from a trainer directory, bad input, and the pipeline end to end on the real engine."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from vertex_loopback import FakeVertex, new_key_file
+
+from buildkit_py.autopackage import config_text, infer
+from buildkit_py.cli import autopackage_main
+from buildkit_py.jobs.submit import ENDPOINT_ENV
+from conftest import REPO, run_cli
+
+QUICKSTART = REPO / "examples" / "quickstart"
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def dry(root: Path, *args: str) -> dict:
+    proc = run_cli("autopackage", str(root), "--dry-run", "--json", *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_package_layout_and_torch_pin_from_requirements(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "print(1)\n",
+                    "requirements.txt": "# deps\nnumpy>=1.26\ntorch==2.5.1  # the framework\n"})
+    before = tree(root)
+    out = dry(root)
+    inferred = out["inferred"]
+    assert inferred["trainer"] == "module trainer.task"
+    assert inferred["requirements"] == "requirements.txt"
+    assert inferred["framework"] == "torch==2.5.1" and inferred["framework_from"] == "requirements.txt:3"
+    assert out["plan"]["framework"]["requirement"] == "torch==2.5.1"
+    assert out["plan"]["framework"]["index_url"] == "https://download.pytorch.org/whl/cu124"
+    assert [s["stage"] for s in out["stages"]] == ["infer", "render"]
+    assert out["next"][0].startswith("build buildkit-py/") and out["run"] is None
+    assert tree(root) == before  # --dry-run writes nothing
+
+
+def test_script_and_pyproject_dependencies_unpinned_framework_is_said(project):
+    root = project({"train.py": "print(1)\n",
+                    "pyproject.toml": '[project]\nname = "t"\nversion = "1"\ndependencies = ["scikit-learn", "pandas"]\n'})
+    out = dry(root)
+    inferred = out["inferred"]
+    assert inferred["trainer"] == "script train.py" and inferred["pip"] == ["scikit-learn", "pandas"]
+    assert inferred["framework"] == "scikit-learn" and "not pinned" in inferred["notes"][0]
+    assert out["plan"]["framework"]["requirement"].startswith("scikit-learn==")  # pinned to what resolves
+
+
+def test_config_keys_win_and_flags_win_over_inference(project):
+    root = project({"trainer/task.py": "", "other.py": "", "buildkit.yaml": "trainer:\n  script: other.py\n"})
+    out = dry(root)
+    assert out["inferred"]["trainer"] is None and "trainer" not in out["inferred"]["config_keys"]
+    assert out["plan"]["entrypoint"][-1].endswith("/other.py")
+    assert dry(root, "--python", "3.12")["plan"]["python"]["version"] == "3.12"
+
+
+def test_no_trainer_exits_2_saying_what_was_looked_for(project):
+    root = project({"README.md": "hi\n", "lib/util.py": ""})
+    proc = run_cli("autopackage", str(root), "--dry-run")
+    assert proc.returncode == 2, proc.stderr
+    assert "no trainer found" in proc.stderr and "trainer/task.py" in proc.stderr and "train.py" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_conflicting_pins_exit_2_naming_both(project):
+    root = project({"trainer/task.py": "", "requirements.txt": "torch==2.5.1\n",
+                    "buildkit.yaml": "framework: torch==2.4.1\n"})
+    proc = run_cli("autopackage", str(root), "--dry-run")
+    assert proc.returncode == 2
+    assert "'torch==2.4.1'" in proc.stderr and "'torch==2.5.1'" in proc.stderr and "requirements.txt:1" in proc.stderr
+    flag = run_cli("autopackage", str(root), "--dry-run", "--framework", "torch==2.5.1", "--json")
+    assert flag.returncode == 0, flag.stderr  # the flag agrees with the requirement
+    both = project({"requirements.txt": "torch==2.5.1\n", "buildkit.yaml": "framework: torch==2.5.1\n",
+                    "pyproject.toml": '[project]\nname = "t"\nversion = "1"\ndependencies = ["torch==2.6.0"]\n'})
+    proc = run_cli("autopackage", str(both), "--dry-run")
+    assert proc.returncode == 2 and "'torch==2.5.1'" in proc.stderr and "'torch==2.6.0'" in proc.stderr
+
+
+def test_write_config_text_reads_back_and_a_dry_run_writes_nothing(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "", "requirements.txt": "xgboost==2.1.1\n"})
+    proc = run_cli("autopackage", str(root), "--dry-run", "--write-config")
+    assert proc.returncode == 0 and not (root / "buildkit.yaml").exists()
+    bad = run_cli("autopackage", str(root), "--write-config", "--target", "nowhere")
+    assert bad.returncode == 2 and "'nowhere'" in bad.stderr and not (root / "buildkit.yaml").exists()
+    (root / "buildkit.yaml").write_text(config_text(infer(root, None, {})), encoding="utf-8")
+    again = dry(root)  # the written config says everything: nothing is left to infer
+    assert again["inferred"]["config_keys"] == {} and again["plan"]["framework"]["requirement"] == "xgboost==2.1.1"
+
+
+@pytest.fixture
+def trainer_copy(tmp_path):
+    root = tmp_path / "quick"
+    shutil.copytree(QUICKSTART / "trainer", root / "trainer")  # no buildkit.yaml: everything inferred
+    return root
+
+
+def test_autopackage_builds_pushes_runs_then_reuses_and_rebuilds_after_an_edit(testenv, trainer_copy, tmp_path):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    args = ("autopackage", str(trainer_copy), "--image", f"{registry}/autopkg-e2e/quick", "--json")
+    before = tree(trainer_copy)
+    proc = run_cli(*args, "--", "--epochs", "50", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert [s["stage"] for s in out["stages"]] == ["infer", "render", "build", "push", "run"]
+    assert out["run"]["exit_code"] == 0 and float(out["run"]["metrics"][-1]["rmse"]) > 0
+    assert out["run"]["metrics"][-1]["global_step"] == "50"  # the trainer args after `--`
+    assert out["run"]["output_dir"].startswith(str(tmp_path / "cache"))  # outside the trainer directory
+    assert tree(trainer_copy) == before  # nothing written into the user's tree
+    again = json.loads(run_cli(*args, env=env).stdout)
+    stages = {s["stage"]: s for s in again["stages"]}
+    assert stages["build"]["reused"] and "not rebuilt" in stages["build"]["detail"]
+    assert stages["push"]["reused"] and "already in the registry: not pushed" in stages["push"]["detail"]
+    task = trainer_copy / "trainer" / "task.py"
+    task.write_text(task.read_text() + f"# edited {time.time_ns()}\n")  # new content on every test run
+    edited = json.loads(run_cli(*args, env=env).stdout)
+    stages = {s["stage"]: s for s in edited["stages"]}
+    assert not stages["build"]["reused"] and not stages["push"]["reused"] and edited["image"] != out["image"]
+    # Inference results saved on request; a second --write-config refuses to overwrite the config.
+    saved = run_cli(*args, "--write-config", env=env)
+    assert saved.returncode == 0 and "module: trainer.task" in (trainer_copy / "buildkit.yaml").read_text()
+    refused = run_cli(*args, "--write-config", env=env)
+    assert refused.returncode == 2 and "buildkit.yaml" in refused.stderr
+
+
+def test_vertex_target_builds_pushes_and_submits_to_the_api(testenv, trainer_copy, tmp_path):
+    server = FakeVertex()
+    key, server.public_key = new_key_file(tmp_path, f"{server.url}/token")
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "GOOGLE_APPLICATION_CREDENTIALS": str(key),
+           ENDPOINT_ENV: server.url}
+    args = ("autopackage", str(trainer_copy), "--image", f"{registry}/autopkg-vertex/quick", "--project", "fake-project")
+    with server:
+        proc = run_cli(*args, "--target", "loopback", "--wait", "--poll", "0.01", "--json", env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = json.loads(proc.stdout)
+        assert [s["stage"] for s in out["stages"]] == ["infer", "render", "build", "push", "submit"]
+        assert out["run"] is None and out["submitted"]["state"] == "JOB_STATE_SUCCEEDED"
+        (body,) = server.bodies
+        container = body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+        assert container["imageUri"].startswith(out["image"] + "@sha256:")  # the pushed image, pinned by digest
+        # A configured project makes vertex the default target, which refuses a loopback registry before sending.
+        refused = run_cli(*args, env=env)
+        assert refused.returncode != 0 and "127.0.0.1" in refused.stderr and len(server.bodies) == 1
+
+
+def test_package_mode_runs_an_sdist_on_an_executor_image(testenv, trainer_copy, tmp_path):
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    before = tree(trainer_copy)
+    proc = run_cli("autopackage", str(trainer_copy), "--mode", "package", "--image", "autopkg-package/executor", "--json",
+                   env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert [s["stage"] for s in out["stages"]] == ["infer", "render", "build", "package", "run"]
+    assert out["image"].startswith("autopkg-package/executor:bk-") and out["run"]["exit_code"] == 0
+    assert float(out["run"]["metrics"][-1]["rmse"]) > 0
+    assert "installed /buildkit-py/packages/0/quick-0.0.0.tar.gz" in proc.stderr  # the launcher installed the sdist
+    assert tree(trainer_copy) == before
+    for bad, field in ((("--mode", "wheel"), "--mode"), (("--target", "vertex", "--mode", "package"), "--mode")):
+        proc = run_cli("autopackage", str(trainer_copy), "--dry-run", *bad, env=env)
+        assert proc.returncode == 2 and field in proc.stderr, proc.stderr
+
+
+def test_the_console_script_is_buildkit_py_autopackage(project, capsys):
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["autopackage"] == "buildkit_py.cli:autopackage_main"
+    root = project({"train.py": "print(1)\n"})
+    assert autopackage_main([str(root), "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["inferred"]["trainer"] == "script train.py"
