@@ -81,3 +81,19 @@ def run_build_tool(args: list[str], reporter: Reporter, *, tool: str, env: dict[
         shown = "\n".join(tail) if tail else "(see the build output above)"
         raise BuildError(f"the build failed ({tool} exit code {code}):\n{shown}")
 
+
+def dockerfile_build_args(request: BuildRequest) -> list[str]:
+    """The flags `docker build` and `buildah build` spell alike: platform, network, secrets, labels, cache."""
+    args = ["-f", str(request.dockerfile)]
+    if request.platform:
+        args += ["--platform", request.platform]
+    if request.network:
+        args += ["--network", request.network]
+    for secret_id, src in request.secrets:
+        args += ["--secret", f"id={secret_id},src={src}"]
+    for key, value in request.labels:
+        args += ["--label", f"{key}={value}"]
+    if request.no_cache:
+        args.append("--no-cache")
+    return args
+

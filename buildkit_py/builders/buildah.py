@@ -18,7 +18,7 @@ from ..errors import BuildError, EngineError, RegistryError
 from ..progress import Reporter
 from ..refs import ImageRef
 from ..registry import PushResult, credentials_for
-from .base import BuildRequest, run_build_tool
+from .base import BuildRequest, dockerfile_build_args, run_build_tool
 
 BUILDAH_ENV = "BUILDKIT_PY_BUILDAH"
 INSTALL_HINT = ("install it with `apt-get install buildah` (Debian, Ubuntu), `dnf install buildah` (Fedora, RHEL) "
@@ -60,17 +60,7 @@ class BuildahBuilder:
 
     def _args(self, request: BuildRequest, iidfile: Path) -> list[str]:
         # --layers keeps a layer per instruction, so an unchanged step is reused (and can be cached remotely).
-        args = [self.executable, "build", "--layers", "--iidfile", str(iidfile), "-f", str(request.dockerfile)]
-        if request.platform:
-            args += ["--platform", request.platform]
-        if request.network:
-            args += ["--network", request.network]
-        for secret_id, src in request.secrets:
-            args += ["--secret", f"id={secret_id},src={src}"]
-        for key, value in request.labels:
-            args += ["--label", f"{key}={value}"]
-        if request.no_cache:
-            args.append("--no-cache")
+        args = [self.executable, "build", "--layers", "--iidfile", str(iidfile)] + dockerfile_build_args(request)
         if request.cache_ref is not None:
             # buildah's cache is a repository of its own (one image per layer, tagged by content).
             repo = request.cache_ref.repository

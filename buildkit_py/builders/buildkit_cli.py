@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import EngineError
 from ..progress import Reporter
 from ..refs import ImageRef
-from .base import BuildRequest, run_build_tool
+from .base import BuildRequest, dockerfile_build_args, run_build_tool
 from .engine_images import EngineImages
 
 DOCKER_ENV = "BUILDKIT_PY_DOCKER"
@@ -92,17 +92,7 @@ class BuildkitCliBuilder(EngineImages):
         return ["--cache-from", str(ref), "--build-arg", "BUILDKIT_INLINE_CACHE=1"]
 
     def _args(self, request: BuildRequest, progress: str, iidfile: Path) -> list[str]:
-        args = self.docker.command() + ["--progress", progress, "--iidfile", str(iidfile), "-f", str(request.dockerfile)]
-        if request.platform:
-            args += ["--platform", request.platform]
-        if request.network:
-            args += ["--network", request.network]
-        for secret_id, src in request.secrets:
-            args += ["--secret", f"id={secret_id},src={src}"]
-        for key, value in request.labels:
-            args += ["--label", f"{key}={value}"]
-        if request.no_cache:
-            args.append("--no-cache")
+        args = self.docker.command() + ["--progress", progress, "--iidfile", str(iidfile)] + dockerfile_build_args(request)
         if request.cache_ref is not None:
             args += self._cache_args(request.cache_ref)
         return args + [str(request.context_dir)]
