@@ -1,0 +1,389 @@
+"""Five ways to build the same trainer, side by side in one run: buildkit-py, the Dockerfile gcloud's
+autopackaging generates, the Vertex SDK's own `docker_utils.build_image`, a naive Dockerfile and a
+hand-layered BuildKit Dockerfile (the floor). Needs the test environment:
+
+    eval "$(scripts/testenv.sh up)" && python3 benchmarks/compare.py [--rounds 3] [--small]
+
+Per way and round: cold build + push, one-line code edit build + push, requirements edit build +
+push, the bytes each push stored at the registry (its storage directory, not the logs), image
+size and layer count. Each round gives each way a registry of its own (empty storage), unique
+trainer content, and builds cold with --no-cache after pruning BuildKit's cache mounts, so nothing
+an earlier round or way did can be reused. Writes benchmarks/results.md and benchmarks/results.json
+(or --out DIR).
+
+Stand-in adjustments, the same for every way: the base is the local python:3.11-slim-bookworm
+stand-in (Debian's Python, so the alternatives set PIP_BREAK_SYSTEM_PACKAGES=1, which the real
+image does not need); the proxy's CA reaches pip as a BuildKit secret mount (id=ca) in the
+Dockerfiles written here, and as a file in the context for the Vertex SDK (its Dockerfile has no
+secret mounts: its pip_command sets PIP_CERT). The Vertex SDK runs `docker build` with no network
+option, so it finds on PATH a `docker` wrapper that adds `--network host` to `docker build`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher import first_line_seconds
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from buildkit_py.config import default_ca_bundle  # noqa: E402
+
+DOCKER = os.environ.get("BUILDKIT_DOCKER", "/usr/bin/docker")
+BASE = "python:3.11-slim-bookworm"
+REGISTRY_BIN = shutil.which("docker-registry") or "docker-registry"
+ENTRY = '["python3", "-m", "trainer.task"]'
+STANDIN_ENV = "ENV PYTHONDONTWRITEBYTECODE=1 PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1"
+SECRET_PIP = "--mount=type=secret,id=ca PIP_CERT=/run/secrets/ca pip install"
+
+# gcloud ai custom-jobs local-run's documented order: base, requirements / setup.py installs, code,
+# entrypoint; built with --no-cache.
+GCLOUD = f"""FROM {BASE}
+{STANDIN_ENV}
+RUN mkdir -m 777 -p /usr/app /home
+WORKDIR /usr/app
+ENV HOME=/home
+COPY ["requirements.txt", "./requirements.txt"]
+RUN {SECRET_PIP} --no-cache-dir -r ./requirements.txt
+COPY [".", "."]
+ENTRYPOINT {ENTRY}
+"""
+NAIVE = f"""FROM {BASE}
+{STANDIN_ENV}
+WORKDIR /app
+COPY . .
+RUN {SECRET_PIP} --no-cache-dir -r requirements.txt
+ENTRYPOINT {ENTRY}
+"""
+HAND_LAYERED = f"""FROM {BASE}
+{STANDIN_ENV}
+WORKDIR /app
+COPY requirements.txt .
+RUN --mount=type=cache,target=/root/.cache/pip {SECRET_PIP} -r requirements.txt
+COPY . .
+ENTRYPOINT {ENTRY}
+"""
+DOCKER_WRAPPER = f"""#!/bin/sh
+# The Vertex SDK's `docker build` has no network option; this engine's builds need the host's.
+if [ "$1" = build ]; then shift; exec {DOCKER} build --network host "$@"; fi
+exec {DOCKER} "$@"
+"""
+TASK = """print("first line", flush=True)
+{imports}
+
+def main():
+    print("trained", flush=True)
+
+
+if __name__ == "__main__":
+    main()
+# round {token}
+"""
+
+
+@dataclass(frozen=True)
+class Deps:
+    requirements: tuple[str, ...]
+    framework: str  # what buildkit-py installs as the framework layer ("none": nothing)
+    added: str  # the requirements edit appends this
+    imports: str
+
+
+FULL = Deps(("scikit-learn==1.5.2", "pandas==2.2.3"), "scikit-learn==1.5.2", "six==1.16.0",
+            "import pandas  # noqa: F401\nimport sklearn  # noqa: F401")
+SMALL = Deps(("six==1.16.0",), "none", "idna==3.7", "import six  # noqa: F401")
+
+
+def run(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    proc = subprocess.run(args, capture_output=True, text=True, **kwargs)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args[:4])} ... failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def stored_bytes(storage: Path) -> int:
+    return sum(p.stat().st_size for p in storage.rglob("*") if p.is_file())
+
+
+@contextmanager
+def fresh_registry(tmp: Path) -> Iterator[tuple[str, Path]]:
+    """A registry with empty storage on a free loopback port, so every push is measured alone."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    storage = tmp / f"registry-{port}"
+    storage.mkdir()
+    config = tmp / f"registry-{port}.yml"
+    config.write_text(f"version: 0.1\nhttp:\n  addr: 127.0.0.1:{port}\nstorage:\n  filesystem:\n"
+                      f"    rootdirectory: {storage}\n")
+    proc = subprocess.Popen([REGISTRY_BIN, "serve", str(config)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}", storage
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+class Way:
+    """A way to build and push; `build` returns the tag it pushed."""
+
+    name = ""
+
+    def __init__(self, root: Path, registry: str, tmp: Path) -> None:
+        self.root, self.registry, self.tmp = root, registry, tmp
+        self.image = f"{registry}/bench/{type(self).__name__.lower()}"
+        self.builds = 0
+
+    def build(self, cold: bool) -> str:
+        raise NotImplementedError
+
+    def push(self, tag: str) -> None:
+        run([DOCKER, "push", tag])
+
+
+class DockerfileWay(Way):
+    dockerfile = ""
+    always_no_cache = False
+
+    def build(self, cold: bool) -> str:
+        self.builds += 1
+        tag = f"{self.image}:b{self.builds}"
+        (self.tmp / "Dockerfile").write_text(self.dockerfile)
+        args = [DOCKER, "build", "--network", "host", "-f", str(self.tmp / "Dockerfile"), "-t", tag,
+                "--secret", f"id=ca,src={CA}"]
+        run(args + (["--no-cache"] if cold or self.always_no_cache else []) + [str(self.root)],
+            env={**os.environ, "DOCKER_BUILDKIT": "1"})
+        self.push(tag)
+        return tag
+
+
+class Gcloud(DockerfileWay):
+    name = "gcloud autopackaging Dockerfile (--no-cache)"
+    dockerfile = GCLOUD
+    always_no_cache = True
+
+
+class Naive(DockerfileWay):
+    name = "naive `COPY . .` then `pip install -r`"
+    dockerfile = NAIVE
+
+
+class HandLayered(DockerfileWay):
+    name = "hand-layered BuildKit (deps alone, code last)"
+    dockerfile = HAND_LAYERED
+
+
+class Vertex(Way):
+    name = "Vertex SDK `docker_utils.build_image` (no_cache=True)"
+
+    def build(self, cold: bool) -> str:
+        import warnings
+
+        from google.cloud.aiplatform.docker_utils import build as vertex_build
+
+        # Its Popen asks for line buffering in binary mode: a harmless warning on every build.
+        warnings.filterwarnings("ignore", "line buffering", RuntimeWarning)
+
+        self.builds += 1
+        tag = f"{self.image}:b{self.builds}"
+        shutil.copyfile(CA, self.root / "bench-ca.pem")
+        wrapper = self.tmp / "bin"
+        wrapper.mkdir(exist_ok=True)
+        (wrapper / "docker").write_text(DOCKER_WRAPPER)
+        (wrapper / "docker").chmod(0o755)
+        saved = dict(os.environ)
+        os.environ.update(PATH=f"{wrapper}:{saved['PATH']}", DOCKER_BUILDKIT="1")
+        try:
+            vertex_build.build_image(
+                BASE, str(self.root), tag, python_module="trainer.task",
+                requirements_path=str(self.root / "requirements.txt"), container_workdir="/usr/app",
+                pip_command="PIP_CERT=/usr/app/bench-ca.pem PIP_BREAK_SYSTEM_PACKAGES=1 pip",
+                python_command="python3", no_cache=True,
+            )
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+            (self.root / "bench-ca.pem").unlink()
+        self.push(tag)
+        return tag
+
+
+class BuildkitPy(Way):
+    name = "buildkit-py"
+
+    def build(self, cold: bool) -> str:
+        proc = run([sys.executable, "-m", "buildkit_py", "build", "--config", str(self.root / "buildkit.yaml"),
+                    "--network", "host", "--progress", "plain", "--json", "--push", "--tag", self.image,
+                    *(["--no-cache"] if cold else [])], env={**os.environ, "PYTHONPATH": str(REPO)})
+        return json.loads(proc.stdout)["tags"][0]
+
+
+WAYS: tuple[type[Way], ...] = (BuildkitPy, Gcloud, Vertex, Naive, HandLayered)
+CA = default_ca_bundle() or Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def write_trainer(root: Path, deps: Deps) -> None:
+    (root / "trainer").mkdir(parents=True)
+    (root / "trainer" / "__init__.py").write_text("")
+    (root / "trainer" / "task.py").write_text(TASK.format(imports=deps.imports, token=uuid.uuid4().hex))
+    (root / "requirements.txt").write_text("".join(r + "\n" for r in deps.requirements))
+    (root / "buildkit.yaml").write_text(
+        f"framework: {deps.framework}\npython: '3.11'\ngpu: false\nhypertune: false\n"
+        "requirements: requirements.txt\ntrainer: {module: trainer.task}\n")
+
+
+def image_facts(tag: str) -> tuple[int, int]:
+    out = run([DOCKER, "image", "inspect", "--format", "{{.Size}} {{len .RootFS.Layers}}", tag]).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def one_way(way_class: type[Way], deps: Deps, tmp: Path) -> dict[str, float]:
+    root = tmp / f"{way_class.__name__.lower()}-{uuid.uuid4().hex[:8]}" / "trainer-src"
+    write_trainer(root, deps)
+    # BuildKit's cache mounts (pip's cache) would carry downloads from an earlier round or way.
+    run([DOCKER, "builder", "prune", "-af", "--filter", "type=exec.cachemount"])
+    with fresh_registry(tmp) as (registry, storage):
+        way = way_class(root, registry, tmp)
+        result: dict[str, float] = {}
+        tags = []
+        for step, change in (("cold", None), ("edit", "code"), ("requirements", "requirements")):
+            if change == "code":
+                task = root / "trainer" / "task.py"
+                task.write_text(task.read_text().replace('"trained"', f'"trained ({uuid.uuid4().hex[:6]})"'))
+            elif change == "requirements":
+                with (root / "requirements.txt").open("a") as handle:
+                    handle.write(deps.added + "\n")
+            before = stored_bytes(storage)
+            start = time.perf_counter()
+            tags.append(way.build(cold=step == "cold"))
+            result[f"{step}_s"] = time.perf_counter() - start
+            result[f"{step}_bytes"] = stored_bytes(storage) - before
+        result["image_bytes"], result["layers"] = image_facts(tags[0])
+        if way_class is BuildkitPy:
+            result.update(buildkit_py_extras(root, tags[-1]))
+    run([DOCKER, "rmi", "-f", *tags])
+    return result
+
+
+def buildkit_py_extras(root: Path, tag: str) -> dict[str, float]:
+    """`buildkit-py dockerfile` wall time, and the launcher's share of container start to the trainer's first line."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    render = []
+    for _ in range(5):
+        start = time.perf_counter()
+        run([sys.executable, "-m", "buildkit_py", "dockerfile", "--config", str(root / "buildkit.yaml")], env=env)
+        render.append(time.perf_counter() - start)
+    container = [DOCKER, "run", "--rm", "--network", "none"]
+    launcher, direct = [], []
+    for _ in range(5):  # alternate, so drift on a busy engine hits both alike
+        launcher.append(first_line_seconds(container + [tag]))
+        direct.append(first_line_seconds(container + ["--entrypoint", "python", tag, "-m", "trainer.task"]))
+    return {"dockerfile_s": statistics.median(render),
+            "launcher_overhead_s": statistics.median(launcher) - statistics.median(direct)}
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.0f} {unit}" if n >= 10 * size else f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def table(medians: dict[str, dict[str, float]]) -> str:
+    rows = ["| way | cold build + push | one-line edit: build + push | requirements edit: build + push "
+            "| bytes stored: cold / edit / requirements | image |", "|---|---|---|---|---|---|"]
+    for way in WAYS:
+        m = medians[way.name]
+        rows.append(f"| {way.name} | {m['cold_s']:.1f} s | {m['edit_s']:.2f} s | {m['requirements_s']:.1f} s | "
+                    f"{fmt_bytes(m['cold_bytes'])} / {fmt_bytes(m['edit_bytes'])} / {fmt_bytes(m['requirements_bytes'])} | "
+                    f"{fmt_bytes(m['image_bytes'])}, {m['layers']:.0f} layers |")
+    ours = medians[BuildkitPy.name]
+    rows += ["", "buildkit-py against each way (their time / ours; above 1: buildkit-py is faster):", "",
+             "| way | cold | one-line edit | requirements edit |", "|---|---|---|---|"]
+    for way in WAYS[1:]:
+        m = medians[way.name]
+        rows.append(f"| {way.name} | {m['cold_s'] / ours['cold_s']:.2f}x | {m['edit_s'] / ours['edit_s']:.1f}x | "
+                    f"{m['requirements_s'] / ours['requirements_s']:.2f}x |")
+    rows += ["", f"`buildkit-py dockerfile`: {ours['dockerfile_s']:.2f} s; launcher overhead at container start: "
+             f"{ours['launcher_overhead_s'] * 1000:.0f} ms (medians).", ""] + targets(medians)
+    return "\n".join(rows) + "\n"
+
+
+def targets(medians: dict[str, dict[str, float]]) -> list[str]:
+    """The issue's targets, each with the measured figure and whether it is met."""
+    ours, naive = medians[BuildkitPy.name], medians[Naive.name]
+    floor, gcloud = medians[HandLayered.name], medians[Gcloud.name]
+    checks = [
+        ("one-line edit <= 2x the hand-layered floor", f"{ours['edit_s'] / floor['edit_s']:.1f}x",
+         ours["edit_s"] <= 2 * floor["edit_s"]),
+        ("one-line edit >= 50x faster than gcloud-style", f"{gcloud['edit_s'] / ours['edit_s']:.0f}x",
+         gcloud["edit_s"] >= 50 * ours["edit_s"]),
+        ("cold build + push faster than naive", f"{ours['cold_s']:.1f} s vs {naive['cold_s']:.1f} s",
+         ours["cold_s"] < naive["cold_s"]),
+        ("image no larger than naive", f"{fmt_bytes(ours['image_bytes'])} vs {fmt_bytes(naive['image_bytes'])}",
+         ours["image_bytes"] <= naive["image_bytes"]),
+        ("requirements edit >= 2.5x faster than hand-layered", f"{floor['requirements_s'] / ours['requirements_s']:.2f}x",
+         floor["requirements_s"] >= 2.5 * ours["requirements_s"]),
+        ("`buildkit-py dockerfile` < 0.3 s", f"{ours['dockerfile_s']:.2f} s", ours["dockerfile_s"] < 0.3),
+        ("launcher overhead < 60 ms", f"{ours['launcher_overhead_s'] * 1000:.0f} ms", ours["launcher_overhead_s"] < 0.06),
+    ]
+    return ["| target | measured | met |", "|---|---|---|"] + [
+        f"| {name} | {value} | {'yes' if met else 'no'} |" for name, value, met in checks]
+
+
+def machine() -> str:
+    engine = run([DOCKER, "version", "--format", "{{.Server.Version}}"]).stdout.strip()
+    return (f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}, "
+            f"Docker engine {engine}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--small", action="store_true", help="one tiny dependency instead of scikit-learn + pandas")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    args = parser.parse_args()
+    deps = SMALL if args.small else FULL
+    rounds: list[dict[str, dict[str, float]]] = []
+    with tempfile.TemporaryDirectory(prefix="buildkit-bench-") as tmp:
+        for number in range(args.rounds):
+            results = {}
+            for way in WAYS:
+                print(f"round {number + 1}/{args.rounds}: {way.name}", file=sys.stderr, flush=True)
+                results[way.name] = one_way(way, deps, Path(tmp))
+            rounds.append(results)
+    medians = {w.name: {k: statistics.median(r[w.name][k] for r in rounds) for k in rounds[0][w.name]} for w in WAYS}
+    text = table(medians)
+    header = (f"Trainer: {', '.join(deps.requirements)} (requirements edit adds {deps.added}); base {BASE} "
+              f"(local stand-in). {args.rounds} round(s), medians. Machine: {machine()}.\n\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.md").write_text(header + text)
+    (args.out / "results.json").write_text(json.dumps(
+        {"machine": machine(), "deps": list(deps.requirements), "rounds": rounds, "medians": medians}, indent=2) + "\n")
+    print(header + text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Smoke test of the side-by-side benchmark: one small round of every way on the real engine and
+registries; it checks that each way built, pushed and was measured, never how fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def test_one_small_round_measures_every_way(testenv, tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "compare.py"), "--small", "--rounds", "1",
+                           "--out", str(tmp_path)], capture_output=True, text=True, env={**os.environ, **testenv},
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    result = json.loads((tmp_path / "results.json").read_text())
+    medians = result["medians"]
+    assert len(medians) == 5
+    for way, figures in medians.items():
+        for step in ("cold", "edit", "requirements"):
+            assert figures[f"{step}_s"] > 0, (way, step)
+            # Every push stored something (at least a manifest) at that way's own registry.
+            assert figures[f"{step}_bytes"] > 0, (way, step)
+        # The cold push stored the image's layers, base included, compressed: tens of MB here.
+        assert figures["cold_bytes"] > 10_000_000, way
+        assert figures["layers"] >= 3, way
+    assert medians["buildkit-py"]["dockerfile_s"] > 0
+    assert "| buildkit-py |" in (tmp_path / "results.md").read_text()
