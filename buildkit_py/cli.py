@@ -446,7 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="buildkit-py",
         description="Turn an ML trainer into a container image and a Vertex AI / AI Platform training job.",
-        epilog="Options may stand anywhere before `--`; `run` passes what follows `--` to the trainer.",
+        epilog="Options may stand anywhere before `--`; run, autopackage and tune pass what follows `--` to the trainer.",
     )
     parser.add_argument("--version", action="version", version=f"buildkit-py {__version__}")
     _common(parser)
