@@ -13,6 +13,7 @@ IPv6 hosts (`[::1]:5000`) follow the current grammar; Docker < 23 refuses them w
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -140,3 +141,21 @@ def _check_digest(digest: str, bad: Callable[[str], ConfigError]) -> None:
     if len(hexpart) != size or hexpart != hexpart.lower():
         raise bad(f"a {algorithm} digest has exactly {size} lowercase hex digits; this one has {len(hexpart)}"
                   + ("" if hexpart == hexpart.lower() else " and uppercase letters"))
+
+
+def registry_host(registry: str) -> str:
+    """The host of a registry, without its port or an IPv6 address's brackets: "[::1]:5000" -> "::1"."""
+    if registry.startswith("["):
+        return registry[1:registry.find("]")]
+    return registry.split(":")[0]
+
+
+def is_loopback_host(host: str) -> bool:
+    """localhost or a loopback address: where Docker (and so buildkit-py) allows plain HTTP."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+

@@ -5,7 +5,6 @@ secret mounts, tags, labels and push, with no Docker engine. Images live in buil
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import os
 import shutil
@@ -16,24 +15,13 @@ from pathlib import Path
 
 from ..errors import BuildError, EngineError, RegistryError
 from ..progress import Reporter
-from ..refs import ImageRef
+from ..refs import ImageRef, is_loopback_host, registry_host
 from ..registry import PushResult, credentials_for
 from .base import BuildRequest, dockerfile_build_args, run_build_tool
 
 BUILDAH_ENV = "BUILDKIT_PY_BUILDAH"
 INSTALL_HINT = ("install it with `apt-get install buildah` (Debian, Ubuntu), `dnf install buildah` (Fedora, RHEL) "
                 f"or point {BUILDAH_ENV} at its executable; or build with a Docker engine (--builder buildkit)")
-
-
-def _loopback(registry: str) -> bool:
-    """Plain HTTP is allowed for loopback registries only, as Docker allows it."""
-    host = registry[1:registry.find("]")] if registry.startswith("[") else registry.split(":")[0]
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class BuildahBuilder:
@@ -65,7 +53,7 @@ class BuildahBuilder:
             # buildah's cache is a repository of its own (one image per layer, tagged by content).
             repo = request.cache_ref.repository
             args += ["--cache-from", repo, "--cache-to", repo]
-            if _loopback(request.cache_ref.registry):
+            if is_loopback_host(registry_host(request.cache_ref.registry)):
                 args.append("--tls-verify=false")
         return args + [str(request.context_dir)]
 
@@ -90,7 +78,7 @@ class BuildahBuilder:
         with tempfile.TemporaryDirectory(prefix="buildkit-py-push-") as tmp:
             digestfile = Path(tmp) / "digest"
             args = ["push", "--digestfile", str(digestfile)]
-            if _loopback(ref.registry):
+            if is_loopback_host(registry_host(ref.registry)):
                 args.append("--tls-verify=false")
             creds = credentials_for(ref.registry)
             if creds:  # an auth file, never argv: other users can read a process's arguments

@@ -6,13 +6,12 @@ the accelerator and machine fit, strategy and wait, the staging bucket, the cons
 from __future__ import annotations
 
 import base64
-import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import BuildkitError, ConfigError, RegistryError, show
-from ..refs import DOCKER_HUB, ImageRef
+from ..refs import DOCKER_HUB, ImageRef, is_loopback_host, registry_host
 from ..registry import credentials_for
 from .vertex import VertexJob, load_machines
 
@@ -54,11 +53,7 @@ class _Registry:
         self.requests = requests
         self.session = requests.Session()
         host = "registry-1.docker.io" if ref.registry == DOCKER_HUB else ref.registry
-        bare = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        try:
-            loopback = ipaddress.ip_address(bare.strip("[]")).is_loopback
-        except ValueError:
-            loopback = bare == "localhost"
+        loopback = is_loopback_host(registry_host(host))
         # Docker talks plain http to loopback registries (insecure by default); so do we.
         self.base = f"{'http' if loopback else 'https'}://{host}/v2/{ref.path}"
         self.auth: dict[str, str] = {}

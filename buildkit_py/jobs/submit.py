@@ -8,7 +8,6 @@ connection, the jobs with that label are looked up, so nothing is submitted twic
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, ServiceError, show
+from ..refs import is_loopback_host
 
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 ENDPOINT_ENV = "BUILDKIT_PY_API_ENDPOINT"
@@ -45,17 +45,10 @@ def api_endpoint(given: str | None, region: str, env: dict[str, str]) -> str:
     if not match or (match[3] and not 0 < int(match[3]) < 65536):
         raise ConfigError(f"{show(text)} is not allowed: https://HOST[:PORT] (no path), or http:// to a loopback "
                           "address", field=field)
-    if match[1] == "http" and not _is_loopback(match[2]):
+    if match[1] == "http" and not is_loopback_host(match[2].strip("[]").lower()):
         raise ConfigError(f"{show(text)} is not allowed: plain http only to a loopback address (127.0.0.1, [::1], "
                           "localhost); use https", field=field)
     return text.rstrip("/")
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host.lower() == "localhost"
 
 
 def parse_name(text: str, field: str = "NAME") -> tuple[str, str, str, str]:

@@ -21,7 +21,7 @@ from .. import __version__
 from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
 from ..errors import ConfigError, DataError, ResolutionError, show
 from ..launcher.constants import EXPECT_GPUS_ENV
-from ..refs import DOCKER_HUB, ImageRef, parse_ref
+from ..refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
 from ..resources import LAUNCHER_MODULE, resource_dir
 
 TARGETS = ("vertex", "loopback")  # loopback: an API on this machine (a fake, an emulator): loopback images allowed
@@ -144,7 +144,7 @@ def pullable(text: str, target: str, field: str) -> ImageRef:
     if ref.registry == DOCKER_HUB and "." not in first and ":" not in first and first != "localhost":
         raise ConfigError(f"{show(text)} names no registry host, so it means Docker Hub; push the image where Vertex AI "
                           "can pull it, e.g. us-central1-docker.pkg.dev/PROJECT/REPO/IMAGE", field=field)
-    host = ref.registry.rsplit(":", 1)[0].strip("[]") if not ref.registry.endswith("]") else ref.registry.strip("[]")
+    host = registry_host(ref.registry)
     try:
         loopback = ipaddress.ip_address(host).is_loopback or ipaddress.ip_address(host).is_unspecified
     except ValueError:
