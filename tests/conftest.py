@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,31 @@ def hadolint(text: str) -> str:
         input=text, capture_output=True, text=True,
     )
     return (proc.stdout + proc.stderr).strip()
+
+
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def secret_inputs(tmp_path: Path, token: str) -> tuple[tuple[str, str], Path]:
+    """A CA bundle line and a pip.conf whose extra index carries a token (the index does not
+    exist, so pip must not need it): the (secrets, pip.conf) a build must never leak."""
+    ca_lines = Path(CA_BUNDLE).read_text().splitlines()
+    ca_marker = [ln for ln in ca_lines if ln and not ln.startswith("-----")][-1]
+    pip_conf = tmp_path / "pip.conf"
+    pip_conf.write_text(f"[global]\nextra-index-url = https://tester:{token}@127.0.0.1:9/simple\ntimeout = 2\nretries = 0\n")
+    return (token, ca_marker), pip_conf
+
+
+def assert_secrets_absent(secrets: tuple[str, ...], texts: tuple[str, ...], saved_image: Path) -> None:
+    """No secret in the given texts (logs, history, config) nor in any file of any layer of a `docker save` tarball."""
+    contents = []
+    with tarfile.open(saved_image) as outer:
+        for member in outer.getmembers():
+            if member.name.endswith("layer.tar"):
+                with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+                    contents += [layer.extractfile(item).read() for item in layer.getmembers() if item.isfile()]
+    assert contents, "no layer content read"
+    for secret in secrets:
+        assert not any(secret in text for text in texts), secret
+        assert not any(secret.encode() in blob for blob in contents), secret
+

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import tarfile
 import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import CA_BUNDLE, REPO, assert_secrets_absent, run_cli, secret_inputs
 
 QUICKSTART = REPO / "examples" / "quickstart"
 AUTH_USER, AUTH_PASSWORD = "tester", "s3cret-pass"
@@ -117,34 +116,17 @@ def test_auth_registry_refuses_a_wrong_password_and_accepts_the_right_one(testen
 
 
 def test_secrets_never_reach_the_image_or_the_logs(testenv, quickstart, tmp_path):
-    ca_text = Path("/etc/ssl/certs/ca-certificates.crt").read_text()
-    ca_marker = [ln for ln in ca_text.splitlines() if ln and not ln.startswith("-----")][-1]
-    token = "Tok3n-" + "9f8e7d6c5b4a"
-    pip_conf = tmp_path / "pip.conf"
-    # An extra index that carries credentials; it does not exist, so pip must not need it.
-    pip_conf.write_text(f"[global]\nextra-index-url = https://tester:{token}@127.0.0.1:9/simple\ntimeout = 2\nretries = 0\n")
+    secrets, pip_conf = secret_inputs(tmp_path, "Tok3n-" + "9f8e7d6c5b4a")
     (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "pip: [\"six==1.16.0\"]\n")
-    proc = build(testenv, quickstart, "--ca-cert", "/etc/ssl/certs/ca-certificates.crt", "--pip-conf", str(pip_conf),
+    proc = build(testenv, quickstart, "--ca-cert", CA_BUNDLE, "--pip-conf", str(pip_conf),
                  "--no-cache")
     assert proc.returncode == 0, proc.stderr[-4000:]
     ref = json.loads(proc.stdout)["tags"][0]
-    logs = proc.stdout + proc.stderr
     history = docker(testenv, "history", "--no-trunc", ref).stdout
     config = docker(testenv, "image", "inspect", ref).stdout
     saved = tmp_path / "image.tar"
     docker(testenv, "save", "-o", str(saved), ref)
-    contents = []
-    with tarfile.open(saved) as outer:
-        for member in outer.getmembers():
-            if member.name.endswith("layer.tar"):
-                with tarfile.open(fileobj=outer.extractfile(member)) as layer:
-                    for item in layer.getmembers():
-                        if item.isfile():
-                            contents.append(layer.extractfile(item).read())
-    assert contents, "no layer content read"
-    for secret in (token, ca_marker):
-        assert secret not in logs and secret not in history and secret not in config
-        assert not any(secret.encode() in blob for blob in contents), secret
+    assert_secrets_absent(secrets, (proc.stdout + proc.stderr, history, config), saved)
 
 
 def test_failed_build_leaves_no_tag_no_temp_dir_no_container(testenv, quickstart):
