@@ -28,6 +28,13 @@ FORWARD_COMPAT_ENV = "BUILDKIT_PY_FORWARD_COMPAT_BRANCHES"  # driver branches cu
 # framework build carries, as torch.cuda.get_arch_list() names them, "sm_75,sm_80,compute_120".
 CUDA_ARCHS_ENV = "BUILDKIT_PY_CUDA_ARCHS"
 
+# TPUs (Vertex AI TPU VMs). The job spec sets the expected chips; the Dockerfile (through the Plan)
+# sets the accelerator the image was built for and where its framework's libtpu lives.
+EXPECT_TPU_ENV = "BUILDKIT_PY_EXPECT_TPU_CHIPS"  # TPU chips the job's machine has; unset or 0: no TPU expected
+TPU_TYPE_ENV = "BUILDKIT_PY_TPU"  # the TPU accelerator type the image was built for, e.g. TPU_V5_LITEPOD
+TPU_RUNTIME_ENV = "BUILDKIT_PY_TPU_RUNTIME"  # absolute path of the libtpu.so the framework loads
+DEV_DIR_ENV = "BUILDKIT_PY_DEV_DIR"  # where device nodes are (tests point it at a stand-in layout)
+
 # Set by the image (nvidia/cuda bases) or the container runtime.
 CUDA_VERSION_ENV = "CUDA_VERSION"
 CUDNN_VERSION_ENV = "NV_CUDNN_VERSION"
@@ -51,6 +58,8 @@ ARCH_UNSUPPORTED = 14
 VISIBLE_DEVICES = 15
 CUDNN_MISSING = 16
 FRAMEWORK_NO_GPU = 17
+TPU_NOT_VISIBLE = 18  # fewer TPU chips visible than the job asked for
+TPU_RUNTIME_MISSING = 19  # the TPU runtime library (libtpu) is not where the framework loads it
 BAD_CLUSTER = 20
 USAGE = 21
 PACKAGE_FETCH_FAILED = 30  # a package URI could not be read or downloaded
