@@ -6,8 +6,11 @@ hand-layered BuildKit Dockerfile (the floor). Needs the test environment:
 
 Per way and round: cold build + push, one-line code edit build + push, requirements edit build +
 push, the bytes each push stored at the registry (its storage directory, not the logs), image
-size and layer count. Each round gives each way a registry of its own (empty storage), unique
-trainer content, and builds cold with --no-cache after pruning BuildKit's cache mounts, so nothing
+size and layer count; for buildkit-py also `dockerfile` and `package` wall times and the launcher's
+start-up overhead. buildkit-py runs as the console command users type (`buildkit-py`, installed for
+this interpreter), with this checkout's code, byte-compiled first as pip compiles an installed
+package. Each round gives each way a registry of its own (empty storage), unique trainer content,
+and builds cold with --no-cache after pruning BuildKit's cache mounts, so nothing
 an earlier round or way did can be reused. Writes benchmarks/results.md and benchmarks/results.json
 (or --out DIR).
 
@@ -30,6 +33,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import uuid
@@ -47,6 +51,8 @@ from buildkit_py.config import default_ca_bundle  # noqa: E402
 DOCKER = os.environ.get("BUILDKIT_DOCKER", "/usr/bin/docker")
 BASE = "python:3.11-slim-bookworm"
 REGISTRY_BIN = shutil.which("docker-registry") or "docker-registry"
+# The console command users type (pip's entry-point script for this interpreter), so that its start-up counts.
+CONSOLE = Path(sysconfig.get_path("scripts")) / "buildkit-py"
 ENTRY = '["python3", "-m", "trainer.task"]'
 STANDIN_ENV = "ENV PYTHONDONTWRITEBYTECODE=1 PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1"
 SECRET_PIP = "--mount=type=secret,id=ca PIP_CERT=/run/secrets/ca pip install"
@@ -234,7 +240,7 @@ class BuildkitPy(Way):
     name = "buildkit-py"
 
     def build(self, cold: bool) -> str:
-        proc = run([sys.executable, "-m", "buildkit_py", "build", "--config", str(self.root / "buildkit.yaml"),
+        proc = run([str(CONSOLE), "build", "--config", str(self.root / "buildkit.yaml"),
                     "--network", "host", "--progress", "plain", "--json", "--push", "--tag", self.image,
                     *(["--no-cache"] if cold else [])], env={**os.environ, "PYTHONPATH": str(REPO)})
         return json.loads(proc.stdout)["tags"][0]
@@ -262,8 +268,10 @@ def image_facts(tag: str) -> tuple[int, int]:
 def one_way(way_class: type[Way], deps: Deps, tmp: Path) -> dict[str, float]:
     root = tmp / f"{way_class.__name__.lower()}-{uuid.uuid4().hex[:8]}" / "trainer-src"
     write_trainer(root, deps)
-    # BuildKit's cache mounts (pip's cache) would carry downloads from an earlier round or way.
-    run([DOCKER, "builder", "prune", "-af", "--filter", "type=exec.cachemount"])
+    # The whole build cache: its cache mounts would carry downloads from an earlier round or way, and
+    # its layer records would give a later build of the same steps an earlier round's layers (a
+    # --no-cache build adds a second result under the same key), which its push then uploads again.
+    run([DOCKER, "builder", "prune", "-af"])
     with fresh_registry(tmp) as (registry, storage):
         way = way_class(root, registry, tmp)
         result: dict[str, float] = {}
@@ -282,26 +290,33 @@ def one_way(way_class: type[Way], deps: Deps, tmp: Path) -> dict[str, float]:
             result[f"{step}_bytes"] = stored_bytes(storage) - before
         result["image_bytes"], result["layers"] = image_facts(tags[0])
         if way_class is BuildkitPy:
-            result.update(buildkit_py_extras(root, tags[-1]))
+            result.update(buildkit_py_extras(root, tags[-1], root.parent))
     run([DOCKER, "rmi", "-f", *tags])
     return result
 
 
-def buildkit_py_extras(root: Path, tag: str) -> dict[str, float]:
-    """`buildkit-py dockerfile` wall time, and the launcher's share of container start to the trainer's first line."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    render = []
-    for _ in range(5):
+def timed_median(args: list[str], times: int = 5) -> float:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # the console script then runs this checkout's code
+    seconds = []
+    for _ in range(times):
         start = time.perf_counter()
-        run([sys.executable, "-m", "buildkit_py", "dockerfile", "--config", str(root / "buildkit.yaml")], env=env)
-        render.append(time.perf_counter() - start)
+        run(args, env=env)
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def buildkit_py_extras(root: Path, tag: str, tmp: Path) -> dict[str, float]:
+    """`buildkit-py dockerfile` and `buildkit-py package` wall times, as the console command, and the launcher's
+    share of container start to the trainer's first line."""
+    config = str(root / "buildkit.yaml")
+    extras = {"dockerfile_s": timed_median([str(CONSOLE), "dockerfile", "--config", config]),
+              "package_s": timed_median([str(CONSOLE), "package", "--config", config, "--out", str(tmp / "sdists")])}
     container = [DOCKER, "run", "--rm", "--network", "none"]
     launcher, direct = [], []
     for _ in range(5):  # alternate, so drift on a busy engine hits both alike
         launcher.append(first_line_seconds(container + [tag]))
         direct.append(first_line_seconds(container + ["--entrypoint", "python", tag, "-m", "trainer.task"]))
-    return {"dockerfile_s": statistics.median(render),
-            "launcher_overhead_s": statistics.median(launcher) - statistics.median(direct)}
+    return {**extras, "launcher_overhead_s": statistics.median(launcher) - statistics.median(direct)}
 
 
 def fmt_bytes(n: float) -> str:
@@ -326,7 +341,8 @@ def table(medians: dict[str, dict[str, float]]) -> str:
         m = medians[way.name]
         rows.append(f"| {way.name} | {m['cold_s'] / ours['cold_s']:.2f}x | {m['edit_s'] / ours['edit_s']:.1f}x | "
                     f"{m['requirements_s'] / ours['requirements_s']:.2f}x |")
-    rows += ["", f"`buildkit-py dockerfile`: {ours['dockerfile_s']:.2f} s; launcher overhead at container start: "
+    rows += ["", f"`buildkit-py dockerfile`: {ours['dockerfile_s']:.2f} s; `buildkit-py package`: "
+             f"{ours['package_s']:.2f} s; launcher overhead at container start: "
              f"{ours['launcher_overhead_s'] * 1000:.0f} ms (medians).", ""] + targets(medians)
     return "\n".join(rows) + "\n"
 
@@ -365,6 +381,11 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="one tiny dependency instead of scikit-learn + pandas")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
     args = parser.parse_args()
+    if not CONSOLE.is_file():
+        raise SystemExit(f"{CONSOLE} is missing: install buildkit-py for {sys.executable} (pip install -e {REPO})")
+    # Byte-compiled as pip compiles an installed package: where PYTHONDONTWRITEBYTECODE=1 (CI, containers) no
+    # run writes them, and every start would compile the modules again (75 ms here), which no user pays.
+    run([sys.executable, "-m", "compileall", "-q", str(REPO / "buildkit_py")])
     deps = SMALL if args.small else FULL
     rounds: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="buildkit-bench-") as tmp:

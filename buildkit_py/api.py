@@ -7,6 +7,7 @@ network, and reports failures as the errors of buildkit_py.errors (each with its
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -16,37 +17,41 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from . import autopackage as _autopackage
 from . import build as _build
-from . import doctor as _doctor
-from . import index_metadata, registry
+from . import registry
 from .build import BuildOptions, BuildResult
 from .builders import builder_class
 from .ci import CI_FLAVOURS, render_ci
 from .config import Config, JobConfig, default_ca_bundle, distribution_name, job_flag, load_config, pep440_version
 from .engine import engine_client
 from .errors import BuildkitError, ConfigError, RegistryError, ResolutionError, ServiceError, WaitInterrupted, show
-from .executors import Executor, catalog_entries, is_spec, resolve_executor
 from .fsutil import write_atomic
-from .jobs import aiplatform, preflight, vertex
-from .jobs import submit as jobs_submit
-from .jobs import tune as jobs_tune
-from .jobs.local import RunResult, package_run, run_local
 from .launcher.gpu import arch_supports
 from .makefile import render_makefile
 from .matrix import SHIPPED, load_matrix, version_key
-from .packaging import SCRIPT_MODULE, Sdist, build_sdist
-from .plan import Plan, accelerator_named, check_accelerator, make_plan
+from .plan import Plan, accelerator_named, check_accelerator, make_plan, tpu_named, tpu_releases
 from .progress import Reporter
 from .refs import parse_ref
 from .registry import PushResult
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 from .staging import Staged, parse_stage, stage
+
+# The modules below cost a command that does not use them (`dockerfile` must start in well under
+# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+if TYPE_CHECKING:
+    from . import autopackage as _autopackage
+    from . import doctor as _doctor
+    from . import index_metadata
+    from .executors import Executor
+    from .jobs import preflight, vertex
+    from .jobs import tune as jobs_tune
+    from .jobs.local import RunResult
+    from .packaging import Sdist
 
 MAX_GPUS = 16  # the most GPUs one Vertex AI machine has
 MAX_WORKERS = 64  # local runs start one container per worker
@@ -59,6 +64,15 @@ __all__ = [
     "CancelResult", "JobOptions", "JobResult", "PlanResult", "SubmitOptions", "SubmitResult", "cancel", "job", "plan",
     "submit", "AutopackageOptions", "AutopackageResult", "autopackage", "TuneOptions", "tune",
 ]
+
+# Types re-exported from modules imported on first use (see above).
+_LAZY_EXPORTS = {"Executor": ".executors", "RunResult": ".jobs.local"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_EXPORTS:
+        return getattr(importlib.import_module(_LAZY_EXPORTS[name], __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -140,6 +154,7 @@ class SeriesVersions:
     default_cuda: str | None = None
     source: str = SHIPPED  # or the overlay file (index metadata)
     verified: tuple[tuple[str, str], ...] = ()  # CUDA -> what a real GPU machine reported
+    tpu: str | None = None  # listed for a TPU: what its TPU build installs, "jax[tpu]"
 
 
 @dataclass(frozen=True)
@@ -150,7 +165,8 @@ class Versions:
     def to_dict(self) -> dict:
         return {name: {s.series + ("" if s.source == SHIPPED else " (index metadata)"): {
             "releases": list(s.releases), "cuda": list(s.cuda), "python": list(s.python),
-            "default_cuda": s.default_cuda, "source": s.source, "verified": dict(s.verified)} for s in series}
+            "default_cuda": s.default_cuda, "source": s.source, "verified": dict(s.verified)}
+            | ({"tpu": s.tpu} if s.tpu else {}) for s in series}
             for name, series in self.frameworks}
 
 
@@ -158,7 +174,8 @@ def versions(framework: str | None = None, accelerator: str | None = None) -> Ve
     """The known releases; with an accelerator, only the releases and CUDA variants whose build has
     kernels for it (as resolution would choose among them)."""
     matrix = load_matrix()
-    wanted = accelerator_named(matrix, accelerator, "--accelerator") if accelerator is not None else None
+    tpu = tpu_named(matrix, accelerator, "--accelerator") if accelerator is not None else None
+    wanted = accelerator_named(matrix, accelerator, "--accelerator") if accelerator is not None and not tpu else None
     tagged = {r.minor for r in matrix.cuda}
     names = [framework] if framework is not None else sorted(matrix.frameworks)
     out = []
@@ -168,6 +185,18 @@ def versions(framework: str | None = None, accelerator: str | None = None) -> Ve
             raise ResolutionError(f"framework: unknown framework {show(name)}; known: {', '.join(sorted(matrix.frameworks))}")
         listed = []
         for s in fw.series + ((fw.nightly,) if fw.nightly else ()):
+            if tpu is not None:  # the releases with a TPU build the service documents for it, and their Pythons
+                fits = set(tpu_releases(fw, tpu))
+                builds = [fw.tpu.build(r, s.for_release(r).python) for r in s.releases if r in fits] if fw.tpu else []
+                floor = tpu.min.get("python", "3")
+                python = sorted({p for b in builds if b for p in b.python if version_key(p) >= version_key(floor)},
+                                key=version_key)
+                if builds and fw.tpu:
+                    listed.append(SeriesVersions(s.series, tuple(r for r in s.releases if r in fits), (), tuple(python),
+                                                 None, s.origin, (), fw.tpu.requirement + (
+                                                     f" + {builds[0].companion.split('==')[0]}" if builds[0].companion
+                                                     else "")))
+                continue
             releases, cuda = list(s.releases), list(s.cuda)
             if wanted is not None:
                 fits = {r: [c for c in s.for_release(r).cuda
@@ -181,34 +210,41 @@ def versions(framework: str | None = None, accelerator: str | None = None) -> Ve
             listed.append(SeriesVersions(s.series, tuple(releases), tuple(cuda), tuple(s.python), default, s.origin,
                                          s.verified))
         out.append((fw.name, tuple(listed)))
-    return Versions(tuple(out), wanted.name if wanted else None)
+    return Versions(tuple(out), tpu.name if tpu else wanted.name if wanted else None)
 
 
 @dataclass(frozen=True)
 class MatrixOptions:
     frameworks: tuple[str, ...] = ()  # default: all
-    timeout: float = index_metadata.TIMEOUT  # seconds per request
+    timeout: float | None = None  # seconds per request (None: index_metadata.TIMEOUT)
 
 
 def _package_index(project: Project, options: MatrixOptions) -> index_metadata.Index:
     """The config's pip_index_url (or --pip-index-url), else $PIP_INDEX_URL, else PyPI; the CA
     bundle of the build (--ca-cert, PIP_CERT...) verifies it."""
-    if isinstance(options.timeout, bool) or not isinstance(options.timeout, (int, float)) or not 0 < options.timeout <= 300:
-        raise ConfigError(f"{show(options.timeout)} is not allowed: seconds, more than 0 and at most 300", field="--timeout")
+    from . import index_metadata
+
+    timeout = index_metadata.TIMEOUT if options.timeout is None else options.timeout
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 300:
+        raise ConfigError(f"{show(timeout)} is not allowed: seconds, more than 0 and at most 300", field="--timeout")
     config = load(project)
     url = config.pip_index_url or os.environ.get("PIP_INDEX_URL") or index_metadata.DEFAULT_INDEX
-    return index_metadata.Index(url, timeout=float(options.timeout), ca_file=config.ca_cert or default_ca_bundle())
+    return index_metadata.Index(url, timeout=float(timeout), ca_file=config.ca_cert or default_ca_bundle())
 
 
 def matrix_check(project: Project, options: MatrixOptions) -> index_metadata.MatrixReport:
     """base_images/ against the index's metadata: missing releases, Pythons without wheels, default
     CUDA/cuDNN that the default wheel's pins contradict."""
+    from . import index_metadata
+
     return index_metadata.run(load_matrix(), _package_index(project, options), options.frameworks)
 
 
 def matrix_refresh(project: Project, options: MatrixOptions) -> index_metadata.MatrixReport:
     """matrix_check, and the releases missing from the data written to the user's overlay, which
     resolution then reads (flagged as known from index metadata)."""
+    from . import index_metadata
+
     return index_metadata.run(load_matrix(), _package_index(project, options), options.frameworks, refresh=True)
 
 
@@ -253,6 +289,8 @@ def push(ref: str, reporter: Reporter) -> PushResult:
 
 
 def doctor(gpus: int | None = None) -> list[_doctor.Finding]:
+    from . import doctor as _doctor
+
     if gpus is not None:
         _count("--gpus", gpus, MAX_GPUS)
     return _doctor.diagnose(gpus)
@@ -278,6 +316,8 @@ class RunOptions:
 
 def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
     """Run the image the way Vertex AI runs it, on this machine (building it first when no image is given)."""
+    from .jobs.local import run_local
+
     _count("--gpus", options.gpus, MAX_GPUS)
     _count("--workers", options.workers, MAX_WORKERS)
     _count("--ps", options.parameter_servers, MAX_WORKERS)
@@ -305,6 +345,10 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
 
 
 def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
+    from .executors import is_spec, resolve_executor
+    from .jobs.local import package_run, run_local
+    from .packaging import SCRIPT_MODULE
+
     if options.image is not None:
         raise ConfigError(f"give an IMAGE or --executor, not both (IMAGE is {show(options.image)})", field="--executor")
     if options.executor is None:
@@ -374,6 +418,8 @@ class PackageResult:
 
 def package(project: Project, options: PackageOptions) -> PackageResult:
     """The trainer as a reproducible sdist (checked: the module is in it), staged when asked."""
+    from .packaging import build_sdist
+
     if options.module and options.script:
         raise ConfigError("give --module or --script, not both", field="--script")
     name = distribution_name(options.name, "--name") if options.name is not None else None
@@ -403,6 +449,8 @@ def executor_build(project: Project, options: BuildOptions, reporter: Reporter) 
 
 def executors(framework: str | None = None, region: str | None = None) -> list[Executor]:
     """Google's prebuilt training images (base_images/executors.yaml), in the region's repository."""
+    from .executors import catalog_entries
+
     return catalog_entries(framework, region=region)
 
 
@@ -496,6 +544,10 @@ class JobOptions:
     region: str | None = None
     target: str = "vertex"  # or loopback: an API on this machine, where loopback images are allowed
     from_aiplatform: Path | None = None  # a legacy AI Platform config.yaml instead of the config's job
+    # A TrainingPipeline: the job, then the model uploaded to the Model Registry with a serving image.
+    pipeline: bool = False
+    serving_image: str | None = None  # overrides model.serving_image: an image, or NAME==VERSION of a prebuilt one
+    model_name: str | None = None  # overrides model.name
 
 
 @dataclass(frozen=True)
@@ -543,14 +595,16 @@ class SubmitResult:
     state: str
     tried: tuple[str, ...] = ()  # alternatives refused for capacity or quota before this one, with the reason
     error: str | None = None  # the job's error, when it failed
+    model: str | None = None  # a pipeline's uploaded model (projects/P/locations/R/models/ID), once it succeeded
 
     @property
     def failed(self) -> bool:
-        return self.state in ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")
+        return self.state in ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED", "PIPELINE_STATE_FAILED",
+                              "PIPELINE_STATE_CANCELLED")
 
     def to_dict(self) -> dict:
         return {"name": self.name, "console_url": self.console_url, "state": self.state, "tried": list(self.tried),
-                "error": self.error}
+                "error": self.error, "model": self.model}
 
 
 @dataclass(frozen=True)
@@ -564,6 +618,8 @@ class CancelResult:
 
 def _job_settings(project: Project, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
     """The config, and its job with the flags applied (each checked by its config key's validator)."""
+    from .jobs import aiplatform
+
     config = load(project)
     left: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
@@ -581,12 +637,32 @@ def _job_settings(project: Project, options: JobOptions) -> tuple[Config, JobCon
 
 
 def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, **kwargs) -> vertex.VertexJob:
+    from .jobs import vertex
+
     check = None
     if config.source != "(defaults)" and config.trainer is not None:  # an image built from this config
         def check(accelerator: str) -> tuple[str, ...]:
             return check_accelerator(make_plan(config), accelerator)
-    return vertex.build_job(config, settings, target=options.target, revision=_build.git_revision(config.root),
+    if not options.pipeline and (options.serving_image is not None or options.model_name is not None):
+        raise ConfigError("the serving image and model name are a training pipeline's: add --pipeline",
+                          field="--serving-image" if options.serving_image is not None else "--model-name")
+    made = vertex.build_job(config, settings, target=options.target, revision=_build.git_revision(config.root),
                             check_accelerator=check, **kwargs)
+    if not options.pipeline:
+        return made
+    from .config import ModelConfig, model_flag
+    from .jobs import pipeline as jobs_pipeline
+
+    flags = {"serving_image": ("--serving-image", options.serving_image), "name": ("--model-name", options.model_name)}
+    model = replace(config.model or ModelConfig(),
+                    **{k: model_flag(k, value, flag) for k, (flag, value) in flags.items() if value is not None})
+    framework = None
+    if model.serving_image is None and not config.framework.is_none:  # the prebuilt image for the trainer's release
+        installed = make_plan(config).framework
+        framework = (installed.name, installed.version) if installed else None
+    fallback = kwargs.get("fallback")
+    return jobs_pipeline.build_pipeline(made, model, framework, region=(fallback and fallback.region) or settings.region,
+                                        target=options.target)
 
 
 def job(project: Project, options: JobOptions, output: Path | None = None, as_json: bool = False) -> JobResult:
@@ -601,6 +677,8 @@ def job(project: Project, options: JobOptions, output: Path | None = None, as_js
 
 
 def _project_id(settings: JobConfig) -> str:
+    from .jobs import submit as jobs_submit
+
     if settings.project:
         return settings.project
     for name in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"):
@@ -619,6 +697,9 @@ def _project_id(settings: JobConfig) -> str:
 def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = SubmitOptions()) -> PlanResult:
     """What submit would send, and each check with its result: the image in its registry (a HEAD against it),
     its platform, accelerator and machine fit, strategy, staging, the console URL."""
+    from .jobs import preflight, vertex
+    from .jobs import submit as jobs_submit
+
     config, settings, _, _ = _job_settings(project, options)
     planned = _vertex_job(config, settings, options)
     region = settings.region or vertex.DEFAULT_REGION
@@ -626,6 +707,10 @@ def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = 
     checks, digest = preflight.image_checks(planned, parse_ref(planned.image, field="--image"))
     if digest:
         planned = _vertex_job(config, settings, options, digest=digest)
+    if options.pipeline:
+        from .jobs import pipeline as jobs_pipeline
+
+        checks.append(jobs_pipeline.serving_check(planned))
     base = jobs_submit.api_endpoint(submit_options.api_endpoint, region, dict(os.environ))
     url = f"{base}/v1/projects/{project_id}/locations/{region}/{planned.kind}"
     console = vertex.console_url(project_id, region, "ID")
@@ -638,6 +723,9 @@ def submit(project: Project, options: JobOptions, submit_options: SubmitOptions 
            on_state: Callable[[str, dict], None] | None = None) -> SubmitResult:
     """Check (as plan), then create the job; on a refusal for capacity or quota, the config's `fallbacks:` in
     order. With wait, follow its state to the end (on_state at each change)."""
+    from .jobs import submit as jobs_submit
+    from .jobs import vertex
+
     if not 0 < submit_options.poll_interval <= 3600 or not 0 < submit_options.timeout <= 600:
         raise ConfigError("poll interval and timeout: seconds, more than 0 (at most 3600 and 600)", field="--poll")
     planned = plan(project, options, submit_options)
@@ -673,12 +761,22 @@ def submit(project: Project, options: JobOptions, submit_options: SubmitOptions 
     result = SubmitResult(name, vertex.console_url(planned.project, region, job_id), str(created.get("state")), tuple(tried))
     if not submit_options.wait:
         return result
+    what = "the training pipeline" if options.pipeline else "the job"
     try:
         final = client.wait(name, on_state or (lambda state, job: None), poll=submit_options.poll_interval)
     except KeyboardInterrupt:
-        raise WaitInterrupted(f"stopped following {name}; the job keeps running. Cancel it with: "
+        raise WaitInterrupted(f"stopped following {name}; {what} keeps running. Cancel it with: "
                               f"buildkit-py cancel {name}") from None
-    return replace(result, state=str(final.get("state")), error=jobs_submit.job_error(final))
+    result = replace(result, state=str(final.get("state")), error=jobs_submit.job_error(final))
+    if options.pipeline and result.state == "PIPELINE_STATE_SUCCEEDED":
+        from .jobs import pipeline as jobs_pipeline
+
+        model = jobs_pipeline.uploaded_model(final)
+        if model is None:
+            raise ServiceError(f"{name} succeeded but names no uploaded model (modelToUpload.name): see "
+                               f"{result.console_url}")
+        result = replace(result, model=model)
+    return result
 
 
 def _digest_of(image: str | None) -> str | None:
@@ -689,6 +787,8 @@ def cancel(name: str, submit_options: SubmitOptions = SubmitOptions(), *, projec
            region: str | None = None) -> CancelResult:
     """Ask the service to cancel the job; it ends in JOB_STATE_CANCELLED (or had already ended). NAME is the
     resource name submit prints, or a custom job's ID with project and region."""
+    from .jobs import submit as jobs_submit
+
     if "/" not in name and project is not None and region is not None:
         name = f"projects/{job_flag('project', project)}/locations/{job_flag('region', region)}/customJobs/{name}"
     project_id, region, _, _ = jobs_submit.parse_name(name)
@@ -754,6 +854,11 @@ def _runs_dir(config: Config) -> Path:
 
 def autopackage(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
     """Infer what the config leaves out, then render, build, push (when the image names a registry) and run."""
+    from . import autopackage as _autopackage
+    from .jobs import preflight
+    from .jobs.local import run_local
+    from .packaging import build_sdist
+
     if options.target is not None and options.target not in AUTOPACKAGE_TARGETS:
         raise ConfigError(f"{show(options.target)} is not a target; one of {', '.join(AUTOPACKAGE_TARGETS)}",
                           field="--target")
@@ -799,9 +904,15 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         if options.args:
             raise ConfigError(f"trainer arguments after `--` are for a local run; a job's are `job.args` "
                               f"(got {show(list(options.args))})", field="ARGS")
+        job(project, replace(options.job, image=str(refs[0]), target=target))  # the spec's errors before any build
+    elif options.job.pipeline:
+        raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
+                          "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
+                          "autopackage runs the trainer here", field="--pipeline")
     if options.dry_run:
+        what = "a training pipeline (the job, then the model's upload)" if options.job.pipeline else "it"
         last = ("run it here as Vertex AI runs it (CLUSTER_SPEC, AIP_* directories, hypertune metric file)"
-                if target == "local" else f"submit it to the {target} API after `plan`'s checks")
+                if target == "local" else f"submit {what} to the {target} API after `plan`'s checks")
         steps = (f"build {refs[0]}", f"push {refs[0]}" if pushes else "no push: the image names no registry (--image)",
                  last)
         return AutopackageResult(inferred, tuple(stages.done), str(refs[0]), planned, steps, written=written)
@@ -828,7 +939,8 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         with stages.stage("submit") as out:
             submitted = submit(project, replace(options.job, image=built.tags[0], target=target), options.submit,
                                lambda state, job: reporter.message(f"state {state}"))
-            out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}"
+            out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
+                f"; model {submitted.model}" if submitted.model else "")
         return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, written=written,
                                  submitted=submitted)
     if options.mode == "package":
@@ -866,6 +978,8 @@ class TuneOptions:
 
 def tune(project: Project, options: TuneOptions, reporter: Reporter) -> jobs_tune.Study:
     """Run the config's `hyperparameters` study with the image, trials as local runs (see jobs/tune.py)."""
+    from .jobs import tune as jobs_tune
+
     _count("--gpus", options.gpus, MAX_GPUS)
     timeout = options.trial_timeout
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))

@@ -6,27 +6,32 @@ tag; the staged context and every temporary file live in one temp dir that is al
 
 from __future__ import annotations
 
+import configparser
 import os
 import re
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .builders import builder_class
-from .builders.base import BuildRequest
+from .builders.base import Builder, BuildRequest
 from .config import Config, default_ca_bundle
-from .context import staged_context
-from .errors import BuildError
+from .context import ContextScan, scan_context, staged
+from .errors import BuildError, ConfigError, RegistryError
+from .fsutil import read_text
 from .plan import LABEL_PREFIX, Plan, make_plan
 from .progress import Reporter
 from .refs import ImageRef, parse_ref
-from .registry import PushResult
+from .registry import PushResult, add_tags
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import launcher_sources
 
 CA_SECRET = "buildkit-ca"
 PIP_CONF_SECRET = "buildkit-pip-conf"
+# The same index settings for uv (the build's installer), which does not read pip.conf: a uv.toml.
+UV_CONF_SECRET = "buildkit-uv-conf"
 
 
 @dataclass(frozen=True)
@@ -106,11 +111,53 @@ def _secrets(config: Config, tmp: Path) -> tuple[tuple[str, Path], ...]:
         secrets.append((CA_SECRET, _private_copy(ca.read_bytes(), tmp / "ca.pem")))
     if config.pip_index_url:
         # The URL is one line of printable ASCII (checked in config), so it cannot add a section.
-        text = f"[global]\nindex-url = {config.pip_index_url}\n"
-        secrets.append((PIP_CONF_SECRET, _private_copy(text.encode(), tmp / "pip.conf")))
+        pip_conf = f"[global]\nindex-url = {config.pip_index_url}\n"
     elif config.pip_conf:
-        secrets.append((PIP_CONF_SECRET, _private_copy(config.pip_conf.read_bytes(), tmp / "pip.conf")))
+        pip_conf = read_text(config.pip_conf, "pip.conf")
+    else:
+        return tuple(secrets)
+    secrets.append((PIP_CONF_SECRET, _private_copy(pip_conf.encode(), tmp / "pip.conf")))
+    uv_toml = uv_config(pip_conf, str(config.pip_conf or "pip_index_url"))
+    secrets.append((UV_CONF_SECRET, _private_copy(uv_toml.encode(), tmp / "uv.toml")))
     return tuple(secrets)
+
+
+# pip.conf keys an install reads ([install] over [global]) -> uv.toml keys; uv takes lists where pip
+# takes whitespace-separated values. Other pip keys (timeout, retries, cert) have no uv.toml form:
+# the CA bundle reaches uv as SSL_CERT_FILE.
+_UV_KEYS = {"index-url": ("index-url", False), "extra-index-url": ("extra-index-url", True),
+            "find-links": ("find-links", True), "trusted-host": ("allow-insecure-host", True),
+            "no-index": ("no-index", None)}
+
+
+def uv_config(pip_conf: str, where: str) -> str:
+    """The index settings of a pip.conf as a uv.toml."""
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(pip_conf, source=where)
+    except configparser.Error as exc:
+        # Its lines may carry credentials: name the kind of error, never the text.
+        raise ConfigError(f"the pip.conf cannot be read as an INI file ({type(exc).__name__})", where=where) from None
+    settings: dict[str, str] = {}
+    for section in ("global", "install"):
+        if parser.has_section(section):
+            settings.update({k.replace("_", "-"): v for k, v in parser.items(section) if k.replace("_", "-") in _UV_KEYS})
+    lines = []
+    for key, value in settings.items():
+        name, is_list = _UV_KEYS[key]
+        if is_list is None:  # a pip boolean
+            lines.append(f"{name} = {'true' if value.strip().lower() in ('1', 'true', 'yes', 'on') else 'false'}")
+        elif is_list:
+            lines.append(f"{name} = [{', '.join(_toml_string(v) for v in value.split())}]")
+        else:
+            lines.append(f"{name} = {_toml_string(value.strip())}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: quotes, backslashes and control characters escaped."""
+    return '"' + "".join(c if c.isprintable() and c not in '"\\' else f"\\u{ord(c):04x}" if ord(c) < 0x10000
+                         else f"\\U{ord(c):08x}" for c in text) + '"'
 
 
 def _private_copy(data: bytes, path: Path) -> Path:
@@ -130,15 +177,39 @@ def planned_refs(config: Config) -> tuple[list[ImageRef], str]:
     """The tags a build would apply (the content tag first) and the content digest, without an
     engine: what `print image-uri` and the Makefile's push stamp need."""
     _, dockerfile, ignore = _inputs(config, builder_class(config.builder).supports_secrets)
-    with staged_context(config.root, dockerfile, ignore, allow_secrets=config.allow_secrets,
-                        allow_large=config.allow_large, extras=launcher_sources()) as ctx:
-        return image_refs(config, f"bk-{ctx.digest[:16]}", git_revision(config.root)), ctx.digest
+    scan = _scan(config, dockerfile, ignore)
+    return image_refs(config, f"bk-{scan.digest[:16]}", git_revision(config.root)), scan.digest
+
+
+def _scan(config: Config, dockerfile: str, ignore: str) -> ContextScan:
+    return scan_context(config.root, dockerfile, ignore, allow_secrets=config.allow_secrets,
+                        allow_large=config.allow_large, extras=launcher_sources())
+
+
+def _push(builder: Builder, refs: list[ImageRef], reporter: Reporter) -> tuple[PushResult, ...]:
+    """Push the image once; its other tags in the same repository are added as manifests (about 10 ms each
+    on loopback, where an engine push that checks every layer again takes 50); a tag in another repository
+    is pushed."""
+    first = builder.push(refs[0], reporter)
+    same = [r for r in refs[1:] if r.repository == refs[0].repository]
+    try:
+        added = dict(zip(map(str, same), add_tags(first, same, reporter), strict=True))
+    except RegistryError as exc:
+        # The engine's push says the same refusal with its retries and hints, or gets through where this did not.
+        reporter.message(f"adding the tags as manifests failed ({exc}); pushing them")
+        added = {}
+    return (first, *(added.get(str(r)) or builder.push(r, reporter) for r in refs[1:]))
 
 
 def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildResult:
     backend = builder_class(config.builder)
-    plan, dockerfile, ignore = _inputs(config, backend.supports_secrets)
-    builder = backend.create(options.docker)
+    # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
+    # rendered; an error of the inputs still comes first.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        creating = pool.submit(backend.create, options.docker)
+        describing = pool.submit(git_revision, config.root)
+        plan, dockerfile, ignore = _inputs(config, backend.supports_secrets)
+        builder, revision = creating.result(), describing.result()
     platform = config.platform or ("linux/amd64" if plan.gpu else None)
     cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None
 
@@ -150,20 +221,20 @@ def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildRes
                 "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
                 "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
             )
-        revision = git_revision(config.root)
-        with staged_context(config.root, dockerfile, ignore, allow_secrets=config.allow_secrets,
-                            allow_large=config.allow_large, extras=launcher_sources()) as ctx:
-            content_tag = f"bk-{ctx.digest[:16]}"
-            refs = image_refs(config, content_tag, revision)
-            image_id = None if options.no_cache else builder.image_id(refs[0])
-            built = image_id is None
-            if built:
-                reporter.message(f"building {refs[0]} ({len(ctx.files)} files in the context, builder {builder.name})")
-                labels = [(f"{LABEL_PREFIX}.content-digest", ctx.digest)]
-                if revision:
-                    labels.append(("org.opencontainers.image.revision", revision))
-                if config.variant:
-                    labels.append((f"{LABEL_PREFIX}.variant", config.variant))
+        # Hashed, not copied: an image already built from the same content needs no copy of it.
+        scan = _scan(config, dockerfile, ignore)
+        content_tag = f"bk-{scan.digest[:16]}"
+        refs = image_refs(config, content_tag, revision)
+        image_id = None if options.no_cache else builder.image_id(refs[0])
+        built = image_id is None
+        if built:
+            reporter.message(f"building {refs[0]} ({len(scan.entries)} files in the context, builder {builder.name})")
+            labels = [(f"{LABEL_PREFIX}.content-digest", scan.digest)]
+            if revision:
+                labels.append(("org.opencontainers.image.revision", revision))
+            if config.variant:
+                labels.append((f"{LABEL_PREFIX}.variant", config.variant))
+            with staged(scan) as ctx:
                 request = BuildRequest(
                     context_dir=ctx.directory,
                     dockerfile=ctx.dockerfile,
@@ -175,14 +246,14 @@ def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildRes
                     cache_ref=cache_ref,
                 )
                 image_id = builder.build(request, reporter)
-            else:
-                reporter.message(f"{refs[0]} is up to date: same Dockerfile and files, nothing to build")
-            builder.tag(image_id, refs)
-            reporter.message("tagged " + ", ".join(str(r) for r in refs))
-            if cache_ref is not None and builder.inline_cache and options.push:
-                builder.tag(image_id, [cache_ref])  # the inline cache travels in this image
+        else:
+            reporter.message(f"{refs[0]} is up to date: same Dockerfile and files, nothing to build")
+        builder.tag(image_id, refs)
+        reporter.message("tagged " + ", ".join(str(r) for r in refs))
+        if cache_ref is not None and builder.inline_cache and options.push:
+            builder.tag(image_id, [cache_ref])  # the inline cache travels in this image
 
-    pushed = tuple(builder.push(ref, reporter) for ref in refs) if options.push else ()
+    pushed = _push(builder, refs, reporter) if options.push else ()
     if cache_ref is not None and builder.inline_cache and options.push:
         builder.push(cache_ref, reporter)
-    return BuildResult(image_id, tuple(str(r) for r in refs), built, ctx.digest, plan, pushed)
+    return BuildResult(image_id, tuple(str(r) for r in refs), built, scan.digest, plan, pushed)

@@ -40,6 +40,8 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None, help="build for GPUs")
     group.add_argument("--hypertune", action=argparse.BooleanOptionalAction, default=None,
                        help="install cloudml-hypertune (default: yes)")
+    group.add_argument("--keep-pip", action=argparse.BooleanOptionalAction, default=None,
+                       help="leave pip in the image's venv (default: no; uv installs the packages)")
     group.add_argument("--requirements", help="a requirements file in the trainer directory")
     group.add_argument("--template", help="your own Dockerfile template in the trainer directory")
     group.add_argument("--image", help="repository for the content and git tags, e.g. 127.0.0.1:5000/trainer")
@@ -71,7 +73,7 @@ def _build_flags(parser: argparse.ArgumentParser) -> None:
                        help="progress display (auto: live on a terminal, plain lines otherwise)")
 
 
-_OVERRIDES = ("framework", "python", "cuda", "accelerator", "cuda_flavor", "base_image", "gpu", "hypertune",
+_OVERRIDES = ("framework", "python", "cuda", "accelerator", "cuda_flavor", "base_image", "gpu", "hypertune", "keep_pip",
               "requirements", "template", "image", "python_mirror", "tags", "platform", "network", "ca_cert",
               "pip_index_url", "pip_conf", "builder", "allow_secrets", "allow_large")
 
@@ -111,6 +113,8 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         rows[1:1] = [("flavour", plan.cuda_flavor), ("GPU archs", ", ".join(plan.cuda_archs) or "not recorded")]
     if plan.accelerator:
         rows.insert(1, ("accelerator", plan.accelerator))
+    if plan.tpu:  # what the TPU build adds, and the libtpu the framework loads
+        rows[-2:-2] = ([("TPU extra", plan.tpu_companion)] if plan.tpu_companion else []) + [("libtpu", plan.tpu_runtime)]
     for name, value in rows:
         print(f"{name:<11} {value}")
     for note in plan.notes:
@@ -259,7 +263,8 @@ def cmd_versions(args: argparse.Namespace) -> int:
         print(name)
         for key, info in series.items():
             cuda = ", ".join(info["cuda"]) or "CPU only"
-            print(f"  {key:<8} releases {', '.join(info['releases']) or '(nightly)'}; CUDA {cuda}; "
+            build = f"TPU build {info['tpu']}" if info.get("tpu") else f"CUDA {cuda}"
+            print(f"  {key:<8} releases {', '.join(info['releases']) or '(nightly)'}; {build}; "
                   f"Python {', '.join(info['python'])}")
     return 0
 
@@ -286,7 +291,8 @@ def _job_options(args: argparse.Namespace) -> api.JobOptions:
     return api.JobOptions(image=args.job_image, name=args.name, machine_type=args.machine_type,
                           accelerator_type=args.accelerator_type, accelerator_count=args.accelerator_count,
                           replica_count=args.replica_count, project=args.project, region=args.region, target=args.target,
-                          from_aiplatform=getattr(args, "from_aiplatform", None))
+                          from_aiplatform=getattr(args, "from_aiplatform", None), pipeline=args.pipeline,
+                          serving_image=args.serving_image, model_name=args.model_name)
 
 
 def _submit_options(args: argparse.Namespace) -> api.SubmitOptions:
@@ -347,6 +353,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(f"console {result.console_url}")
         if args.wait:
             print(f"end     {result.state}")
+        if result.model:
+            print(f"model   {result.model}")
     if result.error:
         print(f"buildkit-py: the job ended in {result.state}: {result.error}", file=sys.stderr)
     return 1 if result.failed else 0
@@ -369,7 +377,8 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
     options = api.AutopackageOptions(target=args.target, mode=args.mode, dry_run=args.dry_run, write_config=args.write_config,
                                      build=_build_options(args), gpus=args.gpus, output=args.output,
                                      args=tuple(args.trainer_args), submit=_submit_options(args),
-                                     job=api.JobOptions(project=args.project, region=args.region))
+                                     job=api.JobOptions(project=args.project, region=args.region, pipeline=args.pipeline,
+                                                        serving_image=args.serving_image, model_name=args.model_name))
     result = api.autopackage(_project(args), options, reporter("json" if args.json else args.progress))
     if args.json:
         _print_json(result.to_dict())
@@ -386,6 +395,8 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
         print(f"name    {result.submitted.name}")
         print(f"console {result.submitted.console_url}")
         print(f"state   {result.submitted.state}")
+        if result.submitted.model:
+            print(f"model   {result.submitted.model}")
     if result.written:
         print(f"wrote {result.written}")
     return result.exit_code
@@ -435,6 +446,16 @@ def _job_flags(parser: argparse.ArgumentParser) -> None:
                        help="vertex (default); loopback: an API on this machine, loopback images allowed")
     group.add_argument("--project", help="Google Cloud project (default: job.project, $GOOGLE_CLOUD_PROJECT, ADC's)")
     group.add_argument("--region", help="e.g. us-central1 (default: job.region, else us-central1)")
+    _pipeline_flags(group)
+
+
+def _pipeline_flags(group) -> None:
+    group.add_argument("--pipeline", action="store_true", help="a TrainingPipeline: the job, then its model uploaded to "
+                       "the Model Registry with a serving image (needs job.base_output_directory)")
+    group.add_argument("--serving-image", metavar="IMAGE", help="with --pipeline: the model's serving container, or "
+                       "NAME==VERSION of a prebuilt prediction image (default: the prebuilt one for the framework)")
+    group.add_argument("--model-name", help="with --pipeline: the uploaded model's display name (default: the "
+                       "pipeline's)")
 
 
 def _api_flags(parser: argparse.ArgumentParser) -> None:
@@ -570,6 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="Google Cloud project for --target vertex (default: job.project, $GOOGLE_CLOUD_PROJECT)")
     p.add_argument("--region", help="region for --target vertex (default: job.region, else us-central1)")
     p.add_argument("--wait", action="store_true", help="with vertex: follow the job until it ends; exit 1 when it fails")
+    _pipeline_flags(p)
     p.add_argument("--poll", type=float, default=api.SubmitOptions.poll_interval, help=argparse.SUPPRESS)
     _api_flags(p)
     p.add_argument("--dry-run", action="store_true", help="infer and print the plan; build, push and run nothing")

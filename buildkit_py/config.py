@@ -114,6 +114,7 @@ class Config:
     requirements: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     hypertune: bool = True
+    keep_pip: bool = False  # leave pip in the image's venv (uv installs without it), for trainers that run pip
     trainer: Trainer | None = None
     package: PackageMeta | None = None
     template: str | None = None
@@ -134,6 +135,7 @@ class Config:
     job: JobConfig | None = None
     hyperparameters: Hyperparameters | None = None
     fallbacks: tuple[Fallback, ...] = ()
+    model: ModelConfig | None = None  # what a training pipeline uploads (job --pipeline)
     # Not a key: set by `executor build` for an image without trainer code that installs packages at start.
     executor: bool = False
     variant: str | None = None  # not a key: the variant this config was made for (see with_variant)
@@ -630,6 +632,7 @@ def _variants(raw: _Raw, path: tuple, value: Any, validators: dict[str, Callable
 # The Vertex AI job: `job`, `hyperparameters`, `fallbacks` (buildkit_py/jobs/vertex.py builds the spec)
 
 _MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]{0,15}(?:-[a-z0-9]{1,16}){1,3}", re.ASCII)
+_TPU_TOPOLOGY = re.compile(r"[1-9][0-9]{0,2}(?:x[1-9][0-9]{0,2}){1,2}", re.ASCII)  # chips per axis, "2x2", "2x2x1"
 _REGION = re.compile(r"[a-z]{2,20}-[a-z]{2,20}[0-9]{1,2}", re.ASCII)
 _PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20}", re.ASCII)  # an id or a number
 _DISPLAY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}", re.ASCII)
@@ -666,6 +669,7 @@ class Pool:
     replica_count: int | None = None
     boot_disk_type: str | None = None
     boot_disk_size_gb: int | None = None
+    tpu_topology: str | None = None  # machineSpec.tpuTopology, for TPU machine types that take one
 
 
 @dataclass(frozen=True)
@@ -776,7 +780,7 @@ def _mapping(raw: _Raw, path: tuple, value: Any, allowed: list[str], what: str) 
     return {k: v for k, v in value.items() if v is not None}
 
 
-_ACCELERATOR_RULE = "a Vertex AI accelerator type in capitals, e.g. NVIDIA_TESLA_T4 or NVIDIA_L4"
+_ACCELERATOR_RULE = "a Vertex AI accelerator type in capitals, e.g. NVIDIA_TESLA_T4, NVIDIA_L4 or TPU_V5_LITEPOD"
 _POOL_FIELDS: dict[str, Callable[[_Raw, tuple, Any], Any]] = {
     "machine_type": lambda r, p, v: _pattern(r, p, v, _MACHINE_TYPE, "a Compute Engine machine type, e.g. n1-standard-8"),
     "accelerator_type": lambda r, p, v: _pattern(r, p, v, _ACCELERATOR, _ACCELERATOR_RULE),
@@ -784,12 +788,13 @@ _POOL_FIELDS: dict[str, Callable[[_Raw, tuple, Any], Any]] = {
     "replica_count": lambda r, p, v: _int(r, p, v, 1, MAX_REPLICAS),
     "boot_disk_type": lambda r, p, v: _choice(r, p, v, BOOT_DISK_TYPES),
     "boot_disk_size_gb": lambda r, p, v: _int(r, p, v, 100, 64000),
+    "tpu_topology": lambda r, p, v: _pattern(r, p, v, _TPU_TOPOLOGY, "TPU chips per axis, e.g. 2x2 or 2x2x1"),
 }
 
 
 def _pool(raw: _Raw, path: tuple, value: Any) -> Pool:
     data = _mapping(raw, path, value, list(_POOL_FIELDS), "machine_type, accelerator_type, accelerator_count, replica_count, "
-                                                          "boot_disk_type, boot_disk_size_gb")
+                                                          "boot_disk_type, boot_disk_size_gb, tpu_topology")
     return Pool(**{k: _POOL_FIELDS[k](raw, path + (k,), v) for k, v in data.items()})
 
 
@@ -986,6 +991,56 @@ def _fallbacks(raw: _Raw, path: tuple, value: Any) -> tuple[Fallback, ...]:
     return tuple(out)
 
 
+# ---------------------------------------------------------------------------------------------
+# The model a training pipeline uploads: `model` (buildkit_py/jobs/pipeline.py builds the TrainingPipeline)
+
+# NAME==VERSION of the prebuilt prediction images (base_images/prediction.yaml), as executors are named
+_SERVING_SPEC = re.compile(r"[a-z][a-z0-9-]{0,31}==[0-9]{1,3}(?:\.[0-9]{1,4}){0,2}", re.ASCII)
+MAX_MODEL_DESCRIPTION = 2048
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    serving_image: str | None = None  # an image reference, or NAME==VERSION; None: the prebuilt image for the framework
+    serving_gpu: bool = False  # the prebuilt image's GPU build (CPU serving by default)
+    name: str | None = None  # the model's display name; default the pipeline's
+    description: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    artifact_uri: str | None = None  # default: the service's, base_output_directory/model
+
+
+def _serving_image(raw: _Raw, path: tuple, value: Any) -> str:
+    text = _string(raw, path, value)
+    if "==" in text:
+        if not _SERVING_SPEC.fullmatch(text):
+            raise _err(raw, path, f"{show(text)} is not allowed: NAME==VERSION of a prebuilt prediction image (e.g. "
+                                  "torch==2.4) or an image reference")
+        return text
+    return str(_ref(raw, path, text))
+
+
+_MODEL_FIELDS: dict[str, Callable[[_Raw, tuple, Any], Any]] = {
+    "serving_image": _serving_image,
+    "serving_gpu": _bool,
+    "name": _JOB_FIELDS["name"],
+    "description": lambda r, p, v: _string(r, p, v, limit=MAX_MODEL_DESCRIPTION),
+    "labels": _labels,
+    "artifact_uri": lambda r, p, v: _pattern(r, p, v, _GCS_URI, "a gs://BUCKET/PATH URI (the directory of the model's "
+                                                                 "artifacts)"),
+}
+
+
+def _model(raw: _Raw, path: tuple, value: Any) -> ModelConfig:
+    data = _mapping(raw, path, value, list(_MODEL_FIELDS), ", ".join(_MODEL_FIELDS))
+    return ModelConfig(**{k: _MODEL_FIELDS[k](raw, path + (k,), v) for k, v in data.items()})
+
+
+def model_flag(key: str, value: Any, flag: str) -> Any:
+    """A model setting given as a flag (--serving-image, --model-name), checked by the config key's validator."""
+    raw = _Raw(data={}, source=flag, positions={("model", key): flag}, flags={"model"})
+    return _MODEL_FIELDS[key](raw, ("model", key), value)
+
+
 def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
     patterns = "fnmatch patterns of context paths, e.g. keys/*.pem"
     validators: dict[str, Callable[[_Raw, tuple, Any], Any]] = {
@@ -994,7 +1049,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "python": lambda r, p, v: _pattern(r, p, v, _PYTHON, "a Python version like 3.11", allow_numbers=True),
         "gpu": _bool,
         "accelerator": lambda r, p, v: _pattern(r, p, v, _ACCELERATOR, "a Vertex AI accelerator type in capitals, "
-                                                "e.g. NVIDIA_TESLA_T4 or NVIDIA_L4"),
+                                                "e.g. NVIDIA_TESLA_T4, NVIDIA_L4 or TPU_V5_LITEPOD"),
         "cuda_flavor": lambda r, p, v: _choice(r, p, v, CUDA_FLAVORS),
         "base_image": lambda r, p, v: str(_ref(r, p, v)),
         "system_packages": lambda r, p, v: _strings(
@@ -1004,6 +1059,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "requirements": lambda r, p, v: _relative_file(r, p, v, root, "requirements file"),
         "env": _env,
         "hypertune": _bool,
+        "keep_pip": _bool,
         "trainer": lambda r, p, v: _trainer(r, p, v, root),
         "package": _package,
         "template": lambda r, p, v: _relative_file(r, p, v, root, "template"),
@@ -1021,6 +1077,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "job": _job,
         "hyperparameters": _hyperparameters,
         "fallbacks": _fallbacks,
+        "model": _model,
         "variants": lambda r, p, v: _variants(r, p, v, validators),
     }
     return validators

@@ -482,29 +482,48 @@ def _record(kind: str, path: str, content_sha256: str) -> bytes:
     return kind.encode() + b"\0" + os.fsencode(path) + b"\0" + content_sha256.encode() + b"\n"
 
 
+def _link_target(source: Path) -> str:
+    # Relative, so it resolves inside the staged copy wherever the original pointed (inside root).
+    return os.path.relpath(os.path.realpath(source), source.parent)
+
+
+def _read_regular(source: Path, writer: BinaryIO | None = None) -> tuple[str, str]:
+    """A regular file's kind (its normalised mode) and content hash; with writer, its bytes are copied there too."""
+    reader = _open_regular(source)
+    if reader is None:
+        raise ContextError(f"{_shown(str(source))} changed while the build context was read: "
+                           "it is no longer a regular file")
+    # Only the exec bit carries over (as git keeps it): the image must not depend on the checkout's umask.
+    content = hashlib.sha256()
+    with reader:
+        mode = 0o755 if os.fstat(reader.fileno()).st_mode & stat.S_IXUSR else 0o644
+        while chunk := reader.read(1 << 20):
+            if writer is not None:
+                writer.write(chunk)
+            content.update(chunk)
+    return f"{mode:o}", content.hexdigest()
+
+
+def _hash_entry(source: Path) -> tuple[str, str]:
+    """The kind and content hash of one file or symlink, as _stage_entry would stage it."""
+    if source.is_symlink():
+        return "link", hashlib.sha256(os.fsencode(_link_target(source))).hexdigest()
+    return _read_regular(source)
+
+
 def _stage_entry(source: Path, target: Path) -> tuple[str, str]:
     """Copy one file or symlink with a normalised mode and a fixed mtime; return its kind and content hash."""
     target.parent.mkdir(parents=True, exist_ok=True)
     if source.is_symlink():
-        # Relative, so it resolves inside the staged copy wherever the original pointed (inside root).
-        link = os.path.relpath(os.path.realpath(source), source.parent)
+        link = _link_target(source)
         os.symlink(link, target)
         os.utime(target, (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
         return "link", hashlib.sha256(os.fsencode(link)).hexdigest()
-    reader = _open_regular(source)
-    if reader is None:
-        raise ContextError(f"{_shown(str(source))} changed while the build context was staged: "
-                           "it is no longer a regular file")
-    # Only the exec bit carries over (as git keeps it): the image must not depend on the checkout's umask.
-    content = hashlib.sha256()
-    with reader, target.open("xb") as writer:
-        mode = 0o755 if os.fstat(reader.fileno()).st_mode & stat.S_IXUSR else 0o644
-        while chunk := reader.read(1 << 20):
-            writer.write(chunk)
-            content.update(chunk)
-    target.chmod(mode)
+    with target.open("xb") as writer:
+        kind, content = _read_regular(source, writer)
+    target.chmod(int(kind, 8))
     os.utime(target, (FIXED_MTIME, FIXED_MTIME))
-    return f"{mode:o}", content.hexdigest()
+    return kind, content
 
 
 def _settle_directories(directory: Path) -> None:
@@ -514,46 +533,72 @@ def _settle_directories(directory: Path) -> None:
         os.utime(folder, (FIXED_MTIME, FIXED_MTIME))
 
 
-def _stage(root: Path, tmp: Path, files: list[str], dockerfile_text: str,
-           extras: Sequence[tuple[str, Path]] = ()) -> BuildContext:
-    directory = tmp / "context"
-    digest = hashlib.sha256(DIGEST_SCHEME)
-    digest.update(_record("dockerfile", "Dockerfile", hashlib.sha256(dockerfile_text.encode()).hexdigest()))
-    try:
-        directory.mkdir()
-        for rel, source in [(rel, root / rel) for rel in files] + list(extras):
-            try:
-                kind, content = _stage_entry(source, directory / rel)
-            except OSError as exc:
-                raise ContextError(f"cannot stage {_shown(rel)}: {exc.strerror or exc}") from None
-            digest.update(_record(kind, rel, content))
-        _settle_directories(directory)
-        dockerfile = tmp / "Dockerfile"
-        dockerfile.write_text(dockerfile_text, encoding="utf-8")
-    except OSError as exc:
-        raise ContextError(f"cannot stage the build context in {tmp}: {exc.strerror or exc}") from None
-    return BuildContext(directory, dockerfile, tuple(files) + tuple(rel for rel, _ in extras), digest.hexdigest())
+@dataclass(frozen=True)
+class ContextScan:
+    """The checked and hashed context, nothing copied yet: its digest names the image, so a build that finds
+    that image already built copies nothing."""
+
+    dockerfile_text: str
+    entries: tuple[tuple[str, Path, str, str], ...]  # (path in the context, source, kind, content sha256)
+    digest: str
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(rel for rel, _, _, _ in self.entries)
 
 
-@contextmanager
-def staged_context(
+def scan_context(
     root: Path, dockerfile_text: str, ignore_text: str, *, allow_secrets: Sequence[str] = (),
     allow_large: Sequence[str] = (), extras: Sequence[tuple[str, Path]] = (),
-) -> Iterator[BuildContext]:
-    """Check the context, stage it in a temp dir and yield it; the temp dir is removed however the block ends.
-    Secrets and files over LARGE_FILE_BYTES are refused unless a pattern of allow_secrets / allow_large
-    matches them. `extras` are (path in the context, source file) pairs that buildkit-py adds; they replace
-    a project file at the same path."""
+) -> ContextScan:
+    """List, check and hash the context. Secrets and files over LARGE_FILE_BYTES are refused, before a byte of
+    content is read past a file's head, unless a pattern of allow_secrets / allow_large matches them. `extras`
+    are (path in the context, source file) pairs that buildkit-py adds; they replace a project file at the
+    same path."""
     replaced = {rel for rel, _ in extras}
     files = [rel for rel in included_files(root, ignore_text) if rel not in replaced]
     real_root = root.resolve()
-    # Before any temp dir exists, and before a byte is copied.
     _refuse(find_secrets(real_root, files), allow_secrets, find_large_files(real_root, files), allow_large)
+    digest = hashlib.sha256(DIGEST_SCHEME)
+    digest.update(_record("dockerfile", "Dockerfile", hashlib.sha256(dockerfile_text.encode()).hexdigest()))
+    entries = []
+    for rel, source in [(rel, real_root / rel) for rel in files] + list(extras):
+        try:
+            kind, content = _hash_entry(source)
+        except OSError as exc:
+            raise ContextError(f"cannot read {_shown(rel)}: {exc.strerror or exc}") from None
+        digest.update(_record(kind, rel, content))
+        entries.append((rel, source, kind, content))
+    return ContextScan(dockerfile_text, tuple(entries), digest.hexdigest())
+
+
+def _stage(scan: ContextScan, tmp: Path) -> BuildContext:
+    directory = tmp / "context"
+    try:
+        directory.mkdir()
+        for rel, source, kind, content in scan.entries:
+            try:
+                staged = _stage_entry(source, directory / rel)
+            except OSError as exc:
+                raise ContextError(f"cannot stage {_shown(rel)}: {exc.strerror or exc}") from None
+            if staged != (kind, content):  # the digest must name exactly what the builder gets
+                raise ContextError(f"{_shown(rel)} changed while the build context was staged; build again")
+        _settle_directories(directory)
+        dockerfile = tmp / "Dockerfile"
+        dockerfile.write_text(scan.dockerfile_text, encoding="utf-8")
+    except OSError as exc:
+        raise ContextError(f"cannot stage the build context in {tmp}: {exc.strerror or exc}") from None
+    return BuildContext(directory, dockerfile, scan.files, scan.digest)
+
+
+@contextmanager
+def staged(scan: ContextScan) -> Iterator[BuildContext]:
+    """Copy the scanned context into a temp dir and yield it; the temp dir is removed however the block ends."""
     try:
         tmp = Path(tempfile.mkdtemp(prefix="buildkit-py-"))
     except OSError as exc:
         raise ContextError(f"cannot make a temp dir for the build context: {exc.strerror or exc}") from None
     try:
-        yield _stage(real_root, tmp, files, dockerfile_text, extras)
+        yield _stage(scan, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

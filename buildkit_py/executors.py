@@ -6,12 +6,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-
-import yaml
+from typing import Any
 
 from .errors import ConfigError, DataError, ResolutionError, show
 from .matrix import load_matrix
-from .resources import resource_dir
+from .resources import read_data, resource_dir
 
 CATALOG = "executors.yaml"
 _SPEC = re.compile(r"(?P<name>[a-z][a-z0-9-]{0,31})==(?P<version>[0-9]{1,3}(?:\.[0-9]{1,4}){0,2})", re.ASCII)
@@ -50,19 +49,24 @@ class Catalog:
     registry: str  # "{multi_region}-docker.pkg.dev/vertex-ai/training"
     multi_regions: tuple[str, ...]
     default_multi_region: str
-    frameworks: dict[str, tuple[_Entry, ...]]  # newest first
+    frameworks: dict[str, tuple[Any, ...]]  # newest first: _Entry here, another entry type per catalog
+
+
+def read_catalog(name: str, entry: type, what: str) -> Catalog:
+    """A catalog of Google's prebuilt images in base_images/ (this one, or the serving images'):
+    a registry per multi-region and, per framework, entries newest first (null values stay None)."""
+    data = read_data(resource_dir("base_images") / name)
+    try:
+        frameworks = {fw: tuple(entry(**{k: None if v is None else str(v) for k, v in item.items()}) for item in entries)
+                      for fw, entries in data["frameworks"].items()}
+        return Catalog(data["registry"], tuple(data["multi_regions"]), data["default_multi_region"], frameworks)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise DataError(f"base_images/{name}: malformed {what} ({type(exc).__name__}: {exc})") from None
 
 
 @lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
-    path = resource_dir("base_images") / CATALOG
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        frameworks = {name: tuple(_Entry(**{k: str(v) for k, v in item.items()}) for item in entries)
-                      for name, entries in data["frameworks"].items()}
-        return Catalog(data["registry"], tuple(data["multi_regions"]), data["default_multi_region"], frameworks)
-    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
-        raise DataError(f"{path}: malformed executor catalog ({type(exc).__name__}: {exc})") from None
+    return read_catalog(CATALOG, _Entry, "executor catalog")
 
 
 def multi_region(region: str | None, catalog: Catalog) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import asdict, dataclass
 
 from packaging.version import Version
@@ -15,7 +16,14 @@ from packaging.version import Version
 from . import __version__
 from .config import Config
 from .errors import ResolutionError, show
-from .launcher.constants import COMPAT_DRIVER_ENV, CUDA_ARCHS_ENV, FORWARD_COMPAT_ENV, MIN_DRIVER_ENV
+from .launcher.constants import (
+    COMPAT_DRIVER_ENV,
+    CUDA_ARCHS_ENV,
+    FORWARD_COMPAT_ENV,
+    MIN_DRIVER_ENV,
+    TPU_RUNTIME_ENV,
+    TPU_TYPE_ENV,
+)
 from .launcher.gpu import arch_supports
 from .matrix import (
     SHIPPED,
@@ -24,6 +32,7 @@ from .matrix import (
     Framework,
     FrameworkSeries,
     Matrix,
+    Tpu,
     load_matrix,
     minor,
     version_key,
@@ -88,15 +97,20 @@ class Plan:
     cuda_archs: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what the user should know about this resolution
     executor: bool = False  # an executor image: no trainer code, the launcher installs packages at start
+    keep_pip: bool = False  # pip stays in the venv (executors keep it anyway: their launcher pip-installs)
     venv: str = VENV
     workdir: str = WORKDIR
+    tpu: str | None = None  # the TPU accelerator type the image is built for (base_kind "tpu")
+    tpu_runtime: str | None = None  # absolute path of the libtpu.so the framework loads
+    tpu_companion: str | None = None  # installed with the framework (also in pip): "torch_xla[tpu]==2.8.1"
+    tpu_link: str | None = None  # the wheel's libtpu.so, linked to tpu_runtime (TensorFlow's /lib/libtpu.so)
 
     @property
     def launcher_env(self) -> tuple[tuple[str, str], ...]:
         """The image's ENV that the launcher checks the host's driver and GPUs against."""
         values = {MIN_DRIVER_ENV: self.min_driver, COMPAT_DRIVER_ENV: self.compat_driver,
                   FORWARD_COMPAT_ENV: ",".join(map(str, self.forward_compat_branches)),
-                  CUDA_ARCHS_ENV: ",".join(self.cuda_archs)}
+                  CUDA_ARCHS_ENV: ",".join(self.cuda_archs), TPU_TYPE_ENV: self.tpu, TPU_RUNTIME_ENV: self.tpu_runtime}
         return tuple((k, v) for k, v in values.items() if v)
 
     @property
@@ -112,6 +126,8 @@ class Plan:
         }
         if self.gpu:  # the architectures the launcher checks the GPUs against (also BUILDKIT_PY_CUDA_ARCHS)
             values[f"{LABEL_PREFIX}.cuda-archs"] = ",".join(self.cuda_archs) or "not recorded"
+        if self.tpu:  # the TPU type a job's spec is checked against
+            values[f"{LABEL_PREFIX}.tpu"] = self.tpu
         values[f"{LABEL_PREFIX}.plan"] = json.dumps(self.summary(), sort_keys=True, separators=(",", ":"))
         return tuple(values.items())
 
@@ -129,7 +145,8 @@ class Plan:
             "cuda_flavor": self.cuda_flavor,
             "cuda_archs": list(self.cuda_archs),
             "accelerator": self.accelerator,
-        }
+        } | ({"tpu": self.tpu, "tpu_runtime": self.tpu_runtime, "tpu_companion": self.tpu_companion}
+             if self.tpu else {})
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -187,14 +204,29 @@ def _framework(matrix: Matrix, config: Config) -> tuple[Framework, FrameworkSeri
 
 
 def accelerator_named(matrix: Matrix, name: str, field: str = "accelerator") -> Accelerator:
+    """The GPU of that name (callers ask tpu_named first where a TPU is allowed)."""
     found = matrix.accelerators.get(name)
     if found is None:
-        starts = [n for n in matrix.accelerators if n.startswith(name.upper())]
-        close = list(dict.fromkeys(starts + difflib.get_close_matches(name, list(matrix.accelerators), n=3, cutoff=0.4)))[:3]
+        names = list(matrix.accelerators) + list(matrix.tpus)
+        if name in matrix.tpus:
+            raise ResolutionError(f"{field}: {name} is a TPU, and this needs a GPU: one of {', '.join(matrix.accelerators)}")
+        starts = [n for n in names if n.startswith(name.upper())]
+        close = list(dict.fromkeys(starts + difflib.get_close_matches(name, names, n=3, cutoff=0.4)))[:3]
         hint = f"nearest: {', '.join(close)}; " if close else ""
         raise ResolutionError(f"{field}: unknown accelerator {show(name)}; {hint}known: "
-                              f"{', '.join(matrix.accelerators)} (base_images/accelerators.yaml)")
+                              f"{', '.join(names)} (base_images/accelerators.yaml, base_images/tpus.yaml)")
     return found
+
+
+def tpu_named(matrix: Matrix, name: str, field: str = "accelerator") -> Tpu | None:
+    """The TPU of that name; None for any other name. A TPU that Vertex AI custom training does not
+    take is refused here."""
+    tpu = matrix.tpus.get(name)
+    if tpu is not None and tpu.why_not:
+        offered = [t.name for t in matrix.tpus.values() if not t.why_not]
+        raise ResolutionError(f"{field}: {name} is not offered for Vertex AI custom training ({tpu.why_not}); "
+                              f"TPUs: {', '.join(offered)} (base_images/tpus.yaml)")
+    return tpu
 
 
 def _python(matrix: Matrix, config: Config, label: str, series: FrameworkSeries | None) -> str:
@@ -391,8 +423,125 @@ def _entry(config: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return launcher + ("python", f"{WORKDIR}/{trainer.script}"), trainer.args
 
 
+# A GPU build named on a TPU: a CUDA wheel variant, a CUDA extra, or CUDA libraries from PyPI.
+_CUDA_BUILD = re.compile(r".*(?:\+cu[0-9]+|\[[^\]]*(?:cuda|and-cuda)[^\]]*\]).*|(?:jax-cuda|nvidia-).*", re.ASCII | re.IGNORECASE)
+
+
+def tpu_releases(fw: Framework, tpu: Tpu) -> list[str]:
+    """The releases of the framework with a TPU build that the service documents for the TPU, newest first."""
+    if fw.tpu is None:
+        return []
+    floor = tpu.min.get(fw.name)
+    found = [r for s in fw.series for r in s.releases
+             if fw.tpu.build(r, s.python) is not None and (floor is None or version_key(r) >= version_key(floor))]
+    return sorted(found, key=version_key, reverse=True)
+
+
+def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
+    """A TPU image: the Python base of the CPU path with the framework's TPU build; no CUDA."""
+    who = f"{tpu.name} (TPU {tpu.generation})"
+    if config.gpu:
+        raise ResolutionError(f"gpu: true builds for a GPU, but accelerator {who} is a TPU: drop gpu (a TPU image has "
+                              "no CUDA)")
+    for key, value in (("cuda", config.cuda), ("cuda_flavor", config.cuda_flavor if config.cuda_flavor != "auto" else None)):
+        if value:
+            raise ResolutionError(f"{key}: {value} chooses a CUDA build, but accelerator {who} is a TPU: drop {key}")
+    if config.base_image:
+        raise ResolutionError(f"base_image: a TPU image starts from the Python base with the framework's TPU build; "
+                              f"drop base_image for {tpu.name}, or drop the accelerator to build on your base")
+    for package in config.pip:
+        if _CUDA_BUILD.fullmatch(package):
+            raise ResolutionError(f"pip: {show(package)} is a CUDA build, and accelerator {who} is a TPU: drop it "
+                                  "(the framework's TPU build is installed for you)")
+    fit = [name for name, f in sorted(matrix.frameworks.items()) if f.tpu]
+    request = config.framework
+    fw = None if request.is_none else matrix.framework(request.name)
+    if fw is None or fw.tpu is None:
+        what = "none" if request.is_none else f"{request.name} has no TPU build and"
+        raise ResolutionError(f"framework: {what} would leave {who} unused; on a TPU use {', '.join(fit)} "
+                              f"(buildkit-py versions FRAMEWORK --accelerator {tpu.name}), or drop the accelerator for "
+                              "a CPU image")
+    works = tpu_releases(fw, tpu)
+    listed = f"{fw.name} releases with a TPU build for {tpu.name}: {', '.join(works[:8]) or 'none'}" + \
+        (", ..." if len(works) > 8 else "") + f" (buildkit-py versions {fw.name} --accelerator {tpu.name})"
+    if request.version and "+" in request.version:
+        raise ResolutionError(f"framework: {fw.name}=={request.version} is a {request.version.split('+', 1)[1]} build; "
+                              f"{tpu.name} needs the TPU build: {listed}")
+    if request.version == "nightly":
+        raise ResolutionError(f"framework: no nightly TPU build is known; {listed}")
+    if request.version is None:
+        if not works:
+            raise ResolutionError(f"accelerator: no {fw.name} release in the data runs on {who}; {listed}")
+        version = works[0]
+        series = next(s for s in fw.series if version in s.releases)
+    else:
+        _, series, version = _framework(matrix, config)  # the known release (or the newest of a series)
+    floor = tpu.min.get(fw.name)
+    if floor and version_key(version) < version_key(floor):
+        raise ResolutionError(f"framework: {fw.name} {version} does not run on {who}: Vertex AI documents {fw.name} >= "
+                              f"{floor} for TPU {tpu.generation}; {listed}")
+    build = fw.tpu.build(version, series.python)
+    if build is None:
+        raise ResolutionError(f"framework: {fw.name} {version} has no TPU build with libtpu from the package index "
+                              f"(base_images/frameworks/{fw.source}); {listed}")
+    supported = [p for p in build.python if p in matrix.distros.cpu_python and
+                 ("python" not in tpu.min or version_key(p) >= version_key(tpu.min["python"]))]
+    label = f"{fw.name}=={version} for {tpu.name}"
+    if config.python:
+        if config.python not in supported:
+            floor_py = f", and {tpu.generation} needs Python >= {tpu.min['python']}" if "python" in tpu.min else ""
+            raise ResolutionError(f"python: {config.python} is not supported by {label} (its TPU build has wheels for "
+                                  f"{', '.join(build.python)}{floor_py}); use {', '.join(supported) or 'another release'}")
+        python = config.python
+    elif not supported:
+        raise ResolutionError(f"python: {label} has no Python that TPU {tpu.generation} supports; {listed}")
+    else:
+        default = matrix.distros.default_python
+        newer = [p for p in supported if version_key(p) >= version_key(default)]
+        python = min(newer, key=version_key) if newer else max(supported, key=version_key)
+    wheel_libtpu = f"{VENV}/lib/python{python}/site-packages/libtpu/libtpu.so"
+    notes = [f"Vertex AI's TPU page does not name {fw.name} for TPU {tpu.generation}: not documented, not refused"] \
+        if fw.name in tpu.undocumented else []
+    entrypoint, cmd = _entry(config)
+    return Plan(
+        base_image=matrix.distros.cpu_image.format(python=python),
+        base_kind="tpu",
+        template="tpu.Dockerfile.j2",
+        user_template=config.template,
+        gpu=False,
+        cuda=None,
+        cudnn=None,
+        min_driver=None,
+        compat_driver=None,
+        forward_compat_branches=(),
+        ubuntu=None,
+        python=PythonSetup(python, "present"),
+        framework=FrameworkInstall(fw.name, version, build.requirement, build.index_url, pre=False, bundles_cuda=False,
+                                   cudnn=None, source=series.origin),
+        hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
+        system_packages=config.system_packages,
+        # PyTorch/XLA resolves with torch, in the framework's install step
+        pip=((build.companion,) if build.companion else ()) + config.pip,
+        requirements=config.requirements,
+        env=config.env,
+        entrypoint=entrypoint,
+        cmd=cmd,
+        accelerator=tpu.name,
+        notes=tuple(notes),
+        executor=config.executor,
+        keep_pip=config.keep_pip,
+        tpu=tpu.name,
+        tpu_runtime="/lib/libtpu.so" if build.system_libtpu else wheel_libtpu,
+        tpu_companion=build.companion,
+        tpu_link=wheel_libtpu if build.system_libtpu else None,
+    )
+
+
 def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
     matrix = matrix or load_matrix()
+    tpu = tpu_named(matrix, config.accelerator) if config.accelerator else None
+    if tpu is not None:
+        return _tpu_plan(matrix, config, tpu)
     resolved = _framework(matrix, config)
     fw, series, version = resolved if resolved else (None, None, None)
     label = f"{fw.name}=={version}" if fw else "framework none"
@@ -480,17 +629,27 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         cuda_archs=archs,
         notes=tuple(notes),
         executor=config.executor,
+        keep_pip=config.keep_pip,
     )
 
 
 def check_accelerator(plan: Plan, accelerator: str, matrix: Matrix | None = None) -> tuple[str, ...]:
     """Can an image of this plan use the accelerator? For job specs, before submission: raises
     ResolutionError (exit 2) when it cannot; returns notes when it cannot be told (the build's
-    architectures are not recorded)."""
-    found = accelerator_named(matrix or load_matrix(), accelerator)
-    who = f"{found.name} ({found.sm})"
+    architectures are not recorded). A TPU job needs an image resolved for that TPU."""
+    matrix = matrix or load_matrix()
     fw = plan.framework
     name = f"{fw.name}=={fw.version}" if fw else "the image"
+    tpu = tpu_named(matrix, accelerator)
+    if tpu is not None or plan.tpu:
+        if plan.tpu == accelerator:
+            return ()
+        built = f"is built for {plan.tpu}" if plan.tpu else f"has no TPU build ({'a GPU' if plan.gpu else 'a CPU'} image)"
+        hint = f" (buildkit-py versions {fw.name} --accelerator {accelerator})" if fw else ""
+        raise ResolutionError(f"accelerator: the job runs on {accelerator}, but {name} {built}: resolve the image for it "
+                              f"(accelerator: {accelerator}){hint}")
+    found = accelerator_named(matrix, accelerator)
+    who = f"{found.name} ({found.sm})"
     if not plan.gpu:
         raise ResolutionError(f"accelerator: {who} was given, but {name} is built for CPU (gpu: false)")
     if not plan.cuda_archs:

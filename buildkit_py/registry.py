@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import os
 import random
@@ -25,7 +26,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,7 +34,7 @@ from typing import Any, Protocol
 from .engine import engine_client
 from .errors import EngineError, RegistryError, show
 from .progress import Reporter
-from .refs import DOCKER_HUB, ImageRef
+from .refs import DOCKER_HUB, ImageRef, is_loopback_host, registry_host
 
 ENV_USERNAME = "BUILDKIT_PY_REGISTRY_USERNAME"
 ENV_PASSWORD = "BUILDKIT_PY_REGISTRY_PASSWORD"
@@ -504,3 +505,97 @@ def push(
         reporter.message(f"push of {ref} failed ({outcome.message}); retry {attempt}/{attempts - 1} in {delay:.3g} s")
         sleep(delay)
     raise RegistryError(f"could not push {ref} after {attempt} attempt(s): {outcome.message}")
+
+
+# ---------------------------------------------------------------------------------------------
+# More tags for a pushed image: its manifest under another tag, through the registry's HTTP API
+
+HTTP_TIMEOUT = 30.0
+MANIFEST_TYPES = ", ".join(("application/vnd.oci.image.index.v1+json",
+                            "application/vnd.docker.distribution.manifest.list.v2+json",
+                            "application/vnd.oci.image.manifest.v1+json",
+                            "application/vnd.docker.distribution.manifest.v2+json"))
+_CHALLENGE = re.compile(r'([A-Za-z_]+)="([^"]*)"', re.ASCII)
+
+
+class RegistryClient:
+    """The registry HTTP API v2 for one repository: anonymous, basic or bearer-token auth as the registry's
+    challenge asks (the scope it names: pull, or pull and push), with the credentials this module finds."""
+
+    def __init__(self, ref: ImageRef, providers: Iterable[AuthProvider] | None = None):
+        import requests
+
+        self.ref, self.providers, self.requests = ref, providers, requests
+        self.session = requests.Session()
+        host = "registry-1.docker.io" if ref.registry == DOCKER_HUB else ref.registry
+        # Docker talks plain http to loopback registries (insecure by default); so do we.
+        self.base = f"{'http' if is_loopback_host(registry_host(host)) else 'https'}://{host}/v2/{ref.path}"
+        self.auth: dict[str, str] = {}
+
+    def request(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None):
+        """The response; a 401 is answered once with the credentials its challenge asks for."""
+        for _ in range(2):
+            try:
+                response = self.session.request(method, f"{self.base}/{path}", headers={**headers, **self.auth},
+                                                data=data, timeout=HTTP_TIMEOUT)
+            except self.requests.exceptions.RequestException as exc:
+                raise RegistryError(f"cannot reach the registry {self.ref.registry}: {type(exc).__name__}") from None
+            if response.status_code != 401:
+                return response
+            self.auth = self._authorize(response.headers.get("WWW-Authenticate", ""))
+        return response
+
+    def _authorize(self, challenge: str) -> dict[str, str]:
+        creds = credentials_for(self.ref.registry, self.providers)
+        scheme = challenge.split(" ", 1)[0].lower()
+        if scheme == "basic":
+            if creds is None:
+                raise RegistryError(f"{self.ref.registry} wants credentials and none were found (set "
+                                    "BUILDKIT_PY_REGISTRY_USERNAME/_PASSWORD, docker login, or Google ADC)")
+            pair = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
+            return {"Authorization": f"Basic {pair}"}
+        if scheme != "bearer":
+            raise RegistryError(f"{self.ref.registry} asks for an authentication buildkit-py does not speak: "
+                                f"{show(challenge[:100])}")
+        params = dict(_CHALLENGE.findall(challenge))
+        realm = params.pop("realm", "")
+        if not realm.startswith(("https://", "http://127.", "http://localhost")):
+            raise RegistryError(f"{self.ref.registry} names a token service that is not https: {show(realm[:100])}")
+        params.setdefault("scope", f"repository:{self.ref.path}:pull")
+        try:
+            answer = self.session.get(realm, params=params, timeout=HTTP_TIMEOUT,
+                                      auth=(creds.username, creds.password) if creds else None)
+            token = (answer.json().get("token") or answer.json().get("access_token")) if answer.ok else None
+        except (self.requests.exceptions.RequestException, ValueError, AttributeError):
+            token = None
+        if not token:
+            raise RegistryError(f"{self.ref.registry}'s token service refused a token for {params['scope']}"
+                                + ("" if creds else " (no credentials found for it)"))
+        return {"Authorization": f"Bearer {token}"}
+
+
+def add_tags(pushed: PushResult, refs: Sequence[ImageRef], reporter: Reporter,
+             providers: Iterable[AuthProvider] | None = None) -> tuple[PushResult, ...]:
+    """Tag an image already pushed (as `pushed`) under more tags of the same repository: its manifest, read
+    once by digest, is PUT under each tag, so no layer is sent or checked again (an engine push of another
+    tag checks every layer). Raises RegistryError at the first tag the registry refuses."""
+    if not refs:
+        return ()
+    providers = list(providers) if providers is not None else default_providers()
+    client = RegistryClient(refs[0], providers)
+    got = client.request("GET", f"manifests/{pushed.digest}", {"Accept": MANIFEST_TYPES})
+    body = got.content
+    if got.status_code != 200:
+        raise RegistryError(f"{refs[0].registry} answered the read of manifest {pushed.digest} with HTTP {got.status_code}")
+    if "sha256:" + hashlib.sha256(body).hexdigest() != pushed.digest:  # what is tagged must be what was pushed
+        raise RegistryError(f"{refs[0].registry} gave back another manifest than {pushed.digest}")
+    media = got.headers.get("Content-Type", "").split(";")[0]
+    results = []
+    for ref in refs:
+        put = client.request("PUT", f"manifests/{ref.tag}", {"Content-Type": media}, body)
+        if put.status_code not in (200, 201):
+            raise RegistryError(f"{ref.registry} refused the tag {ref} (HTTP {put.status_code}): {show(put.text[:300])}")
+        reporter.message(f"tagged {ref} as {pushed.digest} in the registry")
+        results.append(PushResult(f"{ref.repository}@{pushed.digest}", ref.tag or "latest", pushed.digest, len(body)))
+    return tuple(results)
+

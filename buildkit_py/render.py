@@ -18,6 +18,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from . import __version__
 from .errors import ConfigError, RenderError, show
 from .fsutil import read_text
+from .matrix import load_matrix
 from .plan import Plan
 from .resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
 
@@ -98,6 +99,7 @@ def render_dockerfile(plan: Plan, *, root: Path | None = None, buildkit: bool = 
         "python_check": _python_check(plan.python.version),
         "launcher_dir": LAUNCHER_CONTEXT_DIR,
         "launcher_module": LAUNCHER_MODULE,
+        "uv_requirement": load_matrix().tools.uv_requirement,  # the builds' installer (base_images/tools.yaml)
     }
     try:
         if plan.user_template:

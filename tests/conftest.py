@@ -68,12 +68,14 @@ CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 
 def secret_inputs(tmp_path: Path, token: str) -> tuple[tuple[str, str], Path]:
-    """A CA bundle line and a pip.conf whose extra index carries a token (the index does not
-    exist, so pip must not need it): the (secrets, pip.conf) a build must never leak."""
+    """A CA bundle line and a pip.conf whose extra index carries a token (the index has no packages:
+    the open loopback registry answers 404, which pip and uv both pass over, where uv would stop at
+    a refused connection): the (secrets, pip.conf) a build must never leak."""
     ca_lines = Path(CA_BUNDLE).read_text().splitlines()
     ca_marker = [ln for ln in ca_lines if ln and not ln.startswith("-----")][-1]
     pip_conf = tmp_path / "pip.conf"
-    pip_conf.write_text(f"[global]\nextra-index-url = https://tester:{token}@127.0.0.1:9/simple\ntimeout = 2\nretries = 0\n")
+    index = os.environ.get("BUILDKIT_TEST_REGISTRY", "127.0.0.1:5000")
+    pip_conf.write_text(f"[global]\nextra-index-url = http://tester:{token}@{index}/simple\ntimeout = 2\nretries = 0\n")
     return (token, ca_marker), pip_conf
 
 

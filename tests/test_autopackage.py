@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from google.cloud import aiplatform_v1
 from vertex_loopback import FakeVertex, new_key_file
 
 from buildkit_py.autopackage import config_text, infer
@@ -151,6 +152,44 @@ def test_vertex_target_builds_pushes_and_submits_to_the_api(testenv, trainer_cop
         # A configured project makes vertex the default target, which refuses a loopback registry before sending.
         refused = run_cli(*args, env=env)
         assert refused.returncode != 0 and "127.0.0.1" in refused.stderr and len(server.bodies) == 1
+
+
+def test_vertex_target_with_pipeline_builds_pushes_submits_and_reports_the_uploaded_model(testenv, trainer_copy,
+                                                                                          tmp_path):
+    (trainer_copy / "buildkit.yaml").write_text("job: {base_output_directory: gs://bucket/quick}\n")
+    server = FakeVertex()
+    key, server.public_key = new_key_file(tmp_path, f"{server.url}/token")
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "GOOGLE_APPLICATION_CREDENTIALS": str(key),
+           ENDPOINT_ENV: server.url}
+    args = ("autopackage", str(trainer_copy), "--image", f"{registry}/autopkg-pipeline/quick", "--project",
+            "fake-project", "--target", "loopback", "--pipeline", "--serving-image", "scikit-learn==1.5",
+            "--model-name", "quick", "--wait", "--poll", "0.01")
+    with server:
+        proc = run_cli(*args, "--json", env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = json.loads(proc.stdout)
+        assert [s["stage"] for s in out["stages"]] == ["infer", "render", "build", "push", "submit"]
+        submitted = out["submitted"]
+        assert submitted["state"] == "PIPELINE_STATE_SUCCEEDED"
+        assert submitted["name"] == "projects/fake-project/locations/us-central1/trainingPipelines/1000"
+        assert submitted["model"] == "projects/fake-project/locations/us-central1/models/5000"
+        (body,) = server.bodies
+        pipeline = aiplatform_v1.TrainingPipeline.from_json(json.dumps(body))
+        spec = aiplatform_v1.CustomJobSpec.from_json(json.dumps(body["trainingTaskInputs"]))
+        assert spec.worker_pool_specs[0].container_spec.image_uri.startswith(out["image"] + "@sha256:")
+        assert spec.base_output_directory.output_uri_prefix == "gs://bucket/quick"
+        assert pipeline.model_to_upload.display_name == "quick"
+        assert pipeline.model_to_upload.container_spec.image_uri == \
+            "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest"
+        text = run_cli(*args, env=env)  # the image is reused; the model is named at the end
+        assert text.returncode == 0, text.stderr[-3000:]
+        assert text.stdout.splitlines()[-1] == "model   projects/fake-project/locations/us-central1/models/5001"
+        # Without an output directory there is nothing to upload: refused before anything is built.
+        (trainer_copy / "buildkit.yaml").write_text("job: {}\n")
+        refused = run_cli(*args, env=env)
+        assert refused.returncode == 2 and "job.base_output_directory" in refused.stderr
+        assert "[build " not in refused.stderr and "[render " in refused.stderr and len(server.bodies) == 2
 
 
 def test_package_mode_runs_an_sdist_on_an_executor_image(testenv, trainer_copy, tmp_path):

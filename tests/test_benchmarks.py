@@ -27,5 +27,5 @@ def test_one_small_round_measures_every_way(testenv, tmp_path):
         # The cold push stored the image's layers, base included, compressed: tens of MB here.
         assert figures["cold_bytes"] > 10_000_000, way
         assert figures["layers"] >= 3, way
-    assert medians["buildkit-py"]["dockerfile_s"] > 0
+    assert medians["buildkit-py"]["dockerfile_s"] > 0 and medians["buildkit-py"]["package_s"] > 0
     assert "| buildkit-py |" in (tmp_path / "results.md").read_text()

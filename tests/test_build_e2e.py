@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import http.server
 import json
 import shutil
 import subprocess
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 
@@ -129,6 +132,41 @@ def test_secrets_never_reach_the_image_or_the_logs(testenv, quickstart, tmp_path
     assert_secrets_absent(secrets, (proc.stdout + proc.stderr, history, config), saved)
 
 
+class _Index(http.server.BaseHTTPRequestHandler):
+    """A package index on loopback with no packages: it records what is asked and with which credentials."""
+
+    seen: list[tuple[str, str]] = []
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.seen.append((self.path, self.headers.get("Authorization", "")))
+        self.send_error(404)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_uv_reads_the_index_and_credentials_of_the_pip_conf(testenv, quickstart, tmp_path):
+    """The build's installer gets the pip.conf's index as the uv.toml secret: its requests reach that
+    index with the credentials (pip itself skips an http index it is not told to trust)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Index.seen = []
+    try:
+        pip_conf = tmp_path / "pip.conf"
+        pip_conf.write_text(f"[global]\nextra-index-url = http://tester:Idx-{uuid.uuid4().hex[:8]}@127.0.0.1:"
+                            f"{server.server_address[1]}/simple\n")
+        (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "pip: [\"six==1.16.0\"]\n")
+        proc = build(testenv, quickstart, "--ca-cert", CA_BUNDLE, "--pip-conf", str(pip_conf), "--no-cache")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    token = pip_conf.read_text().split("tester:")[1].split("@")[0]
+    auth = "Basic " + base64.b64encode(f"tester:{token}".encode()).decode()
+    assert ("/simple/six/", auth) in _Index.seen, _Index.seen
+    assert token not in proc.stdout + proc.stderr
+
+
 def test_failed_build_leaves_no_tag_no_temp_dir_no_container(testenv, quickstart):
     (quickstart / "requirements.txt").write_text("this-package-does-not-exist-buildkit-py==0.0.1\n")
     (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "requirements: requirements.txt\n")
@@ -205,8 +243,9 @@ def test_ctrl_c_during_a_build_leaves_nothing_behind(testenv, quickstart):
     import sys
     import time
 
-    # A step that takes a while, so the interrupt lands mid-build.
-    (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "pip: [\"six==1.16.0\"]\n")
+    # A step that takes a while, so the interrupt lands mid-build: apt fetches from the archive (an
+    # install from uv's warm cache can finish within the second).
+    (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "system_packages: [curl]\n")
     before_dirs = tempdirs()
     before_images = docker(testenv, "images", "-q", "--filter", "reference=buildkit-py/quickstart").stdout
     env = {**os.environ, **testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "PYTHONPATH": str(REPO)}
@@ -218,7 +257,7 @@ def test_ctrl_c_during_a_build_leaves_nothing_behind(testenv, quickstart):
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if "RUN" in line and "pip install" in line:
+        if "RUN" in line and "apt-get" in line:
             break
     time.sleep(1)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the whole foreground group

@@ -26,13 +26,19 @@ from buildkit_py.context import (
     find_large_files,
     find_secrets,
     included_files,
-    staged_context,
+    scan_context,
+    staged,
 )
 from buildkit_py.errors import ContextError
 from buildkit_py.render import render_dockerignore
 from conftest import REPO
 
 DOCKERFILE = "FROM python:3.11-slim\nCOPY . /app\n"
+
+
+def staged_context(root: Path, dockerfile: str, ignore: str, **allowed):
+    """What a build does when it builds: scan (check and hash), then stage."""
+    return staged(scan_context(root, dockerfile, ignore, **allowed))
 PEM_KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n"
 
 
@@ -388,6 +394,51 @@ def test_digest_does_not_depend_on_where_the_tree_lives(tmp_path):
     one = write_tree(tmp_path / "one", files)
     two = write_tree(tmp_path / "two", dict(reversed(files.items())))  # created in another order
     assert stage_digest(one) == stage_digest(two)
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch) -> Path:
+    """Temp dirs of this test only: other builds on the machine make their own in /tmp meanwhile."""
+    where = tmp_path / "tmp"
+    where.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(where))
+    return where
+
+
+def test_scan_hashes_without_copying_and_names_what_staging_sends(tmp_path, private_tmp):
+    root = write_tree(tmp_path / "proj", {"train.py": "print(1)", "pkg/m.py": "x = 1", "ignored/log.txt": "a"})
+    (root / "run.sh").write_text("#!/bin/sh\n")
+    (root / "run.sh").chmod(0o750)
+    (root / "m.py").symlink_to("pkg/m.py")
+    scan = scan_context(root, DOCKERFILE, "ignored/")
+    assert list(private_tmp.iterdir()) == []  # an image already built from this needs no copy
+    assert scan.files == ("m.py", "pkg/m.py", "run.sh", "train.py")
+    assert scan.digest == stage_digest(root)
+    with staged(scan) as ctx:
+        assert ctx.digest == scan.digest and ctx.files == scan.files
+        assert (ctx.directory / "run.sh").stat().st_mode & 0o777 == 0o755
+    assert list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("change, said", [
+    ("content", "pkg/m.py changed while the build context was staged"),
+    ("mode", "pkg/m.py changed while the build context was staged"),
+    ("gone", "cannot stage pkg/m.py: No such file or directory"),
+])
+def test_a_file_changed_between_scan_and_staging_is_refused(tmp_path, private_tmp, change, said):
+    """The digest tags the image, so the builder must get exactly what was hashed."""
+    root = write_tree(tmp_path / "proj", {"train.py": "print(1)", "pkg/m.py": "x = 1"})
+    scan = scan_context(root, DOCKERFILE, "")
+    target = root / "pkg/m.py"
+    if change == "content":
+        target.write_text("x = 2")
+    elif change == "mode":
+        target.chmod(0o755)
+    else:
+        target.unlink()
+    with pytest.raises(ContextError, match=said), staged(scan):
+        pass
+    assert list(private_tmp.iterdir()) == []
 
 
 def test_temp_dir_removed_after_the_block(tmp_path):

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from test_build_e2e import docker
+from test_launcher_tpu import elf_header, stand_in
 
 from conftest import REPO, run_cli
 
@@ -36,6 +37,14 @@ if mode == "orphans":
     print("zombies", len(zombies), flush=True)
 elif mode == "wait":
     time.sleep(60)
+elif mode == "info":
+    from . import helper
+    print("name", __name__, "argv", sys.argv, "helper", helper.VALUE, "in the launcher's interpreter",
+          "buildkit_launcher.handoff" in sys.modules, flush=True)
+elif mode == "raise":
+    raise ValueError("boom")
+elif mode == "exit-message":
+    sys.exit("stopped: bad data")
 sys.exit(int(os.environ.get("TRAINER_EXIT", "0")))
 '''
 
@@ -46,6 +55,7 @@ def image(testenv, tmp_path_factory) -> str:
     (root / "trainer").mkdir()
     (root / "trainer" / "__init__.py").write_text("")
     (root / "trainer" / "task.py").write_text(TRAINER)
+    (root / "trainer" / "helper.py").write_text("VALUE = 'relative import'\n")
     (root / "buildkit.yaml").write_text("framework: none\npython: '3.11'\ngpu: false\nhypertune: false\n"
                                         "trainer: {module: trainer.task}\n")
     proc = run_cli("build", "--config", str(root / "buildkit.yaml"), "--network", "host", "--json",
@@ -84,6 +94,19 @@ def test_pid_1_reaps_orphaned_zombies(testenv, image):
     assert "zombies 0" in proc.stdout, proc.stdout + proc.stderr
 
 
+@pytest.mark.parametrize("mode, code, out, err", [
+    ("info", 0, "name __main__ argv ['/app/trainer/task.py', 'info'] helper relative import in the launcher's "
+                "interpreter True", ""),
+    ("raise", 1, "", 'File "/app/trainer/task.py", line 32, in <module>\n    raise ValueError("boom")\n'
+                     "ValueError: boom\n"),
+    ("exit-message", 1, "", "\nstopped: bad data\n"),
+])
+def test_the_trainer_runs_in_the_launchers_interpreter_as_python_would_run_it(testenv, image, mode, code, out, err):
+    proc = docker(testenv, "run", "--rm", "--network", "none", image, mode, check=False)
+    assert proc.returncode == code and out in proc.stdout and err in proc.stderr, proc.stdout + proc.stderr
+    assert "buildkit_launcher" not in proc.stderr  # a traceback shows the trainer's frames, as python -m does
+
+
 def test_cluster_spec_becomes_torch_variables(testenv, image):
     spec = json.dumps({"cluster": {"workerpool0": ["127.0.0.1:29500"], "workerpool1": ["127.0.0.1:29501"]},
                        "task": {"type": "workerpool1", "index": 0}})
@@ -95,6 +118,26 @@ def test_gpu_requested_but_container_started_without_gpus(testenv, image):
     proc = docker(testenv, "run", "--rm", "--network", "none", "-e", "BUILDKIT_PY_EXPECT_GPUS=1", image, check=False)
     assert proc.returncode == 10
     assert "no NVIDIA driver is visible in this container" in proc.stderr and "trainer pid" not in proc.stdout
+
+
+@pytest.mark.parametrize("chips, code, fragment", [
+    (4, 0, "4 TPU_V5_LITEPOD chip(s) visible (/standin-dev/vfio/0, /standin-dev/vfio/1, /standin-dev/vfio/2, "
+           "/standin-dev/vfio/3); TPU runtime /standin-lib/libtpu.so"),
+    (1, 18, "asked for 4 TPU_V5_LITEPOD chip(s) (BUILDKIT_PY_EXPECT_TPU_CHIPS=4) but 1 is visible in this container "
+            "(/standin-dev/vfio/0)"),
+])
+def test_tpu_checks_in_a_container_with_a_stand_in_layout(testenv, image, tmp_path, chips, code, fragment):
+    """A v5e TPU VM's /dev/vfio and a libtpu stand-in (an ELF shared object header), bind-mounted."""
+    dev = stand_in(tmp_path, vfio=chips)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libtpu.so").write_bytes(elf_header())
+    proc = docker(testenv, "run", "--rm", "--network", "none", "-v", f"{dev}:/standin-dev:ro",
+                  "-v", f"{tmp_path / 'lib'}:/standin-lib:ro", "-e", "BUILDKIT_PY_DEV_DIR=/standin-dev",
+                  "-e", "BUILDKIT_PY_SYS_DIR=/standin-dev/no-sysfs",
+                  "-e", "BUILDKIT_PY_EXPECT_TPU_CHIPS=4", "-e", "BUILDKIT_PY_TPU=TPU_V5_LITEPOD",
+                  "-e", "BUILDKIT_PY_TPU_RUNTIME=/standin-lib/libtpu.so", image, check=False)
+    assert proc.returncode == code and fragment in proc.stderr, proc.stderr
+    assert ("trainer pid" in proc.stdout) == (code == 0)
 
 
 def test_local_run_with_workers_rendezvous_and_cloud_environment(testenv, tmp_path):

@@ -174,6 +174,22 @@ def test_forward_compatibility(fake_nvml, compat_dir, driver, driver_cuda, brand
         assert "forward compatibility does not apply" in proc.stderr and fragment in proc.stderr
 
 
+def test_a_trainer_the_compat_library_was_added_for_starts_in_a_fresh_interpreter(fake_nvml, compat_dir, tmp_path):
+    """The loader reads LD_LIBRARY_PATH when a process starts: once the launcher has added the
+    cuda-compat directory, a Python trainer cannot run in the launcher's own interpreter."""
+    script = tmp_path / "trainer.py"
+    script.write_text("import os, sys\n"
+                      "print(os.environ.get('LD_LIBRARY_PATH'), any(m.endswith('launcher.handoff') for m in sys.modules))\n")
+    env = gpu_env(fake_nvml, BUILDKIT_PY_EXPECT_GPUS="1", CUDA_VERSION="13.0.3", BUILDKIT_PY_MIN_DRIVER="580.65.06",
+                  BUILDKIT_PY_COMPAT_DRIVER="580.65.06", BUILDKIT_PY_CUDA_COMPAT_DIR=str(compat_dir),
+                  FAKE_NVML_DRIVER="570.133.20", FAKE_NVML_CUDA="12080", FAKE_NVML_BRAND="14",
+                  BUILDKIT_PY_FORWARD_COMPAT_BRANCHES=BRANCHES)
+    added = launch(env, sys.executable, str(script))
+    assert added.returncode == 0 and added.stdout == f"{compat_dir} False\n", added.stderr
+    unchanged = launch({**env, "FAKE_NVML_DRIVER": "580.65.06", "FAKE_NVML_CUDA": "13000"}, sys.executable, str(script))
+    assert unchanged.returncode == 0 and unchanged.stdout == "None True\n", unchanged.stderr
+
+
 @pytest.mark.parametrize("library, min_driver, fragment", [
     # As on the H100 test machine: an nvidia/cuda 13.0 image's compat library, on a newer 580 driver.
     ("libcuda.so.580.95.05", "", "libcuda.so.580.95.05 is not from a newer driver branch than the driver's"),

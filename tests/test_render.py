@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -58,11 +59,46 @@ def test_layer_order_puts_dependencies_before_code(tmp_path):
 
 def test_caches_are_mounts_and_legacy_cleans_up():
     modern, legacy = render_case("torch-gpu"), render_case("torch-gpu", buildkit=False)
-    assert "--mount=type=cache,target=/root/.cache/pip" in modern
+    assert "--mount=type=cache,target=/root/.cache/uv,sharing=locked" in modern
+    assert "--mount=type=secret,id=buildkit-uv-conf" in modern
     assert "--mount=type=cache,target=/var/cache/apt" in modern
     assert "--mount" not in legacy
-    assert "pip install --no-cache-dir" in legacy and "rm -rf /var/lib/apt/lists/*" in legacy
+    assert "export UV_NO_CACHE=1" in legacy and "rm -rf /var/lib/apt/lists/*" in legacy
     assert "# syntax=" not in modern  # would pull a frontend image from Docker Hub
+
+
+@pytest.mark.parametrize("buildkit", [True, False], ids=["buildkit", "legacy"])
+def test_installs_go_through_uv_from_the_index_and_leave_it_out_of_the_image(buildkit, tmp_path):
+    """Framework, hypertune and extras share one uv step, the requirements file gets its own; uv is
+    pip-installed from the index (the build's pip.conf) into the cache mount or into /tmp, removed in
+    the same RUN; the venv has no pip; bytecode is compiled after each install."""
+    text = render_case("torch-gpu", buildkit)
+    runs = [i["content"] for i in parse(text, tmp_path).structure if i["instruction"] == "RUN"]
+    installs = [r for r in runs if "bin/uv pip install" in r]
+    assert len(installs) == 2, installs
+    assert all(pkg in installs[0] for pkg in ("torch==2.5.1", "cloudml-hypertune", "'numpy<2'"))
+    assert "--extra-index-url https://download.pytorch.org/whl/cu124" in installs[0]
+    assert "-r /tmp/buildkit-py/requirements.txt" in installs[1]
+    for run in installs:
+        assert "pip install --no-cache-dir --target" in run and "uv==" in run
+        assert "export UV_CONFIG_FILE=/run/secrets/buildkit-uv-conf" in run
+        # Bytecode as pip writes it, but not for the packages' test suites.
+        assert run.rstrip().split("&& ")[-1 if buildkit else -2].startswith(
+            "{ python -m compileall -q -j 0 -x '/tests?/' /opt/venv/lib || true; }")
+        if buildkit:
+            assert "--target /root/.cache/uv/buildkit-py/uv-" in run
+        else:
+            assert "--target /tmp/buildkit-py/uv " in run and run.rstrip().endswith("rm -rf /tmp/buildkit-py/uv")
+    assert "-m venv --without-pip /opt/venv" in text
+    assert not any(r.lstrip().startswith("pip ") or "&& pip install" in r for r in runs)
+
+
+@pytest.mark.parametrize("change", [{"executor": True, "trainer": None}, {"keep_pip": True}], ids=["executor", "keep_pip"])
+def test_executor_images_and_keep_pip_keep_pip_in_the_venv(change):
+    """Executors' launcher pip-installs the job's packages at start (launcher/packages.py); keep_pip asks for it."""
+    config = replace(load_config(HERE / "cases" / "sklearn-cpu" / "buildkit.yaml"), **change)
+    text = render_dockerfile(make_plan(config), root=config.root)
+    assert "-m venv /opt/venv" in text and "--without-pip" not in text
 
 
 def test_entrypoint_and_default_args(tmp_path):
@@ -235,3 +271,52 @@ def test_bad_accelerator_and_flavour_input_exits_2(args, fragment):
     proc = run_cli("resolve", *args)
     assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# The uv.toml a build passes as the secret buildkit-uv-conf: the pip.conf's index settings, for uv.
+def test_uv_config_carries_the_pip_conf_index_settings():
+    import tomllib
+
+    from buildkit_py.build import uv_config
+
+    pip_conf = ("[global]\nindex-url = https://u:p%40ss@mirror.example/simple\ntimeout = 2\n"
+                "extra-index-url = https://a.example/simple\n    https://b.example/simple\n"
+                "[install]\ntrusted-host = mirror.example\nno_index = false\n[list]\nformat = json\n")
+    assert tomllib.loads(uv_config(pip_conf, "pip.conf")) == {
+        "index-url": "https://u:p%40ss@mirror.example/simple",
+        "extra-index-url": ["https://a.example/simple", "https://b.example/simple"],
+        "allow-insecure-host": ["mirror.example"],
+        "no-index": False,
+    }
+    assert uv_config("[global]\ncert = /etc/ca.pem\n", "pip.conf") == ""
+
+
+@pytest.mark.parametrize("value", ['https://x/"]\tno-index = true # [x]', "https://x/\\u0041\\", "https://x/\x7f\x1b", "ünï ✓"])
+def test_uv_config_values_stay_one_toml_string(value):
+    import tomllib
+
+    from buildkit_py.build import uv_config
+
+    assert tomllib.loads(uv_config(f"[global]\nindex-url = {value}\n", "pip.conf")) == {"index-url": value.strip()}
+
+
+def test_unreadable_pip_conf_is_a_config_error_that_does_not_echo_it():
+    from buildkit_py.build import uv_config
+
+    with pytest.raises(ConfigError) as err:
+        uv_config("index-url = https://user:Tok3n@x/simple\n", "/p/pip.conf")
+    assert "/p/pip.conf" in str(err.value) and "Tok3n" not in str(err.value)
+
+
+def test_the_build_passes_pip_conf_and_uv_toml_as_private_secret_files(project, tmp_path):
+    import stat
+    import tomllib
+
+    from buildkit_py.build import PIP_CONF_SECRET, UV_CONF_SECRET, _secrets
+
+    root = project({"buildkit.yaml": "framework: none\npython: '3.11'\ngpu: false\ntrainer: {module: t}\n"
+                                     "pip_index_url: https://u:Tok3n@mirror.example/simple\n"})
+    secrets = dict(_secrets(load_config(root / "buildkit.yaml"), tmp_path))
+    assert tomllib.loads(secrets[UV_CONF_SECRET].read_text()) == {"index-url": "https://u:Tok3n@mirror.example/simple"}
+    assert "index-url = https://u:Tok3n@mirror.example/simple" in secrets[PIP_CONF_SECRET].read_text()
+    assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in secrets.values())

@@ -18,6 +18,8 @@ from google.cloud import aiplatform_v1
 from vertex_loopback import FakeVertex, new_key_file, status
 
 from buildkit_py import cli
+from buildkit_py.errors import ServiceError
+from buildkit_py.jobs import pipeline as jobs_pipeline
 from buildkit_py.jobs import submit as jobs_submit
 from buildkit_py.launcher.constants import EXPECT_GPUS_ENV
 from conftest import REPO
@@ -218,19 +220,25 @@ def test_cancel_by_name(fake, images, trainer, capsys):
     assert code == 0 and json.loads(out) == {"name": name, "state": "JOB_STATE_CANCELLED"}
 
 
-def test_ctrl_c_while_waiting_leaves_the_job_and_says_how_to_cancel(fake, images, trainer):
-    fake.states = ("JOB_STATE_PENDING",)  # never ends
+def interrupt_while_following(fake, args: list[str]) -> tuple[str, str]:
+    """Run `buildkit-py ARGS` until the fake has the resource, then Ctrl-C it: (its name, stderr)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "buildkit_py", *submit_args(trainer, "--wait")], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "buildkit_py", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not fake.jobs and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     (name,) = fake.jobs
     assert proc.returncode == 130, err
+    return name, err
+
+
+def test_ctrl_c_while_waiting_leaves_the_job_and_says_how_to_cancel(fake, images, trainer):
+    fake.states = ("JOB_STATE_PENDING",)  # never ends
+    name, err = interrupt_while_following(fake, submit_args(trainer, "--wait"))
     assert f"buildkit-py cancel {name}" in err and "keeps running" in err
     assert "Traceback" not in err
     assert fake.jobs[name]["state"] != "JOB_STATE_CANCELLED"
@@ -314,3 +322,110 @@ class socket_closed:  # noqa: N801 - a context manager read as a phrase
 
     def __exit__(self, *exc) -> None:
         self.sock.close()
+
+
+# --- training pipelines (submit --pipeline): the job, then its model uploaded with a serving image --------
+
+PIPELINE_CONFIG = CONFIG + "  base_output_directory: gs://bucket/runs\n"
+
+
+@pytest.fixture
+def pipeline_trainer(project):
+    return project({"buildkit.yaml": PIPELINE_CONFIG, "trainer/__init__.py": "", "trainer/task.py": ""})
+
+
+def pipeline_args(root, *extra: str) -> list[str]:
+    return submit_args(root, "--pipeline", "--serving-image", image("serving"), *extra)
+
+
+@pytest.fixture
+def serving(images):
+    return push_image(REGISTRY, REPO_NAME, "serving")
+
+
+def test_a_pipeline_is_followed_to_the_model_it_uploaded(fake, images, serving, pipeline_trainer, capsys):
+    code, out, err = main(capsys, *pipeline_args(pipeline_trainer, "--wait"))
+    assert code == 0, err
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("state ")] == [
+        "PIPELINE_STATE_PENDING", "PIPELINE_STATE_RUNNING", "PIPELINE_STATE_SUCCEEDED"]
+    (name,) = fake.jobs
+    assert name == "projects/fake-project/locations/us-central1/trainingPipelines/1000"
+    assert "model   projects/fake-project/locations/us-central1/models/5000" in out.splitlines()
+    assert ("POST", "/v1/projects/fake-project/locations/us-central1/trainingPipelines") in fake.calls
+    body = fake.bodies[0]
+    parsed = aiplatform_v1.TrainingPipeline.from_json(json.dumps(body))  # strict: unknown fields would fail
+    assert parsed.training_task_definition.endswith("/custom_task_1.0.0.yaml")
+    spec = aiplatform_v1.CustomJobSpec.from_json(json.dumps(body["trainingTaskInputs"]))
+    assert spec.worker_pool_specs[0].container_spec.image_uri == f"{image()}@{images['amd64']}"  # pinned
+    assert parsed.model_to_upload.container_spec.image_uri == image("serving")
+    assert parsed.model_to_upload.labels["image-sha256"] == images["amd64"].removeprefix("sha256:")[:63]
+    assert len(parsed.labels[jobs_submit.REQUEST_LABEL]) == 32  # the pipeline is created once, whatever happens
+
+
+def test_a_pipeline_in_json_and_a_failed_one_exits_1(fake, images, serving, pipeline_trainer, capsys):
+    code, out, err = main(capsys, *pipeline_args(pipeline_trainer, "--wait", "--json"))
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["state"] == "PIPELINE_STATE_SUCCEEDED" and result["model"].endswith("/models/5000")
+    fake.pipeline_states = ("PIPELINE_STATE_RUNNING", "PIPELINE_STATE_FAILED")
+    code, out, err = main(capsys, *pipeline_args(pipeline_trainer, "--wait", "--json"))
+    assert code == 1
+    assert json.loads(out)["state"] == "PIPELINE_STATE_FAILED" and json.loads(out)["model"] is None
+    assert "exited with a non-zero status of 1" in err
+
+
+def test_cancel_a_pipeline_by_name(fake, images, serving, pipeline_trainer, capsys):
+    code, out, err = main(capsys, *pipeline_args(pipeline_trainer, "--json"))
+    assert code == 0, err
+    name = json.loads(out)["name"]
+    code, out, err = main(capsys, "cancel", name)
+    assert code == 0, err
+    assert out.strip() == f"cancel requested for {name}: now PIPELINE_STATE_CANCELLED"
+    assert ("POST", f"/v1/{name}:cancel") in fake.calls
+
+
+def test_plan_a_pipeline_checks_the_serving_image_too(fake, images, serving, pipeline_trainer, capsys):
+    code, out, err = main(capsys, "plan", "--dir", str(pipeline_trainer), "--target", "loopback", "--image", image(),
+                          "--pipeline", "--serving-image", image("serving"), "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["request"]["url"] == f"{fake.url}/v1/projects/fake-project/locations/us-central1/trainingPipelines"
+    checks = {c["name"]: c for c in plan["checks"]}
+    assert checks["serving"]["ok"] and serving in checks["serving"]["detail"]
+    aiplatform_v1.TrainingPipeline.from_json(json.dumps(plan["request"]["body"]))
+    code, out, err = main(capsys, *submit_args(pipeline_trainer, "--pipeline", "--serving-image", image("absent")))
+    assert code == 7 and "check serving failed" in err and "push it first" in err
+    assert not fake.calls
+
+
+def test_ctrl_c_while_following_a_pipeline_leaves_it_running(fake, images, serving, pipeline_trainer):
+    fake.pipeline_states = ("PIPELINE_STATE_RUNNING",)  # never ends
+    name, err = interrupt_while_following(fake, pipeline_args(pipeline_trainer, "--wait"))
+    assert f"buildkit-py cancel {name}" in err and "the training pipeline keeps running" in err
+    assert fake.jobs[name]["state"] == "PIPELINE_STATE_RUNNING"
+
+
+def test_the_loopback_api_refuses_what_the_service_refuses_in_a_pipeline(fake):
+    client = jobs_submit.Client(fake.url, "fake-project", "us-central1", jobs_submit.default_credentials()[0])
+    spec = {"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
+                                 "containerSpec": {"imageUri": image()}}]}
+    good = {"displayName": "p", "trainingTaskDefinition": jobs_pipeline.CUSTOM_TASK, "trainingTaskInputs": spec,
+            "modelToUpload": {"displayName": "m", "containerSpec": {"imageUri": image("serving")}}}
+    for bad, fragment in (({**good, "trainingTaskDefinition": jobs_pipeline.SCHEMAS + "custom_task_9.yaml"},
+                           "field training_task_definition"),
+                          ({**good, "trainingTaskInputs": {**spec, "workerPoolSpecz": []}}, "field training_task_inputs"),
+                          (good, "field model_to_upload.artifact_uri")):  # no baseOutputDirectory, no artifactUri
+        with pytest.raises(ServiceError) as caught:
+            client.create("trainingPipelines", bad)
+        assert caught.value.http_status == 400 and "INVALID_ARGUMENT" in str(caught.value) and fragment in str(caught.value)
+    assert not fake.jobs
+
+
+def test_a_pipeline_whose_create_answer_is_lost_is_found_by_its_request_id(fake, images, serving, pipeline_trainer,
+                                                                           capsys):
+    fake.refuse = ["drop"]
+    code, out, err = main(capsys, *pipeline_args(pipeline_trainer, "--json"))
+    assert code == 0, err
+    assert list(fake.jobs) == [json.loads(out)["name"]]
+    assert ("GET", "/v1/projects/fake-project/locations/us-central1/trainingPipelines") in fake.calls
+    assert [c[0] for c in fake.calls].count("POST") == 1

@@ -8,6 +8,12 @@ Google's OAuth token endpoint, for tests where the real service cannot be reache
   google.cloud.aiplatform_v1 types (unknown or misspelled fields: 400 INVALID_ARGUMENT with a
   google.rpc.BadRequest); the job is stored and answered as the service answers it (name, state,
   createTime; enums by name, camelCase).
+- POST .../trainingPipelines: the TrainingPipeline is parsed strictly, then its trainingTaskInputs as the
+  task definition says (custom_task_1.0.0.yaml: a CustomJobSpec; hyperparameter_tuning_task_1.0.0.yaml: the
+  fields of a HyperparameterTuningJob's study and trial spec); the service's refusals for an unknown task
+  definition, a model without a serving container and a model without artifacts (no baseOutputDirectory
+  and no artifactUri) are 400 INVALID_ARGUMENT. A pipeline walks `pipeline_states`; when it succeeds, its
+  modelToUpload carries the uploaded model's resource name and trainingTaskMetadata its backing job.
 - GET of a job moves it one step along `states`; list with filter labels.KEY="VALUE"; :cancel.
 - `refuse` queues answers for the next creates: (HTTP status, google.rpc.Status JSON) or "drop"
   (the job is created, then the connection closes before the answer, as after a timeout).
@@ -27,15 +33,58 @@ from google.auth import jwt
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
-TYPES = {"customJobs": aiplatform_v1.CustomJob, "hyperparameterTuningJobs": aiplatform_v1.HyperparameterTuningJob}
-COLLECTION = re.compile(r"/v1/projects/([a-z0-9-]+)/locations/([a-z0-9-]+)/(customJobs|hyperparameterTuningJobs)")
+TYPES = {"customJobs": aiplatform_v1.CustomJob, "hyperparameterTuningJobs": aiplatform_v1.HyperparameterTuningJob,
+         "trainingPipelines": aiplatform_v1.TrainingPipeline}
+COLLECTION = re.compile(r"/v1/projects/([a-z0-9-]+)/locations/([a-z0-9-]+)/"
+                        r"(customJobs|hyperparameterTuningJobs|trainingPipelines)")
 JOB = re.compile(COLLECTION.pattern + r"/([0-9]+)(:cancel)?")
 STATES = ("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED")
+PIPELINE_STATES = ("PIPELINE_STATE_PENDING", "PIPELINE_STATE_RUNNING", "PIPELINE_STATE_SUCCEEDED")
+SCHEMAS = "gs://google-cloud-aiplatform/schema/trainingjob/definition/"
+CUSTOM_TASK, TUNING_TASK = SCHEMAS + "custom_task_1.0.0.yaml", SCHEMAS + "hyperparameter_tuning_task_1.0.0.yaml"
+TUNING_INPUTS = ("studySpec", "maxTrialCount", "parallelTrialCount", "maxFailedTrialCount", "trialJobSpec")
 
 
 def status(code: int, name: str, message: str, *details: dict) -> tuple[int, dict]:
     """A google.rpc.Status error as the REST API sends it."""
     return code, {"error": {"code": code, "message": message, "status": name, "details": list(details)}}
+
+
+def bad_request(field: str, description: str) -> tuple[int, dict]:
+    return status(400, "INVALID_ARGUMENT", description, {"@type": "type.googleapis.com/google.rpc.BadRequest",
+                                                         "fieldViolations": [{"field": field, "description": description}]})
+
+
+def pipeline_problem(body: dict) -> tuple[int, dict] | None:
+    """What the service refuses in a TrainingPipeline its type alone does not: the task's inputs by the task
+    definition's schema, a model to upload without a serving container or without artifacts."""
+    definition, inputs = body.get("trainingTaskDefinition"), body.get("trainingTaskInputs")
+    if definition not in (CUSTOM_TASK, TUNING_TASK):
+        return bad_request("training_task_definition", f"Training task definition {definition!r} is not supported.")
+    if not isinstance(inputs, dict):
+        return bad_request("training_task_inputs", "Training task inputs must be an object.")
+    try:
+        if definition == CUSTOM_TASK:
+            json_format.ParseDict(inputs, aiplatform_v1.CustomJobSpec.pb(aiplatform_v1.CustomJobSpec()))
+            spec = inputs
+        else:
+            extra = sorted(set(inputs) - set(TUNING_INPUTS))
+            if extra:
+                raise json_format.ParseError(f"unknown fields {extra}")
+            tuning = aiplatform_v1.HyperparameterTuningJob
+            json_format.ParseDict({"displayName": "x", **inputs}, tuning.pb(tuning()))
+            spec = inputs.get("trialJobSpec", {})
+    except json_format.ParseError as exc:
+        return bad_request("training_task_inputs", f"Training task inputs do not match {definition}: {str(exc)[:300]}")
+    model = body.get("modelToUpload")
+    if model is not None:
+        if not model.get("containerSpec", {}).get("imageUri"):
+            return bad_request("model_to_upload.container_spec.image_uri", "The model to upload needs a container image.")
+        base = spec.get("baseOutputDirectory", {}).get("outputUriPrefix")
+        if not base and (definition == TUNING_TASK or not model.get("artifactUri")):
+            return bad_request("model_to_upload.artifact_uri", "Either base_output_directory in the training task "
+                               "inputs or model_to_upload.artifact_uri must be set.")
+    return None
 
 
 def new_key_file(directory: Path, token_uri: str) -> tuple[Path, str]:
@@ -57,9 +106,11 @@ def new_key_file(directory: Path, token_uri: str) -> tuple[Path, str]:
 
 
 class FakeVertex:
-    def __init__(self, public_key: str | None = None, states: tuple[str, ...] = STATES):
+    def __init__(self, public_key: str | None = None, states: tuple[str, ...] = STATES,
+                 pipeline_states: tuple[str, ...] = PIPELINE_STATES):
         self.public_key = public_key
         self.states = states
+        self.pipeline_states = pipeline_states
         self.tokens: set[str] = set()
         self.jobs: dict[str, dict] = {}  # name -> the stored resource (JSON, as the service answers)
         self.steps: dict[str, int] = {}
@@ -103,6 +154,9 @@ class FakeVertex:
             return status(400, "INVALID_ARGUMENT", "Invalid JSON payload received.",
                           {"@type": "type.googleapis.com/google.rpc.BadRequest",
                            "fieldViolations": [{"field": "", "description": str(exc)[:300]}]})
+        problem = pipeline_problem(body) if kind == "trainingPipelines" else None
+        if problem:
+            return problem
         self.bodies.append(body)
         if self.refuse:
             answer = self.refuse.pop(0)
@@ -113,7 +167,8 @@ class FakeVertex:
             name = f"projects/{project}/locations/{region}/{kind}/{job_id}"
             now = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
             typed = TYPES[kind].from_json(json.dumps(body))
-            typed.name, typed.state, typed.create_time = name, "JOB_STATE_QUEUED", now
+            typed.name, typed.create_time = name, now
+            typed.state = "PIPELINE_STATE_PENDING" if kind == "trainingPipelines" else "JOB_STATE_QUEUED"
             self.jobs[name] = json.loads(TYPES[kind].to_json(typed, use_integers_for_enums=False))
             self.steps[name] = 0
         return 200, self.jobs[name]
@@ -121,14 +176,27 @@ class FakeVertex:
     def _get(self, name: str) -> tuple[int, dict]:
         with self.lock:
             job = self.jobs[name]
-            if job["state"] == "JOB_STATE_CANCELLING":
-                job["state"] = "JOB_STATE_CANCELLED"
-            elif job["state"] not in ("JOB_STATE_CANCELLED",) and self.steps[name] < len(self.states):
-                job["state"] = self.states[self.steps[name]]
+            states = self.pipeline_states if "/trainingPipelines/" in name else self.states
+            if job["state"].endswith("_CANCELLING"):
+                job["state"] = job["state"].replace("_CANCELLING", "_CANCELLED")
+            elif not job["state"].endswith("_CANCELLED") and self.steps[name] < len(states):
+                job["state"] = states[self.steps[name]]
                 self.steps[name] += 1
-                if job["state"] == "JOB_STATE_FAILED":
+                if job["state"] in ("JOB_STATE_FAILED", "PIPELINE_STATE_FAILED"):
                     job["error"] = {"code": 3, "message": "The replica workerpool0-0 exited with a non-zero status of 1."}
+                if job["state"] == "PIPELINE_STATE_SUCCEEDED":
+                    self._uploaded(name, job)
             return 200, job
+
+    def _uploaded(self, name: str, pipeline: dict) -> None:
+        """What a succeeded pipeline says: its backing job and the model it uploaded (into its project and location)."""
+        parent, number = name.split("/trainingPipelines/")
+        if pipeline["trainingTaskDefinition"] == TUNING_TASK:
+            pipeline["trainingTaskMetadata"] = {"backingHyperparameterTuningJob": f"{parent}/hyperparameterTuningJobs/{number}",
+                                                "bestTrialBackingCustomJob": f"{parent}/customJobs/{number}"}
+        else:
+            pipeline["trainingTaskMetadata"] = {"backingCustomJob": f"{parent}/customJobs/{number}"}
+        pipeline["modelToUpload"].update(name=f"{parent}/models/{4000 + int(number)}", versionId="1")
 
     def _handler(self):
         fake = self
@@ -165,7 +233,8 @@ class FakeVertex:
                     return
                 match = JOB.fullmatch(path)
                 if match and match[5] and path[4:-7] in fake.jobs:
-                    fake.jobs[path[4:-7]]["state"] = "JOB_STATE_CANCELLING"
+                    kind = "PIPELINE" if match[3] == "trainingPipelines" else "JOB"
+                    fake.jobs[path[4:-7]]["state"] = f"{kind}_STATE_CANCELLING"
                     self._send(200, {})
                     return
                 match = COLLECTION.fullmatch(path)

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,15 +46,41 @@ def _candidates(explicit: str | None) -> list[str]:
     return out
 
 
-def _probe(path: str) -> str | None:
-    """How this client can run BuildKit, or None."""
+PROBE_TIMEOUT = 20.0
+
+
+def _start(args: list[str]) -> subprocess.Popen | None:
     try:
-        if subprocess.run([path, "buildx", "version"], capture_output=True, timeout=20).returncode == 0:
-            return "buildx"
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
+        return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    except OSError:
         return None
-    match = _VERSION.search(out)
+
+
+def _answer(proc: subprocess.Popen | None) -> tuple[int, str] | None:
+    """Exit code and output of a probe, or None when it did not start or answer in time."""
+    if proc is None:
+        return None
+    try:
+        out, _ = proc.communicate(timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None
+    return proc.returncode, out
+
+
+def _probe(path: str) -> str | None:
+    """How this client can run BuildKit ("buildx", "builtin"), or None. Both questions are asked at once:
+    each answer costs a Go client's start-up, on the path of every build."""
+    buildx, version = _start([path, "buildx", "version"]), _start([path, "--version"])
+    try:
+        has_buildx, said = _answer(buildx), _answer(version)
+    finally:
+        for proc in (buildx, version):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if has_buildx and has_buildx[0] == 0:
+        return "buildx"
+    match = _VERSION.search(said[1]) if said else None
     # From Docker 23 the classic `docker build` refuses DOCKER_BUILDKIT=1 without buildx.
     return "builtin" if match and int(match.group(1)) < 23 else None
 
@@ -97,9 +124,25 @@ class BuildkitCliBuilder(EngineImages):
             args += self._cache_args(request.cache_ref)
         return args + [str(request.context_dir)]
 
+    def image_id(self, ref: ImageRef) -> str | None:
+        """Asked through the client the build runs with (a Go client's start-up), so that the engine SDK's
+        import (0.1 s) is not paid before the build: `build` pays it while BuildKit works."""
+        try:
+            proc = subprocess.run([self.docker.path, "image", "inspect", "--format", "{{.Id}}", str(ref)],
+                                  capture_output=True, text=True, env=self.docker.env(), timeout=PROBE_TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EngineError(f"{self.docker.path} could not look up {ref}: {exc}") from None
+        if proc.returncode == 0:
+            return proc.stdout.strip()
+        if "No such image" in proc.stderr:
+            return None
+        raise EngineError(f"{self.docker.path} could not look up {ref}: {proc.stderr.strip()[-1000:]}")
+
     def build(self, request: BuildRequest, reporter: Reporter) -> str:
         live = reporter.mode == "tty"
-        with tempfile.TemporaryDirectory(prefix="buildkit-py-iid-") as tmp:
+        # The engine client (the Docker SDK), which tag and push need next, is made while the build runs.
+        with ThreadPoolExecutor(max_workers=1) as pool, tempfile.TemporaryDirectory(prefix="buildkit-py-iid-") as tmp:
+            pool.submit(getattr, self, "client")  # a failure shows again, and is reported, where the client is used
             iidfile = Path(tmp) / "iid"
             args = self._args(request, "tty" if live else "plain", iidfile)
             run_build_tool(args, reporter, tool="docker", env=self.docker.env(), live=live)

@@ -21,6 +21,9 @@ class EngineImages:
         return self._client
 
     def image_id(self, ref: ImageRef) -> str | None:
+        return self._engine_image_id(ref)
+
+    def _engine_image_id(self, ref: ImageRef) -> str | None:
         from docker.errors import ImageNotFound
 
         try:
@@ -34,7 +37,7 @@ class EngineImages:
 
         added: list[ImageRef] = []
         for ref in refs:
-            existed = self.image_id(ref) is not None
+            existed = self._engine_image_id(ref) is not None  # by the SDK: the client is there already
             try:
                 ok, why = self.client.api.tag(image_id, ref.repository, ref.tag), "no reason given"
             except APIError as exc:

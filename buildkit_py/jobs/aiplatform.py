@@ -72,6 +72,13 @@ class _Converter:
         return value
 
     def gpus(self, machine: str, accelerator: str | None, count: int, field: str) -> dict:
+        # AI Platform's Cloud TPU ran as a cloud_tpu worker beside the master VM; Vertex AI runs a TPU VM as
+        # the one pool of the job, so the cluster does not carry over field by field.
+        if machine == "cloud_tpu" or (isinstance(accelerator, str) and accelerator.startswith("TPU_")):
+            raise ConfigError(f"{show(accelerator or machine)}: legacy Cloud TPU jobs (a cloud_tpu worker beside the "
+                              "master) are not converted; write the Vertex AI TPU VM job by hand: accelerator: TPU_V2, "
+                              "TPU_V3, TPU_V5_LITEPOD or TPU_V6E with job.machine_type from base_images/tpus.yaml, "
+                              "one pool, one replica", field=field, where=self.source)
         if accelerator in RETIRED_GPUS:
             self.notes.append(f"{field}: {accelerator} is retired on Vertex AI; using {RETIRED_GPUS[accelerator]}")
             accelerator = RETIRED_GPUS[accelerator]

@@ -1,4 +1,5 @@
-"""The Vertex AI v1 REST API: create, get, list, cancel jobs; wait on one; fall back on capacity.
+"""The Vertex AI v1 REST API: create, get, list, cancel jobs and training pipelines; wait on one; fall back on
+capacity.
 
 Credentials are Application Default Credentials through google-auth (GOOGLE_APPLICATION_CREDENTIALS
 honoured: a service-account key file's token_uri says where tokens come from). A create request
@@ -24,12 +25,13 @@ SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 ENDPOINT_ENV = "BUILDKIT_PY_API_ENDPOINT"
 REQUEST_LABEL = "buildkit-py-request"  # the client-generated id of a create request
 END_STATES = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
-              "JOB_STATE_PARTIALLY_SUCCEEDED")
-KINDS = ("customJobs", "hyperparameterTuningJobs")
+              "JOB_STATE_PARTIALLY_SUCCEEDED", "PIPELINE_STATE_SUCCEEDED", "PIPELINE_STATE_FAILED",
+              "PIPELINE_STATE_CANCELLED")
+KINDS = ("customJobs", "hyperparameterTuningJobs", "trainingPipelines")
 RETRIES = 4  # a create or get is tried this many more times after a timeout, dropped connection or 5xx
 _URL = re.compile(r"(https?)://([A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:]{2,45}\])(?::([0-9]{1,5}))?/?", re.ASCII)
-_NAME = re.compile(r"projects/([a-z0-9-]{1,30})/locations/([a-z0-9-]{1,40})/(customJobs|hyperparameterTuningJobs)/"
-                   r"([0-9A-Za-z_-]{1,64})", re.ASCII)
+_NAME = re.compile(r"projects/([a-z0-9-]{1,30})/locations/([a-z0-9-]{1,40})/(customJobs|hyperparameterTuningJobs|"
+                   r"trainingPipelines)/([0-9A-Za-z_-]{1,64})", re.ASCII)
 _CAPACITY = re.compile(r"resources? (?:are |is )?(?:not |un)available|enough resources|stockout|capacity|quota|"
                        r"ZONE_RESOURCE_POOL_EXHAUSTED", re.ASCII | re.IGNORECASE)
 _TRANSIENT_HTTP = (500, 502, 503, 504)
@@ -56,7 +58,7 @@ def parse_name(text: str, field: str = "NAME") -> tuple[str, str, str, str]:
     match = _NAME.fullmatch(text) if len(text) <= 300 else None
     if not match:
         raise ConfigError(f"{show(text)} is not a job name: projects/PROJECT/locations/REGION/customJobs/ID (or "
-                          "hyperparameterTuningJobs/ID), as `buildkit-py submit` prints it", field=field)
+                          "hyperparameterTuningJobs/ID, trainingPipelines/ID), as `buildkit-py submit` prints it", field=field)
     return match[1], match[2], match[3], match[4]
 
 

@@ -15,14 +15,14 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-import yaml
-
 from .. import __version__
 from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
 from ..errors import ConfigError, DataError, ResolutionError, show
-from ..launcher.constants import EXPECT_GPUS_ENV
+from ..launcher.constants import EXPECT_GPUS_ENV, EXPECT_TPU_ENV
+from ..matrix import Tpu, load_matrix
+from ..plan import tpu_named
 from ..refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
-from ..resources import LAUNCHER_MODULE, resource_dir
+from ..resources import LAUNCHER_MODULE, read_data, resource_dir
 
 TARGETS = ("vertex", "loopback")  # loopback: an API on this machine (a fake, an emulator): loopback images allowed
 DEFAULT_REGION = "us-central1"
@@ -48,13 +48,13 @@ class Machines:
 @lru_cache(maxsize=1)
 def load_machines() -> Machines:
     path = resource_dir("base_images") / "machines.yaml"
+    data = read_data(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
         attached = {a: {int(c): int(v) for c, v in counts.items()} for a, counts in data["attached"].items()}
         fixed = {m: next(iter(spec.items())) for m, spec in data["fixed"].items()}
         return Machines(attached, tuple(data["n1_types"]), fixed, tuple(data["cpu_families"]), tuple(data["arm64"]))
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError, StopIteration) as exc:
-        raise DataError(f"cannot read {path}: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, StopIteration) as exc:
+        raise DataError(f"malformed {path}: {exc}") from None
 
 
 def _vcpus(machine_type: str) -> int | None:
@@ -192,7 +192,8 @@ def _prune(value: Any) -> Any:
 
 def _machine_spec(pool: Pool, reservation: dict | None) -> dict:
     return {"machineType": pool.machine_type, "acceleratorType": pool.accelerator_type if pool.accelerator_count else None,
-            "acceleratorCount": pool.accelerator_count or None, "reservationAffinity": reservation}
+            "acceleratorCount": pool.accelerator_count or None, "tpuTopology": pool.tpu_topology,
+            "reservationAffinity": reservation}
 
 
 def _resolve_pool(pool: Pool, field: str) -> Pool:
@@ -207,6 +208,47 @@ def _resolve_pool(pool: Pool, field: str) -> Pool:
         raise ConfigError(f"accelerator_count {count} needs an accelerator_type", field=f"{field}.accelerator_type")
     check_machine(machine, pool.accelerator_type, count, f"{field}.machine_type")
     return replace(pool, machine_type=machine, accelerator_count=count)
+
+
+def _tpu_of(pool: Pool) -> Tpu | None:
+    """The TPU a pool asks for: its accelerator_type, else the TPU its machine type comes with."""
+    matrix = load_matrix()
+    if pool.accelerator_type is not None:
+        return tpu_named(matrix, pool.accelerator_type, "job.accelerator_type")
+    return next((t for t in matrix.tpus.values() if pool.machine_type in t.machines), None)
+
+
+def _resolve_tpu_pool(pool: Pool, tpu: Tpu, field: str) -> tuple[Pool, int]:
+    """A TPU VM pool checked against base_images/tpus.yaml: (the pool with its machine type,
+    topology and count filled in, the chips of its machine)."""
+    source = "(base_images/tpus.yaml)"
+    offered = ", ".join(f"{m.name} ({m.chips} chip{'s' if m.chips > 1 else ''}"
+                        f"{', topology ' + m.topology if m.topology else ''})"
+                        for m in tpu.machines.values())
+    name = pool.machine_type or min(tpu.machines.values(), key=lambda m: m.chips).name
+    machine = tpu.machines.get(name)
+    if machine is None:
+        raise ConfigError(f"{show(name)} is not a machine type for {tpu.name}: {offered} {source}",
+                          field=f"{field}.machine_type")
+    if pool.replica_count not in (None, 1):
+        raise ConfigError(f"replica_count {pool.replica_count}: a TPU VM job runs exactly one replica on Vertex AI "
+                          f"(one {name}); drop replica_count or set it to 1", field=f"{field}.replica_count")
+    count = pool.accelerator_count
+    if machine.accelerator_count is None and count:
+        raise ConfigError(f"accelerator_count {count}: {name} comes with {machine.chips} {tpu.name} chip(s) and Vertex AI "
+                          f"takes no acceleratorCount for it; drop accelerator_count {source}",
+                          field=f"{field}.accelerator_count")
+    if machine.accelerator_count is not None and count not in (None, machine.accelerator_count):
+        raise ConfigError(f"accelerator_count {count}: {name} with {tpu.name} takes accelerator_count "
+                          f"{machine.accelerator_count} {source}", field=f"{field}.accelerator_count")
+    topology = pool.tpu_topology or machine.topology
+    if topology != machine.topology:
+        allowed = f"its topology is {machine.topology}" if machine.topology else "it takes none"
+        raise ConfigError(f"tpu_topology {show(pool.tpu_topology)} does not fit {name}: {allowed} (one host; larger "
+                          f"slices need several replicas, which a TPU VM job cannot have); machine types: {offered} "
+                          f"{source}", field=f"{field}.tpu_topology")
+    return replace(pool, machine_type=name, accelerator_type=tpu.name, accelerator_count=machine.accelerator_count,
+                   tpu_topology=topology), machine.chips
 
 
 def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _dt.datetime | None = None,
@@ -226,7 +268,20 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
                         accelerator_count=fallback.accelerator_count or (None if switched else chief.accelerator_count),
                         machine_type=fallback.machine_type or (None if switched else chief.machine_type))
         strategy = fallback.strategy or strategy
-    chief = _resolve_pool(chief, "job")
+    tpu = _tpu_of(chief)
+    chips = 0
+    if tpu is not None:
+        # Vertex AI runs a TPU VM job as one worker pool with one replica.
+        for key in ("workers", "parameter_servers", "reduction_server", "evaluators"):
+            if getattr(job, key) is not None:
+                raise ConfigError(f"a TPU VM job ({tpu.name}) has exactly one worker pool with one replica on Vertex AI: "
+                                  f"drop job.{key}", field=f"job.{key}")
+        chief, chips = _resolve_tpu_pool(chief, tpu, "job")
+    elif chief.tpu_topology is not None:
+        raise ConfigError(f"tpu_topology {show(chief.tpu_topology)} goes with a TPU machine type; this job has no TPU "
+                          "(set accelerator_type to a TPU, e.g. TPU_V5_LITEPOD)", field="job.tpu_topology")
+    else:
+        chief = _resolve_pool(chief, "job")
     if job.max_wait_duration is not None and strategy != "FLEX_START":
         raise ConfigError("max_wait_duration goes with strategy FLEX_START (how long to wait for capacity)",
                           field="job.max_wait_duration")
@@ -236,6 +291,9 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
     if package and "==" in package.executor:
         from ..executors import resolve_executor  # the catalog is read only for catalog executors
 
+        if tpu is not None:
+            raise ConfigError(f"the prebuilt executors are for CPUs and GPUs; on {tpu.name} give an executor image built "
+                              f"with accelerator: {tpu.name}", field="job.python_package.executor")
         try:
             image_text = resolve_executor(package.executor, gpu=bool(chief.accelerator_count),
                                           region=(fallback and fallback.region) or job.region).uri
@@ -251,16 +309,20 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
     if config.platform and not package and "/".join(config.platform.split("/")[:2]) != wanted:
         raise ConfigError(f"the image is built for {config.platform}; {chief.machine_type} runs {wanted}",
                           field="platform")
-    if chief.accelerator_count and check_accelerator is not None and not package:
+    if (chief.accelerator_count or tpu) and check_accelerator is not None and not package:
         notes.extend(check_accelerator(chief.accelerator_type))
-    if chief.accelerator_count and chief.accelerator_count > 1:
+    elif tpu:
+        notes.append(f"the image is not resolved from this config: its TPU build for {tpu.name} is not checked")
+    if chief.accelerator_count and chief.accelerator_count > 1 and not tpu:
         notes.append(f"{chief.accelerator_count} GPUs on one machine: NCCL passes data between them through /dev/shm, "
                      "which a CustomJob cannot size; if NCCL fails with shared-memory errors, set env NCCL_SHM_DISABLE=1 "
                      "(slower, over sockets)")
 
     def container(pool: Pool) -> dict:
-        env = [{"name": k, "value": v} for k, v in job.env if k != EXPECT_GPUS_ENV]
-        env.append({"name": EXPECT_GPUS_ENV, "value": str(pool.accelerator_count or 0)})
+        env = [{"name": k, "value": v} for k, v in job.env if k not in (EXPECT_GPUS_ENV, EXPECT_TPU_ENV)]
+        env.append({"name": EXPECT_GPUS_ENV, "value": "0" if tpu else str(pool.accelerator_count or 0)})
+        if tpu:  # the launcher checks that this many TPU chips are visible
+            env.append({"name": EXPECT_TPU_ENV, "value": str(chips)})
         if package:
             return {"pythonPackageSpec": {"executorImageUri": str(ref), "packageUris": list(package.package_uris),
                                           "pythonModule": package.module, "args": list(job.args or ()), "env": env}}
@@ -329,6 +391,8 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
     else:
         resource = {"displayName": name, "jobSpec": custom, "labels": labels}
         kind = "customJobs"
+    if tpu is not None:
+        return VertexJob(kind, _prune(resource), str(ref), tpu.name, chips, chief.machine_type, strategy, tuple(notes))
     return VertexJob(kind, _prune(resource), str(ref), chief.accelerator_type if chief.accelerator_count else None,
                      chief.accelerator_count or 0, chief.machine_type, strategy, tuple(notes))
 

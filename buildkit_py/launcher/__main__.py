@@ -2,10 +2,17 @@
 
 Checks, then hands off. Switches (environment; names in constants.py):
   BUILDKIT_PY_EXPECT_GPUS=N       fail unless N GPUs are visible and usable (0/unset: CPU allowed)
+  BUILDKIT_PY_EXPECT_TPU_CHIPS=N  fail unless N TPU chips are visible and the image's libtpu is there
+                                  (exit 18, 19); 0/unset: nothing TPU-related is done. A TPU job with
+                                  no GPU expected skips the GPU checks.
   BUILDKIT_PY_SKIP_GPU_CHECK=1    skip the GPU checks entirely
+  BUILDKIT_PY_SKIP_TPU_CHECK=1    skip the TPU checks (a separate switch: skipping the GPU checks of
+                                  a job must not hide a TPU job's missing chips, nor the reverse)
   BUILDKIT_PY_LAUNCHER_QUIET=1    no log lines on success; warnings and errors still show
   BUILDKIT_PY_PROBE=torch|tensorflow  also ask the framework (slower: it imports it)
 A switch with another value stops with exit code 21, as a bad command line does.
+A trainer command `python -m M ...` or `python SCRIPT ...` naming this interpreter runs in it
+(handoff.py); other commands are exec'd. As PID 1 the launcher stays as the trainer's supervisor.
 Executor images (Vertex AI's PythonPackageSpec):
   BUILDKIT_PY_PYTHON_MODULE=M     run `python -m M ARGS...`: what follows -- are the module's arguments
   BUILDKIT_PY_PACKAGE_URIS=U,...  first pip-install these packages (paths, file://, https://, gs://);
@@ -18,8 +25,16 @@ import os
 import sys
 import time
 
-from . import cluster, gpu, handoff, packages
-from .constants import BAD_CLUSTER, QUIET_ENV, SKIP_GPU_CHECK_ENV, USAGE
+from . import cluster, handoff, packages
+from .constants import (
+    BAD_CLUSTER,
+    EXPECT_GPUS_ENV,
+    EXPECT_TPU_ENV,
+    QUIET_ENV,
+    SKIP_GPU_CHECK_ENV,
+    SKIP_TPU_CHECK_ENV,
+    USAGE,
+)
 
 HP_METRIC_DEFAULT = "/tmp/hypertune/output.metrics"
 USAGE_LINE = "usage: python -m buildkit_launcher [--check] -- TRAINER COMMAND..."
@@ -40,7 +55,7 @@ def _fail(code: int, message: str) -> int:
 
 
 def _switch_error(env: dict[str, str]) -> str | None:
-    for name in (SKIP_GPU_CHECK_ENV, QUIET_ENV):
+    for name in (SKIP_GPU_CHECK_ENV, SKIP_TPU_CHECK_ENV, QUIET_ENV):
         value = env.get(name, "")
         if value not in ("", "0", "1"):
             return f"{name}={value!r} is not a switch value; allowed: 1 (on), 0 or unset (off)"
@@ -55,15 +70,30 @@ def prepare(command: list[str], env: dict[str, str]) -> tuple[int, str, list[str
     error = _switch_error(env)
     if error:
         return USAGE, error, lines, warnings
+    # A check's module is imported only when it runs: every container start pays for imports.
+    tpu_job = env.get(EXPECT_TPU_ENV, "").strip() not in ("", "0")
+    run_tpu = tpu_job and env.get(SKIP_TPU_CHECK_ENV) != "1"
+    run_gpu = env.get(SKIP_GPU_CHECK_ENV) != "1" and not (tpu_job and env.get(EXPECT_GPUS_ENV, "").strip() in ("", "0"))
     if env.get(SKIP_GPU_CHECK_ENV) == "1":
         lines.append(f"GPU checks skipped ({SKIP_GPU_CHECK_ENV}=1)")
-    else:
+    elif not run_gpu:
+        lines.append(f"GPU checks skipped: a TPU job ({EXPECT_TPU_ENV} set) with no GPU requested")
+    if tpu_job and not run_tpu:
+        lines.append(f"TPU checks skipped ({SKIP_TPU_CHECK_ENV}=1)")
+    if run_gpu or run_tpu:
+        from . import gpu  # its CheckFailed and Report serve the TPU check too
+
         try:
-            report = gpu.check(env)
+            reports = [gpu.check(env)] if run_gpu else []
+            if run_tpu:
+                from . import tpu
+
+                reports.append(tpu.check(env))
         except gpu.CheckFailed as exc:
             return exc.code, exc.message, lines, warnings
-        lines.append(report.summary)
-        warnings += report.warnings
+        for report in reports:
+            lines.append(report.summary)
+            warnings += report.warnings
     try:
         added, notes = cluster.torch_env(cluster.parse(env), env)
     except cluster.ClusterError as exc:
@@ -88,8 +118,10 @@ def prepare(command: list[str], env: dict[str, str]) -> tuple[int, str, list[str
     return 0, "", lines, warnings
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> object:
+    """The exit status, as sys.exit takes it (a trainer run in this interpreter may exit with a message)."""
     start = time.perf_counter()
+    started_with = handoff.interpreter_env(os.environ)
     args = sys.argv[1:] if argv is None else argv
     check_only = args[:1] == ["--check"]
     if check_only:
@@ -115,10 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     if check_only:
         return 0
     try:
-        packages.install(os.environ, _log)
+        installed = packages.install(os.environ, _log)
     except packages.PackageError as exc:
         return _fail(exc.code, exc.message)
-    return handoff.hand_off(trainer)
+    return handoff.hand_off(trainer, not installed and handoff.interpreter_env(os.environ) == started_with)
 
 
 if __name__ == "__main__":

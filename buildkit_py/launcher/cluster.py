@@ -12,9 +12,8 @@ the value and what is allowed, never a traceback.
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass
+from collections import namedtuple
 
 POOL_ROLES = {
     "workerpool0": "chief", "chief": "chief", "master": "chief",
@@ -32,14 +31,12 @@ class ClusterError(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class Cluster:
-    source: str  # "CLUSTER_SPEC" | "TF_CONFIG"
-    role: str  # chief | worker | server | evaluator
-    task_type: str
-    task_index: int
-    chief: tuple[str, ...]  # "host:port", checked
-    workers: tuple[str, ...]
+class Cluster(namedtuple("Cluster", "source role task_type task_index chief workers")):
+    """source: "CLUSTER_SPEC" | "TF_CONFIG"; role: chief | worker | server | evaluator;
+    task_type: str; task_index: int; chief, workers: tuples of "host:port", checked.
+    (A namedtuple, as the launcher's records are: see nvml.py.)"""
+
+    __slots__ = ()
 
     @property
     def world_size(self) -> int:
@@ -118,6 +115,8 @@ def parse(env: dict[str, str]) -> Cluster | None:
         raw = env.get(source, "")
         if not raw.strip():
             continue
+        import json
+
         try:
             spec = json.loads(raw)
         except (ValueError, RecursionError) as exc:

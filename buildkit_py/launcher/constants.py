@@ -34,6 +34,10 @@ EXPECT_TPU_ENV = "BUILDKIT_PY_EXPECT_TPU_CHIPS"  # TPU chips the job's machine h
 TPU_TYPE_ENV = "BUILDKIT_PY_TPU"  # the TPU accelerator type the image was built for, e.g. TPU_V5_LITEPOD
 TPU_RUNTIME_ENV = "BUILDKIT_PY_TPU_RUNTIME"  # absolute path of the libtpu.so the framework loads
 DEV_DIR_ENV = "BUILDKIT_PY_DEV_DIR"  # where device nodes are (tests point it at a stand-in layout)
+DEFAULT_DEV_DIR = "/dev"
+SYS_DIR_ENV = "BUILDKIT_PY_SYS_DIR"  # where sysfs is (tests point it at a stand-in)
+DEFAULT_SYS_DIR = "/sys"
+SKIP_TPU_CHECK_ENV = "BUILDKIT_PY_SKIP_TPU_CHECK"  # 1: skip the TPU checks (the GPU switch does not)
 
 # Set by the image (nvidia/cuda bases) or the container runtime.
 CUDA_VERSION_ENV = "CUDA_VERSION"

@@ -18,16 +18,16 @@ The driver rule follows NVIDIA's "CUDA Compatibility" guide:
 The architecture rule compares each GPU's compute capability (NVML) with the framework build's
 architectures the image records (BUILDKIT_PY_CUDA_ARCHS), without importing the framework:
 exit 14 when no cubin runs on the GPU and no PTX can be JIT-compiled for it (arch_supports).
+
+ctypes, glob and importlib are imported where they are used, and NVML is not loaded for a CPU run
+in a container without an NVIDIA device: this runs at every container start.
 """
 
 from __future__ import annotations
 
-import ctypes
-import glob
-import importlib
 import os
 import re
-from dataclasses import dataclass
+from collections import namedtuple
 
 from . import nvml
 from .constants import (
@@ -40,7 +40,9 @@ from .constants import (
     CUDNN_MISSING,
     CUDNN_VERSION_ENV,
     DEFAULT_CUDA_COMPAT_DIR,
+    DEFAULT_DEV_DIR,
     DEFAULT_SHM_PATH,
+    DEV_DIR_ENV,
     DRIVER_TOO_OLD,
     EXPECT_GPUS_ENV,
     FORWARD_COMPAT_ENV,
@@ -78,19 +80,17 @@ class CheckFailed(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
-class Report:
-    summary: str
-    warnings: tuple[str, ...] = ()
+class Report(namedtuple("Report", "summary warnings", defaults=((),))):
+    """summary: str; warnings: tuple of str. (Records are namedtuples: see nvml.py.)"""
+
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class ImageDrivers:
-    """What the image says about drivers (set by buildkit-py's Dockerfile), parsed."""
+class ImageDrivers(namedtuple("ImageDrivers", "min_driver floor branches")):
+    """What the image says about drivers (set by buildkit-py's Dockerfile), parsed: min_driver and
+    floor, version tuples or None; branches, a frozenset of driver branches or None."""
 
-    min_driver: tuple[int, ...] | None
-    floor: tuple[int, ...] | None
-    branches: frozenset[int] | None
+    __slots__ = ()
 
 
 def parse_version(text: str) -> tuple[int, ...] | None:
@@ -103,13 +103,14 @@ def _dotted(version: tuple[int, ...]) -> str:
     return ".".join(map(str, version))
 
 
-def _expected(env: dict[str, str]) -> int:
-    raw = env.get(EXPECT_GPUS_ENV, "")
+def requested(env: dict[str, str], name: str = EXPECT_GPUS_ENV, what: str = "GPUs",
+             unset: str = "a CPU run may proceed") -> int:
+    """The count a job asked for in the variable name (0 when unset); a usage error otherwise."""
+    raw = env.get(name, "")
     if not raw.strip():
         return 0
     if not _COUNT.fullmatch(raw.strip()):
-        raise CheckFailed(USAGE, f"{EXPECT_GPUS_ENV}={raw!r} is not a number of GPUs; allowed: 0, 1, 2, ... "
-                                 "(unset or 0: a CPU run may proceed)")
+        raise CheckFailed(USAGE, f"{name}={raw!r} is not a number of {what}; allowed: 0, 1, 2, ... (unset or 0: {unset})")
     return int(raw)
 
 
@@ -270,6 +271,8 @@ def _forward_compat(env: dict[str, str], info: nvml.DriverInfo, devices: list[nv
 def _on_loader_path(env: dict[str, str], directory: str) -> bool:
     if directory in env.get("LD_LIBRARY_PATH", "").split(":"):
         return True
+    import glob
+
     # The NVIDIA container toolkit's enable-cuda-compat hook lists it in /etc/ld.so.conf.d.
     for conf in glob.glob("/etc/ld.so.conf.d/*.conf"):
         try:
@@ -331,6 +334,8 @@ def _cudnn(env: dict[str, str]) -> tuple[str | None, list[str]]:
     if parsed is None:
         return None, [f"{CUDNN_VERSION_ENV}={version!r} is not a version (like 9.14.0.64-1): cuDNN is not checked"]
     library = f"libcudnn.so.{int(parsed.group(1))}"
+    import ctypes
+
     try:
         ctypes.CDLL(library)
     except OSError as exc:
@@ -339,6 +344,8 @@ def _cudnn(env: dict[str, str]) -> tuple[str | None, list[str]]:
 
 
 def _import(framework: str):
+    import importlib
+
     try:
         return importlib.import_module(framework)
     except Exception as exc:  # a broken install raises anything from ImportError to OSError
@@ -368,21 +375,32 @@ def _probe(framework: str, devices: list[nvml.Device | str]) -> str:
     return f"tensorflow {tf.__version__} sees {len(gpus)} GPU(s)"
 
 
+def _nvidia_devices(env: dict[str, str]) -> bool:
+    """Whether the container has the node NVML talks to the driver through: /dev/nvidiactl (the
+    NVIDIA container runtime adds it with any GPU), or /dev/dxg on WSL 2."""
+    directory = env.get(DEV_DIR_ENV) or DEFAULT_DEV_DIR
+    return any(os.path.exists(os.path.join(directory, name)) for name in ("nvidiactl", "dxg"))
+
+
 def check(env: dict[str, str] | None = None) -> Report:
     """Raise CheckFailed with its exit code, or return the summary and warnings. May add the
     cuda-compat directory to env's LD_LIBRARY_PATH (see _driver)."""
     env = dict(os.environ) if env is None else env
-    expected = _expected(env)
+    expected = requested(env)
     image = _image_drivers(env)
     archs = _archs(env)
     probe = env.get(PROBE_ENV, "")
     if probe and probe not in PROBES:
         raise CheckFailed(USAGE, f"{PROBE_ENV}={probe!r} is not a framework probe; allowed: {', '.join(PROBES)}")
+    cpu_run = Report(f"no GPU requested ({EXPECT_GPUS_ENV} unset or 0); running on CPU")
+    library = env.get(NVML_LIBRARY_ENV)
+    if not expected and not library and not _nvidia_devices(env):
+        return cpu_run  # what NVML would come to, without loading it
     try:
-        info = nvml.query(env.get(NVML_LIBRARY_ENV) or nvml.DEFAULT_LIBRARY)
+        info = nvml.query(library or nvml.DEFAULT_LIBRARY)
     except nvml.NvmlError as exc:
         if not expected:
-            return Report(f"no GPU requested ({EXPECT_GPUS_ENV} unset or 0); running on CPU")
+            return cpu_run
         if exc.code is None:
             raise CheckFailed(NO_DRIVER, f"the job asked for {expected} GPU(s) but no NVIDIA driver is visible in this "
                                          f"container ({exc}); start it with --gpus all / the NVIDIA container runtime, "

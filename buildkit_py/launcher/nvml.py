@@ -1,9 +1,11 @@
-"""A few NVML calls through ctypes: what the driver and the GPUs say, without any framework."""
+"""A few NVML calls through ctypes: what the driver and the GPUs say, without any framework.
+
+Records are namedtuples and ctypes is imported by query(): the launcher runs at every container
+start, and dataclasses (through inspect) and ctypes cost milliseconds there that a CPU run never needs."""
 
 from __future__ import annotations
 
-import ctypes
-from dataclasses import dataclass
+from collections import namedtuple
 
 DEFAULT_LIBRARY = "libnvidia-ml.so.1"
 NVML_SUCCESS = 0
@@ -18,38 +20,36 @@ class NvmlError(Exception):
         self.code = code
 
 
-class NvmlMemory(ctypes.Structure):
-    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+class Device(namedtuple("Device", "index name uuid memory_total capability brand")):
+    """index: int; name, uuid: str; memory_total: int, bytes; capability: (major, minor);
+    brand: nvmlBrandType_t, 0 (unknown) where the driver does not say."""
 
-
-@dataclass(frozen=True)
-class Device:
-    index: int
-    name: str
-    uuid: str
-    memory_total: int  # bytes
-    capability: tuple[int, int]
-    brand: int  # nvmlBrandType_t; 0 (unknown) where the driver does not say
+    __slots__ = ()
 
     @property
     def datacenter(self) -> bool:
         return self.brand in DATACENTER_BRANDS
 
 
-@dataclass(frozen=True)
-class DriverInfo:
-    driver_version: str  # "550.54.15"
-    cuda_version: tuple[int, int]  # the newest CUDA the driver supports
-    devices: tuple[Device, ...]
+class DriverInfo(namedtuple("DriverInfo", "driver_version cuda_version devices")):
+    """driver_version: "550.54.15"; cuda_version: (major, minor), the newest CUDA the driver
+    supports; devices: tuple of Device."""
+
+    __slots__ = ()
 
 
-def _text(buf: ctypes.Array) -> str:
+def _text(buf) -> str:
     # The driver's strings are ASCII; a broken one must not stop the checks.
     return buf.value.decode("ascii", errors="replace")
 
 
 def query(library: str = DEFAULT_LIBRARY) -> DriverInfo:
     """Everything the checks need, in one NVML session."""
+    import ctypes
+
+    class NvmlMemory(ctypes.Structure):
+        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
     try:
         lib = ctypes.CDLL(library)
     except OSError as exc:

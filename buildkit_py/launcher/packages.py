@@ -5,23 +5,16 @@ Python with its own pip (so the image's pip configuration applies: index, CA, pr
 A package is read from the /gcs/ mount Vertex AI provides, else fetched; downloads are kept under their
 content digest, and the set of digests installed is recorded in the environment, so a restarted
 container does not reinstall what it already has.
+
+Modules for fetching and installing are imported where they are used: every container start
+imports this module for command(), and most have no packages to install.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
-import shutil
-import ssl
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 
 from .constants import (
@@ -76,11 +69,17 @@ def uris(env: dict[str, str]) -> list[str]:
     return found
 
 
-def install(env: dict[str, str], log: Callable[[str], None]) -> None:
-    """Fetch and install the packages of PACKAGE_URIS_ENV into this interpreter's environment."""
+def install(env: dict[str, str], log: Callable[[str], None]) -> bool:
+    """Fetch and install the packages of PACKAGE_URIS_ENV into this interpreter's environment;
+    True when pip ran (the trainer then needs a fresh interpreter: one started before the install
+    has not read the new packages' .pth files)."""
     wanted = uris(env)
     if not wanted:
-        return
+        return False
+    import json
+    import subprocess
+    import time
+
     start = time.perf_counter()
     cache = env.get(PACKAGE_CACHE_ENV) or DEFAULT_PACKAGE_CACHE
     files = [fetch(uri, cache, env) for uri in wanted]
@@ -88,7 +87,7 @@ def install(env: dict[str, str], log: Callable[[str], None]) -> None:
     marker = os.path.join(sys.prefix, MARKER)
     if _installed(marker) == digests:
         log(f"packages already installed (sha256 {', '.join(d[:16] for d in digests)})")
-        return
+        return False
     cmd = [sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
            "--no-warn-script-location", *files]
     try:
@@ -107,9 +106,12 @@ def install(env: dict[str, str], log: Callable[[str], None]) -> None:
         pass  # a read-only environment: the next start installs again
     log(f"installed {', '.join(wanted)} in {time.perf_counter() - start:.1f} s "
         f"(sha256 {', '.join(d[:16] for d in digests)})")
+    return True
 
 
 def _installed(marker: str) -> list[str] | None:
+    import json
+
     try:
         with open(marker, encoding="utf-8") as handle:
             value = json.load(handle)
@@ -119,6 +121,8 @@ def _installed(marker: str) -> list[str] | None:
 
 
 def _sha256(path: str) -> str:
+    import hashlib
+
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -128,6 +132,8 @@ def _sha256(path: str) -> str:
 
 def fetch(uri: str, cache: str, env: dict[str, str]) -> str:
     """A local file holding the package; the URI is named in every failure."""
+    import urllib.parse
+
     try:
         if uri.startswith("gs://"):
             return _from_gcs(uri, cache)
@@ -153,6 +159,8 @@ def fetch(uri: str, cache: str, env: dict[str, str]) -> str:
 
 def _basename(path: str, uri: str) -> str:
     # pip reads the name and version from the file name: keep it as the URI has it.
+    import urllib.parse
+
     name = urllib.parse.unquote(path.rsplit("/", 1)[-1])
     if not name or name in (".", "..") or "/" in name or "\0" in name:
         raise PackageError(PACKAGE_FETCH_FAILED, f"cannot fetch {uri}: it names no file")
@@ -161,6 +169,8 @@ def _basename(path: str, uri: str) -> str:
 
 def _keep(cache: str, name: str, write: Callable) -> str:
     """Write a download to a temp file, then keep it under its digest: cache/SHA256/NAME."""
+    import tempfile
+
     os.makedirs(cache, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".download-", dir=cache)
     try:
@@ -177,6 +187,11 @@ def _keep(cache: str, name: str, write: Callable) -> str:
 
 
 def _download(uri: str, handle, env: dict[str, str]) -> None:
+    import shutil
+    import ssl
+    import urllib.error
+    import urllib.request
+
     # The CA the image's pip uses, so a TLS-intercepting proxy works for both.
     cafile = next((env[k] for k in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE") if env.get(k)), None)
     context = ssl.create_default_context(cafile=cafile)

@@ -22,7 +22,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
         rm -f /etc/apt/apt.conf.d/docker-clean && apt-get "$@" update \
         && if apt-cache show python3.12-venv >/dev/null 2>&1; then apt-get "$@" install -y --no-install-recommends python3.12 python3.12-venv; fi; \
     fi \
-    && if python3.12 -c "import ensurepip" >/dev/null 2>&1; then python3.12 -m venv /opt/venv; \
+    && if python3.12 -c "import ensurepip" >/dev/null 2>&1; then python3.12 -m venv --without-pip /opt/venv; \
     else boot=; \
         if ! python3 -m pip --version >/dev/null 2>&1; then \
             if command -v apt-get >/dev/null 2>&1; then apt-get "$@" install -y --no-install-recommends python3-pip && boot=python3-pip; \
@@ -31,7 +31,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
         && python3 -m pip install --target /tmp/buildkit-py/uv --no-deps --only-binary=:all: uv==0.13.0 \
         && export UV_NO_CACHE=1 UV_PYTHON_INSTALL_DIR=/opt/python UV_PYTHON_INSTALL_MIRROR=https://mirror.example.internal/python-build-standalone \
         && /tmp/buildkit-py/uv/bin/uv python install --no-bin 3.12 \
-        && "$(/tmp/buildkit-py/uv/bin/uv python find --managed-python 3.12)" -m venv /opt/venv \
+        && "$(/tmp/buildkit-py/uv/bin/uv python find --managed-python 3.12)" -m venv --without-pip /opt/venv \
         && rm -rf /tmp/buildkit-py/uv \
         && if [ -n "$boot" ]; then apt-get purge -y --auto-remove "$boot"; fi; \
     fi \
@@ -40,15 +40,25 @@ ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
 # Hyperparameter tuning metrics (cloudml-hypertune)
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     --mount=type=secret,id=buildkit-ca \
     --mount=type=secret,id=buildkit-pip-conf \
+    --mount=type=secret,id=buildkit-uv-conf \
     if [ -s /run/secrets/buildkit-ca ]; then export PIP_CERT=/run/secrets/buildkit-ca SSL_CERT_FILE=/run/secrets/buildkit-ca; fi \
     && if [ -s /run/secrets/buildkit-pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/buildkit-pip-conf; fi \
-    && pip install cloudml-hypertune==0.1.0.dev6
+    && if [ -s /run/secrets/buildkit-uv-conf ]; then export UV_CONFIG_FILE=/run/secrets/buildkit-uv-conf; fi \
+    && export UV_CACHE_DIR=/root/.cache/uv UV_LINK_MODE=copy \
+    && if [ ! -x /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv ]; then \
+        "$(readlink -f "$(command -v python)")" -m pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: uv==0.13.0 2>/dev/null \
+        || { python -m venv /tmp/buildkit-py/uv-boot && /tmp/buildkit-py/uv-boot/bin/pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: uv==0.13.0 && rm -rf /tmp/buildkit-py/uv-boot; }; \
+    fi \
+    && /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv pip install cloudml-hypertune==0.1.0.dev6 \
+    && { python -m compileall -q -j 0 -x '/tests?/' /opt/venv/lib || true; }
 
-# The launcher (ENTRYPOINT): GPU checks and the cluster contract, then the trainer
+# The launcher (ENTRYPOINT): accelerator checks and the cluster contract, then the trainer; compiled
+# here, since with PYTHONDONTWRITEBYTECODE every container start would compile it again (~10 ms)
 COPY [".buildkit-py/launcher", "/opt/venv/lib/python3.12/site-packages/buildkit_launcher"]
+RUN /opt/venv/bin/python -m compileall -q /opt/venv/lib/python3.12/site-packages/buildkit_launcher
 
 # Trainer code, last: an edit rebuilds only this layer
 WORKDIR /app

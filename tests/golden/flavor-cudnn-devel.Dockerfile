@@ -23,29 +23,31 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && rm -f /etc/apt/apt.conf.d/docker-clean \
     && apt-get "$@" update \
     && apt-get "$@" install -y --no-install-recommends python3.11 python3.11-venv \
-    && python3.11 -m venv /opt/venv \
+    && python3.11 -m venv --without-pip /opt/venv \
     && /opt/venv/bin/python -c 'import sys; v = sys.version_info[:2]; assert v == (3, 11), "expected Python 3.11, got %d.%d" % v'
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
-# Framework
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+# Framework, hyperparameter tuning metrics (cloudml-hypertune)
+RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     --mount=type=secret,id=buildkit-ca \
     --mount=type=secret,id=buildkit-pip-conf \
+    --mount=type=secret,id=buildkit-uv-conf \
     if [ -s /run/secrets/buildkit-ca ]; then export PIP_CERT=/run/secrets/buildkit-ca SSL_CERT_FILE=/run/secrets/buildkit-ca; fi \
     && if [ -s /run/secrets/buildkit-pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/buildkit-pip-conf; fi \
-    && pip install tensorflow==2.13.1
+    && if [ -s /run/secrets/buildkit-uv-conf ]; then export UV_CONFIG_FILE=/run/secrets/buildkit-uv-conf; fi \
+    && export UV_CACHE_DIR=/root/.cache/uv UV_LINK_MODE=copy \
+    && if [ ! -x /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv ]; then \
+        "$(readlink -f "$(command -v python)")" -m pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: uv==0.13.0 2>/dev/null \
+        || { python -m venv /tmp/buildkit-py/uv-boot && /tmp/buildkit-py/uv-boot/bin/pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: uv==0.13.0 && rm -rf /tmp/buildkit-py/uv-boot; }; \
+    fi \
+    && /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv pip install tensorflow==2.13.1 cloudml-hypertune==0.1.0.dev6 \
+    && { python -m compileall -q -j 0 -x '/tests?/' /opt/venv/lib || true; }
 
-# Hyperparameter tuning metrics (cloudml-hypertune)
-RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    --mount=type=secret,id=buildkit-ca \
-    --mount=type=secret,id=buildkit-pip-conf \
-    if [ -s /run/secrets/buildkit-ca ]; then export PIP_CERT=/run/secrets/buildkit-ca SSL_CERT_FILE=/run/secrets/buildkit-ca; fi \
-    && if [ -s /run/secrets/buildkit-pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/buildkit-pip-conf; fi \
-    && pip install cloudml-hypertune==0.1.0.dev6
-
-# The launcher (ENTRYPOINT): GPU checks and the cluster contract, then the trainer
+# The launcher (ENTRYPOINT): accelerator checks and the cluster contract, then the trainer; compiled
+# here, since with PYTHONDONTWRITEBYTECODE every container start would compile it again (~10 ms)
 COPY [".buildkit-py/launcher", "/opt/venv/lib/python3.11/site-packages/buildkit_launcher"]
+RUN /opt/venv/bin/python -m compileall -q /opt/venv/lib/python3.11/site-packages/buildkit_launcher
 
 # Trainer code, last: an edit rebuilds only this layer
 WORKDIR /app

@@ -1,0 +1,73 @@
+"""Start-up cost of the command line: the modules that only some commands need (the Docker SDK and
+requests, Google's clients, the job, index and packaging code) are not imported by the CLI itself,
+nor by `dockerfile`, the command the edit loop and Makefiles run most. Importing one of them eagerly
+costs every command tens of milliseconds (issue 13's target: `dockerfile` < 0.3 s)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+QUICKSTART = REPO / "examples" / "quickstart"
+# Top-level packages and our own modules that no fast command needs.
+HEAVY = ("docker", "requests", "urllib3", "google.auth", "google.cloud.aiplatform", "http.client",
+         "buildkit_py.jobs", "buildkit_py.index_metadata", "buildkit_py.autopackage", "buildkit_py.packaging",
+         "buildkit_py.doctor", "buildkit_py.executors")
+
+PROBE = """
+import io, json, sys
+from contextlib import redirect_stdout
+import buildkit_py.cli as cli
+after_import = sorted(sys.modules)
+code = None
+if len(sys.argv) > 1:
+    with redirect_stdout(io.StringIO()):
+        code = cli.main(sys.argv[1:])
+print(json.dumps({"import": after_import, "command": sorted(sys.modules), "code": code}))
+"""
+
+
+def loaded(*args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=REPO,
+                          env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                               "HOME": str(REPO / ".testenv")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def heavy(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+
+
+def test_importing_the_cli_loads_no_heavy_module():
+    assert heavy(loaded()["import"]) == []
+
+
+def test_the_dockerfile_command_loads_no_heavy_module():
+    found = loaded("dockerfile", "--config", str(QUICKSTART / "buildkit.yaml"))
+    assert found["code"] in (0, None)
+    assert "buildkit_py.render" in found["command"]  # the probe did run the command
+    assert heavy(found["command"]) == []
+
+
+def test_the_probe_would_see_a_heavy_import():
+    """The check can fail: a command that needs the job code does load it."""
+    found = loaded("executor", "list")
+    assert "buildkit_py.executors" in heavy(found["command"])
+
+
+@pytest.mark.parametrize("name, module", [("Executor", "buildkit_py.executors"), ("RunResult", "buildkit_py.jobs.local")])
+def test_the_api_still_exports_the_lazily_imported_types(name, module):
+    from buildkit_py import api
+
+    value = getattr(api, name)
+    assert value.__module__ == module and value.__name__ == name
+    assert name in api.__all__
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        api.Nothing  # noqa: B018
