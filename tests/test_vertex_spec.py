@@ -17,11 +17,12 @@ from hypothesis import strategies as st
 from buildkit_py import cli
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError, ResolutionError
-from buildkit_py.jobs import vertex
+from buildkit_py.jobs import pipeline, vertex
 from buildkit_py.launcher.constants import EXPECT_GPUS_ENV
 from buildkit_py.resources import LAUNCHER_MODULE
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/trainer:v1"
+SERVING = "us-central1-docker.pkg.dev/proj/repo/serve:v1"
 TORCH = "framework: torch==2.5.1\ntrainer: {module: trainer.task}\n"
 
 
@@ -309,7 +310,11 @@ HOSTILE = st.lists(st.one_of(st.characters(exclude_categories=("Cs",)),
 PLACES = [(key, lambda t, key=key: {key: [t] if key in ("command", "args") else t})
           for key in ("name", "project", "region", "image", "machine_type", "accelerator_type", "boot_disk_type", "command",
                       "args", "timeout", "strategy", "max_wait_duration", "service_account", "network",
-                      "base_output_directory", "staging_bucket", "tensorboard")] + [
+                      "base_output_directory", "staging_bucket", "tensorboard", "tpu_topology")] + [
+    # The training pipeline's model section (job --pipeline): every field, and label keys and values.
+    (f"model.{key}", lambda t, key=key: {"model": {key: {"k": t} if key == "labels" else t}})
+    for key in ("serving_image", "name", "description", "artifact_uri", "labels")] + [
+    ("model label key", lambda t: {"model": {"labels": {t: "x"}}}),
     ("env value", lambda t: {"env": {"A": t}}), ("env name", lambda t: {"env": {t: "x"}}),
     ("label key", lambda t: {"labels": {t: "x"}}), ("label value", lambda t: {"labels": {"k": t}}),
     ("reservation", lambda t: {"reservation": {"type": "SPECIFIC_RESERVATION", "key": t, "values": [t]}}),
@@ -325,16 +330,26 @@ PLACES = [(key, lambda t, key=key: {key: [t] if key in ("command", "args") else 
 def test_hostile_job_values_are_refused_or_stay_inert(tmp_path_factory, place, text):
     name, where = place
     values = where(text)
-    data = {"framework": "none", "job": {"image": IMAGE, **{k: v for k, v in values.items() if k != "hp"}}}
+    data = {"framework": "none", "job": {"image": IMAGE, **{k: v for k, v in values.items() if k not in ("hp", "model")}}}
     if "hp" in values:
         data["hyperparameters"] = values["hp"]
+    if "model" in values:  # a pipeline around the job, with the hostile text in one model field
+        data["job"]["base_output_directory"] = "gs://bucket/out"
+        data["model"] = {"serving_image": SERVING, **values["model"]}
     root = tmp_path_factory.mktemp("hostile")
     (root / "buildkit.yaml").write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
     try:
         config = load_config(root / "buildkit.yaml", root)
         job = vertex.build_job(config, config.job)
+        if "model" in values:
+            job = pipeline.build_pipeline(job, config.model, None, region=None, target="vertex")
     except (ConfigError, ResolutionError) as exc:
         assert exc.exit_code == 2
         return
-    parse(job.resource, job.kind)  # what is accepted is a valid spec, the text a JSON string in it
+    if "model" in values:
+        message = aiplatform_v1.TrainingPipeline.pb(aiplatform_v1.TrainingPipeline())
+        json_format.ParseDict(job.resource, message)  # strict: an unknown field fails
+        parse({"displayName": "x", "jobSpec": job.resource["trainingTaskInputs"]})  # the custom task's inputs
+    else:
+        parse(job.resource, job.kind)  # what is accepted is a valid spec, the text a JSON string in it
     assert not any(ch in json.dumps(job.resource, ensure_ascii=False) for ch in "\n\r\x00\u2028\x1b")
