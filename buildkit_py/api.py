@@ -29,7 +29,7 @@ from .ci import CI_FLAVOURS, render_ci
 from .config import Config, JobConfig, default_ca_bundle, distribution_name, job_flag, load_config, pep440_version
 from .engine import engine_client
 from .errors import BuildkitError, ConfigError, RegistryError, ResolutionError, ServiceError, WaitInterrupted, show
-from .fsutil import write_atomic
+from .fsutil import cache_dir, write_atomic
 from .launcher.gpu import arch_supports
 from .makefile import render_makefile
 from .matrix import SHIPPED, load_matrix, version_key
@@ -844,12 +844,8 @@ class AutopackageResult:
                 "submitted": self.submitted.to_dict() if self.submitted else None}
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "buildkit-py"
-
-
 def _runs_dir(config: Config) -> Path:
-    return _cache_dir() / "runs" / f"{_build._slug(config.root.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return cache_dir() / "runs" / f"{_build._slug(config.root.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def autopackage(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
@@ -945,7 +941,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
                                  submitted=submitted)
     if options.mode == "package":
         with stages.stage("package") as out:
-            sdist = build_sdist(config, _cache_dir() / "sdists")  # byte-identical for the same files: left as it is
+            sdist = build_sdist(config, cache_dir() / "sdists")  # byte-identical for the same files: left as it is
             out[0] = f"sdist {sdist.path} ({sdist.size} bytes, sha256 {sdist.sha256[:16]}), module {sdist.module}"
     with stages.stage("run") as out:
         run_options = RunOptions(gpus=options.gpus, output=options.output or _runs_dir(config), args=options.args,

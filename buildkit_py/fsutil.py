@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import ConfigError, OutputError
 
+CACHE_ENV = "BUILDKIT_PY_CACHE_DIR"  # where buildkit-py keeps what it can make again (default: ~/.cache/buildkit-py)
 MAX_TEXT_FILE = 1 << 20  # config files, templates, ignore and requirements files are small; a bigger one is a mistake
 
 _WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
@@ -56,3 +57,8 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def cache_dir() -> Path:
+    """Build environments, sdists, run outputs and compiled templates: all of it can be deleted."""
+    return Path(os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "buildkit-py")

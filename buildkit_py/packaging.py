@@ -37,7 +37,7 @@ from packaging.version import Version
 from .config import Config, distribution_name
 from .context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
 from .errors import BuildError, ConfigError, OutputError, show
-from .fsutil import read_text
+from .fsutil import cache_dir, read_text
 from .matrix import load_matrix
 from .render import render_project_dockerignore
 
@@ -48,7 +48,6 @@ DEFAULT_VERSION = "0.0.0"
 # <SCRIPT_PACKAGE>/task.py, run as `python -m aiplatform_custom_trainer_script.task`.
 SCRIPT_PACKAGE = "aiplatform_custom_trainer_script"
 SCRIPT_MODULE = f"{SCRIPT_PACKAGE}.task"
-CACHE_ENV = "BUILDKIT_PY_CACHE_DIR"  # where build environments are kept (default: ~/.cache/buildkit-py)
 SHOWN_LINES = 25  # of a failing backend's or pip's output
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
@@ -205,12 +204,6 @@ def _copy(root: Path, files: list[str], dest: Path, rename: dict[str, str]) -> N
 
 # ---------------------------------------------------------------------------------------------
 # The isolated build environment
-
-
-def cache_dir() -> Path:
-    base = os.environ.get(CACHE_ENV) or os.path.join(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache",
-                                                     "buildkit-py")
-    return Path(base)
 
 
 def _tail(text: str) -> str:

@@ -3,12 +3,16 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
+import jinja2
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from buildkit_py import render
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError
 from buildkit_py.plan import make_plan
@@ -99,6 +103,32 @@ def test_executor_images_and_keep_pip_keep_pip_in_the_venv(change):
     config = replace(load_config(HERE / "cases" / "sklearn-cpu" / "buildkit.yaml"), **change)
     text = render_dockerfile(make_plan(config), root=config.root)
     assert "-m venv /opt/venv" in text and "--without-pip" not in text
+
+
+def test_compiled_templates_are_kept_between_runs_and_an_unwritable_cache_only_costs_time(tmp_path):
+    """The bytecode cache (render._CompiledTemplates) is filled by the first run, used by the next, and a
+    cache directory that cannot be made or written never fails a render."""
+    def dockerfile(cache: Path) -> str:
+        env = {**os.environ, "BUILDKIT_PY_CACHE_DIR": str(cache), "PYTHONPATH": str(HERE.parent)}
+        proc = subprocess.run([sys.executable, "-m", "buildkit_py", "dockerfile", "--dir",
+                               str(HERE.parent / "examples" / "quickstart")], env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    first = dockerfile(tmp_path / "cache")
+    kept = sorted((tmp_path / "cache" / "templates").glob("__jinja2_*.cache"))
+    assert kept, "no compiled template was kept"
+    stamps = [p.stat().st_mtime_ns for p in kept]
+    assert dockerfile(tmp_path / "cache") == first
+    assert [p.stat().st_mtime_ns for p in kept] == stamps  # read, not written again
+    (tmp_path / "file").write_text("")
+    assert dockerfile(tmp_path / "file" / "cache") == first  # cannot be made: a file is in the way
+    # A cache that goes away (or fills up) between the read and the write: the write is dropped.
+    bucket = jinja2.bccache.Bucket(render.environment(), "k", "checksum")
+    bucket.code = compile("x = 1", "<t>", "exec")
+    render._CompiledTemplates(str(tmp_path / "gone")).dump_bytecode(bucket)
+    assert not (tmp_path / "gone").exists()
 
 
 def test_entrypoint_and_default_args(tmp_path):
