@@ -143,6 +143,8 @@ def uv_config(pip_conf: str, where: str) -> str:
         if parser.has_section(section):
             settings.update({k.replace("_", "-"): v for k, v in parser.items(section) if k.replace("_", "-") in _UV_KEYS})
     lines = []
+    if "extra-index-url" in settings:  # pip's semantics: the best version across all indexes (uv: the first index's)
+        lines.append('index-strategy = "unsafe-best-match"')
     for key, value in settings.items():
         name, is_list = _UV_KEYS[key]
         if is_list is None:  # a pip boolean

@@ -81,7 +81,7 @@ def test_installs_go_through_uv_from_the_index_and_leave_it_out_of_the_image(bui
     installs = [r for r in runs if "bin/uv pip install" in r]
     assert len(installs) == 2, installs
     assert all(pkg in installs[0] for pkg in ("torch==2.5.1", "cloudml-hypertune", "'numpy<2'"))
-    assert "--extra-index-url https://download.pytorch.org/whl/cu124" in installs[0]
+    assert "--extra-index-url https://download.pytorch.org/whl/cu124 --index-strategy unsafe-best-match" in installs[0]
     assert "-r /tmp/buildkit-py/requirements.txt" in installs[1]
     for run in installs:
         assert "pip install --no-cache-dir --target" in run and "uv==" in run
@@ -317,7 +317,9 @@ def test_uv_config_carries_the_pip_conf_index_settings():
         "extra-index-url": ["https://a.example/simple", "https://b.example/simple"],
         "allow-insecure-host": ["mirror.example"],
         "no-index": False,
+        "index-strategy": "unsafe-best-match",  # pip's: the best version across the indexes
     }
+    assert "index-strategy" not in uv_config("[global]\nindex-url = https://mirror.example/simple\n", "pip.conf")
     assert uv_config("[global]\ncert = /etc/ca.pem\n", "pip.conf") == ""
 
 

@@ -41,7 +41,7 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
         "$(readlink -f "$(command -v python)")" -m pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: uv==0.13.0 2>/dev/null \
         || { python -m venv /tmp/buildkit-py/uv-boot && /tmp/buildkit-py/uv-boot/bin/pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: uv==0.13.0 && rm -rf /tmp/buildkit-py/uv-boot; }; \
     fi \
-    && /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv pip install --pre --extra-index-url https://download.pytorch.org/whl/nightly/cu132 torch cloudml-hypertune==0.1.0.dev6 \
+    && /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv pip install --pre --extra-index-url https://download.pytorch.org/whl/nightly/cu132 --index-strategy unsafe-best-match torch cloudml-hypertune==0.1.0.dev6 \
     && { python -m compileall -q -j 0 -x '/tests?/' /opt/venv/lib || true; }
 
 # The launcher (ENTRYPOINT): accelerator checks and the cluster contract, then the trainer; compiled
