@@ -237,11 +237,14 @@ def _python(matrix: Matrix, config: Config, label: str, series: FrameworkSeries 
                 f"python: {config.python} is not supported by {label}; supported: {', '.join(supported)}"
             )
         return config.python
-    default = matrix.distros.default_python
-    if default in supported:
-        return default
-    # The closest to the default, newer first: jax >= 0.11 (3.12+) gets 3.12, not the newest.
-    newer = [p for p in supported if version_key(p) > version_key(default)]
+    return _default_python(matrix, supported)
+
+
+def _default_python(matrix: Matrix, supported: list[str] | tuple[str, ...]) -> str:
+    """The distros' default Python if supported, else the closest to it, newer first: jax >= 0.11
+    (3.12+) gets 3.12, not the newest."""
+    default = version_key(matrix.distros.default_python)
+    newer = [p for p in supported if version_key(p) >= default]
     return min(newer, key=version_key) if newer else max(supported, key=version_key)
 
 
@@ -496,9 +499,7 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
     elif not supported:
         raise ResolutionError(f"python: {label} has no Python that TPU {tpu.generation} supports; {listed}")
     else:
-        default = matrix.distros.default_python
-        newer = [p for p in supported if version_key(p) >= version_key(default)]
-        python = min(newer, key=version_key) if newer else max(supported, key=version_key)
+        python = _default_python(matrix, supported)
     wheel_libtpu = f"{VENV}/lib/python{python}/site-packages/libtpu/libtpu.so"
     notes = [f"Vertex AI's TPU page does not name {fw.name} for TPU {tpu.generation}: not documented, not refused"] \
         if fw.name in tpu.undocumented else []
