@@ -7,6 +7,7 @@ network, and reports failures as the errors of buildkit_py.errors (each with its
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -639,10 +640,11 @@ def _job_settings(project: Project, options: JobOptions) -> tuple[Config, JobCon
 def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, **kwargs) -> vertex.VertexJob:
     from .jobs import vertex
 
+    planned = functools.cache(lambda: make_plan(config))  # resolved once, for the GPU check and the serving image
     check = None
     if config.source != "(defaults)" and config.trainer is not None:  # an image built from this config
         def check(accelerator: str) -> tuple[str, ...]:
-            return check_accelerator(make_plan(config), accelerator)
+            return check_accelerator(planned(), accelerator)
     if not options.pipeline and (options.serving_image is not None or options.model_name is not None):
         raise ConfigError("the serving image and model name are a training pipeline's: add --pipeline",
                           field="--serving-image" if options.serving_image is not None else "--model-name")
@@ -658,7 +660,7 @@ def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, **kwar
                     **{k: model_flag(k, value, flag) for k, (flag, value) in flags.items() if value is not None})
     framework = None
     if model.serving_image is None and not config.framework.is_none:  # the prebuilt image for the trainer's release
-        installed = make_plan(config).framework
+        installed = planned().framework
         framework = (installed.name, installed.version) if installed else None
     fallback = kwargs.get("fallback")
     return jobs_pipeline.build_pipeline(made, model, framework, region=(fallback and fallback.region) or settings.region,
