@@ -16,7 +16,7 @@ import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -619,22 +619,56 @@ class CancelResult:
 
 def _job_settings(project: Project, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
     """The config, and its job with the flags applied (each checked by its config key's validator)."""
-    from .jobs import aiplatform
-
     config = load(project)
     left: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-    if options.from_aiplatform is not None:
-        conversion = aiplatform.convert(options.from_aiplatform)
-        config = replace(config, job=conversion.values["job"], hyperparameters=conversion.values.get("hyperparameters"))
-        left, notes = conversion.not_converted, conversion.notes
-    settings = config.job or JobConfig()
     flags = {key: job_flag(key, getattr(options, key)) for key in
              ("image", "name", "project", "region", "machine_type", "accelerator_type", "accelerator_count", "replica_count")
              if getattr(options, key) is not None}
+    if options.from_aiplatform is not None:
+        config, left, notes = _legacy_config(config, options.from_aiplatform, flags)
+    settings = config.job or JobConfig()
     chief = {k: flags.pop(k) for k in list(flags) if k in ("machine_type", "accelerator_type", "accelerator_count",
                                                               "replica_count")}
     return config, replace(settings, chief=replace(settings.chief, **chief), **flags), left, notes
+
+
+# What a legacy file decides as a whole: its cluster (every pool's machines and GPUs) and what runs on it.
+_LEGACY_WHOLE = ("chief", "workers", "parameter_servers", "reduction_server", "evaluators", "python_package", "image",
+                 "command")
+
+
+def _legacy_config(config: Config, path: Path, flags: dict) -> tuple[Config, tuple[str, ...], tuple[str, ...]]:
+    """The config with the legacy file's job: the file decides its machines, GPUs and image; the local config's
+    job only fills the settings the file leaves out (project, service account, env...), as do flags."""
+    from .jobs import aiplatform
+
+    given = aiplatform.Given(**{k: flags.get(k) for k in ("machine_type", "accelerator_type", "accelerator_count", "image")})
+    conversion = aiplatform.convert(path, given)
+    legacy: JobConfig = conversion.values["job"]
+    local = config.job or JobConfig()
+    filled = {}
+    for item in fields(JobConfig):
+        value = getattr(legacy, item.name)
+        if item.name in _LEGACY_WHOLE or value != item.default:
+            continue
+        if item.name == "image" and legacy.python_package is not None:
+            continue
+        if getattr(local, item.name) != item.default:
+            filled[item.name] = getattr(local, item.name)
+    if legacy.labels and local.labels:  # both kept, the legacy file's value where a key is in both
+        filled["labels"] = tuple({**dict(local.labels), **dict(legacy.labels)}.items())
+    notes = list(conversion.notes)
+    if filled:
+        notes.append(f"from {config.source}: {', '.join(f'job.{k}' for k in filled)} (the legacy file leaves them out)")
+    hyperparameters = conversion.values.get("hyperparameters")
+    if hyperparameters is None and config.hyperparameters is not None:
+        hyperparameters = config.hyperparameters
+        notes.append(f"hyperparameters from {config.source} (the legacy file has none): a tuning job")
+    if "image" in flags and legacy.python_package is not None:
+        legacy = replace(legacy, python_package=None)  # the image runs the trainer (noted by the conversion)
+    config = replace(config, job=replace(legacy, **filled), hyperparameters=hyperparameters)
+    return config, conversion.not_converted, tuple(notes)
 
 
 def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, **kwargs) -> vertex.VertexJob:
@@ -644,7 +678,14 @@ def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, **kwar
     check = None
     if config.source != "(defaults)" and config.trainer is not None:  # an image built from this config
         def check(accelerator: str) -> tuple[str, ...]:
-            return check_accelerator(planned(), accelerator)
+            try:
+                return check_accelerator(planned(), accelerator)
+            except ResolutionError as exc:
+                if options.from_aiplatform is None:
+                    raise
+                # A legacy job is judged by what it says: its GPUs stand, the local config's build is only a remark.
+                return (f"the legacy job runs on {accelerator}, but {config.source} says otherwise: {exc}; an image "
+                        "built from that config would not use the GPU as the job expects",)
     if not options.pipeline and (options.serving_image is not None or options.model_name is not None):
         raise ConfigError("the serving image and model name are a training pipeline's: add --pipeline",
                           field="--serving-image" if options.serving_image is not None else "--model-name")

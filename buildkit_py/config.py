@@ -939,12 +939,25 @@ def _hyperparameters(raw: _Raw, path: tuple, value: Any) -> Hyperparameters:
     return Hyperparameters(metric, goal, max_trials, parallel, params, failed, algorithm)
 
 
+PARAM_NAME_RULE = ("a parameter name: Vertex AI's parameter_id, without whitespace, and passed to each trial as "
+                   "--NAME=value, so without '=' and not starting with '-'; at most 255 characters, e.g. batch-size")
+
+
+def param_name(raw: _Raw, path: tuple, value: Any) -> str:
+    """Vertex AI's rule (StudySpec.ParameterSpec.parameter_id: no whitespace, unique; google-cloud-aiplatform
+    aiplatform_v1/types/study.py) and what keeps `--NAME=value` one flag: '=' would split it elsewhere, a leading
+    '-' makes it `---NAME`; invisible format characters (isprintable) could make a name look like another."""
+    name = _string(raw, path, value, limit=255)
+    if not name or name.startswith("-") or "=" in name or not name.isprintable() or any(ch.isspace() for ch in name):
+        raise _err(raw, path, f"{show(name)} is not allowed: {PARAM_NAME_RULE}")
+    return name
+
+
 def _param(raw: _Raw, path: tuple, value: Any) -> Param:
     data = _mapping(raw, path, value, ["name", "type", "min", "max", "values", "scale"], "name, type, min, max, values, scale")
     if "name" not in data or "type" not in data:
         raise _err(raw, path, "name and type are required")
-    name = _pattern(raw, path + ("name",), data["name"], _ENV_NAME, "a parameter name: ASCII letters, digits and '_', "
-                                                                  "not starting with a digit")
+    name = param_name(raw, path + ("name",), data["name"])
     kind = _choice(raw, path + ("type",), data["type"], PARAM_TYPES)
     scale = _choice(raw, path + ("scale",), data["scale"], SCALES) if "scale" in data else None
     ranged = kind in ("DOUBLE", "INTEGER")

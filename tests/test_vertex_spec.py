@@ -321,6 +321,9 @@ PLACES = [(key, lambda t, key=key: {key: [t] if key in ("command", "args") else 
     ("package uri", lambda t: {"python_package": {"executor": IMAGE, "package_uris": [t], "module": "m"}}),
     ("hyperparameter", lambda t: {"hp": {"metric": t, "goal": "MAXIMIZE", "max_trials": 1, "parallel_trials": 1,
                                          "params": [{"name": "a", "type": "CATEGORICAL", "values": [t]}]}}),
+    # Vertex AI's parameter_id: anything but whitespace; each trial then gets --NAME=value
+    ("hyperparameter name", lambda t: {"hp": {"metric": "m", "goal": "MAXIMIZE", "max_trials": 1, "parallel_trials": 1,
+                                              "params": [{"name": t, "type": "INTEGER", "min": 1, "max": 2}]}}),
 ]
 
 

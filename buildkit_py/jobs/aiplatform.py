@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import load_raw, validate_keys
+from ..config import load_raw, param_name, validate_keys
 from ..errors import ConfigError, show
+from ..resources import read_data, resource_dir
 
 # Legacy machine names (AI Platform "legacy machine types") -> Compute Engine type and GPUs.
 # K80s are gone from Vertex AI: those map to T4 and are reported.
@@ -48,10 +49,40 @@ _ALGORITHMS = {"GRID_SEARCH": "GRID_SEARCH", "RANDOM_SEARCH": "RANDOM_SEARCH",
 
 
 @dataclass(frozen=True)
+class Given:
+    """Flags given beside the legacy file: they fill and override it, as gcloud's --master-machine-type,
+    --master-accelerator and --master-image-uri did (each already checked by its config key's validator)."""
+
+    machine_type: str | None = None
+    accelerator_type: str | None = None
+    accelerator_count: int | None = None
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a runtimeVersion gave the trainer (base_images/aiplatform_runtimes.yaml)."""
+
+    version: str
+    framework: str  # NAME==VERSION, e.g. tensorflow==2.11.0
+    python: str  # the job's pythonVersion, else the runtime's newest Python
+    pythons: tuple[str, ...]  # every Python the runtime had
+
+
+@dataclass(frozen=True)
 class Conversion:
     values: dict[str, Any]  # validated config keys: job, hyperparameters
     not_converted: tuple[str, ...]  # "trainingInput.FIELD: why", one per field left behind
     notes: tuple[str, ...]
+    runtime: Runtime | None = None
+    own_image: bool = False  # the file names what runs (masterConfig.imageUri, or packages on a runtime's image)
+
+
+RUNTIMES_FILE = "aiplatform_runtimes.yaml"
+
+
+def runtime_table() -> dict[str, dict]:
+    return read_data(resource_dir("base_images") / RUNTIMES_FILE)["runtimes"]
 
 
 class _Converter:
@@ -96,14 +127,21 @@ class _Converter:
             config = self.mapping(config, field.replace("Type", "Config"))
             accel = config.get("acceleratorConfig")
             if accel is not None:
-                accel = self.mapping(accel, f"{field.replace('Type', 'Config')}.acceleratorConfig")
+                where = f"{field.replace('Type', 'Config')}.acceleratorConfig"
+                accel = self.mapping(accel, where)
                 accelerator, count = accel.get("type"), accel.get("count", 1)
+                if accelerator is None:
+                    flag = " or pass --accelerator-type" if field == "trainingInput.masterType" else ""
+                    raise ConfigError(f"an acceleratorConfig needs the GPU's type: set {where}.type (e.g. NVIDIA_TESLA_T4)"
+                                      f"{flag}", field=f"{where}.type", where=self.source)
                 if isinstance(count, str) and count.isdigit():
                     count = int(count)
         return self.gpus(machine, accelerator, count, field)
 
 
-def convert(path: Path) -> Conversion:
+def convert(path: Path, given: Given = Given()) -> Conversion:
+    """The legacy file as config keys; given flags fill what it leaves out (a CUSTOM tier's master machine,
+    the image of a package job). Applying them over the result is the caller's (api._job_settings)."""
     raw, _ = load_raw(path, path.parent)
     conv = _Converter(raw.source)
     data = raw.data
@@ -117,17 +155,20 @@ def convert(path: Path) -> Conversion:
     if "labels" in data:
         job["labels"] = data["labels"]
 
-    tier = ti.get("scaleTier", "BASIC" if "masterType" not in ti else "CUSTOM")
+    master = ti.get("masterType", given.machine_type)
+    tier = ti.get("scaleTier", "BASIC" if master is None else "CUSTOM")
     if tier == "CUSTOM":
-        if "masterType" not in ti:
-            raise conv.bad("trainingInput.masterType", None, "scaleTier CUSTOM needs masterType")
-        chief = conv.machine(ti["masterType"], ti.get("masterConfig"), "trainingInput.masterType")
+        if master is None:
+            raise ConfigError("scaleTier CUSTOM needs a master machine type: set trainingInput.masterType or pass "
+                              "--machine-type (gcloud's --master-machine-type)", field="trainingInput.masterType",
+                              where=conv.source)
+        chief = conv.machine(master, ti.get("masterConfig"), "trainingInput.masterType")
         pools = {}
         for legacy, key in (("worker", "workers"), ("parameterServer", "parameter_servers"), ("evaluator", "evaluators")):
             count = ti.get(f"{legacy}Count", 0)
             count = int(count) if isinstance(count, str) and count.isdigit() else count
             if count:
-                machine = ti.get(f"{legacy}Type", ti["masterType"])
+                machine = ti.get(f"{legacy}Type", master)
                 pools[key] = {**conv.machine(machine, ti.get(f"{legacy}Config"), f"trainingInput.{legacy}Type"),
                               "replica_count": count}
     elif tier in SCALE_TIERS:
@@ -159,19 +200,25 @@ def convert(path: Path) -> Conversion:
         job["base_output_directory"] = ti["jobDir"]
     if args:
         job["args"] = args
-    if "packageUris" in ti or "pythonModule" in ti:
-        runtime = ti.get("runtimeVersion")
+    runtime = _runtime(conv, raw, ti)
+    packaged = "packageUris" in ti or "pythonModule" in ti
+    if packaged and given.image is not None:
+        # gcloud's --master-image-uri: the image (e.g. autopackage's build of the trainer) runs the trainer itself.
+        conv.notes.append(f"trainingInput.packageUris/pythonModule: the image {given.image} (--image) runs the trainer "
+                          "instead of the packages on a runtime image")
+    elif packaged:
+        version = runtime.version if runtime else raw.text(("trainingInput", "runtimeVersion"), ti.get("runtimeVersion"))
         if "image" in job:
             raise conv.bad("trainingInput.packageUris", ti.get("packageUris"), "packages or masterConfig.imageUri, not both")
-        if not runtime:
-            raise conv.bad("trainingInput.runtimeVersion", runtime, "a runtime version (it picks the prebuilt image)")
+        if not version:
+            raise ConfigError("a package job (packageUris, pythonModule) needs trainingInput.runtimeVersion: it picks the "
+                              "prebuilt image; or pass --image with an image of the trainer (buildkit-py autopackage "
+                              "--from-aiplatform builds one)", field="trainingInput.runtimeVersion", where=conv.source)
         # A runtime version is the TensorFlow release it shipped; Vertex's prebuilt images are per framework.
-        job["python_package"] = {"executor": f"tensorflow=={runtime}", "package_uris": ti.get("packageUris"),
+        job["python_package"] = {"executor": f"tensorflow=={version}", "package_uris": ti.get("packageUris"),
                                  "module": ti.get("pythonModule")}
-        conv.notes.append(f"runtimeVersion {runtime} -> the prebuilt TensorFlow {runtime} training image; name another "
+        conv.notes.append(f"runtimeVersion {version} -> the prebuilt TensorFlow {version} training image; name another "
                           "executor (job.python_package.executor) for scikit-learn or XGBoost trainers")
-        if "pythonVersion" in ti:
-            conv.notes.append(f"pythonVersion {ti['pythonVersion']}: the prebuilt image's Python is used")
     for key, target in (("region", "region"), ("serviceAccount", "service_account"), ("network", "network"),
                         ("enableWebAccess", "enable_web_access")):
         if key in ti:
@@ -195,11 +242,40 @@ def convert(path: Path) -> Conversion:
             conv.leave(f"trainingInput.{key}", why.get(key, "no Vertex AI equivalent buildkit-py sets"))
     values = {"job": job}
     if "hyperparameters" in ti:
-        values["hyperparameters"] = _hyperparameters(conv, conv.mapping(ti["hyperparameters"], "trainingInput.hyperparameters"))
-    return Conversion(validate_keys(values, raw.source), tuple(conv.left), tuple(conv.notes))
+        values["hyperparameters"] = _hyperparameters(conv, raw, conv.mapping(ti["hyperparameters"],
+                                                                             "trainingInput.hyperparameters"))
+    own_image = "image" in job or "python_package" in job
+    return Conversion(validate_keys(values, raw.source), tuple(conv.left), tuple(conv.notes), runtime, own_image)
 
 
-def _hyperparameters(conv: _Converter, hp: dict) -> dict:
+def _runtime(conv: _Converter, raw: Any, ti: dict) -> Runtime | None:
+    """runtimeVersion and pythonVersion as the framework release and Python the runtime gave the trainer."""
+    if "runtimeVersion" not in ti:
+        if "pythonVersion" in ti:
+            conv.leave("trainingInput.pythonVersion", "goes with a runtimeVersion; the image's own Python runs")
+        return None
+    # As written: YAML reads 2.10 as the number 2.1.
+    version = str(raw.text(("trainingInput", "runtimeVersion"), ti["runtimeVersion"]))
+    table = runtime_table()
+    row = table.get(version)
+    if row is None:
+        conv.notes.append(f"runtimeVersion {show(version)} is not in base_images/{RUNTIMES_FILE} (known: "
+                          f"{', '.join(table)}): no framework is taken from it")
+        return None
+    pythons = tuple(row["python"])
+    python = pythons[-1]
+    if "pythonVersion" in ti:
+        python = str(raw.text(("trainingInput", "pythonVersion"), ti["pythonVersion"]))
+        if python not in pythons:
+            raise conv.bad("trainingInput.pythonVersion", python, f"a Python runtime {version} had: {', '.join(pythons)}")
+    framework = f"tensorflow=={row['tensorflow']}"
+    conv.notes.append(f"runtimeVersion {version}"
+                      + (f", pythonVersion {python}" if "pythonVersion" in ti else f" (Python {python}, its newest)")
+                      + f": AI Platform ran {framework} on Python {python} (base_images/{RUNTIMES_FILE})")
+    return Runtime(version, framework, python, pythons)
+
+
+def _hyperparameters(conv: _Converter, raw: Any, hp: dict) -> dict:
     field = "trainingInput.hyperparameters"
     out: dict[str, Any] = {"goal": hp.get("goal"), "metric": hp.get("hyperparameterMetricTag", "training/hptuning/metric"),
                            "max_trials": hp.get("maxTrials", 1), "parallel_trials": hp.get("maxParallelTrials", 1)}
@@ -221,7 +297,12 @@ def _hyperparameters(conv: _Converter, hp: dict) -> dict:
         kind = p.get("type")
         if kind not in _TYPES:
             raise conv.bad(f"{field}.params[{i}].type", kind, ", ".join(_TYPES))
-        item: dict[str, Any] = {"name": p.get("parameterName"), "type": kind}
+        if "parameterName" not in p:
+            raise ConfigError("each parameter needs its parameterName (the trainer's --NAME)",
+                              field=f"{field}.params[{i}].parameterName", where=conv.source)
+        # Checked here too, so that an error names the legacy field and its line.
+        name = param_name(raw, ("trainingInput", "hyperparameters", "params", i, "parameterName"), p["parameterName"])
+        item: dict[str, Any] = {"name": name, "type": kind}
         if "minValue" in p:
             item["min"] = p["minValue"]
         if "maxValue" in p:
