@@ -891,6 +891,54 @@ def _runs_dir(config: Config) -> Path:
     return cache_dir() / "runs" / f"{_build._slug(config.root.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def _legacy_build(project: Project, directory: Path, inferred: _autopackage.Inferred, path: Path,
+                  reporter: Reporter) -> tuple[tuple[str, Any], ...]:
+    """The config keys a legacy config.yaml gives the image where the trainer directory, its config and the
+    flags leave them out: the runtime's framework and Python, the master's GPU, masterConfig.imageUri's
+    repository. The legacy job's GPU wins over a local `gpu: false` (the job is judged by what it says)."""
+    from .config import load_raw
+    from .jobs import aiplatform
+
+    conversion = aiplatform.convert(path)
+    raw, _ = load_raw(project.config, directory)
+    flagged = {k for k, v in project.overrides if v is not None}
+    given = set(raw.data) | flagged | {k for k, _ in inferred.overrides}
+    out: dict[str, Any] = {}
+    notes = []
+    runtime = conversion.runtime
+    if runtime is not None and "framework" not in given:
+        out["framework"] = runtime.framework
+        name, _, version = runtime.framework.partition("==")
+        known = load_matrix().framework(name)
+        series = next((x.for_release(version) for x in known.series if version in x.releases), None) if known else None
+        if series is None:  # the plan's error names the releases the version data has
+            notes.append(f"{runtime.framework} (what runtimeVersion {runtime.version} ran) is not in the version data; set "
+                         "framework: (or --framework) to build another release")
+        elif "python" not in given and runtime.python in series.python:
+            out["python"] = runtime.python
+        elif "python" not in given:
+            # The closest Python its wheels exist for, newer first: code for 3.7 runs on 3.8 more often than back.
+            newer = [v for v in series.python if version_key(v) > version_key(runtime.python)]
+            out["python"] = min(newer, key=version_key) if newer else max(series.python, key=version_key)
+            notes.append(f"AI Platform ran {runtime.framework} on Python {runtime.python}; its wheels here are for Python "
+                         f"{', '.join(series.python)}: building with {out['python']}, the closest")
+    chief = conversion.values["job"].chief
+    if chief.accelerator_type and chief.accelerator_count and not {"gpu", "accelerator"} & flagged:
+        said = {k: raw.data[k] for k in ("gpu", "accelerator") if k in raw.data}
+        out.update(accelerator=chief.accelerator_type, gpu=True)
+        if said.get("gpu") is False or said.get("accelerator", chief.accelerator_type) != chief.accelerator_type:
+            notes.append(f"the legacy job runs on {chief.accelerator_type}; {raw.source} says "
+                         f"{', '.join(f'{k}: {json.dumps(v)}' for k, v in said.items())}: the image is built for the job's GPU")
+    image = conversion.values["job"].image
+    if image and "image" not in given:
+        out["image"] = parse_ref(image, field="trainingInput.masterConfig.imageUri").repository
+        notes.append(f"masterConfig.imageUri {image}: the image built from {directory} goes to {out['image']} (set "
+                     "image: or --image to push it elsewhere)")
+    for note in (*conversion.notes, *notes):
+        reporter.message(f"note: {note}")
+    return tuple(out.items())
+
+
 def autopackage(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
     """Infer what the config leaves out, then render, build, push (when the image names a registry) and run."""
     from . import autopackage as _autopackage
@@ -920,7 +968,10 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
                               "is none", field="--write-config")
         written = directory / "buildkit.yaml"
         write_atomic(written, _autopackage.config_text(inferred))
-    project = replace(project, directory=directory, overrides=inferred.overrides + project.overrides)
+    legacy: tuple[tuple[str, Any], ...] = ()
+    if options.job.from_aiplatform is not None:
+        legacy = _legacy_build(project, directory, inferred, options.job.from_aiplatform, reporter)
+    project = replace(project, directory=directory, overrides=legacy + inferred.overrides + project.overrides)
     config = load(project)
     config = replace(config, network=config.network or "host")  # as `run`: workers rendezvous over loopback
     target = options.target or ("vertex" if options.job.project or (config.job and config.job.project) or any(

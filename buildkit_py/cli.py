@@ -291,7 +291,7 @@ def _job_options(args: argparse.Namespace) -> api.JobOptions:
     return api.JobOptions(image=args.job_image, name=args.name, machine_type=args.machine_type,
                           accelerator_type=args.accelerator_type, accelerator_count=args.accelerator_count,
                           replica_count=args.replica_count, project=args.project, region=args.region, target=args.target,
-                          from_aiplatform=getattr(args, "from_aiplatform", None), pipeline=args.pipeline,
+                          from_aiplatform=args.from_aiplatform, pipeline=args.pipeline,
                           serving_image=args.serving_image, model_name=args.model_name)
 
 
@@ -378,6 +378,7 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
                                      build=_build_options(args), gpus=args.gpus, output=args.output,
                                      args=tuple(args.trainer_args), submit=_submit_options(args),
                                      job=api.JobOptions(project=args.project, region=args.region, pipeline=args.pipeline,
+                                                        from_aiplatform=args.from_aiplatform,
                                                         serving_image=args.serving_image, model_name=args.model_name))
     result = api.autopackage(_project(args), options, reporter("json" if args.json else args.progress))
     if args.json:
@@ -446,7 +447,14 @@ def _job_flags(parser: argparse.ArgumentParser) -> None:
                        help="vertex (default); loopback: an API on this machine, loopback images allowed")
     group.add_argument("--project", help="Google Cloud project (default: job.project, $GOOGLE_CLOUD_PROJECT, ADC's)")
     group.add_argument("--region", help="e.g. us-central1 (default: job.region, else us-central1)")
+    _legacy_flag(group)
     _pipeline_flags(group)
+
+
+def _legacy_flag(group) -> None:
+    group.add_argument("--from-aiplatform", type=Path, metavar="CONFIG_YAML",
+                       help="a legacy AI Platform Training config.yaml (trainingInput) decides the job's machines, GPUs and "
+                       "image; flags override it, the config's job fills only what it leaves out")
 
 
 def _pipeline_flags(group) -> None:
@@ -591,6 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project", help="Google Cloud project for --target vertex (default: job.project, $GOOGLE_CLOUD_PROJECT)")
     p.add_argument("--region", help="region for --target vertex (default: job.region, else us-central1)")
     p.add_argument("--wait", action="store_true", help="with vertex: follow the job until it ends; exit 1 when it fails")
+    _legacy_flag(p)
     _pipeline_flags(p)
     p.add_argument("--poll", type=float, default=api.SubmitOptions.poll_interval, help=argparse.SUPPRESS)
     _api_flags(p)
@@ -617,8 +626,6 @@ def build_parser() -> argparse.ArgumentParser:
     _job_flags(p)
     p.add_argument("--yaml", action="store_true", help="print YAML (the default)")
     p.add_argument("-o", "--output", type=Path, help="write the spec here (JSON when the name ends .json)")
-    p.add_argument("--from-aiplatform", type=Path, metavar="CONFIG_YAML",
-                   help="convert a legacy AI Platform Training config.yaml (trainingInput) instead of the config's job")
 
     p = command("plan", "check the job before submitting: image in its registry, platform, machine and GPU fit, "
                 "strategy, staging; print the request", cmd_plan, config=True, json_help="print request and checks as JSON")
