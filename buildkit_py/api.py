@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from . import doctor as _doctor
     from . import index_metadata
     from .executors import Executor
-    from .jobs import preflight, vertex
+    from .jobs import aiplatform, preflight, vertex
     from .jobs import tune as jobs_tune
     from .jobs.local import RunResult
     from .packaging import Sdist
@@ -891,15 +891,13 @@ def _runs_dir(config: Config) -> Path:
     return cache_dir() / "runs" / f"{_build._slug(config.root.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _legacy_build(project: Project, directory: Path, inferred: _autopackage.Inferred, path: Path,
+def _legacy_build(project: Project, directory: Path, inferred: _autopackage.Inferred, conversion: aiplatform.Conversion,
                   reporter: Reporter) -> tuple[tuple[str, Any], ...]:
     """The config keys a legacy config.yaml gives the image where the trainer directory, its config and the
     flags leave them out: the runtime's framework and Python, the master's GPU, masterConfig.imageUri's
     repository. The legacy job's GPU wins over a local `gpu: false` (the job is judged by what it says)."""
     from .config import load_raw
-    from .jobs import aiplatform
 
-    conversion = aiplatform.convert(path)
     raw, _ = load_raw(project.config, directory)
     flagged = {k for k, v in project.overrides if v is not None}
     given = set(raw.data) | flagged | {k for k, _ in inferred.overrides}
@@ -954,6 +952,11 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
     _count("--gpus", options.gpus, MAX_GPUS)
     _check_build_options(options.build)
     directory = project.directory or (project.config.parent if project.config else Path.cwd())
+    conversion = None
+    if options.job.from_aiplatform is not None:  # its errors before any inference
+        from .jobs import aiplatform
+
+        conversion = aiplatform.convert(options.job.from_aiplatform)
     stages = _autopackage.Stages(reporter)
     with stages.stage("infer") as out:
         inferred = _autopackage.infer(directory, project.config, dict(project.overrides))
@@ -969,8 +972,8 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         written = directory / "buildkit.yaml"
         write_atomic(written, _autopackage.config_text(inferred))
     legacy: tuple[tuple[str, Any], ...] = ()
-    if options.job.from_aiplatform is not None:
-        legacy = _legacy_build(project, directory, inferred, options.job.from_aiplatform, reporter)
+    if conversion is not None:
+        legacy = _legacy_build(project, directory, inferred, conversion, reporter)
     project = replace(project, directory=directory, overrides=legacy + inferred.overrides + project.overrides)
     config = load(project)
     config = replace(config, network=config.network or "host")  # as `run`: workers rendezvous over loopback

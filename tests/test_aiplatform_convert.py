@@ -106,3 +106,145 @@ def test_bad_legacy_configs_exit_2_naming_the_field(capsys, tmp_path, training_i
     code, out, err = convert(capsys, path, "--image", IMAGE) if "imageUri" not in str(training_input) else convert(capsys, path)
     assert code == 2, err
     assert fragment in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 18 (legacy part) and issue 19 item 3: realistic legacy files in tests/data/legacy
+
+LEGACY = REPO / "tests" / "data" / "legacy"
+T4 = ("--machine-type", "n1-standard-8", "--accelerator-type", "NVIDIA_TESLA_T4", "--accelerator-count", "1")
+
+
+def notes(err: str) -> list[str]:
+    return [line.split("note: ", 1)[1] for line in err.splitlines() if "note: " in line]
+
+
+def test_hyphenated_parameters_and_a_master_machine_from_flags(capsys):
+    code, out, err = convert(capsys, LEGACY / "hptuning_config.yaml", "--image", IMAGE, *T4)
+    assert code == 0, err
+    job = strict(json.loads(out), aiplatform_v1.HyperparameterTuningJob)
+    assert [p.parameter_id for p in job.study_spec.parameters] == ["first-layer-size", "num-layers", "scale-factor",
+                                                                   "batch-size"]
+    assert job.study_spec.parameters[2].scale_type.name == "UNIT_REVERSE_LOG_SCALE"
+    (pool,) = job.trial_job_spec.worker_pool_specs
+    assert (pool.machine_spec.machine_type, pool.machine_spec.accelerator_type.name,
+            pool.machine_spec.accelerator_count) == ("n1-standard-8", "NVIDIA_TESLA_T4", 1)
+
+
+def test_a_custom_tier_without_master_says_what_to_set(capsys):
+    code, out, err = convert(capsys, LEGACY / "hptuning_config.yaml", "--image", IMAGE)
+    assert code == 2
+    assert "trainingInput.masterType" in err and "needs a master machine type" in err and "--machine-type" in err
+    assert "None" not in err and "Traceback" not in err
+
+
+def test_flags_override_the_files_machines_and_region(capsys):
+    code, out, err = convert(capsys, LEGACY / "config_custom_container.yaml", "--machine-type", "n1-standard-16",
+                             "--accelerator-count", "2", "--region", "europe-west4")
+    assert code == 0, err
+    job = strict(json.loads(out), aiplatform_v1.CustomJob)
+    (pool,) = job.job_spec.worker_pool_specs
+    assert (pool.machine_spec.machine_type, pool.machine_spec.accelerator_type.name,
+            pool.machine_spec.accelerator_count) == ("n1-standard-16", "NVIDIA_TESLA_T4", 2)
+    assert pool.container_spec.image_uri.endswith("trainers/census:v3")  # the file's own image
+
+
+@pytest.mark.parametrize("local", [None, "gpu: false\nframework: none\ntrainer: {module: trainer.task}\n"],
+                         ids=["empty-dir", "gpu-false-config"])
+def test_a_legacy_gpu_job_is_judged_by_what_it_says(capsys, tmp_path, local):
+    path = tmp_path / "config.yaml"
+    path.write_text((LEGACY / "config_custom_container.yaml").read_text())
+    if local is not None:
+        (tmp_path / "buildkit.yaml").write_text(local + "job: {project: census-project, service_account: "
+                                                "trainer@census-project.iam.gserviceaccount.com, machine_type: n1-highmem-2}\n")
+        (tmp_path / "trainer").mkdir()
+        (tmp_path / "trainer" / "task.py").write_text("")
+    code, out, err = convert(capsys, path)
+    assert code == 0, err
+    job = strict(json.loads(out), aiplatform_v1.CustomJob)
+    (pool,) = job.job_spec.worker_pool_specs
+    # Machines, GPU and image are the legacy file's, whatever the local config says...
+    assert (pool.machine_spec.machine_type, pool.machine_spec.accelerator_type.name) == ("n1-standard-8", "NVIDIA_TESLA_T4")
+    assert pool.container_spec.image_uri == "us-central1-docker.pkg.dev/legacy-proj/trainers/census:v3"
+    if local is None:
+        assert not any("says otherwise" in n for n in notes(err))
+    else:  # ...which only fills what the file leaves out, and its contradiction is a note
+        assert job.job_spec.service_account == "trainer@census-project.iam.gserviceaccount.com"
+        assert any("NVIDIA_TESLA_T4" in n and "gpu: false" in n for n in notes(err)), err
+
+
+def test_runtime_versions_give_the_framework_and_python_they_ran(capsys):
+    code, out, err = convert(capsys, LEGACY / "config_runtime_2_11.yaml")
+    assert code == 2 and "tensorflow==2.11 has no prebuilt training image" in err and "executor build" in err, err
+    code, out, err = convert(capsys, LEGACY / "config_runtime_2_11.yaml", "--image", IMAGE)
+    assert code == 0, err
+    assert any("tensorflow==2.11.0 on Python 3.7" in n for n in notes(err)), err  # 2.11 read as written, not 2.1
+    code, out, err = convert(capsys, LEGACY / "config_runtime_1_15.yaml", "--image", IMAGE)
+    assert code == 0, err
+    job = strict(json.loads(out), aiplatform_v1.CustomJob)
+    assert job.job_spec.worker_pool_specs[0].machine_spec.accelerator_type.name == "NVIDIA_TESLA_T4"  # BASIC_GPU's K80
+    assert any("tensorflow==1.15.5 on Python 3.7" in n for n in notes(err)), err
+
+
+def test_an_image_flag_replaces_a_package_jobs_runtime_image(capsys):
+    code, out, err = convert(capsys, LEGACY / "config_runtime_2_11.yaml", "--image", IMAGE)
+    assert code == 0, err
+    (pool,) = strict(json.loads(out), aiplatform_v1.CustomJob).job_spec.worker_pool_specs
+    assert pool.container_spec.image_uri == IMAGE and not pool.python_package_spec.executor_image_uri
+    assert list(pool.container_spec.args)[:2] == ["--train-steps", "1000"]
+
+
+@pytest.mark.parametrize("name", ["batch size", "lr\u2028x", "a=b", "-lr", "", "x\u200b", "lr\tx", "x" * 70000])
+def test_parameter_names_that_would_reshape_a_trial_command_line_exit_2(capsys, tmp_path, name):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"trainingInput": {"masterType": "n1-standard-4", "hyperparameters": {
+        "goal": "MAXIMIZE", "params": [{"parameterName": name, "type": "INTEGER", "minValue": 1, "maxValue": 2}]}}},
+        allow_unicode=True), encoding="utf-8")
+    code, out, err = convert(capsys, path, "--image", IMAGE)
+    assert code == 2, err
+    assert "trainingInput.hyperparameters.params[0].parameterName" in err and "Traceback" not in err
+    assert len(err) < 2000
+
+
+def test_parameter_names_must_be_unique(capsys, tmp_path):
+    path = tmp_path / "config.yaml"
+    params = [{"parameterName": "batch-size", "type": "DISCRETE", "discreteValues": [1, 2]} for _ in range(2)]
+    path.write_text(yaml.safe_dump({"trainingInput": {"hyperparameters": {"goal": "MAXIMIZE", "params": params}}}))
+    code, out, err = convert(capsys, path, "--image", IMAGE)
+    assert code == 2 and "given twice" in err, err
+
+
+def test_our_own_hyperparameters_take_hyphenated_names(capsys, tmp_path):
+    (tmp_path / "buildkit.yaml").write_text(yaml.safe_dump({"framework": "none", "job": {"image": IMAGE}, "hyperparameters": {
+        "metric": "accuracy", "goal": "MAXIMIZE", "max_trials": 2, "parallel_trials": 1,
+        "params": [{"name": "batch-size", "type": "DISCRETE", "values": [32, 64]}]}}))
+    code = cli.main(["job", "--dir", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    job = strict(json.loads(out), aiplatform_v1.HyperparameterTuningJob)
+    assert job.study_spec.parameters[0].parameter_id == "batch-size"
+
+
+@pytest.mark.parametrize("value", ["a\nb", "a\u2028b", "x" * 70000, "\udcff\udcfe.yaml", "."])
+def test_hostile_from_aiplatform_values_exit_2_naming_the_flag(capsys, tmp_path, value):
+    for command in (["job"], ["plan", "--project", "census-project"], ["autopackage", "--dry-run", "--target", "local"]):
+        code = cli.main([*command, "--dir", str(tmp_path), "--from-aiplatform", value])
+        out, err = capsys.readouterr()
+        assert code == 2, (command, err)
+        assert "--from-aiplatform" in err and "Traceback" not in err and len(err) < 2000
+
+
+@pytest.mark.parametrize("content", [b"trainingInput:\n  runtimeVersion: '2.11\\n'\n  masterType: standard\n",
+                                     b"trainingInput:\n  pythonVersion: \"3.7\\u2028\"\n  runtimeVersion: '2.11'\n",
+                                     b"trainingInput:\n  runtimeVersion: \xff\xfe\n",
+                                     b"trainingInput:\n  runtimeVersion: [2, 11]\n  masterType: standard\n",
+                                     b"trainingInput:\n  runtimeVersion: '" + b"9" * 70000 + b"'\n  masterType: standard\n"])
+def test_hostile_runtime_and_python_versions_are_refused_or_inert(capsys, tmp_path, content):
+    path = tmp_path / "config.yaml"
+    path.write_bytes(content)
+    code, out, err = convert(capsys, path, "--image", IMAGE)
+    assert "Traceback" not in err and len(err) < 3000
+    if code == 0:  # an unknown runtime is a note, shown escaped and cut
+        assert "not in base_images/aiplatform_runtimes.yaml" in err and "\n'" not in err
+    else:
+        assert code == 2 and ("runtimeVersion" in err or "pythonVersion" in err or "config.yaml" in err), err

@@ -142,7 +142,12 @@ class _Converter:
 def convert(path: Path, given: Given = Given()) -> Conversion:
     """The legacy file as config keys; given flags fill what it leaves out (a CUSTOM tier's master machine,
     the image of a package job). Applying them over the result is the caller's (api._job_settings)."""
-    raw, _ = load_raw(path, path.parent)
+    try:
+        raw, _ = load_raw(path, path.parent)
+    except ConfigError as exc:
+        if exc.field not in ("--config", "--dir"):
+            raise
+        raise ConfigError(exc.detail, field="--from-aiplatform", where=exc.where) from None
     conv = _Converter(raw.source)
     data = raw.data
     for key in data:
