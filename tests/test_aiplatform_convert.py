@@ -248,3 +248,31 @@ def test_hostile_runtime_and_python_versions_are_refused_or_inert(capsys, tmp_pa
         assert "not in base_images/aiplatform_runtimes.yaml" in err and "\n'" not in err
     else:
         assert code == 2 and ("runtimeVersion" in err or "pythonVersion" in err or "config.yaml" in err), err
+
+
+def autopackage_dry(capsys, root, legacy) -> tuple[int, dict | None, str]:
+    code = cli.main(["autopackage", str(root), "--dry-run", "--target", "local", "--from-aiplatform", str(legacy), "--json"])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if code == 0 else None, err
+
+
+def test_autopackage_builds_for_the_legacy_jobs_gpu_and_image(capsys, tmp_path):
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "__init__.py").write_text("")
+    (tmp_path / "trainer" / "task.py").write_text("print('ok')\n")
+    (tmp_path / "buildkit.yaml").write_text("gpu: false\nframework: none\n")
+    code, result, err = autopackage_dry(capsys, tmp_path, LEGACY / "config_custom_container.yaml")
+    assert code == 0, err
+    assert result["plan"]["gpu"] is True, result["plan"]  # the job's T4, not the local gpu: false
+    assert result["image"].startswith("us-central1-docker.pkg.dev/legacy-proj/trainers/census:")  # imageUri's repository
+    assert "gpu: false" in err and "built for the job's GPU" in err
+
+
+def test_autopackage_takes_the_runtimes_framework_where_the_trainer_pins_none(capsys, tmp_path):
+    (tmp_path / "task.py").write_text("print('ok')\n")
+    code, result, err = autopackage_dry(capsys, tmp_path, LEGACY / "config_runtime_1_15.yaml")
+    assert "tensorflow==1.15.5" in err, err  # the version data decides whether it builds: either way it is said
+    if code == 0:
+        assert result["plan"]["framework"]["version"] == "1.15.5", result["plan"]
+    else:
+        assert code == 2 and "Traceback" not in err and "1.15" in err.splitlines()[-1], err
