@@ -168,6 +168,11 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any]) -> I
                                   f"{show(framework)} ({framework_from}); make them agree", field="framework")
         else:
             overrides["framework"] = framework
+    # Removed APIs (issue 18, item 8): one note per framework API the trainer's code uses that a later
+    # release removed (base_images/removed_apis.yaml), naming the call and the pin that keeps it.
+    from .api_usage import directory_notes
+
+    notes += directory_notes(directory)
     return Inferred(directory.resolve(), config_file, trainer, requirements if requirements else None, tuple(pip),
                     framework, framework_from, notes, tuple(overrides.items()))
 

@@ -32,6 +32,7 @@ _PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
 _CUDNN = re.compile(r"[0-9]{1,2}(?:\.[0-9]{1,3}){0,3}", re.ASCII)
 ARCH = re.compile(r"(sm|compute)_([0-9]{2,3})([af]?)", re.ASCII)
 _PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
+_COMPANION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:[<>=!~]=?[0-9][0-9a-z.*]{0,31})?", re.ASCII)
 _URL = re.compile(r"https://[A-Za-z0-9.-]{1,253}(?:/[A-Za-z0-9._~/-]{0,200})?", re.ASCII)
 
 
@@ -160,6 +161,8 @@ class FrameworkSeries:
     archs: tuple[tuple[str, tuple[str, ...]], ...] = ()  # CUDA major or minor -> sm_XY/compute_XY
     origin: str = SHIPPED  # SHIPPED, or the overlay file the series came from
     verified: tuple[tuple[str, str], ...] = ()  # CUDA -> what a real GPU machine reported for the build
+    companions: tuple[str, ...] = ()  # requirements installed with the framework: "protobuf<3.20"
+    advice: str | None = None  # what to do instead when a release of the series cannot be built
     per_release: dict[str, FrameworkSeries] = field(default_factory=dict, compare=False)
 
     def for_release(self, version: str) -> FrameworkSeries:
@@ -199,6 +202,7 @@ class Distros:
     cpu_image: str  # format string with {python}
     cpu_python: tuple[str, ...]
     default_python: str
+    min_python: str  # the oldest Python any image may have (the launcher's syntax)
 
 
 @dataclass(frozen=True)
@@ -229,6 +233,7 @@ class Matrix:
     accelerators: dict[str, Accelerator] = field(default_factory=dict)
     overlay: Overlay | None = None
     tpus: dict[str, Tpu] = field(default_factory=dict)  # tpus.yaml
+    deleted_cuda: dict[str, str] = field(default_factory=dict)  # CUDA minor -> why its nvidia/cuda tags are gone
 
     def framework(self, name: str) -> Framework | None:
         return self.frameworks.get(self.aliases.get(name, name))
@@ -312,10 +317,16 @@ def _verified(data: Any, where: str) -> tuple[tuple[str, str], ...]:
 
 _SERIES_KEYS = {"series", "releases", "cuda", "cudnn", "python", "default_cuda", "experimental_cuda", "archs",
                 "per_release", "package", "pre", "bundles_cuda", "gpu_extra", "gpu_index_url", "cpu_index_url",
-                "extra_optional", "system_cuda", "package_by_cuda", "verified"}
+                "extra_optional", "system_cuda", "package_by_cuda", "verified", "companions", "advice"}
 _RELEASE_KEYS = {"cuda", "cudnn", "python", "default_cuda", "archs"}
 # What `matrix refresh` writes: how a release installs (package, extras, indexes) stays the shipped data's.
 _OVERLAY_KEYS = {"series", "releases", "python", "cuda", "default_cuda", "cudnn"}
+
+
+def _advice(value: Any, where: str) -> str | None:
+    if value is not None and not (isinstance(value, str) and value.isprintable() and len(value) <= 600):
+        raise DataError(f"{where}: advice must be one printable line of text")
+    return value
 
 
 def _series(data: dict, series: str, defaults: InstallSpec, where: str, origin: str = SHIPPED) -> FrameworkSeries:
@@ -341,6 +352,8 @@ def _series(data: dict, series: str, defaults: InstallSpec, where: str, origin: 
         archs=_archs(data.get("archs"), where),
         origin=origin,
         verified=_verified(data.get("verified"), where),
+        companions=_strings(data.get("companions", []), where, _COMPANION),
+        advice=_advice(data.get("advice"), where),
     )
     for name in (out.default_cuda, *out.experimental_cuda):
         if name and name not in cuda:
@@ -354,7 +367,8 @@ def _series(data: dict, series: str, defaults: InstallSpec, where: str, origin: 
             raise DataError(f"{rw}: must name a release of the series and only {', '.join(sorted(_RELEASE_KEYS))}")
         merged = {"python": list(out.python), "cuda": list(out.cuda), "cudnn": out.cudnn,
                   "default_cuda": out.default_cuda, "experimental_cuda": list(out.experimental_cuda),
-                  "archs": {k: list(v) for k, v in out.archs}, "verified": dict(out.verified), **fields}
+                  "archs": {k: list(v) for k, v in out.archs}, "verified": dict(out.verified),
+                  "companions": list(out.companions), "advice": out.advice, **fields}
         if merged["default_cuda"] not in merged["cuda"]:
             merged["default_cuda"] = None
         merged["experimental_cuda"] = [c for c in merged["experimental_cuda"] if c in merged["cuda"]]
@@ -457,6 +471,14 @@ def _cuda_releases(cuda_data: dict) -> tuple[CudaRelease, ...]:
     return tuple(cuda)
 
 
+def _deleted(cuda_data: dict) -> dict[str, str]:
+    data = cuda_data.get("deleted") or {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) and _MINOR.fullmatch(k) and isinstance(v, str)
+                                             for k, v in data.items()):
+        raise DataError("cuda.yaml: 'deleted' must map quoted CUDA versions (\"10.2\") to the evidence")
+    return dict(data)
+
+
 def _accelerators(root: Path) -> dict[str, Accelerator]:
     data = _need(_load(root / "accelerators.yaml"), "accelerators", dict, "accelerators.yaml")
     out = {}
@@ -551,6 +573,7 @@ def _load_matrix(directory: Path | None, overlay: Path | None, stamp: int | None
             cpu_image=_need(cpu, "image", str, "distros.yaml: cpu"),
             cpu_python=_strings(cpu.get("python"), "distros.yaml: cpu"),
             default_python=_need(distros, "default_python", str, "distros.yaml"),
+            min_python=str(_text(distros, "min_python", "distros.yaml", _PYTHON)),
         ),
         tools=Tools(
             uv_requirement=_need(tools, "uv_requirement", str, "tools.yaml"),
@@ -561,4 +584,5 @@ def _load_matrix(directory: Path | None, overlay: Path | None, stamp: int | None
         accelerators=_accelerators(root),
         overlay=loaded,
         tpus=_tpus(root),
+        deleted_cuda=_deleted(cuda_data),
     )

@@ -229,8 +229,49 @@ def tpu_named(matrix: Matrix, name: str, field: str = "accelerator") -> Tpu | No
     return tpu
 
 
+def _usable_python(matrix: Matrix, series: FrameworkSeries) -> list[str]:
+    """The series' Pythons that an image can have (the launcher needs distros.yaml's min_python)."""
+    floor = version_key(matrix.distros.min_python)
+    return [p for p in series.python if version_key(p) >= floor]
+
+
+def _builds(matrix: Matrix, series: FrameworkSeries, gpu: bool) -> str | None:
+    """How a release of this series builds: 'CUDA X' / 'CPU', or None when it cannot (no usable
+    Python, no nvidia/cuda tag for its CUDA, or no tag with the cuDNN it loads)."""
+    python = _usable_python(matrix, series)
+    if not gpu:
+        return "CPU" if set(python) & set(matrix.distros.cpu_python) else None
+    if not python:
+        return None
+    tagged = {r.minor: r for r in matrix.cuda}
+    system_cudnn = series.cudnn if not series.install.bundles_cuda else None
+    for cuda in reversed(series.cuda):
+        release = tagged.get(cuda)
+        if release is None or cuda in series.experimental_cuda:
+            continue
+        if system_cudnn and not (release.cudnn and Version(release.cudnn).major == Version(system_cudnn).major
+                                 and Version(release.cudnn) >= Version(system_cudnn)):
+            continue
+        return f"CUDA {cuda}"
+    return None
+
+
+def _instead(matrix: Matrix, fw: Framework, series: FrameworkSeries, version: str, gpu: bool) -> str:
+    """What builds instead of this release: the nearest release that builds (the oldest newer one,
+    else the newest older one), a CPU build where there is one, and the series' advice (data)."""
+    ok = [(r, how) for s in fw.series for r in s.releases if (how := _builds(matrix, s.for_release(r), gpu))]
+    newer = [p for p in ok if version_key(p[0]) > version_key(version)]
+    pick = min(newer, key=lambda p: version_key(p[0])) if newer else max(ok, key=lambda p: version_key(p[0]), default=None)
+    hints = [f"nearest release that builds: {fw.name}=={pick[0]} ({pick[1]})"] if pick else []
+    if gpu and _builds(matrix, series, gpu=False):
+        hints.append(f"gpu: false builds {fw.name}=={version} for CPU")
+    if series.advice:
+        hints.append(series.advice)
+    return "; ".join(hints) + f" (buildkit-py versions {fw.name})"
+
+
 def _python(matrix: Matrix, config: Config, label: str, series: FrameworkSeries | None) -> str:
-    supported = series.python if series else matrix.distros.cpu_python
+    supported = _usable_python(matrix, series) if series else matrix.distros.cpu_python
     if config.python:
         if config.python not in supported:
             raise ResolutionError(
@@ -324,12 +365,22 @@ def _gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, 
     wheels = list(series.cuda) if series else list(tagged)
     if series and not wheels:
         raise ResolutionError(f"gpu: {label} has no CUDA build; set gpu: false")
+    gone = [c for c in wheels if c in matrix.deleted_cuda and c not in tagged]
+
+    def deleted(cudas: list[str]) -> ResolutionError:
+        instead = _instead(matrix, fw, series, version, gpu=True) if fw and series and version else ""
+        return ResolutionError(
+            f"cuda: {label} needs {matrix.cuda_repository} {', '.join(cudas)}, whose tags NVIDIA deleted from Docker Hub "
+            f"({matrix.deleted_cuda[cudas[0]]}; base_images/cuda.yaml); {instead or 'choose another cuda'}; or set "
+            "base_image to an image of your own with that CUDA")
     if config.cuda:
         wanted = minor(config.cuda)
         if wanted not in wheels:
             raise ResolutionError(
                 f"cuda: {label} has CUDA wheels for {', '.join(wheels)}; cuda {config.cuda} is not among them"
             )
+        if wanted in gone:
+            raise deleted([wanted])
         release = tagged.get(wanted)
         if release is None or (config.cuda != wanted and release.cuda != config.cuda):
             known = ", ".join(r.cuda for r in matrix.cuda)
@@ -345,6 +396,8 @@ def _gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, 
             r for r in candidates
             if r.cudnn is not None and Version(r.cudnn).major == need.major and Version(r.cudnn) >= need
         ]
+    if not candidates and gone and fw:
+        raise deleted(gone)
     if not candidates:
         extra = f" with cuDNN {fw_needs}.x" if fw_needs else ""
         hint = (f"; cuda_flavor auto installs its [{spec.gpu_extra}] wheels instead"
@@ -367,6 +420,10 @@ def _gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, 
         release = default or max(stable, key=lambda r: version_key(r.cuda))
     if series and release.minor in series.experimental_cuda:
         notes.append(f"CUDA {release.minor} is an experimental build of {label}")
+    if series and not config.cuda and series.default_cuda in gone and release.minor != series.default_cuda:
+        notes.append(f"{label}'s default build (CUDA {series.default_cuda}, the one PyPI serves) has no "
+                     f"{matrix.cuda_repository} base any more (NVIDIA deleted its tags: base_images/cuda.yaml); "
+                     f"its CUDA {release.minor} build is used")
     archs = series.archs_for(release.minor) if series and fw else None
     if fw and archs is None:
         notes.append(f"the GPU architectures of {label} with CUDA {release.minor} are not recorded: the launcher "
@@ -560,6 +617,11 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
     if config.cuda_flavor not in (None, "auto") and (not gpu or config.base_image):
         why = "with base_image, the base is yours" if config.base_image else "the image has no GPU (gpu: false)"
         raise ResolutionError(f"cuda_flavor: {config.cuda_flavor} chooses the nvidia/cuda flavour, but {why}")
+    if fw and series and version != "nightly" and not _usable_python(matrix, series):
+        raise ResolutionError(
+            f"framework: {label} has wheels only for Python {', '.join(series.python)} on the package index, and "
+            f"buildkit-py images need Python >= {matrix.distros.min_python} (the launcher); "
+            + _instead(matrix, fw, series, version, gpu))
     python = _python(matrix, config, label, series)
     notes: list[str] = []
     if series and series.origin != SHIPPED and matrix.overlay:
@@ -620,7 +682,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         framework=_install(fw, series, version, gpu, cuda, bundled) if fw else None,
         hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
         system_packages=config.system_packages,
-        pip=config.pip,
+        pip=(series.companions if series and fw else ()) + config.pip,  # companions: what the release needs beside it
         requirements=config.requirements,
         env=config.env,
         entrypoint=entrypoint,

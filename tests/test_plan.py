@@ -6,7 +6,7 @@ import pytest
 
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ResolutionError
-from buildkit_py.matrix import load_matrix, minor
+from buildkit_py.matrix import load_matrix, minor, version_key
 from buildkit_py.plan import check_accelerator, make_plan
 
 
@@ -151,14 +151,25 @@ def _all_series():
 
 @pytest.mark.parametrize("fw, series", list(_all_series()), ids=lambda v: getattr(v, "name", getattr(v, "series", "")))
 def test_every_series_resolves(fw, series):
+    """Every release resolves, or is refused for the reason its data gives: wheels only for Pythons
+    older than the launcher's, or nvidia/cuda bases that NVIDIA deleted (naming what builds)."""
+    matrix = load_matrix()
     version = "nightly" if series.series == "nightly" else series.releases[-1]
-    cpu = plan_for(f"{fw.name}=={version}", gpu=False, python=series.python[-1]
-                   if series.python[-1] in load_matrix().distros.cpu_python else None)
+    usable = [p for p in series.python if version_key(p) >= version_key(matrix.distros.min_python)]
+    if not usable:
+        with pytest.raises(ResolutionError, match=r"need Python >= 3\.8 \(the launcher\); nearest release that builds"):
+            plan_for(f"{fw.name}=={version}", gpu=False)
+        return
+    cpu = plan_for(f"{fw.name}=={version}", gpu=False, python=usable[-1] if usable[-1] in matrix.distros.cpu_python else None)
     assert cpu.base_kind == "cpu"
     if fw.gpu and series.cuda:
+        if all(c in matrix.deleted_cuda for c in series.cuda):
+            with pytest.raises(ResolutionError, match="NVIDIA deleted from Docker Hub .*nearest release that builds"):
+                plan_for(f"{fw.name}=={version}")
+            return
         gpu = plan_for(f"{fw.name}=={version}")
         assert minor(gpu.cuda) in series.cuda
-        assert gpu.python.version in series.python
+        assert gpu.python.version in usable
 
 
 def test_cuda_table_flavours_follow_nvidia_naming():
@@ -353,12 +364,65 @@ def test_accelerator_with_a_custom_base_is_checked_against_its_cuda():
         plan_for("torch==2.9.1", base_image="nvidia/cuda:13.0.3-devel-ubuntu24.04", accelerator="NVIDIA_TESLA_V100")
 
 
-# The data itself: every GPU series of a framework with CUDA builds records their architectures.
+# The data itself: every GPU series of a framework with CUDA builds records their architectures,
+# except the old releases added for issue 18, whose build scripts were not read per tag (the plan
+# notes that the launcher cannot check them).
+UNRECORDED_ARCHS_BEFORE = {"torch": "1.13", "tensorflow": "2.12", "xgboost": "1.7"}
+
+
 def test_every_cuda_variant_records_its_architectures():
     matrix = load_matrix()
     for fw in matrix.frameworks.values():
         for series in fw.series + ((fw.nightly,) if fw.nightly else ()):
+            floor = UNRECORDED_ARCHS_BEFORE.get(fw.name)
+            if floor and series.series != "nightly" and version_key(series.series) < version_key(floor):
+                assert not series.archs, (fw.name, series.series)
+                continue
             for release in series.releases or ("nightly",):
                 applied = series.for_release(release)
                 for cuda in applied.cuda:
                     assert applied.archs_for(cuda), (fw.name, series.series, cuda)
+
+
+# Older releases (issue 18, cause 9): still on the package index, resolved with the CUDA/cuDNN of
+# their wheels where NVIDIA still has the base, refused with what builds where it does not.
+def test_torch_1121_uses_its_cu116_build_since_the_pypi_default_base_is_deleted():
+    plan = plan_for("torch==1.12.1")
+    assert plan.base_image == "nvidia/cuda:11.6.2-base-ubuntu20.04"
+    assert plan.framework.requirement == "torch==1.12.1"
+    assert plan.framework.index_url == "https://download.pytorch.org/whl/cu116"
+    assert plan.python.version == "3.10"
+    assert any("CUDA 10.2, the one PyPI serves" in n and "CUDA 11.6 build is used" in n for n in plan.notes)
+
+
+def test_tensorflow_293_gets_cuda_112_with_cudnn_81():
+    plan = plan_for("tensorflow==2.9.3")
+    assert plan.base_image == "nvidia/cuda:11.2.2-cudnn8-runtime-ubuntu20.04"
+    assert (plan.cuda, plan.cudnn, plan.python.version) == ("11.2.2", "8.1.1", "3.10")
+    assert plan.framework.requirement == "tensorflow==2.9.3" and plan.pip == ()
+    assert plan_for("tensorflow==2.9.3", python="3.8").python.install == "apt"
+
+
+def test_a_cuda_whose_base_was_deleted_is_refused_with_what_builds():
+    with pytest.raises(ResolutionError) as err:
+        plan_for("torch==1.12.1", cuda="10.2")
+    message = str(err.value)
+    assert "nvidia/cuda 10.2, whose tags NVIDIA deleted from Docker Hub" in message
+    assert "NVIDIA/nvidia-docker#1768" in message and "nearest release that builds: torch==1.13.0 (CUDA 11.7)" in message
+    with pytest.raises(ResolutionError, match=r"needs nvidia/cuda 10\.1, .*nearest release that builds: tensorflow==2\.4\.0 "
+                                              r"\(CUDA 11\.0\); gpu: false builds tensorflow==2\.3\.4 for CPU"):
+        plan_for("tensorflow==2.3.4")
+    cpu = plan_for("tensorflow==2.3.4", gpu=False)
+    assert (cpu.base_image, cpu.pip) == ("python:3.8-slim-bookworm", ("protobuf<3.20",))
+
+
+def test_tensorflow_115_is_refused_with_the_real_options():
+    for kw in ({}, {"gpu": False}):
+        with pytest.raises(ResolutionError) as err:
+            plan_for("tensorflow==1.15.5", **kw)
+        message = str(err.value)
+        assert message.startswith("framework: tensorflow==1.15.5 has wheels only for Python 3.7")
+        assert "tf.compat.v1" in message and "tensorflow==2.15.1" in message and "your own Dockerfile" in message
+    assert "nearest release that builds: tensorflow==2.2.0 (CPU)" in message
+    with pytest.raises(ResolutionError, match="python: 3.7 is not supported by tensorflow==2.9.3"):
+        plan_for("tensorflow==2.9.3", python="3.7")
