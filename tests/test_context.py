@@ -32,6 +32,7 @@ from buildkit_py.context import (
     staged,
 )
 from buildkit_py.errors import ContextError
+from buildkit_py.fsutil import OUTPUT_MARKER, make_output_dir
 from buildkit_py.render import render_dockerignore
 from conftest import REPO
 
@@ -649,6 +650,23 @@ def test_an_environment_comes_back_only_when_a_bang_line_names_it(tmp_path):
     assert "tools/py311/pyvenv.cfg" not in included_files(tmp_path, "!tools/py311/pyvenv.cfg\ntools/")
     with pytest.raises(ContextError, match="tools/py311/bin/python ->"):  # all of it, its outward links too
         included_files(tmp_path, "!tools/py311")
+
+
+def test_output_directories_of_buildkit_py_are_left_out_wherever_they_are_with_a_note(tmp_path):
+    """A marker, not a name: `tune --local --output anything` inside the trainer directory changes no build."""
+    write_tree(tmp_path, {"train.py": "", "results/notes.txt": "mine", "buildkit-output/local_1/model/m.pt": "old"})
+    make_output_dir(tmp_path / "runs/study-1")
+    make_output_dir(tmp_path / "runs/study-1/trial-1")
+    (tmp_path / "runs/study-1/trial-1/metrics.json").write_text("{}")
+    make_output_dir(tmp_path / "results")  # the user's own directory, not empty: never marked
+    assert not (tmp_path / "results" / OUTPUT_MARKER).exists()
+    notes: list[str] = []
+    assert included_files(tmp_path, render_dockerignore(None), notes) == ["results/notes.txt", "train.py"]
+    assert notes == [f'runs/study-1/ left out: it holds outputs of buildkit-py runs ({OUTPUT_MARKER}); '
+                     'a "!runs/study-1" line in .dockerignore keeps it']
+    assert "runs/study-1/trial-1/metrics.json" in included_files(tmp_path, "!runs/study-1")
+    # At the root it is the directory the user named: kept, but for the marked directories within.
+    assert included_files(tmp_path / "runs/study-1", "") == [OUTPUT_MARKER]
 
 
 # Unreadable and special entries.
