@@ -247,7 +247,7 @@ def _walk(root: Path, patterns: Sequence[_Pattern], notes: list[str]) -> Iterato
             if not _may_reinclude(folder, patterns, env_depth):
                 if why.startswith("outputs"):  # an environment is plainly one; outputs might have been meant to ship
                     notes.append(f"{_shown(folder)}/ left out: it holds {why} ({OUTPUT_MARKER}); "
-                                 f'a "!{folder}" line in .dockerignore keeps it')
+                                 f'a "!{_shown(folder)}" line in .dockerignore keeps it')
                 continue
         for entry in entries:
             rel = f"{folder}/{entry.name}" if folder else entry.name
