@@ -302,7 +302,7 @@ class RunOptions:
     image: str | None = None  # default: build the project's image first
     gpus: int = 0
     workers: int = 0
-    output: Path | None = None
+    output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs, outside the trainer directory
     args: tuple[str, ...] = ()  # replace the image's default trainer args
     build: BuildOptions = field(default_factory=BuildOptions)
     # A PythonPackageSpec instead of a trainer image: an executor (an image, or NAME==VERSION from the
@@ -341,8 +341,9 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
         image = str(parse_ref(options.image, field="IMAGE"))
     else:
         image = _build.build(replace(config, network=network), options.build, reporter).tags[0]
-    return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output, args=options.args,
-                     reporter=reporter, network=network, legacy=options.legacy, parameter_servers=options.parameter_servers)
+    return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output or _runs_dir(config),
+                     args=options.args, reporter=reporter, network=network, legacy=options.legacy,
+                     parameter_servers=options.parameter_servers)
 
 
 def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
@@ -375,8 +376,8 @@ def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> 
         spec = package_run(packages, module, _build._secrets(config, Path(tmp)), mount_launcher=catalog)
         # No ARGS: the config's trainer args, as an image's CMD would give them.
         args = options.args or (trainer.args if trainer else ())
-        return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output, args=args,
-                         reporter=reporter, network=network, package=spec)
+        return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output or _runs_dir(config),
+                         args=args, reporter=reporter, network=network, package=spec)
 
 
 def _package_uri(text: str, index: int) -> str:
@@ -887,8 +888,11 @@ class AutopackageResult:
                 "submitted": self.submitted.to_dict() if self.submitted else None}
 
 
-def _runs_dir(config: Config) -> Path:
-    return cache_dir() / "runs" / f"{_build._slug(config.root.name)}-{time.strftime('%Y%m%d-%H%M%S')}"
+def _runs_dir(config: Config, kind: str = "run") -> Path:
+    """Where a run's or a study's outputs go unless --output names a place: under the cache dir, outside the
+    trainer directory, whose next build would send them (and get a new content tag)."""
+    when = f"{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}"  # two runs in one second apart
+    return cache_dir() / "runs" / f"{_build._slug(config.root.name)}-{kind}-{when}"
 
 
 def _legacy_build(project: Project, directory: Path, inferred: _autopackage.Inferred, conversion: aiplatform.Conversion,
@@ -1063,7 +1067,7 @@ class TuneOptions:
     image: str | None = None  # default: build the project's image first
     build: BuildOptions = field(default_factory=BuildOptions)
     gpus: int = 0  # per trial
-    output: Path | None = None  # default: buildkit-output/study-TIME, one trial-N directory each
+    output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs; one trial-N directory each
     args: tuple[str, ...] = ()  # the trainer's args before the parameters (default: the image's)
     trial_timeout: float | None = None  # seconds (default: the config's job.timeout; none: no limit)
     seed: int | None = None  # for random search and optuna's sampler
@@ -1091,7 +1095,7 @@ def tune(project: Project, options: TuneOptions, reporter: Reporter) -> jobs_tun
         image = str(parse_ref(options.image, field="IMAGE"))
     else:
         image = _build.build(replace(config, network=network), options.build, reporter).tags[0]
-    output = (options.output or Path("buildkit-output") / f"study-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    output = (options.output or _runs_dir(config, "study")).resolve()
     return jobs_tune.run_study(image, config.hyperparameters, args=options.args, output=output, reporter=reporter,
                                network=network, gpus=options.gpus, seed=options.seed,
                                timeout=timeout if timeout is not None else (config.job.timeout if config.job else None))

@@ -18,7 +18,7 @@ from pathlib import Path
 from .builders import builder_class
 from .builders.base import Builder, BuildRequest
 from .config import Config, default_ca_bundle
-from .context import ContextScan, scan_context, staged
+from .context import ContextListing, hash_context, list_context, staged
 from .errors import BuildError, ConfigError, RegistryError
 from .fsutil import read_text
 from .plan import LABEL_PREFIX, Plan, make_plan
@@ -179,12 +179,14 @@ def planned_refs(config: Config) -> tuple[list[ImageRef], str]:
     """The tags a build would apply (the content tag first) and the content digest, without an
     engine: what `print image-uri` and the Makefile's push stamp need."""
     _, dockerfile, ignore = _inputs(config, builder_class(config.builder).supports_secrets)
-    scan = _scan(config, dockerfile, ignore)
-    return image_refs(config, f"bk-{scan.digest[:16]}", git_revision(config.root)), scan.digest
+    # Each file read once and hashed, nothing copied: nothing is handed to a builder here, so there is no copy
+    # the digest must match (a file that changes before the build gives that build another tag, as it should).
+    digest = hash_context(_listing(config, dockerfile, ignore)).digest
+    return image_refs(config, f"bk-{digest[:16]}", git_revision(config.root)), digest
 
 
-def _scan(config: Config, dockerfile: str, ignore: str) -> ContextScan:
-    return scan_context(config.root, dockerfile, ignore, allow_secrets=config.allow_secrets,
+def _listing(config: Config, dockerfile: str, ignore: str) -> ContextListing:
+    return list_context(config.root, dockerfile, ignore, allow_secrets=config.allow_secrets,
                         allow_large=config.allow_large, extras=launcher_sources())
 
 
@@ -223,20 +225,23 @@ def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildRes
                 "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
                 "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
             )
-        # Hashed, not copied: an image already built from the same content needs no copy of it.
-        scan = _scan(config, dockerfile, ignore)
-        content_tag = f"bk-{scan.digest[:16]}"
-        refs = image_refs(config, content_tag, revision)
-        image_id = None if options.no_cache else builder.image_id(refs[0])
-        built = image_id is None
-        if built:
-            reporter.message(f"building {refs[0]} ({len(scan.entries)} files in the context, builder {builder.name})")
-            labels = [(f"{LABEL_PREFIX}.content-digest", scan.digest)]
-            if revision:
-                labels.append(("org.opencontainers.image.revision", revision))
-            if config.variant:
-                labels.append((f"{LABEL_PREFIX}.variant", config.variant))
-            with staged(scan) as ctx:
+        # Each file is read once, copied and hashed as it is copied: the content tag names exactly what the
+        # builder gets, whatever changes in the directory meanwhile (the build's own log). An image already
+        # built from the same content makes the copy a waste, yet a small one next to hashing every file anyway.
+        with staged(_listing(config, dockerfile, ignore)) as ctx:
+            snapshot = ctx.snapshot
+            for note in snapshot.notes:
+                reporter.message(f"note: {note}")
+            refs = image_refs(config, f"bk-{snapshot.digest[:16]}", revision)
+            image_id = None if options.no_cache else builder.image_id(refs[0])
+            built = image_id is None
+            if built:
+                reporter.message(f"building {refs[0]} ({len(snapshot.files)} files in the context, builder {builder.name})")
+                labels = [(f"{LABEL_PREFIX}.content-digest", snapshot.digest)]
+                if revision:
+                    labels.append(("org.opencontainers.image.revision", revision))
+                if config.variant:
+                    labels.append((f"{LABEL_PREFIX}.variant", config.variant))
                 request = BuildRequest(
                     context_dir=ctx.directory,
                     dockerfile=ctx.dockerfile,
@@ -248,8 +253,8 @@ def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildRes
                     cache_ref=cache_ref,
                 )
                 image_id = builder.build(request, reporter)
-        else:
-            reporter.message(f"{refs[0]} is up to date: same Dockerfile and files, nothing to build")
+            else:
+                reporter.message(f"{refs[0]} is up to date: same Dockerfile and files, nothing to build")
         builder.tag(image_id, refs)
         reporter.message("tagged " + ", ".join(str(r) for r in refs))
         if cache_ref is not None and builder.inline_cache and options.push:
@@ -258,4 +263,4 @@ def build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildRes
     pushed = _push(builder, refs, reporter) if options.push else ()
     if cache_ref is not None and builder.inline_cache and options.push:
         builder.push(cache_ref, reporter)
-    return BuildResult(image_id, tuple(str(r) for r in refs), built, scan.digest, plan, pushed)
+    return BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, plan, pushed)

@@ -533,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_image", nargs="?", metavar="IMAGE", help="image to run (default: build the config's image first)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs per container (passed as --gpus and checked)")
     p.add_argument("--workers", type=int, default=0, help="worker containers besides the chief")
-    p.add_argument("--output", type=Path, help="local directory for AIP_MODEL_DIR etc. (default: buildkit-output/JOB)")
+    p.add_argument("--output", type=Path, help="local directory for AIP_MODEL_DIR etc. (default: under ~/.cache/buildkit-py/runs)")
     p.add_argument("--legacy", action="store_true", help="as AI Platform Training ran it: TF_CONFIG with master, worker "
                    "and ps tasks instead of CLUSTER_SPEC, and --job-dir after the trainer's arguments")
     p.add_argument("--ps", type=int, default=0, help="parameter server containers (with --legacy)")
@@ -615,7 +615,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_image", nargs="?", metavar="IMAGE", help="image to run (default: build the config's image first)")
     p.add_argument("--local", action="store_true", help="run the trials here (required: the service's study is `submit`)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs per trial")
-    p.add_argument("--output", type=Path, help="directory for the trials' outputs (default: buildkit-output/study-TIME)")
+    p.add_argument("--output", type=Path, help="directory for the trials' outputs (default: under ~/.cache/buildkit-py/runs)")
     p.add_argument("--trial-timeout", type=float, help="seconds before a trial is stopped and counted failed "
                    "(default: job.timeout)")
     p.add_argument("--seed", type=int, help="seed for random search and optuna")

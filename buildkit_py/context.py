@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import SHOWN_CHARS, ContextError, show
+from .fsutil import OUTPUT_MARKER
 
 HEAD_BYTES = 64 * 1024  # secrets are recognised by a prefix: a 50 GB dataset costs one small read
 # Datasets and checkpoints belong in a bucket the trainer reads at run time: in the image they are re-sent on
@@ -33,14 +34,7 @@ MAX_DOUBLE_STARS = 4
 FIXED_MTIME = 315532800  # 1980-01-01, the earliest time every archive format (zip included) can hold
 SHOWN_LINKS = 20  # a vendored tree can hold hundreds of links: name enough to find the culprit
 DIGEST_SCHEME = b"buildkit-py context v1\n"  # a change to what the digest covers must change every digest
-
-
-@dataclass(frozen=True)
-class BuildContext:
-    directory: Path  # the staged context directory (contains only the included files)
-    dockerfile: Path  # the Dockerfile, outside `directory` (a sibling in the same temp dir)
-    files: tuple[str, ...]  # included files, POSIX paths relative to the root, sorted
-    digest: str  # sha256 hex of the Dockerfile text and every included file's path, mode and content
+_GONE = (FileNotFoundError, NotADirectoryError)  # a file deleted (or its directory deleted or replaced) since listed
 
 
 # .dockerignore matching, as moby/patternmatcher (used by BuildKit and the Docker CLI) does it.
@@ -216,26 +210,44 @@ def _may_reach(text: str, parts: list[str], min_depth: int) -> bool:
     return True
 
 
-def _is_environment(entries: Iterable[os.DirEntry[str]]) -> bool:
-    """A Python virtual environment (pyvenv.cfg, which venv, virtualenv and uv write) or a conda environment."""
-    return any((e.name == "pyvenv.cfg" and e.is_file(follow_symlinks=False))
-               or (e.name == "conda-meta" and e.is_dir(follow_symlinks=False)) for e in entries)
+def _left_out_tree(entries: Iterable[os.DirEntry[str]]) -> str | None:
+    """Why a directory is left out whatever its name: a Python virtual environment (pyvenv.cfg, which venv,
+    virtualenv and uv write), a conda environment, or run or study outputs of buildkit-py (its marker file)."""
+    for e in entries:
+        if e.name == "pyvenv.cfg" and e.is_file(follow_symlinks=False):
+            return "a Python environment"
+        if e.name == "conda-meta" and e.is_dir(follow_symlinks=False):
+            return "a conda environment"
+        if e.name == OUTPUT_MARKER and e.is_file(follow_symlinks=False):
+            return "outputs of buildkit-py runs"
+    return None
 
 
-def _walk(root: Path, patterns: Sequence[_Pattern]) -> Iterator[tuple[str, os.DirEntry[str]]]:
+def _walk(root: Path, patterns: Sequence[_Pattern], notes: list[str]) -> Iterator[tuple[str, os.DirEntry[str]]]:
     """Kept files and symlinks; directories are not followed through links, and skipped when nothing in them can be kept.
 
-    An environment is left out wherever it is and whatever its name (a trainer's package may well be called
-    env/ or build/), unless a "!" pattern names it or something inside it: a "!" that re-includes a parent
-    directory does not bring back the environment within."""
+    An environment or an output directory of buildkit-py is left out wherever it is and whatever its name (a
+    trainer's package may well be called env/ or build/), unless a "!" pattern names it or something inside it:
+    a "!" that re-includes a parent directory does not bring back the environment within. Outputs left out, and
+    a directory deleted while it is listed, are told in notes."""
     pending = [("", 0)]  # (directory, depth of the environment it lies in, 0 when none)
     while pending:
         folder, env_depth = pending.pop()
-        with os.scandir(root / folder) as scan:
-            entries = list(scan)
-        if folder and not env_depth and _is_environment(entries):  # not the root: that is what the user named
+        try:
+            with os.scandir(root / folder) as scan:
+                entries = list(scan)
+        except _GONE:
+            if not folder:
+                raise
+            notes.append(f"{_shown(folder)}/ was deleted while the build context was listed: left out")
+            continue
+        why = None if not folder or env_depth else _left_out_tree(entries)  # not the root: that is what the user named
+        if why:
             env_depth = folder.count("/") + 1
             if not _may_reinclude(folder, patterns, env_depth):
+                if why.startswith("outputs"):  # an environment is plainly one; outputs might have been meant to ship
+                    notes.append(f"{_shown(folder)}/ left out: it holds {why} ({OUTPUT_MARKER}); "
+                                 f'a "!{_shown(folder)}" line in .dockerignore keeps it')
                 continue
         for entry in entries:
             rel = f"{folder}/{entry.name}" if folder else entry.name
@@ -262,14 +274,15 @@ def _os_error(exc: OSError) -> ContextError:
     return ContextError(f"cannot read {where}: {exc.strerror or exc}")
 
 
-def included_files(root: Path, ignore_text: str) -> list[str]:
-    """Regular files and symlinks the ignore list keeps, sorted; a kept symlink leading out of root is refused."""
+def included_files(root: Path, ignore_text: str, notes: list[str] | None = None) -> list[str]:
+    """Regular files and symlinks the ignore list keeps, sorted; a kept symlink leading out of root is refused.
+    What else is left out (buildkit-py's outputs, a directory deleted meanwhile) is added to notes."""
     patterns = _parse_ignore(ignore_text)
     files: list[str] = []
     escaping: list[str] = []
     try:
         real_root = root.resolve()
-        for rel, entry in _walk(real_root, patterns):
+        for rel, entry in _walk(real_root, patterns, [] if notes is None else notes):
             if entry.is_symlink() and not Path(os.path.realpath(entry.path)).is_relative_to(real_root):
                 escaping.append(f"  {_shown(rel)} -> {_shown(os.readlink(entry.path))}")
             files.append(rel)
@@ -336,11 +349,12 @@ _TOKENS = (
 )
 
 
-def find_secrets(root: Path, files: Iterable[str]) -> list[tuple[str, str]]:
-    """(path, reason) for each file that looks like a credential, in the order given."""
+def find_secrets(root: Path, files: Iterable[str], *, missing_ok: bool = False) -> list[tuple[str, str]]:
+    """(path, reason) for each file that looks like a credential, in the order given; with missing_ok, a file
+    gone since it was listed is passed over (the build context leaves it out when it reads it)."""
     findings: list[tuple[str, str]] = []
     for rel in files:
-        reason = _name_reason(rel) or _content_reason(root / rel)
+        reason = _name_reason(rel) or _content_reason(root / rel, missing_ok)
         if reason:
             findings.append((rel, reason))
     return findings
@@ -361,8 +375,8 @@ _PIP_INDEX_KEY = re.compile(rb"(?im)^\s*(?:index-url|extra-index-url|--index-url
 _URL_CREDENTIALS = re.compile(rb"https?://[^\s/:@]+:[^\s/@]+@")
 
 
-def _content_reason(path: Path) -> str | None:
-    head = _head(path)
+def _content_reason(path: Path, missing_ok: bool = False) -> str | None:
+    head = _head(path, missing_ok)
     if head is None:
         return None
     suffix = path.suffix.lower()
@@ -409,7 +423,7 @@ def _open_regular(path: Path) -> BinaryIO | None:
     return os.fdopen(fd, "rb")
 
 
-def _head(path: Path) -> bytes | None:
+def _head(path: Path, missing_ok: bool = False) -> bytes | None:
     """The start of a regular file; None for a symlink, whose target is checked where it is a file."""
     try:
         handle = _open_regular(path)
@@ -418,6 +432,8 @@ def _head(path: Path) -> bytes | None:
         with handle:
             return handle.read(HEAD_BYTES)
     except OSError as exc:
+        if missing_ok and isinstance(exc, _GONE):
+            return None
         raise ContextError(f"cannot read {_shown(str(path))}: {exc.strerror or exc}") from None
 
 
@@ -429,14 +445,17 @@ def _is_pkcs12(head: bytes) -> bool:
     return head[start : start + 3] == b"\x02\x01\x03"
 
 
-def find_large_files(root: Path, files: Iterable[str]) -> list[tuple[str, int]]:
+def find_large_files(root: Path, files: Iterable[str], *, missing_ok: bool = False) -> list[tuple[str, int]]:
     """(path, size) for each regular file over LARGE_FILE_BYTES, in the order given. The apparent size counts
-    (a sparse file is sent and stored in full), and a symlink's target counts where it is itself a file."""
+    (a sparse file is sent and stored in full), and a symlink's target counts where it is itself a file. With
+    missing_ok, a file gone since it was listed is passed over."""
     large: list[tuple[str, int]] = []
     for rel in files:
         try:
             info = (root / rel).lstat()
         except OSError as exc:
+            if missing_ok and isinstance(exc, _GONE):
+                continue
             raise ContextError(f"cannot read {_shown(str(root / rel))}: {exc.strerror or exc}") from None
         if stat.S_ISREG(info.st_mode) and info.st_size > LARGE_FILE_BYTES:
             large.append((rel, info.st_size))
@@ -463,18 +482,20 @@ def _refuse(secrets: list[tuple[str, str]], allow_secrets: Sequence[str],
         )
     too_big = [(path, size) for path, size in large if not any(fnmatchcase(path, p) for p in allow_large)]
     if too_big:
-        listing = "\n".join(f"  {_shown(path)}  ({_size(size)})" for path, size in too_big)
-        problems.append(
-            f"the build context has files over {LARGE_FILE_BYTES >> 20} MiB; they would be sent to the builder "
-            f"and copied into the image:\n{listing}\n"
-            "Add them to .dockerignore and read them at run time (a bucket, or a mounted directory), or, "
-            "if one is meant to ship, allow it explicitly with --allow-large PATTERN."
-        )
+        problems.append(_large_problem([f"  {_shown(path)}  ({_size(size)})" for path, size in too_big]))
     if problems:
         raise ContextError("\n".join(problems))
 
 
-# Staging.
+def _large_problem(lines: list[str]) -> str:
+    return (f"the build context has files over {LARGE_FILE_BYTES >> 20} MiB; they would be sent to the builder "
+            "and copied into the image:\n" + "\n".join(lines) + "\n"
+            "Add them to .dockerignore and read them at run time (a bucket, or a mounted directory), or, "
+            "if one is meant to ship, allow it explicitly with --allow-large PATTERN.")
+
+
+# Snapshots: each file is read once, and its hash is taken from the very bytes that are copied, so the digest
+# names exactly what the builder gets, however the files change meanwhile (a build's own log in the directory).
 
 
 def _record(kind: str, path: str, content_sha256: str) -> bytes:
@@ -487,40 +508,48 @@ def _link_target(source: Path) -> str:
     return os.path.relpath(os.path.realpath(source), source.parent)
 
 
-def _read_regular(source: Path, writer: BinaryIO | None = None) -> tuple[str, str]:
-    """A regular file's kind (its normalised mode) and content hash; with writer, its bytes are copied there too."""
+def _read_regular(rel: str, source: Path, limit: int | None, writer: BinaryIO | None) -> tuple[str, str]:
+    """A regular file's kind (its normalised mode) and the hash of the bytes read; with writer, those bytes are
+    copied there too. Past limit bytes (a file that grew since its size was checked) it stops and refuses."""
     reader = _open_regular(source)
     if reader is None:
-        raise ContextError(f"{_shown(str(source))} changed while the build context was read: "
-                           "it is no longer a regular file")
+        raise ContextError(f"{_shown(rel)} changed while the build context was read: it is no longer a regular file")
     # Only the exec bit carries over (as git keeps it): the image must not depend on the checkout's umask.
     content = hashlib.sha256()
+    read = 0
     with reader:
         mode = 0o755 if os.fstat(reader.fileno()).st_mode & stat.S_IXUSR else 0o644
-        while chunk := reader.read(1 << 20):
+        # One byte past the limit is enough to know: a log that keeps growing is not read to its end.
+        while chunk := reader.read(1 << 20 if limit is None else min(1 << 20, limit + 1 - read)):
+            read += len(chunk)
+            if limit is not None and read > limit:
+                raise ContextError(_large_problem([f"  {_shown(rel)}  (grew past {LARGE_FILE_BYTES >> 20} MiB "
+                                                   "while the build context was read)"]))
             if writer is not None:
                 writer.write(chunk)
             content.update(chunk)
     return f"{mode:o}", content.hexdigest()
 
 
-def _hash_entry(source: Path) -> tuple[str, str]:
-    """The kind and content hash of one file or symlink, as _stage_entry would stage it."""
-    if source.is_symlink():
-        return "link", hashlib.sha256(os.fsencode(_link_target(source))).hexdigest()
-    return _read_regular(source)
-
-
-def _stage_entry(source: Path, target: Path) -> tuple[str, str]:
-    """Copy one file or symlink with a normalised mode and a fixed mtime; return its kind and content hash."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+def _take(rel: str, source: Path, limit: int | None, target: Path | None) -> tuple[str, str]:
+    """Read one file or symlink once: its kind and content hash; with target, copied there with a normalised
+    mode and a fixed mtime."""
     if source.is_symlink():
         link = _link_target(source)
-        os.symlink(link, target)
-        os.utime(target, (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
+        if target is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(link, target)
+            os.utime(target, (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
         return "link", hashlib.sha256(os.fsencode(link)).hexdigest()
-    with target.open("xb") as writer:
-        kind, content = _read_regular(source, writer)
+    if target is None:
+        return _read_regular(rel, source, limit, None)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with target.open("xb") as writer:
+            kind, content = _read_regular(rel, source, limit, writer)
+    except BaseException:
+        target.unlink(missing_ok=True)  # a file gone before its first byte leaves no empty copy behind
+        raise
     target.chmod(int(kind, 8))
     os.utime(target, (FIXED_MTIME, FIXED_MTIME))
     return kind, content
@@ -534,71 +563,94 @@ def _settle_directories(directory: Path) -> None:
 
 
 @dataclass(frozen=True)
-class ContextScan:
-    """The checked and hashed context, nothing copied yet: its digest names the image, so a build that finds
-    that image already built copies nothing."""
+class ContextListing:
+    """The listed and checked context (secrets and large files refused), no content read yet but the heads that
+    the secret check reads."""
 
     dockerfile_text: str
-    entries: tuple[tuple[str, Path, str, str], ...]  # (path in the context, source, kind, content sha256)
-    digest: str
-
-    @property
-    def files(self) -> tuple[str, ...]:
-        return tuple(rel for rel, _, _, _ in self.entries)
+    # (path in the context, source, the byte limit while reading it: None where --allow-large lifts it)
+    sources: tuple[tuple[str, Path, int | None], ...]
+    notes: tuple[str, ...]  # what the listing left out beyond the ignore rules, and why
 
 
-def scan_context(
+@dataclass(frozen=True)
+class Snapshot:
+    """What was read, once per file: the files, the digest of exactly those bytes, and notes on what was left out."""
+
+    files: tuple[str, ...]  # POSIX paths relative to the root, sorted; the files buildkit-py adds last
+    digest: str  # sha256 hex of the Dockerfile text and every file's path, kind (mode or link) and content
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    directory: Path  # the staged context directory (contains only the snapshot's files)
+    dockerfile: Path  # the Dockerfile, outside `directory` (a sibling in the same temp dir)
+    snapshot: Snapshot  # its digest names this directory's content
+
+
+def list_context(
     root: Path, dockerfile_text: str, ignore_text: str, *, allow_secrets: Sequence[str] = (),
     allow_large: Sequence[str] = (), extras: Sequence[tuple[str, Path]] = (),
-) -> ContextScan:
-    """List, check and hash the context. Secrets and files over LARGE_FILE_BYTES are refused, before a byte of
-    content is read past a file's head, unless a pattern of allow_secrets / allow_large matches them. `extras`
-    are (path in the context, source file) pairs that buildkit-py adds; they replace a project file at the
-    same path."""
+) -> ContextListing:
+    """List and check the context. Secrets and files over LARGE_FILE_BYTES are refused, before a byte of content
+    is read past a file's head, unless a pattern of allow_secrets / allow_large matches them. `extras` are
+    (path in the context, source file) pairs that buildkit-py adds; they replace a project file at the same
+    path."""
     replaced = {rel for rel, _ in extras}
-    files = [rel for rel in included_files(root, ignore_text) if rel not in replaced]
+    notes: list[str] = []
+    files = [rel for rel in included_files(root, ignore_text, notes) if rel not in replaced]
     real_root = root.resolve()
-    _refuse(find_secrets(real_root, files), allow_secrets, find_large_files(real_root, files), allow_large)
+    _refuse(find_secrets(real_root, files, missing_ok=True), allow_secrets,
+            find_large_files(real_root, files, missing_ok=True), allow_large)
+    sources = [(rel, real_root / rel, None if any(fnmatchcase(rel, p) for p in allow_large) else LARGE_FILE_BYTES)
+               for rel in files]
+    return ContextListing(dockerfile_text, tuple(sources + [(rel, path, None) for rel, path in extras]), tuple(notes))
+
+
+def _snapshot(listing: ContextListing, directory: Path | None) -> Snapshot:
+    """Read every listed file once, hashing it and, with directory, copying it there. A file gone since the
+    listing is left out with a note: the digest covers what was read, and that alone."""
     digest = hashlib.sha256(DIGEST_SCHEME)
-    digest.update(_record("dockerfile", "Dockerfile", hashlib.sha256(dockerfile_text.encode()).hexdigest()))
-    entries = []
-    for rel, source in [(rel, real_root / rel) for rel in files] + list(extras):
+    digest.update(_record("dockerfile", "Dockerfile", hashlib.sha256(listing.dockerfile_text.encode()).hexdigest()))
+    files, notes = [], list(listing.notes)
+    for rel, source, limit in listing.sources:
         try:
-            kind, content = _hash_entry(source)
+            kind, content = _take(rel, source, limit, None if directory is None else directory / rel)
+        except _GONE:
+            notes.append(f"{_shown(rel)} was deleted while the build context was read: left out")
+            continue
         except OSError as exc:
-            raise ContextError(f"cannot read {_shown(rel)}: {exc.strerror or exc}") from None
+            raise ContextError(f"cannot {'read' if directory is None else 'stage'} {_shown(rel)}: "
+                               f"{exc.strerror or exc}") from None
         digest.update(_record(kind, rel, content))
-        entries.append((rel, source, kind, content))
-    return ContextScan(dockerfile_text, tuple(entries), digest.hexdigest())
+        files.append(rel)
+    return Snapshot(tuple(files), digest.hexdigest(), tuple(notes))
 
 
-def _stage(scan: ContextScan, tmp: Path) -> BuildContext:
-    directory = tmp / "context"
-    try:
-        directory.mkdir()
-        for rel, source, kind, content in scan.entries:
-            try:
-                staged = _stage_entry(source, directory / rel)
-            except OSError as exc:
-                raise ContextError(f"cannot stage {_shown(rel)}: {exc.strerror or exc}") from None
-            if staged != (kind, content):  # the digest must name exactly what the builder gets
-                raise ContextError(f"{_shown(rel)} changed while the build context was staged; build again")
-        _settle_directories(directory)
-        dockerfile = tmp / "Dockerfile"
-        dockerfile.write_text(scan.dockerfile_text, encoding="utf-8")
-    except OSError as exc:
-        raise ContextError(f"cannot stage the build context in {tmp}: {exc.strerror or exc}") from None
-    return BuildContext(directory, dockerfile, scan.files, scan.digest)
+def hash_context(listing: ContextListing) -> Snapshot:
+    """The digest a build would give now, nothing copied: for the tags of an image not being built."""
+    return _snapshot(listing, None)
 
 
 @contextmanager
-def staged(scan: ContextScan) -> Iterator[BuildContext]:
-    """Copy the scanned context into a temp dir and yield it; the temp dir is removed however the block ends."""
+def staged(listing: ContextListing) -> Iterator[BuildContext]:
+    """Copy the listed files into a temp dir, hashing what is copied, and yield it; the temp dir is removed
+    however the block ends."""
     try:
         tmp = Path(tempfile.mkdtemp(prefix="buildkit-py-"))
     except OSError as exc:
         raise ContextError(f"cannot make a temp dir for the build context: {exc.strerror or exc}") from None
     try:
-        yield _stage(scan, tmp)
+        directory = tmp / "context"
+        try:
+            directory.mkdir()
+            snapshot = _snapshot(listing, directory)
+            _settle_directories(directory)
+            dockerfile = tmp / "Dockerfile"
+            dockerfile.write_text(listing.dockerfile_text, encoding="utf-8")
+        except OSError as exc:
+            raise ContextError(f"cannot stage the build context in {tmp}: {exc.strerror or exc}") from None
+        yield BuildContext(directory, dockerfile, snapshot)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -10,6 +10,9 @@ from pathlib import Path
 from .errors import ConfigError, OutputError
 
 CACHE_ENV = "BUILDKIT_PY_CACHE_DIR"  # where buildkit-py keeps what it can make again (default: ~/.cache/buildkit-py)
+# At the root of every run and study output directory buildkit-py makes: a build context leaves such a directory
+# out wherever it lies (an --output inside the trainer directory), as it does a virtual environment.
+OUTPUT_MARKER = ".buildkit-py-output"
 MAX_TEXT_FILE = 1 << 20  # config files, templates, ignore and requirements files are small; a bigger one is a mistake
 
 _WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
@@ -62,3 +65,13 @@ def write_atomic(path: Path, text: str) -> None:
 def cache_dir() -> Path:
     """Build environments, sdists, run outputs and compiled templates: all of it can be deleted."""
     return Path(os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "buildkit-py")
+
+
+def make_output_dir(path: Path) -> None:
+    """Create a run or study output directory and mark it as buildkit-py's, so that builds leave it out. A
+    directory that already holds other files is not marked: it may be the user's own, which builds must keep."""
+    path.mkdir(parents=True, exist_ok=True)
+    marker = path / OUTPUT_MARKER
+    if not marker.exists() and not any(path.iterdir()):
+        marker.write_text("Outputs of a buildkit-py run or study. buildkit-py leaves this directory out of build "
+                          "contexts; delete this file to have it sent.\n", encoding="utf-8")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import base64
 import http.server
+import io
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -267,3 +270,83 @@ def test_ctrl_c_during_a_build_leaves_nothing_behind(testenv, quickstart):
     assert docker(testenv, "images", "-q", "--filter", "reference=buildkit-py/quickstart").stdout == before_images
     assert tempdirs() == before_dirs
     assert docker(testenv, "ps", "-aq").stdout.strip() == ""
+
+
+# A build log in the trainer directory (`buildkit-py build > build.log 2>&1`), written for the whole build.
+APPENDER = """import sys, time
+with open(sys.argv[1], "ab", buffering=0) as log:
+    step = 0
+    while True:
+        log.write(b"step %d\\n" % step)
+        step += 1
+        time.sleep(0.002)
+"""
+BUILDERS = {  # the legacy builder passes no secrets, so it runs without a CA bundle and cloudml-hypertune
+    "buildkit": ((), {}),
+    "legacy": (("--builder", "legacy"), {"PIP_CERT": "", "REQUESTS_CA_BUNDLE": "", "SSL_CERT_FILE": ""}),
+}
+
+
+def file_in_image(testenv, image: str, path: str) -> bytes:
+    return subprocess.run([testenv["BUILDKIT_DOCKER"], "run", "--rm", "--network", "none", "--entrypoint", "cat", image,
+                           path], capture_output=True, check=True, env={"DOCKER_HOST": testenv["DOCKER_HOST"]}).stdout
+
+
+@pytest.mark.parametrize("backend", BUILDERS)
+def test_a_file_written_during_the_whole_build_ships_as_read_and_the_tag_names_those_bytes(testenv, quickstart, backend):
+    flags, env = BUILDERS[backend]
+    if backend == "legacy":
+        (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "hypertune: false\n")
+    log = quickstart / "build.log"
+    writer = subprocess.Popen([sys.executable, "-c", APPENDER, str(log)])
+    try:
+        while not log.exists() or log.stat().st_size < 1000:  # writing before the build starts
+            time.sleep(0.01)
+        proc = build(testenv, quickstart, *flags, env=env)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    shipped, final = file_in_image(testenv, result["tags"][0], "/app/build.log"), log.read_bytes()
+    assert len(shipped) >= 1000 and final.startswith(shipped) and len(final) > len(shipped)  # it grew after the read
+    labels = json.loads(docker(testenv, "image", "inspect", result["tags"][0]).stdout)[0]["Config"]["Labels"]
+    assert labels["dev.buildkit-py.content-digest"] == result["content_digest"]
+    assert result["tags"][0].endswith(f":bk-{result['content_digest'][:16]}")
+    # The digest is that of the bytes in the image: with the log holding just them, a fresh hash gives it again.
+    log.write_bytes(shipped)
+    printed = run_cli("print", "content-digest", "--config", str(quickstart / "buildkit.yaml"), *flags,
+                      env={**testenv, **env})
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.strip() == result["content_digest"]
+
+
+def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(testenv, quickstart, monkeypatch):
+    """In-process, so that the deletion lands exactly between the listing and the read of each file."""
+    from buildkit_py import api
+    from buildkit_py import build as build_module
+    from buildkit_py.progress import Reporter
+
+    for key, value in testenv.items():
+        monkeypatch.setenv(key, value)
+    (quickstart / "notes.txt").write_text("to be deleted")
+    (quickstart / "kept.txt").write_text(uuid.uuid4().hex)  # unique: the engine keeps images between runs
+    real = build_module.staged
+
+    def delete_then_stage(listing):
+        assert "notes.txt" in [rel for rel, _, _ in listing.sources]
+        (quickstart / "notes.txt").unlink()
+        return real(listing)
+
+    monkeypatch.setattr(build_module, "staged", delete_then_stage)
+    project = api.Project(config=quickstart / "buildkit.yaml", overrides=(("network", "host"),))
+    log = io.StringIO()
+    result = api.build(project, api.BuildOptions(docker=testenv["BUILDKIT_DOCKER"]), Reporter(log))
+    assert result.built
+    assert "buildkit-py: note: notes.txt was deleted while the build context was read: left out" in log.getvalue()
+    listed = docker(testenv, "run", "--rm", "--network", "none", "--entrypoint", "ls", result.tags[0], "/app").stdout
+    assert "kept.txt" in listed.split() and "notes.txt" not in listed.split()
+    labels = json.loads(docker(testenv, "image", "inspect", result.tags[0]).stdout)[0]["Config"]["Labels"]
+    assert labels["dev.buildkit-py.content-digest"] == result.content_digest
+    # What the tag names is the context without the file, as a fresh hash of the directory now says.
+    assert build_module.planned_refs(api.load(project))[1] == result.content_digest

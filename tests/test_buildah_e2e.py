@@ -7,11 +7,13 @@ import json
 import re
 import shutil
 import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
-from test_build_e2e import docker
+from test_build_e2e import APPENDER, docker
 
 from buildkit_py.builders import BUILDERS, BuildahBuilder, BuildkitCliBuilder, LegacyBuilder, builder_class
 from conftest import CA_BUNDLE, REPO, assert_secrets_absent, run_cli, secret_inputs
@@ -100,3 +102,30 @@ def test_missing_buildah_says_how_to_install_it(trainer, tmp_path):
                    env={"PATH": str(tmp_path), "BUILDKIT_PY_BUILDAH": ""})
     assert proc.returncode == 5, proc.stderr
     assert "buildah" in proc.stderr and "apt-get install buildah" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_file_written_during_the_whole_build_ships_as_read_and_the_tag_names_those_bytes(testenv, trainer):
+    log = trainer / "build.log"
+    writer = subprocess.Popen([sys.executable, "-c", APPENDER, str(log)])
+    try:
+        while not log.exists() or log.stat().st_size < 1000:
+            time.sleep(0.01)
+        proc = build(testenv, trainer, "--image", f"buildkit-py/buildah-log-{uuid.uuid4().hex[:8]}")
+    finally:
+        writer.kill()
+        writer.wait()
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    container = buildah("from", "--pull-never", result["tags"][0]).strip()
+    try:
+        shipped = (Path(buildah("mount", container).strip()) / "app/build.log").read_bytes()
+    finally:
+        buildah("rm", container)
+    final = log.read_bytes()
+    assert len(shipped) >= 1000 and final.startswith(shipped) and len(final) > len(shipped)
+    labels = json.loads(buildah("inspect", "--type", "image", result["tags"][0]))["OCIv1"]["config"]["Labels"]
+    assert labels["dev.buildkit-py.content-digest"] == result["content_digest"]
+    log.write_bytes(shipped)
+    printed = run_cli("print", "content-digest", "--builder", "buildah", "--config", str(trainer / "buildkit.yaml"),
+                      env=testenv)
+    assert printed.stdout.strip() == result["content_digest"], printed.stderr

@@ -19,17 +19,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from buildkit_py import context as context_module
 from buildkit_py.context import (
     FIXED_MTIME,
     LARGE_FILE_BYTES,
     MAX_PATTERN_CHARS,
     find_large_files,
     find_secrets,
+    hash_context,
     included_files,
-    scan_context,
+    list_context,
     staged,
 )
 from buildkit_py.errors import ContextError
+from buildkit_py.fsutil import OUTPUT_MARKER, make_output_dir
 from buildkit_py.render import render_dockerignore
 from conftest import REPO
 
@@ -37,8 +40,8 @@ DOCKERFILE = "FROM python:3.11-slim\nCOPY . /app\n"
 
 
 def staged_context(root: Path, dockerfile: str, ignore: str, **allowed):
-    """What a build does when it builds: scan (check and hash), then stage."""
-    return staged(scan_context(root, dockerfile, ignore, **allowed))
+    """What a build does: list (and check), then stage (copy and hash)."""
+    return staged(list_context(root, dockerfile, ignore, **allowed))
 PEM_KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n"
 
 
@@ -333,13 +336,13 @@ def test_allowed_secret_goes_through_others_still_refused(tmp_path):
         pass
     assert "keys/id_rsa" in str(caught.value) and "fake.pem" not in str(caught.value)
     with staged_context(tmp_path, DOCKERFILE, "", allow_secrets=["tests/fixtures/*", "keys/id_rsa"]) as ctx:
-        assert ctx.files == ("keys/id_rsa", "tests/fixtures/fake.pem")
+        assert ctx.snapshot.files == ("keys/id_rsa", "tests/fixtures/fake.pem")
 
 
 def test_ignored_secrets_are_not_reported(tmp_path):
     write_tree(tmp_path, {"train.py": "", ".env": "A=1", "keys/id_rsa": "k"})
     with staged_context(tmp_path, DOCKERFILE, render_dockerignore("keys/")) as ctx:
-        assert ctx.files == ("train.py",)
+        assert ctx.snapshot.files == ("train.py",)
 
 
 def test_staged_context_holds_exactly_the_included_files(tmp_path):
@@ -353,19 +356,19 @@ def test_staged_context_holds_exactly_the_included_files(tmp_path):
     (root / "run.sh").chmod(0o750)
     with staged_context(root, DOCKERFILE, render_dockerignore("data/")) as ctx:
         staged = sorted(p.relative_to(ctx.directory).as_posix() for p in ctx.directory.rglob("*") if p.is_file())
-        assert staged == list(ctx.files) == ["pkg/m.py", "run.sh", "train.py"]
+        assert staged == list(ctx.snapshot.files) == ["pkg/m.py", "run.sh", "train.py"]
         assert (ctx.directory / "pkg/m.py").read_text() == "x = 1"
         assert (ctx.directory / "run.sh").stat().st_mode & 0o777 == 0o755
         assert (ctx.directory / "train.py").stat().st_mode & 0o777 == 0o644
         assert {p.stat().st_mtime for p in ctx.directory.rglob("*")} == {FIXED_MTIME}
         assert ctx.dockerfile.read_text() == DOCKERFILE
         assert ctx.dockerfile.parent == ctx.directory.parent
-        assert len(ctx.digest) == 64
+        assert len(ctx.snapshot.digest) == 64
 
 
 def stage_digest(root: Path, dockerfile: str = DOCKERFILE, ignore: str = "ignored/") -> str:
     with staged_context(root, dockerfile, ignore) as ctx:
-        return ctx.digest
+        return ctx.snapshot.digest
 
 
 def test_digest_tracks_content_mode_path_and_dockerfile_only(tmp_path):
@@ -405,40 +408,120 @@ def private_tmp(tmp_path, monkeypatch) -> Path:
     return where
 
 
-def test_scan_hashes_without_copying_and_names_what_staging_sends(tmp_path, private_tmp):
+def test_hashing_copies_nothing_and_gives_the_digest_staging_gives(tmp_path, private_tmp):
     root = write_tree(tmp_path / "proj", {"train.py": "print(1)", "pkg/m.py": "x = 1", "ignored/log.txt": "a"})
     (root / "run.sh").write_text("#!/bin/sh\n")
     (root / "run.sh").chmod(0o750)
     (root / "m.py").symlink_to("pkg/m.py")
-    scan = scan_context(root, DOCKERFILE, "ignored/")
-    assert list(private_tmp.iterdir()) == []  # an image already built from this needs no copy
-    assert scan.files == ("m.py", "pkg/m.py", "run.sh", "train.py")
-    assert scan.digest == stage_digest(root)
-    with staged(scan) as ctx:
-        assert ctx.digest == scan.digest and ctx.files == scan.files
+    listing = list_context(root, DOCKERFILE, "ignored/")
+    hashed = hash_context(listing)
+    assert list(private_tmp.iterdir()) == []  # `print image-uri` copies nothing
+    assert hashed.files == ("m.py", "pkg/m.py", "run.sh", "train.py") and hashed.notes == ()
+    with staged(listing) as ctx:
+        assert ctx.snapshot == hashed
         assert (ctx.directory / "run.sh").stat().st_mode & 0o777 == 0o755
     assert list(private_tmp.iterdir()) == []
 
 
-@pytest.mark.parametrize("change, said", [
-    ("content", "pkg/m.py changed while the build context was staged"),
-    ("mode", "pkg/m.py changed while the build context was staged"),
-    ("gone", "cannot stage pkg/m.py: No such file or directory"),
-])
-def test_a_file_changed_between_scan_and_staging_is_refused(tmp_path, private_tmp, change, said):
-    """The digest tags the image, so the builder must get exactly what was hashed."""
+def snapshot_of_copy(directory: Path, dockerfile: str = DOCKERFILE) -> str:
+    """The digest of a staged directory's own files, as a fresh listing of that directory gives it."""
+    return hash_context(list_context(directory, dockerfile, "")).digest
+
+
+@pytest.mark.parametrize("change", ["content", "grown", "mode", "replaced"])
+def test_a_file_changed_after_the_listing_is_staged_as_read_and_the_digest_names_the_copy(tmp_path, private_tmp,
+                                                                                           change):
+    """No refusal and no second read: the copy is what the digest covers, and what the builder gets."""
     root = write_tree(tmp_path / "proj", {"train.py": "print(1)", "pkg/m.py": "x = 1"})
-    scan = scan_context(root, DOCKERFILE, "")
+    listing = list_context(root, DOCKERFILE, "")
     target = root / "pkg/m.py"
     if change == "content":
         target.write_text("x = 2")
+    elif change == "grown":
+        with target.open("a") as log:
+            log.write("\ny = 2")
     elif change == "mode":
         target.chmod(0o755)
-    else:
-        target.unlink()
-    with pytest.raises(ContextError, match=said), staged(scan):
-        pass
+    else:  # swapped in by rename, as editors save
+        (root / "pkg/new").write_text("x = 3")
+        (root / "pkg/new").rename(target)
+    with staged(listing) as ctx:
+        assert (ctx.directory / "pkg/m.py").read_bytes() == target.read_bytes()
+        assert ctx.snapshot.digest == snapshot_of_copy(ctx.directory) == hash_context(listing).digest
+        assert ctx.snapshot.files == ("pkg/m.py", "train.py") and ctx.snapshot.notes == ()
     assert list(private_tmp.iterdir()) == []
+
+
+def test_a_file_deleted_after_the_listing_is_left_out_with_a_note(tmp_path, private_tmp):
+    root = write_tree(tmp_path / "proj", {"train.py": "print(1)", "pkg/m.py": "x = 1", "pkg/sub/n.py": "", "ok.py": ""})
+    (root / "link.py").symlink_to("ok.py")
+    listing = list_context(root, DOCKERFILE, "")
+    (root / "pkg/m.py").unlink()
+    shutil.rmtree(root / "pkg/sub")
+    (root / "link.py").unlink()
+    with staged(listing) as ctx:
+        assert ctx.snapshot.files == ("ok.py", "train.py")
+        assert sorted(p.name for p in ctx.directory.rglob("*") if not p.is_dir()) == ["ok.py", "train.py"]
+        assert ctx.snapshot.notes == tuple(f"{p} was deleted while the build context was read: left out"
+                                           for p in ("link.py", "pkg/m.py", "pkg/sub/n.py"))
+        assert ctx.snapshot.digest == snapshot_of_copy(ctx.directory)  # the tag names the files that were sent
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_a_file_deleted_before_its_secret_check_is_left_out_not_refused(tmp_path, monkeypatch):
+    root = write_tree(tmp_path / "proj", {"train.py": "", "gone.txt": "x"})
+    real = context_module.find_secrets
+
+    def delete_then_check(where, files, **kw):
+        (root / "gone.txt").unlink()
+        return real(where, files, **kw)
+
+    monkeypatch.setattr(context_module, "find_secrets", delete_then_check)
+    listing = list_context(root, DOCKERFILE, "")
+    assert hash_context(listing).files == ("train.py",)
+    assert hash_context(listing).notes == ("gone.txt was deleted while the build context was read: left out",)
+
+
+class CountingReader:
+    """A file handle that counts the bytes read through it."""
+
+    read_total = 0
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def read(self, n=-1):
+        data = self.handle.read(n)
+        CountingReader.read_total += len(data)
+        return data
+
+    def fileno(self):
+        return self.handle.fileno()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+
+def test_a_file_grown_past_the_limit_while_read_is_refused_and_not_read_to_its_end(tmp_path, private_tmp, monkeypatch):
+    root = write_tree(tmp_path / "proj", {"train.py": "", "logs/train.log": "step 1\n"})
+    listing = list_context(root, DOCKERFILE, "")
+    sparse(root / "logs/train.log", 4 << 30)  # 4 GiB by the time it is read
+    real = context_module._open_regular
+    monkeypatch.setattr(context_module, "_open_regular", lambda path: (h := real(path)) and CountingReader(h))
+    CountingReader.read_total = 0
+    with pytest.raises(ContextError) as caught, staged(listing):
+        pass
+    message = str(caught.value)
+    assert "logs/train.log  (grew past 100 MiB while the build context was read)" in message
+    assert "--allow-large PATTERN" in message and caught.value.exit_code == 2
+    assert CountingReader.read_total <= LARGE_FILE_BYTES + 1  # stopped at the limit, not 4 GiB
+    assert list(private_tmp.iterdir()) == []
+    # Allowed by pattern: no limit while reading either.
+    allowed = list_context(root, DOCKERFILE, "", allow_large=["logs/*"])
+    assert dict((rel, limit) for rel, _, limit in allowed.sources)["logs/train.log"] is None
 
 
 def test_temp_dir_removed_after_the_block(tmp_path):
@@ -504,7 +587,7 @@ def test_large_files_are_refused_before_anything_is_staged(tmp_path):
     assert caught.value.exit_code == 2
     assert our_temp_dirs() == before
     with staged_context(tmp_path, DOCKERFILE, "data/") as ctx:  # an ignored file is not sent, so it is fine
-        assert ctx.files == ("ckpt/at-the-limit.pt", "train.py")
+        assert ctx.snapshot.files == ("ckpt/at-the-limit.pt", "train.py")
 
 
 def test_allow_large_lifts_the_refusal_for_what_it_matches_only(tmp_path):
@@ -518,7 +601,7 @@ def test_allow_large_lifts_the_refusal_for_what_it_matches_only(tmp_path):
     assert "keys/id_rsa  (private key)" in message and "weights/init.pt  (100.0 MiB)" in message
     assert "shard-0" not in message
     with staged_context(tmp_path, DOCKERFILE, "data/\nkeys/", allow_large=["weights/init.pt"]) as ctx:
-        assert ctx.files == ("train.py", "weights/init.pt")
+        assert ctx.snapshot.files == ("train.py", "weights/init.pt")
         assert (ctx.directory / "weights/init.pt").stat().st_size == LARGE_FILE_BYTES + 1
 
 
@@ -567,6 +650,23 @@ def test_an_environment_comes_back_only_when_a_bang_line_names_it(tmp_path):
     assert "tools/py311/pyvenv.cfg" not in included_files(tmp_path, "!tools/py311/pyvenv.cfg\ntools/")
     with pytest.raises(ContextError, match="tools/py311/bin/python ->"):  # all of it, its outward links too
         included_files(tmp_path, "!tools/py311")
+
+
+def test_output_directories_of_buildkit_py_are_left_out_wherever_they_are_with_a_note(tmp_path):
+    """A marker, not a name: `tune --local --output anything` inside the trainer directory changes no build."""
+    write_tree(tmp_path, {"train.py": "", "results/notes.txt": "mine", "buildkit-output/local_1/model/m.pt": "old"})
+    make_output_dir(tmp_path / "runs/study-1")
+    make_output_dir(tmp_path / "runs/study-1/trial-1")
+    (tmp_path / "runs/study-1/trial-1/metrics.json").write_text("{}")
+    make_output_dir(tmp_path / "results")  # the user's own directory, not empty: never marked
+    assert not (tmp_path / "results" / OUTPUT_MARKER).exists()
+    notes: list[str] = []
+    assert included_files(tmp_path, render_dockerignore(None), notes) == ["results/notes.txt", "train.py"]
+    assert notes == [f'runs/study-1/ left out: it holds outputs of buildkit-py runs ({OUTPUT_MARKER}); '
+                     'a "!runs/study-1" line in .dockerignore keeps it']
+    assert "runs/study-1/trial-1/metrics.json" in included_files(tmp_path, "!runs/study-1")
+    # At the root it is the directory the user named: kept, but for the marked directories within.
+    assert included_files(tmp_path / "runs/study-1", "") == [OUTPUT_MARKER]
 
 
 # Unreadable and special entries.
@@ -637,7 +737,7 @@ def test_fifos_sockets_and_devices_are_left_out(tmp_path):
             pass  # no CAP_MKNOD here: the FIFO and the socket still show the rule
         assert included_files(tmp_path, "") == ["train.py"]
         with staged_context(tmp_path, DOCKERFILE, "") as ctx:
-            assert ctx.files == ("train.py",)
+            assert ctx.snapshot.files == ("train.py",)
         # Named anyway (swapped in after the listing): not opened, so nothing waits for a writer.
         assert find_secrets(tmp_path, ["pipe", "sock"]) == [] and find_large_files(tmp_path, ["pipe", "sock"]) == []
 

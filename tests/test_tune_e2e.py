@@ -8,11 +8,13 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from buildkit_py.config import Hyperparameters, Param
 from buildkit_py.errors import ConfigError
+from buildkit_py.fsutil import OUTPUT_MARKER
 from buildkit_py.jobs.local import RunResult
 from buildkit_py.jobs.tune import _Suggester, arg_value, metric_value
 from conftest import REPO, run_cli
@@ -157,3 +159,31 @@ def test_search_pieces_without_an_engine(monkeypatch):
     assert [arg_value(v) for v in (32.0, 0.5, 3, "adam")] == ["32", "0.5", "3", "adam"]
     result = RunResult("j", "/o", {}, [{"loss": "9"}, {"other": "1"}, {"loss": "0.25"}, {"acc": "1"}])
     assert metric_value(result, "loss") == 0.25 and metric_value(result, "missing") is None
+
+
+def test_a_study_in_or_out_of_the_trainer_directory_leaves_its_content_tag_alone(testenv, trainer, tmp_path_factory):
+    """Outputs default to the cache dir; an --output inside the trainer directory is marked and left out of the
+    next build's context: same content tag, nothing rebuilt."""
+    root = Path(trainer("GRID_SEARCH", 2))
+    cache = tmp_path_factory.mktemp("cache")
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "BUILDKIT_PY_CACHE_DIR": str(cache)}
+    flags = ("--dir", str(root), "--image", "tune-e2e/outputs", "--network", "host", "--json")
+    first = run_cli("build", *flags, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = sorted(root.rglob("*"))
+
+    default = run_cli("tune", "--local", *flags, env=env)
+    assert default.returncode == 0, default.stderr[-3000:]
+    assert Path(json.loads(default.stdout)["output_dir"]).parent == cache / "runs"
+    assert sorted(root.rglob("*")) == before  # nothing written into the trainer directory
+
+    inside = run_cli("tune", "--local", *flags, "--output", str(root / "my-study"), env=env)
+    assert inside.returncode == 0, inside.stderr[-3000:]
+    assert (root / "my-study" / OUTPUT_MARKER).is_file()
+    assert (root / "my-study" / "trial-1" / "model" / "trial.json").is_file()
+
+    again = run_cli("build", *flags, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["built"] is False
+    assert json.loads(again.stdout)["tags"][0] == json.loads(first.stdout)["tags"][0]
+    assert f"my-study/ left out: it holds outputs of buildkit-py runs ({OUTPUT_MARKER})" in again.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..build import CA_SECRET, PIP_CONF_SECRET
 from ..engine import engine_client
 from ..errors import RunError
+from ..fsutil import make_output_dir
 from ..launcher.constants import EXPECT_GPUS_ENV, PACKAGE_URIS_ENV, PYTHON_MODULE_ENV
 from ..progress import Reporter
 from ..resources import LAUNCHER_MODULE, launcher_sources
@@ -141,7 +142,7 @@ def task_env(tasks: list[Task], ports: dict[str, int], task: Task, job_id: str, 
     }
 
 
-def run_local(image: str, *, workers: int = 0, gpus: int = 0, output: Path | None = None, args: tuple[str, ...] = (),
+def run_local(image: str, *, output: Path, workers: int = 0, gpus: int = 0, args: tuple[str, ...] = (),
               reporter: Reporter, network: str = "host", package: PackageRun | None = None, legacy: bool = False,
               parameter_servers: int = 0, env: dict[str, str] | None = None, labels: dict[str, str] | None = None,
               timeout: float | None = None) -> RunResult:
@@ -154,8 +155,9 @@ def run_local(image: str, *, workers: int = 0, gpus: int = 0, output: Path | Non
 
     client = engine_client()
     job_id = f"local_{time.strftime('%Y%m%d_%H%M%S')}_{time.time_ns() % 10**6:06d}"
-    out = (output or Path("buildkit-output") / job_id).resolve()
+    out = output.resolve()
     try:
+        make_output_dir(out)
         for sub in ("model", "checkpoints", "logs", "hypertune"):
             (out / sub).mkdir(parents=True, exist_ok=True)
     except OSError as exc:

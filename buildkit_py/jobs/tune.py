@@ -23,6 +23,7 @@ from typing import Any
 from ..config import Hyperparameters, Param
 from ..engine import engine_client
 from ..errors import ConfigError, RunError
+from ..fsutil import make_output_dir
 from ..progress import Reporter
 from .local import RunResult, run_local
 
@@ -185,6 +186,10 @@ def run_study(image: str, hp: Hyperparameters, *, args: tuple[str, ...], output:
             args = tuple(engine_client().images.get(image).attrs["Config"].get("Cmd") or ())
         except ImageNotFound:
             raise RunError(f"image {image!r} is not in the engine; build it first (buildkit-py build)") from None
+    try:
+        make_output_dir(output)  # marked first, so that a build meanwhile leaves the whole study out
+    except OSError as exc:
+        raise RunError(f"cannot create the output directory {str(output)!r}: {exc.strerror or exc}") from None
     study_id = f"study_{time.strftime('%Y%m%d_%H%M%S')}_{time.time_ns() % 10**6:06d}"
     trials: list[Trial] = []
 
