@@ -538,12 +538,23 @@ def _requirement(text: str, where: str) -> Requirement | None:
         raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {str(exc)[:200]}", where=where) from None
 
 
-def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False) -> Inferred:
+def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
+          dockerfile: bool = False) -> Inferred:
     """What the directory says about the keys neither the config file nor a flag sets. A framework pin in
     the requirements that disagrees with the config's (or --framework): exit 2 naming both. strict: an
-    import that no declared requirement covers exits 2 instead of being added."""
+    import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
+    own Dockerfile is built as it is, so nothing else is inferred."""
     raw, _ = load_raw(config_path, directory)
     config_file = config_path or find_config(directory)
+    if dockerfile:
+        found = _dockerfile(directory)
+        if found is None:
+            raise ConfigError(f"there is no Dockerfile (or Containerfile) in {show(str(directory))} to build as it is",
+                              field="--dockerfile")
+        return Inferred(directory.resolve(), config_file, notes=(
+            f"building {found} as it is: nothing is inferred, and the image has no buildkit-py launcher (its "
+            "accelerator checks and cluster set-up); the trainer runs as the Dockerfile's ENTRYPOINT/CMD says",),
+            dockerfile=found)
     given = set(raw.data) | {k for k, v in flags.items() if v is not None}
     where_set = {k: ("--" + k.replace("_", "-") if k in flags and flags[k] is not None else str(config_file))
                  for k in given}
