@@ -23,7 +23,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .config import find_config, load_raw
+from .config import _bad_character, find_config, load_raw
 from .errors import ConfigError, show
 from .fsutil import read_text
 from .matrix import Matrix, load_matrix, version_key
@@ -49,6 +49,7 @@ _PER_REQUIREMENT = re.compile(r"\s+--(?:hash|config-settings|global-option|insta
 _SELF = {".", "./", "file:.", "file:./"}
 _ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
+MAX_REQUIREMENT = 4096  # characters of one requirement line; longer is not a requirement (URLs with hashes fit)
 MAX_SCANNED = 2000  # .py files read for imports; a bigger tree is not a trainer
 
 
@@ -128,6 +129,7 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
     included: list[str] = []
     installs_self = None
     for text, where in requirement_lines(read_text(path, "requirements file"), name):
+        _checked_text(text, where)
         if text.startswith("-"):
             option, value = _option(text)
             if option in ("-e", "--editable") and value in _SELF:
@@ -528,8 +530,18 @@ def _dockerfile(directory: Path) -> str | None:
 # Inference
 
 
+def _checked_text(text: str, where: str) -> None:
+    bad = _bad_character(text)
+    if bad:
+        raise ConfigError(f"{show(text)}: {bad}", where=where)
+    if len(text) > MAX_REQUIREMENT:
+        raise ConfigError(f"{show(text)} is {len(text)} characters long: at most {MAX_REQUIREMENT} for one requirement",
+                          where=where)
+
+
 def _requirement(text: str, where: str) -> Requirement | None:
     """A declared requirement, or None for a URL line pip takes as it is; invalid: exit 2 naming where."""
+    _checked_text(text, where)
     try:
         return Requirement(text)
     except InvalidRequirement as exc:
@@ -610,7 +622,8 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     declared_names = {canonicalize_name(r.name) for _, r in parsed} | {canonicalize_name(t) for t in _config_pip(raw)}
     if raw.data.get("hypertune", True) is not False:
         declared_names.add(canonicalize_name(matrix.tools.hypertune_requirement.partition("==")[0]))
-    missing = {d: w for d, w in imported.items() if canonicalize_name(d) not in declared_names and canonicalize_name(d) != own}
+    missing = {d: w for d, w in sorted(imported.items())
+               if canonicalize_name(d) not in declared_names and canonicalize_name(d) != own}
     if strict and (missing or unknown):
         listed = [f"{d} ({w})" for d, w in missing.items()] + [f"{n} ({w}: no known distribution)" for n, w in unknown.items()]
         raise ConfigError("the trainer imports what its requirements do not declare: " + "; ".join(listed)
@@ -626,7 +639,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
             continue
         extra.append((dist, where))
         notes.append(f"{dist} is imported ({where}) but not declared: added to the image's packages")
-    for name, where in unknown.items():
+    for name, where in sorted(unknown.items()):
         notes.append(f"{name} is imported ({where}), and no declared requirement or known distribution provides it "
                      "(base_images/import_names.yaml): the image may fail at that import; add its distribution to "
                      "requirements.txt (--strict refuses this)")

@@ -399,3 +399,30 @@ def test_invalid_requirement_lines_exit_2_naming_the_line(project):
     root.joinpath("requirements.txt").write_text("-r base.txt\n")
     out = dry(root)
     assert out["inferred"]["pip"] == ["six==1.16.0"] and sources(out) == {"six==1.16.0": "base.txt:1"}
+
+
+def test_a_real_trainer_layout_builds_and_its_image_imports_what_the_trainer_imports(testenv, project, tmp_path):
+    """setup.py with REQUIRED_PACKAGES, a requirements file that installs the trainer itself, a script in a folder
+    beside its own Dockerfile, imports nobody declared: the image runs the script, whose imports all succeed."""
+    root = project({
+        "setup.py": "from setuptools import setup\nREQUIRED_PACKAGES = ['six==1.16.0']\n"
+                    "setup(name='real-trainer', version='0.1', install_requires=REQUIRED_PACKAGES)\n",
+        "requirements.txt": "-e .\n",
+        "Dockerfile": "FROM python:3.11-slim-bookworm\nCOPY trainer/model.py /app/\nENTRYPOINT [\"python3\", \"-c\", "
+                      "\"import sys; sys.path[:0] = ['/app']; import model; print('OWN DOCKERFILE', model.NAME)\"]\n",
+        "trainer/model.py": "NAME = 'model'\n",
+        "trainer/train.py": "import six\nimport yaml\nfrom dateutil import parser\nimport model\n"
+                            "print('IMPORTED', six.__version__, yaml.__version__, parser.parse('2026-11-24').year, model.NAME)\n",
+    })
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-real/trainer", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["inferred"]["trainer"] == "script trainer/train.py"
+    assert out["inferred"]["pip"] == ["six==1.16.0", "python-dateutil", "pyyaml"]
+    assert out["run"]["exit_code"] == 0
+    assert "IMPORTED 1.16.0" in proc.stderr and "2026 model" in proc.stderr
+    own = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-real/own", "--dockerfile", "--json", env=env)
+    assert own.returncode == 0, own.stderr[-3000:]
+    assert json.loads(own.stdout)["run"]["exit_code"] == 0 and "OWN DOCKERFILE model" in own.stderr
