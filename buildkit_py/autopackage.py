@@ -425,17 +425,19 @@ def _optional(handlers: list[ast.ExceptHandler]) -> bool:
     return False
 
 
-def _imports(tree: ast.AST) -> Iterator[tuple[tuple[str, ...], int]]:
-    """(names, line) of each absolute import not guarded by `except ImportError`: `import a.b` gives (a.b,);
-    `from X import y, z` gives (X.y, X.z, X), the specific names first (google.cloud.storage)."""
+def _imports(tree: ast.AST) -> Iterator[tuple[tuple[str, ...], str, int]]:
+    """(names, statement, line) of each absolute import not guarded by `except ImportError`: `import a.b` gives
+    (a.b,); `from X import y, z` gives (X.y, X.z, X), the specific names first (google.cloud.storage)."""
     stack: list[tuple[ast.AST, bool]] = [(tree, False)]
     while stack:
         node, optional = stack.pop()
         if isinstance(node, ast.Import) and not optional:
             for alias in node.names:
-                yield (alias.name,), node.lineno
+                yield (alias.name,), f"import {alias.name}", node.lineno
         elif isinstance(node, ast.ImportFrom) and not optional and node.level == 0 and node.module:
-            yield (*(f"{node.module}.{a.name}" for a in node.names), node.module), node.lineno
+            names = [a.name for a in node.names]
+            shown = f"from {node.module} import {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}"
+            yield (*(f"{node.module}.{n}" for n in names), node.module), shown, node.lineno
         elif isinstance(node, ast.Try):
             guarded = optional or _optional(node.handlers)
             stack += [(child, guarded) for child in node.body]
@@ -475,7 +477,7 @@ def _scan_imports(directory: Path, script_dir: str | None) -> tuple[dict[str, st
             tree = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
         except (SyntaxError, ValueError, ConfigError):
             continue  # the file fails where it runs, with Python's own message
-        for names, line in _imports(tree):
+        for names, statement, line in _imports(tree):
             top = names[-1].split(".")[0]
             if top in sys.stdlib_module_names or top in own or top == "__future__":
                 continue
@@ -485,7 +487,7 @@ def _scan_imports(directory: Path, script_dir: str | None) -> tuple[dict[str, st
                 if dist is None:
                     unknown.setdefault(module if top == "google" else top, f"{rel}:{line}")
                 else:
-                    found.setdefault(dist, f"import {module} ({rel}:{line})")
+                    found.setdefault(dist, f"{statement} ({rel}:{line})")
     return found, unknown
 
 
@@ -602,15 +604,15 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                               "through the config's `pip` entries, which take no index options; give the index with "
                               "pip_index_url (or --pip-index-url), or a pip_conf file for several", where=where)
         extra = list(read.lines) + extra
-        notes.append(f"{requirements} {what}: its requirements and the trainer's declared dependencies are installed "
-                     "from the config's pip entries, and the trainer's code is copied into the image (on PYTHONPATH), as "
-                     "gcloud's `pip install .` made it importable")
+        notes.append(f"{requirements} {what}: its requirements join the config's pip entries, since the file, copied "
+                     "into the image alone, cannot be installed as it is")
     elif read is not None and "requirements" not in given:
         overrides["requirements"] = requirements
     if package:
         extra = [(t, w) for t, w in extra if not (_parses(t) and canonicalize_name(Requirement(t).name) == own)]
-        notes.append(f"the trainer directory is the package {show(package)}: its declared dependencies are installed and "
-                     "its code copied into the image; the package itself is not installed (gcloud ran `pip install .`)")
+        notes.append(f"the trainer directory is the package {show(package)}: where gcloud ran `pip install .`, its declared "
+                     "dependencies are installed and its code is copied into the image, importable on PYTHONPATH (the "
+                     "package itself is not installed: no entry points or dist-info of its own)")
     parsed = [(s.source, r) for s in sources if (r := _requirement(s.requirement, s.source)) is not None]
     parsed = [(w, r) for w, r in parsed if canonicalize_name(r.name) != own]
 

@@ -389,7 +389,7 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
         print(f"dockerfile   {found.dockerfile} (built as it is)")
     else:
         print(f"trainer      {found.trainer or 'from ' + str(found.config_file)}")
-        print(f"requirements {found.requirements or 'none'}{' + ' + str(len(found.pip)) + ' found elsewhere' if found.pip else ''}")
+        print(f"requirements {found.requirements or 'none'}{' + ' + str(len(found.pip)) + ' in pip' if found.pip else ''}")
         for source in found.sources:
             print(f"  {source.requirement:<30} {source.source}")
         print(f"framework    {found.framework + ' (' + str(found.framework_from) + ')' if found.framework else 'none found'}")

@@ -300,7 +300,7 @@ def test_imports_only_become_the_framework_and_packages(project):
     inferred = out["inferred"]
     assert inferred["framework"] == "torch" and out["plan"]["framework"]["requirement"].startswith("torch==")
     assert sorted(inferred["pip"]) == ["google-cloud-storage", "numpy", "pandas", "pyyaml", "scikit-learn"]
-    assert sources(out)["google-cloud-storage"] == "import google.cloud (train.py:4)"
+    assert sources(out)["google-cloud-storage"] == "from google.cloud import storage (train.py:4)"
     assert sources(out)["pyyaml"] == "import yaml (utils.py:1)"
     assert any(n.startswith("torch is imported (import torch (train.py:2)) but not declared: it is the framework")
                for n in inferred["notes"])
