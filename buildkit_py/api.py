@@ -818,6 +818,7 @@ class AutopackageOptions:
     write_config: bool = False  # save what was inferred as buildkit.yaml (the only write into the trainer directory)
     strict: bool = False  # an import no declared requirement covers exits 2 instead of being added
     dockerfile: bool = False  # build the trainer directory's own Dockerfile as it is, instead of rendering one
+    with_launcher: bool = False  # with dockerfile: the launcher runs first, then the Dockerfile's own command
     build: BuildOptions = field(default_factory=BuildOptions)
     gpus: int = 0
     output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs, outside the trainer directory
@@ -866,9 +867,13 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         raise ConfigError(f"{show(options.mode)} is not a mode; one of {', '.join(AUTOPACKAGE_MODES)}", field="--mode")
     _count("--gpus", options.gpus, MAX_GPUS)
     _check_build_options(options.build)
-    for name, value in (("--strict", options.strict), ("--dockerfile", options.dockerfile)):
+    for name, value in (("--strict", options.strict), ("--dockerfile", options.dockerfile),
+                        ("--with-launcher", options.with_launcher)):
         if not isinstance(value, bool):
             raise ConfigError(f"{show(value)} is not allowed: true or false", field=name)
+    if options.with_launcher and not options.dockerfile:
+        raise ConfigError("--with-launcher adds the launcher to the directory's own Dockerfile: give it with "
+                          "--dockerfile (rendered images always have it)", field="--with-launcher")
     if options.dockerfile and options.mode != "container":
         raise ConfigError("--dockerfile builds the directory's Dockerfile into a trainer image; --mode package runs an "
                           "sdist on an executor image instead: give one of them", field="--dockerfile")
@@ -876,13 +881,17 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
     stages = _autopackage.Stages(reporter)
     with stages.stage("infer") as out:
         inferred = _autopackage.infer(directory, project.config, dict(project.overrides), strict=options.strict,
-                                      dockerfile=options.dockerfile)
+                                      dockerfile=options.dockerfile, with_launcher=options.with_launcher)
         out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
         out[1] = not inferred.overrides
     for note in inferred.notes:
         reporter.message(f"note: {note}")
     written = None
     own_dockerfile = read_text(directory / inferred.dockerfile, "Dockerfile") if options.dockerfile else None
+    if own_dockerfile is not None and options.with_launcher:
+        from .render import render_with_launcher
+
+        own_dockerfile = render_with_launcher(own_dockerfile, str(directory / inferred.dockerfile))
     if options.write_config and not options.dry_run:
         if inferred.config_file is not None:
             raise ConfigError(f"{show(str(inferred.config_file))} exists: autopackage writes a config only where there "
@@ -902,7 +911,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
                   f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
                   + (f"image {refs[0]}" if options.mode == "container" else "an executor image and an sdist of the trainer"))
         if own_dockerfile is not None:
-            out[0] = f"{inferred.dockerfile} as it is, image {refs[0]}"
+            out[0] = f"{inferred.dockerfile} as it is{' with the launcher' if options.with_launcher else ''}, image {refs[0]}"
     pushes = refs[0].registry != "docker.io"  # a registry named in the image; Docker Hub is never pushed to unasked
     if target != "local":
         if options.mode == "package":

@@ -553,7 +553,7 @@ def _requirement(text: str, where: str) -> Requirement | None:
 
 
 def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
-          dockerfile: bool = False) -> Inferred:
+          dockerfile: bool = False, with_launcher: bool = False) -> Inferred:
     """What the directory says about the keys neither the config file nor a flag sets. A framework pin in
     the requirements that disagrees with the config's (or --framework): exit 2 naming both. strict: an
     import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
@@ -565,10 +565,11 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         if found is None:
             raise ConfigError(f"there is no Dockerfile (or Containerfile) in {show(str(directory))} to build as it is",
                               field="--dockerfile")
-        return Inferred(directory.resolve(), config_file, notes=(
-            f"building {found} as it is: nothing is inferred, and the image has no buildkit-py launcher (its "
-            "accelerator checks and cluster set-up); the trainer runs as the Dockerfile's ENTRYPOINT/CMD says",),
-            dockerfile=found)
+        launcher = ("the launcher (accelerator checks, cluster set-up) is added in front of its own ENTRYPOINT/CMD"
+                    if with_launcher else "the image has no buildkit-py launcher (accelerator checks, cluster set-up; "
+                    "--with-launcher adds it); the trainer runs as the Dockerfile's ENTRYPOINT/CMD says")
+        return Inferred(directory.resolve(), config_file, notes=(f"building {found} as it is: nothing is inferred; {launcher}",),
+                        dockerfile=found)
     given = set(raw.data) | {k for k, v in flags.items() if v is not None}
     where_set = {k: ("--" + k.replace("_", "-") if k in flags and flags[k] is not None else str(config_file))
                  for k in given}

@@ -375,7 +375,8 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
     if args.path is not None:
         args.dir = args.path
     options = api.AutopackageOptions(target=args.target, mode=args.mode, dry_run=args.dry_run, write_config=args.write_config,
-                                     strict=args.strict, dockerfile=args.dockerfile, build=_build_options(args),
+                                     strict=args.strict, dockerfile=args.dockerfile, with_launcher=args.with_launcher,
+                                     build=_build_options(args),
                                      gpus=args.gpus, output=args.output,
                                      args=tuple(args.trainer_args), submit=_submit_options(args),
                                      job=api.JobOptions(project=args.project, region=args.region, pipeline=args.pipeline,
@@ -607,7 +608,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="exit 2 when the trainer imports what its requirements do not "
                    "declare (default: add it, with a note)")
     p.add_argument("--dockerfile", action="store_true", help="build DIR's own Dockerfile as it is instead of rendering "
-                   "one (no launcher; nothing inferred); by default it is ignored, with a note")
+                   "one (nothing inferred); by default it is ignored, with a note")
+    p.add_argument("--with-launcher", action="store_true", help="with --dockerfile: run buildkit-py's launcher (GPU, "
+                   "driver and cluster checks) before the Dockerfile's own ENTRYPOINT/CMD (exec form)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs for the local run")
     p.add_argument("--output", type=Path, help="directory for the run's outputs (default: ~/.cache/buildkit-py/runs/...)")
     p.set_defaults(takes_trailing=True)

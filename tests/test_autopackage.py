@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 import tomllib
 from pathlib import Path
@@ -15,7 +16,7 @@ from vertex_loopback import FakeVertex, new_key_file
 from buildkit_py.autopackage import config_text, infer
 from buildkit_py.cli import autopackage_main
 from buildkit_py.jobs.submit import ENDPOINT_ENV
-from conftest import REPO, run_cli
+from conftest import REPO, hadolint, run_cli
 
 QUICKSTART = REPO / "examples" / "quickstart"
 
@@ -360,6 +361,15 @@ def test_a_script_in_a_folder_beside_a_dockerfile(project):
     own = dry(root, "--dockerfile")
     assert own["inferred"]["config_keys"] == {} and "Dockerfile as it is" in own["stages"][-1]["detail"]
     assert own["image"] != out["image"]
+    assert "--with-launcher" in refused(root, "--with-launcher")  # only with --dockerfile
+    from buildkit_py.render import render_with_launcher
+    text = render_with_launcher(root.joinpath("Dockerfile").read_text(), "Dockerfile")
+    assert text.endswith('ENTRYPOINT ["python3", "-m", "buildkit_launcher", "--", "python", "/trainer/train.py"]\nCMD []\n')
+    assert hadolint(text) == ""
+    root.joinpath("Dockerfile").write_text("FROM python:3.11-slim\nCMD python train.py\n")
+    assert "shell form" in refused(root, "--dockerfile", "--with-launcher")
+    root.joinpath("Dockerfile").write_text("FROM python:3.11-slim\nENTRYPOINT [\"x\"]\nFROM python:3.11-slim\nRUN true\n")
+    assert "no ENTRYPOINT or CMD" in refused(root, "--dockerfile", "--with-launcher")
     root.joinpath("Dockerfile").unlink()
     assert "no Dockerfile" in refused(root, "--dockerfile")
     assert "--dockerfile" in refused(root, "--dockerfile", "--mode", "package")
@@ -426,3 +436,12 @@ def test_a_real_trainer_layout_builds_and_its_image_imports_what_the_trainer_imp
     own = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-real/own", "--dockerfile", "--json", env=env)
     assert own.returncode == 0, own.stderr[-3000:]
     assert json.loads(own.stdout)["run"]["exit_code"] == 0 and "OWN DOCKERFILE model" in own.stderr
+    # With the launcher: it runs first, then hands off to the Dockerfile's own command.
+    launched = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-real/own", "--dockerfile",
+                       "--with-launcher", "--json", env=env)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    out = json.loads(launched.stdout)
+    assert out["run"]["exit_code"] == 0 and "OWN DOCKERFILE model" in launched.stderr
+    inspect = subprocess.run([testenv["BUILDKIT_DOCKER"], "image", "inspect", out["image"]], capture_output=True, text=True,
+                             env={"DOCKER_HOST": testenv["DOCKER_HOST"]}, check=True)
+    assert json.loads(inspect.stdout)[0]["Config"]["Entrypoint"][:4] == ["python3", "-m", "buildkit_launcher", "--"]

@@ -378,6 +378,8 @@ HOSTILE_AUTOPACKAGE = [
     (["--dockerfile=" + "a" * 70000], None, "--dockerfile"),
     (["--dockerfile=\udcff"], None, "--dockerfile"),
     (["--dockerfile"], None, "--dockerfile"),  # no Dockerfile in the directory
+    (["--with-launcher=\n"], None, "--with-launcher"),
+    (["--with-launcher"], None, "--with-launcher"),  # without --dockerfile
     ([], ("requirements.txt", "numpy\u2028tensorflow==2.15.1\n"), "requirements.txt:1"),
     ([], ("requirements.txt", "numpy\nx" * 1 + "y" * 70000 + "==1\n"), "requirements.txt"),
     ([], ("requirements.txt", b"numpy\n\xff\xfe==1\n"), "requirements.txt"),
@@ -408,7 +410,7 @@ def test_autopackage_options_of_the_wrong_type_exit_2(tmp_path):
     from buildkit_py.progress import Reporter
 
     write(tmp_path, "trainer/task.py", "")
-    for name in ("strict", "dockerfile"):
+    for name in ("strict", "dockerfile", "with_launcher"):
         with pytest.raises(ConfigError) as caught:
             api.autopackage(api.Project(directory=tmp_path), api.AutopackageOptions(**{name: "yes"}), Reporter())
-        assert caught.value.exit_code == 2 and f"--{name}" in str(caught.value)
+        assert caught.value.exit_code == 2 and f"--{name.replace('_', '-')}" in str(caught.value)
