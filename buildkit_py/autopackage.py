@@ -47,6 +47,7 @@ _KEPT_OPTIONS = {"-i", "--index-url", "--extra-index-url", "--no-index", "--pre"
 # pip's per-requirement options, after the requirement on the same line.
 _PER_REQUIREMENT = re.compile(r"\s+--(?:hash|config-settings|global-option|install-option)(?:=|\s).*$")
 _SELF = {".", "./", "file:.", "file:./"}
+_SELF_EXTRAS = re.compile(r"(?:file:)?\./?\[[^\]]*\]")
 _ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
 MAX_REQUIREMENT = 4096  # characters of one requirement line; longer is not a requirement (URLs with hashes fit)
@@ -118,6 +119,12 @@ def _local_path(text: str) -> bool:
     return text.startswith(("./", "../", "/", "file:")) or bool(_ARCHIVE.fullmatch(text))
 
 
+def _refuse_extras(text: str, where: str) -> None:
+    raise ConfigError(f"{show(text)} installs the trainer with extras: autopackage installs the trainer's declared "
+                      "dependencies, not those of its extras; list the extras' requirements in the file instead of "
+                      "the line", where=where)
+
+
 def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -> _RequirementsFile:
     """Every line of a requirements file checked as pip would read it: an invalid requirement, an option the
     image's installer cannot honour from a file copied alone, and a local path exit 2 naming the line."""
@@ -134,6 +141,8 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
             option, value = _option(text)
             if option in ("-e", "--editable") and value in _SELF:
                 installs_self = installs_self or where
+            elif option in ("-e", "--editable") and _SELF_EXTRAS.fullmatch(value):
+                _refuse_extras(text, where)
             elif option in ("-e", "--editable") and "://" not in value:
                 raise ConfigError(f"{show(text)} installs {show(value)} from this machine: the requirements file is "
                                   "copied into the image alone, without other directories; publish the package to an "
@@ -172,6 +181,8 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
                                   where=where)
             continue
         text = _PER_REQUIREMENT.sub("", text)
+        if _SELF_EXTRAS.fullmatch(text):
+            _refuse_extras(text, where)
         if text in _SELF:
             installs_self = installs_self or where
             continue
@@ -623,6 +634,9 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     script_dir = script.rsplit("/", 1)[0] if isinstance(script, str) and "/" in script else None
     imported, unknown = _scan_imports(directory, script_dir)
     declared_names = {canonicalize_name(r.name) for _, r in parsed} | {canonicalize_name(t) for t in _config_pip(raw)}
+    configured = matrix.framework(str(flags.get("framework") or raw.data.get("framework") or "").partition("==")[0])
+    if configured is not None:  # the config's framework is installed: its import is declared
+        declared_names |= {canonicalize_name(n) for n in (configured.name, configured.package)}
     if raw.data.get("hypertune", True) is not False:
         declared_names.add(canonicalize_name(matrix.tools.hypertune_requirement.partition("==")[0]))
     missing = {d: w for d, w in sorted(imported.items())
@@ -637,7 +651,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     chosen = choice.pin.partition("==")[0] if choice else None
     for dist, where in missing.items():
         sources.append(Source(dist, where))
-        if dist == chosen:
+        if dist == chosen and "framework" not in given:
             notes.append(f"{dist} is imported ({where}) but not declared: it is the framework")
             continue
         extra.append((dist, where))

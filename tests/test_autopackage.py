@@ -309,6 +309,9 @@ def test_imports_only_become_the_framework_and_packages(project):
     assert not {"wandb", "pytest", "flask", "utils", "os", "cloudml-hypertune"} & set(inferred["pip"])
     err = refused(root, "--strict")
     assert "--strict" in err and "pandas (import pandas (train.py:3))" in err and "google-cloud-storage" in err
+    configured = dry(root, "--framework", "torch==2.5.1")  # the config's framework covers its import
+    assert "torch" not in configured["inferred"]["pip"] and "scikit-learn" in configured["inferred"]["pip"]
+    assert configured["plan"]["framework"]["requirement"] == "torch==2.5.1"
 
 
 def test_an_import_with_no_known_distribution_is_said_and_strict_refuses_it(project):
@@ -388,6 +391,8 @@ def test_requirements_that_install_the_trainer_itself(project):
     root.joinpath("requirements.txt").write_text("--index-url https://mirror.example/simple\n.\n")
     err = refused(root)
     assert "'--index-url https://mirror.example/simple'" in err and "requirements.txt:1" in err and "pip_index_url" in err
+    root.joinpath("requirements.txt").write_text("-e .[gpu]\n")
+    assert "extras" in refused(root)
     root.joinpath("setup.py").unlink()
     root.joinpath("requirements.txt").write_text("-e .\n")
     assert "no setup.py" in refused(root)
