@@ -611,7 +611,8 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         if read.installs_self and package is None:
             raise ConfigError(f"{read.installs_self}: the line installs the trainer directory as a package, but it has no "
                               "setup.py, setup.cfg or pyproject.toml [project] to install", where=str(directory))
-        for option, value, where in read.options:
+        if read.options:
+            option, value, where = read.options[0]
             raise ConfigError(f"{show(option + ' ' + value)}: a requirements file that {what.split(' (')[0]} is installed "
                               "through the config's `pip` entries, which take no index options; give the index with "
                               "pip_index_url (or --pip-index-url), or a pip_conf file for several", where=where)
@@ -634,9 +635,10 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     script_dir = script.rsplit("/", 1)[0] if isinstance(script, str) and "/" in script else None
     imported, unknown = _scan_imports(directory, script_dir)
     declared_names = {canonicalize_name(r.name) for _, r in parsed} | {canonicalize_name(t) for t in _config_pip(raw)}
-    configured = matrix.framework(str(flags.get("framework") or raw.data.get("framework") or "").partition("==")[0])
-    if configured is not None:  # the config's framework is installed: its import is declared
-        declared_names |= {canonicalize_name(n) for n in (configured.name, configured.package)}
+    configured_text = str(flags.get("framework") or raw.data.get("framework") or "")
+    configured_fw = matrix.framework(configured_text.partition("==")[0])
+    if configured_fw is not None:  # the config's framework is installed: its import is declared
+        declared_names |= {canonicalize_name(n) for n in (configured_fw.name, configured_fw.package)}
     if raw.data.get("hypertune", True) is not False:
         declared_names.add(canonicalize_name(matrix.tools.hypertune_requirement.partition("==")[0]))
     missing = {d: w for d, w in sorted(imported.items())
@@ -663,8 +665,8 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
 
     pip = list(dict.fromkeys(t for t, _ in extra))
     if pip and "pip" in given:
-        configured = {canonicalize_name(Requirement(t).name) for t in _config_pip(raw)}
-        left = [t for t in pip if not _parses(t) or canonicalize_name(Requirement(t).name) not in configured]
+        listed = {canonicalize_name(Requirement(t).name) for t in _config_pip(raw)}
+        left = [t for t in pip if not _parses(t) or canonicalize_name(Requirement(t).name) not in listed]
         if left:
             notes.append(f"the config sets pip ({where_set['pip']}), so these requirements found here are not installed: "
                          f"{', '.join(left)}; add them to it")
@@ -677,15 +679,13 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         framework, framework_from, reason = choice.pin, choice.where, choice.reason
         notes += [*choice.notes, *([reason] if reason else [])]
         if "framework" in given:
-            configured = str(flags.get("framework") or raw.data.get("framework"))
-            name, _, version = configured.partition("==")
-            known = matrix.framework(name)
-            if known is not None and known.name != chosen:
-                notes.append(f"framework {configured} ({where_set['framework']}) is kept; {framework} ({framework_from}) "
-                             "is installed from the requirements on top of it")
+            version = configured_text.partition("==")[2]
+            if configured_fw is not None and configured_fw.name != chosen:
+                notes.append(f"framework {configured_text} ({where_set['framework']}) is kept; {framework} "
+                             f"({framework_from}) is installed from the requirements on top of it")
             elif version and _parses(f"x=={version}") and not choice.spec.contains(version, prereleases=True):
                 declared_as = f"{chosen}{choice.spec}" if len(choice.spec) != 1 else framework
-                raise ConfigError(f"conflicting framework pins: {show(configured)} ({where_set['framework']}) and "
+                raise ConfigError(f"conflicting framework pins: {show(configured_text)} ({where_set['framework']}) and "
                                   f"{show(declared_as)} ({framework_from}); make them agree", field="framework")
         else:
             overrides["framework"] = framework
