@@ -30,7 +30,7 @@ from .ci import CI_FLAVOURS, render_ci
 from .config import Config, JobConfig, default_ca_bundle, distribution_name, job_flag, load_config, pep440_version
 from .engine import engine_client
 from .errors import BuildkitError, ConfigError, RegistryError, ResolutionError, ServiceError, WaitInterrupted, show
-from .fsutil import cache_dir, write_atomic
+from .fsutil import cache_dir, read_text, write_atomic
 from .launcher.gpu import arch_supports
 from .makefile import render_makefile
 from .matrix import SHIPPED, load_matrix, version_key
@@ -858,6 +858,9 @@ class AutopackageOptions:
     mode: str = "container"  # or package: an sdist of the trainer on an executor image (framework, no trainer code)
     dry_run: bool = False  # infer and plan; nothing is built, pushed, run or written
     write_config: bool = False  # save what was inferred as buildkit.yaml (the only write into the trainer directory)
+    strict: bool = False  # an import no declared requirement covers exits 2 instead of being added
+    dockerfile: bool = False  # build the trainer directory's own Dockerfile as it is, instead of rendering one
+    with_launcher: bool = False  # with dockerfile: the launcher runs first, then the Dockerfile's own command
     build: BuildOptions = field(default_factory=BuildOptions)
     gpus: int = 0
     output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs, outside the trainer directory
@@ -955,6 +958,16 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         raise ConfigError(f"{show(options.mode)} is not a mode; one of {', '.join(AUTOPACKAGE_MODES)}", field="--mode")
     _count("--gpus", options.gpus, MAX_GPUS)
     _check_build_options(options.build)
+    for name, value in (("--strict", options.strict), ("--dockerfile", options.dockerfile),
+                        ("--with-launcher", options.with_launcher)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{show(value)} is not allowed: true or false", field=name)
+    if options.with_launcher and not options.dockerfile:
+        raise ConfigError("--with-launcher adds the launcher to the directory's own Dockerfile: give it with "
+                          "--dockerfile (rendered images always have it)", field="--with-launcher")
+    if options.dockerfile and options.mode != "container":
+        raise ConfigError("--dockerfile builds the directory's Dockerfile into a trainer image; --mode package runs an "
+                          "sdist on an executor image instead: give one of them", field="--dockerfile")
     directory = project.directory or (project.config.parent if project.config else Path.cwd())
     conversion = None
     if options.job.from_aiplatform is not None:  # its errors before any inference
@@ -963,12 +976,18 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         conversion = aiplatform.convert(options.job.from_aiplatform)
     stages = _autopackage.Stages(reporter)
     with stages.stage("infer") as out:
-        inferred = _autopackage.infer(directory, project.config, dict(project.overrides))
+        inferred = _autopackage.infer(directory, project.config, dict(project.overrides), strict=options.strict,
+                                      dockerfile=options.dockerfile, with_launcher=options.with_launcher)
         out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
         out[1] = not inferred.overrides
     for note in inferred.notes:
         reporter.message(f"note: {note}")
     written = None
+    own_dockerfile = read_text(directory / inferred.dockerfile, "Dockerfile") if options.dockerfile else None
+    if own_dockerfile is not None and options.with_launcher:
+        from .render import render_with_launcher
+
+        own_dockerfile = render_with_launcher(own_dockerfile, str(directory / inferred.dockerfile))
     if options.write_config and not options.dry_run:
         if inferred.config_file is not None:
             raise ConfigError(f"{show(str(inferred.config_file))} exists: autopackage writes a config only where there "
@@ -985,11 +1004,13 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         os.environ.get(n) for n in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")) else "local")
     with stages.stage("render") as out:
         planned = make_plan(config)
-        refs, _ = _build.planned_refs(config)
+        refs, _ = _build.planned_refs(config, own_dockerfile)
         fw = planned.framework
         out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
                   f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
                   + (f"image {refs[0]}" if options.mode == "container" else "an executor image and an sdist of the trainer"))
+        if own_dockerfile is not None:
+            out[0] = f"{inferred.dockerfile} as it is{' with the launcher' if options.with_launcher else ''}, image {refs[0]}"
     pushes = refs[0].registry != "docker.io"  # a registry named in the image; Docker Hub is never pushed to unasked
     if target != "local":
         if options.mode == "package":
@@ -1020,7 +1041,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
             refs = [parse_ref(built.tags[0], field="--tag")]
             pushes = refs[0].registry != "docker.io"
         else:
-            built = _build.build(config, replace(options.build, push=False), reporter)
+            built = _build.build(config, replace(options.build, push=False), reporter, own_dockerfile)
         out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
                   not built.built]
     if pushes:

@@ -7,7 +7,9 @@ render, build, push, run or submit) are timed, and each says what it reused.
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 import time
 import tomllib
 from collections.abc import Iterator
@@ -17,19 +19,52 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
-from .config import find_config, load_raw
+from .config import _bad_character, find_config, load_raw
 from .errors import ConfigError, show
 from .fsutil import read_text
-from .matrix import Matrix, load_matrix
+from .matrix import Matrix, load_matrix, version_key
 from .progress import Reporter
 
-# Where a trainer is looked for, in order: Vertex AI's package layout, then a lone script.
+# Where a trainer is looked for, in order: Vertex AI's package layout, a lone script at the top, then
+# a script in one folder (trainer/train.py without __init__.py: run as a script, its folder first on
+# sys.path, as `python trainer/train.py` runs it).
 PACKAGE_TASK = "task.py"
 SCRIPTS = ("task.py", "train.py", "main.py")
 REQUIREMENTS = "requirements.txt"
 _MODULE_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+# The framework that decides the base when several are declared: the frameworks whose GPU builds fix the
+# CUDA base first, the one a trainer trains with before those listed beside it for helpers (metrics,
+# tf.data or TensorBoard beside torch, a boosting baseline, scikit-learn's metrics); frameworks not
+# listed follow by name. The others stay plain requirements, installed from the index as declared.
+FRAMEWORK_ORDER = ("torch", "tensorflow", "jax", "xgboost", "scikit-learn")
+# Options of a requirements file that uv honours in the copied file (checked with uv 0.13.0, 2026-11-24).
+_KEPT_OPTIONS = {"-i", "--index-url", "--extra-index-url", "--no-index", "--pre", "--prefer-binary",
+                 "--only-binary", "--no-binary", "--require-hashes"}
+# pip's per-requirement options, after the requirement on the same line.
+_PER_REQUIREMENT = re.compile(r"\s+--(?:hash|config-settings|global-option|install-option)(?:=|\s).*$")
+_SELF = {".", "./", "file:.", "file:./"}
+_SELF_EXTRAS = re.compile(r"(?:file:)?\./?\[[^\]]*\]")
+_ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
+_TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
+MAX_REQUIREMENT = 4096  # characters of one requirement line; longer is not a requirement (URLs with hashes fit)
+MAX_SCANNED = 2000  # .py files read for imports; a bigger tree is not a trainer
+
+
+@dataclass(frozen=True)
+class Source:
+    """One requirement autopackage found, and where: requirements.txt:3, setup.py:install_requires[2],
+    setup.cfg:[options] install_requires[0], pyproject.toml:[project] dependencies[1], the metadata hook's
+    Requires-Dist, or an import (`import pandas` in train.py:4)."""
+
+    requirement: str
+    source: str
+
+    def to_dict(self) -> dict:
+        return {"requirement": self.requirement, "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -41,30 +76,262 @@ class Inferred:
     config_file: Path | None
     trainer: str | None = None  # "module trainer.task" or "script train.py"; None: the config's
     requirements: str | None = None
-    pip: tuple[str, ...] = ()  # pyproject.toml [project] dependencies
+    pip: tuple[str, ...] = ()  # what autopackage adds to the image's packages (declared dependencies, imports)
     framework: str | None = None  # the pin found in the requirements, e.g. torch==2.5.1
     framework_from: str | None = None  # where: requirements.txt:3
     notes: tuple[str, ...] = ()
     overrides: tuple[tuple[str, Any], ...] = ()
+    sources: tuple[Source, ...] = ()  # every requirement found, with where it came from
+    package: str | None = None  # the trainer's own distribution (setup.py, setup.cfg, pyproject.toml): not installed
+    framework_reason: str | None = None  # why this framework decides the base, when several are declared
+    dockerfile: str | None = None  # a Dockerfile in the directory (relative path)
 
     def to_dict(self) -> dict:
         return {"directory": str(self.directory), "config": str(self.config_file) if self.config_file else None,
                 "trainer": self.trainer, "requirements": self.requirements, "pip": list(self.pip),
-                "framework": self.framework, "framework_from": self.framework_from, "notes": list(self.notes),
+                "framework": self.framework, "framework_from": self.framework_from,
+                "framework_reason": self.framework_reason, "sources": [s.to_dict() for s in self.sources],
+                "package": self.package, "dockerfile": self.dockerfile, "notes": list(self.notes),
                 "config_keys": {k: v for k, v in self.overrides}}
 
 
-def _requirement_lines(path: Path, label: str) -> Iterator[tuple[str, Requirement]]:
-    """(where, requirement) for each requirement line; options (-r, --index-url) and what pip alone
-    understands (URLs, editable paths) are left to pip."""
-    for number, line in enumerate(read_text(path, label).splitlines(), 1):
-        text = line.split(" #", 1)[0].strip()
-        if not text or text.startswith(("#", "-")):
+# ---------------------------------------------------------------------------------------------
+# Requirements files
+
+
+@dataclass(frozen=True)
+class _RequirementsFile:
+    lines: tuple[tuple[str, str], ...]  # (requirement text as pip takes it, where)
+    options: tuple[tuple[str, str, str], ...]  # (option, value, where) that uv honours in the copied file
+    installs_self: str | None  # where a line installs the trainer itself (-e ., .)
+    included: tuple[str, ...]  # files named by -r: the copied file cannot reach them
+
+
+def _option(text: str) -> tuple[str, str]:
+    head, _, rest = text.partition(" ")
+    if "=" in head:
+        head, _, value = head.partition("=")
+        return head, (value + " " + rest).strip()
+    return head, rest.strip()
+
+
+def _local_path(text: str) -> bool:
+    return text.startswith(("./", "../", "/", "file:")) or bool(_ARCHIVE.fullmatch(text))
+
+
+def _refuse_extras(text: str, where: str) -> None:
+    raise ConfigError(f"{show(text)} installs the trainer with extras: autopackage installs the trainer's declared "
+                      "dependencies, not those of its extras; list the extras' requirements in the file instead of "
+                      "the line", where=where)
+
+
+def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -> _RequirementsFile:
+    """Every line of a requirements file checked as pip would read it: an invalid requirement, an option the
+    image's installer cannot honour from a file copied alone, and a local path exit 2 naming the line."""
+    from .packaging import requirement_lines
+
+    path = directory / name
+    lines: list[tuple[str, str]] = []
+    options: list[tuple[str, str, str]] = []
+    included: list[str] = []
+    installs_self = None
+    for text, where in requirement_lines(read_text(path, "requirements file"), name):
+        _checked_text(text, where)
+        if text.startswith("-"):
+            option, value = _option(text)
+            if option in ("-e", "--editable") and value in _SELF:
+                installs_self = installs_self or where
+            elif option in ("-e", "--editable") and _SELF_EXTRAS.fullmatch(value):
+                _refuse_extras(text, where)
+            elif option in ("-e", "--editable") and "://" not in value:
+                raise ConfigError(f"{show(text)} installs {show(value)} from this machine: the requirements file is "
+                                  "copied into the image alone, without other directories; publish the package to an "
+                                  "index, or move its code into the trainer directory", where=where)
+            elif option in ("-e", "--editable"):
+                lines.append((value, where))
+            elif option in ("-r", "--requirement"):
+                target = (path.parent / value).resolve()
+                if not target.is_relative_to(directory.resolve()) or not target.is_file():
+                    raise ConfigError(f"{show(text)}: {show(value)} is not a file in the trainer directory", where=where)
+                rel = target.relative_to(directory.resolve()).as_posix()
+                if rel in seen + (name,):
+                    raise ConfigError(f"{show(text)} includes {show(rel)} again (a loop)", where=where)
+                inner = _read_requirements(directory, rel, seen + (name,))
+                lines += inner.lines
+                options += inner.options
+                included += [rel, *inner.included]
+                installs_self = installs_self or inner.installs_self
+            elif option in ("-f", "--find-links") and value.startswith(("https://", "http://")):
+                options.append((option, value, where))
+            elif option in ("-f", "--find-links"):
+                raise ConfigError(f"{show(text)}: a local find-links directory is not in the image when the requirements "
+                                  "file (copied alone) is installed; serve the wheels from an index (pip_index_url, "
+                                  "pip_conf) or an http(s) find-links URL", where=where)
+            elif option == "--trusted-host":
+                raise ConfigError(f"{show(text)}: uv, which installs the image's packages, ignores --trusted-host; serve "
+                                  "the index over https and give its CA bundle with ca_cert (or PIP_CERT)", where=where)
+            elif option in ("-c", "--constraint"):
+                raise ConfigError(f"{show(text)}: a constraints file is not copied with the requirements file; pin the "
+                                  "versions in the requirements file itself", where=where)
+            elif option in _KEPT_OPTIONS:
+                options.append((option, value, where))
+            else:
+                raise ConfigError(f"{show(text)}: the option {show(option)} is not one autopackage can pass to the "
+                                  f"image's installer; allowed: {', '.join(sorted(_KEPT_OPTIONS))}, -r, -f URL, -e .",
+                                  where=where)
+            continue
+        text = _PER_REQUIREMENT.sub("", text)
+        if _SELF_EXTRAS.fullmatch(text):
+            _refuse_extras(text, where)
+        if text in _SELF:
+            installs_self = installs_self or where
             continue
         try:
-            yield f"{label}:{number}", Requirement(text)
-        except InvalidRequirement:
-            continue
+            Requirement(text)
+        except InvalidRequirement as exc:
+            if "://" in text:  # a URL pip installs (an archive or VCS link): left to the installer
+                lines.append((text, where))
+                continue
+            if _local_path(text):
+                raise ConfigError(f"{show(text)} is a path on this machine: the requirements file is copied into the "
+                                  "image alone; publish the package to an index, or move its code into the trainer "
+                                  "directory", where=where) from None
+            raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {str(exc)[:200]}; current pip "
+                              "refuses it too", where=where) from None
+        lines.append((text, where))
+    return _RequirementsFile(tuple(lines), tuple(options), installs_self, tuple(included))
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer's own package: setup.py, setup.cfg, pyproject.toml
+
+
+def _literal(node: ast.AST | None, names: dict[str, ast.AST], depth: int = 0) -> list[str] | str | None:
+    """A list of strings (or a string) that the AST states without running anything: literals, a module-level
+    name bound to one, and `+` of those; None for anything computed."""
+    if node is None or depth > 8:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_literal(e, names, depth + 1) for e in node.elts]
+        return items if all(isinstance(i, str) for i in items) else None  # type: ignore[return-value]
+    if isinstance(node, ast.Name):
+        return _literal(names.get(node.id), names, depth + 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _literal(node.left, names, depth + 1), _literal(node.right, names, depth + 1)
+        return left + right if isinstance(left, list) and isinstance(right, list) else None
+    return None
+
+
+_UNSET = object()
+
+
+def _setup_py(path: Path) -> tuple[Any, Any]:
+    """(name, install_requires) of setup.py's setup() call, read with ast: each a value, None when computed,
+    or _UNSET when the call does not pass it."""
+    text = read_text(path, "setup.py")
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as exc:
+        raise ConfigError(f"setup.py does not parse as Python 3: {exc.msg} (line {exc.lineno})", where=str(path)) from None
+    names: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            names[node.target.id] = node.value
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
+        (isinstance(n.func, ast.Name) and n.func.id == "setup") or
+        (isinstance(n.func, ast.Attribute) and n.func.attr == "setup"))]
+    if len(calls) != 1 or any(k.arg is None for k in calls[0].keywords):  # setup(**kwargs): only running it tells
+        return None, None
+    given = {k.arg: k.value for k in calls[0].keywords}
+    found = [_literal(given[k], names) if k in given else _UNSET for k in ("name", "install_requires")]
+    return (found[0] if isinstance(found[0], str) or found[0] is _UNSET else None,
+            found[1] if isinstance(found[1], list) or found[1] is _UNSET else None)
+
+
+def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None]:
+    """(name, install_requires) of setup.cfg; install_requires None when it is a `file:` directive."""
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(read_text(path, "setup.cfg"))
+    except configparser.Error as exc:
+        raise ConfigError(f"setup.cfg does not parse: {str(exc)[:300]}", where=str(path)) from None
+    name = parser.get("metadata", "name", fallback=None)
+    value = parser.get("options", "install_requires", fallback="")
+    if value.strip().startswith("file:"):
+        return name, None
+    deps = [ln.split(" #", 1)[0].strip() for ln in value.replace(";", "\n;").splitlines()]
+    # A marker continues its requirement (`pkg; python_version<"3.9"` may be split by the parser above).
+    joined: list[str] = []
+    for dep in deps:
+        if dep.startswith(";") and joined:
+            joined[-1] += dep
+        elif dep and not dep.startswith("#"):
+            joined.append(dep)
+    return name, joined
+
+
+def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool]:
+    """(name, [project] dependencies, whether dependencies are dynamic: only the build backend tells)."""
+    try:
+        document = tomllib.loads(read_text(path, "pyproject.toml"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", where=str(path)) from None
+    project = document.get("project") if isinstance(document.get("project"), dict) else {}
+    deps = project.get("dependencies")
+    if deps is not None and not (isinstance(deps, list) and all(isinstance(d, str) for d in deps)):
+        raise ConfigError(f"[project] dependencies must be a list of strings, not {show(deps)}", where=str(path))
+    dynamic = project.get("dynamic") if isinstance(project.get("dynamic"), list) else []
+    name = project.get("name") if isinstance(project.get("name"), str) else None
+    return name, deps, "dependencies" in dynamic
+
+
+def _declared(directory: Path) -> tuple[str | None, list[tuple[str, str]], list[str]]:
+    """The trainer's own package: (its name, [(requirement, where)], notes). setup.py and setup.cfg are read
+    without running anything where they state the list; otherwise the PEP 517 metadata hook runs, as
+    `pip install .` (what gcloud's autopackaging ran) would."""
+    setup_py, setup_cfg, pyproject = (directory / n for n in ("setup.py", "setup.cfg", "pyproject.toml"))
+    name: Any = None
+    deps: list[tuple[str, str]] = []
+    notes: list[str] = []
+    computed = False
+    if pyproject.is_file():
+        pname, pdeps, dynamic = _pyproject(pyproject)
+        name = pname
+        deps = [(d, f"pyproject.toml:[project] dependencies[{i}]") for i, d in enumerate(pdeps or [])]
+        computed = dynamic and not setup_py.is_file() and not setup_cfg.is_file()
+    if setup_cfg.is_file():
+        cname, cdeps = _setup_cfg(setup_cfg)
+        name = name or cname
+        if cdeps is None:
+            computed = True
+        elif cdeps:
+            deps = [(d, f"setup.cfg:[options] install_requires[{i}]") for i, d in enumerate(cdeps)]
+    if setup_py.is_file():
+        sname, sdeps = _setup_py(setup_py)
+        if isinstance(sname, str):
+            name = sname
+        if sdeps is None or (sname is None and not name):
+            computed = True
+        elif sdeps is not _UNSET:
+            deps = [(d, f"setup.py:install_requires[{i}]") for i, d in enumerate(sdeps)]
+    if computed:
+        from .packaging import declared_metadata
+
+        name, found = declared_metadata(directory)
+        deps = [(d, f"metadata hook (prepare_metadata_for_build_wheel):Requires-Dist[{i}]") for i, d in enumerate(found)]
+        notes.append("the trainer's dependencies are computed by its build: read through the PEP 517 metadata hook "
+                     "in an isolated build environment (nothing of it runs in the image)")
+    return (name if isinstance(name, str) and name else None), deps, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# The framework
 
 
 def _framework_of(matrix: Matrix, requirement: Requirement) -> str | None:
@@ -75,27 +342,168 @@ def _framework_of(matrix: Matrix, requirement: Requirement) -> str | None:
     return None
 
 
-def _pin(matrix: Matrix, found: list[tuple[str, Requirement]]) -> tuple[str | None, str | None, tuple[str, ...]]:
-    """The framework pin among the requirements: (torch==2.5.1, where, notes). Two different pins: exit 2."""
-    pins: list[tuple[str, str]] = []
-    notes: list[str] = []
+def _listed(releases: list[str], shown: int = 12) -> str:
+    ordered = sorted(releases, key=version_key, reverse=True)
+    return ", ".join(ordered[:shown]) + (f" and {len(ordered) - shown} older" if len(ordered) > shown else "")
+
+
+@dataclass(frozen=True)
+class _Choice:
+    pin: str  # torch==2.5.1, or torch (unpinned: the plan resolves the newest)
+    where: str
+    spec: SpecifierSet
+    reason: str | None
+    notes: tuple[str, ...]
+
+
+def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | None) -> _Choice | None:
+    """The framework that decides the base, by FRAMEWORK_ORDER, pinned to the newest known release inside
+    every range declared for it (for the image's Python when it is set). Two different exact pins, or a range
+    no known release meets: exit 2."""
+    by_fw: dict[str, list[tuple[str, Requirement]]] = {}
     for where, req in found:
         name = _framework_of(matrix, req)
-        if name is None:
+        if name is not None:
+            by_fw.setdefault(name, []).append((where, req))
+    if not by_fw:
+        return None
+    rank = {n: i for i, n in enumerate(FRAMEWORK_ORDER)}
+    chosen = min(by_fw, key=lambda n: (rank.get(n, len(rank)), n))
+    declared = by_fw[chosen]
+    where = ", ".join(w for w, _ in declared)
+    exact = [(s.version, w) for w, r in declared for s in r.specifier if s.operator in ("==", "===") and "*" not in s.version]
+    for version, w in exact[1:]:
+        if Version(version) != Version(exact[0][0]):
+            raise ConfigError(f"conflicting framework pins: {show(f'{chosen}=={exact[0][0]}')} ({exact[0][1]}) and "
+                              f"{show(f'{chosen}=={version}')} ({w}); keep one", field="framework")
+    spec = SpecifierSet()
+    for _, req in declared:
+        spec &= req.specifier
+    reason = None
+    if len(by_fw) > 1:
+        others = [n for n in by_fw if n != chosen]
+        reason = (f"{chosen} decides the base image ({' > '.join(FRAMEWORK_ORDER)}); "
+                  f"{', '.join(others)} {'stays a plain requirement' if len(others) == 1 else 'stay plain requirements'}")
+    fw = matrix.framework(chosen)
+    if exact:
+        version = exact[0][0]
+        if not spec.contains(version, prereleases=True):
+            raise ConfigError(f"conflicting framework requirements: {show(chosen + '==' + version)} is outside "
+                              f"{show(chosen + str(spec))} ({where})", field="framework")
+        return _Choice(f"{chosen}=={version}", where, spec, reason, ())
+    if not str(spec):
+        return _Choice(chosen, where, spec, reason, (
+            f"{chosen} ({where}) is not pinned: the framework is pinned to the release that resolves (see `resolve`), "
+            "write it as ==VERSION to keep it",))
+    known = [(s, r) for s in fw.series for r in s.releases] if fw else []
+    inside = [r for s, r in known if spec.contains(r) and (python is None or python in s.for_release(r).python)]
+    if not inside:
+        for_python = f" for Python {python}" if python else ""
+        raise ConfigError(
+            f"no known {chosen} release inside {show(chosen + str(spec))} ({where}){for_python}; known: "
+            f"{_listed([r for _, r in known]) or 'none'} (buildkit-py versions {chosen}); change the range, or pin a "
+            "known release with --framework", field="framework")
+    picked = max(inside, key=version_key)
+    return _Choice(f"{chosen}=={picked}", where, spec, reason, (
+        f"{chosen}{spec} ({where}): {picked}, the newest known release inside the range"
+        f"{' for Python ' + python if python else ''}",))
+
+
+# ---------------------------------------------------------------------------------------------
+# Imports
+
+
+@dataclass(frozen=True)
+class _ImportNames:
+    names: dict[str, str]  # import name (dotted) -> distribution
+    same: frozenset[str]  # import names that are their distribution's name
+
+
+def _import_names() -> _ImportNames:
+    from .resources import read_data, resource_dir
+
+    data = read_data(resource_dir("base_images") / "import_names.yaml", "base_images/import_names.yaml")
+    return _ImportNames(dict(data["names"]), frozenset(data["same"]))
+
+
+def _optional(handlers: list[ast.ExceptHandler]) -> bool:
+    """An import inside `try:` whose handler catches ImportError is optional: the code runs without it."""
+    caught = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+    for h in handlers:
+        types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+        if h.type is None or any(isinstance(t, ast.Name) and t.id in caught for t in types):
+            return True
+    return False
+
+
+def _imports(tree: ast.AST) -> Iterator[tuple[tuple[str, ...], str, int]]:
+    """(names, statement, line) of each absolute import not guarded by `except ImportError`: `import a.b` gives
+    (a.b,); `from X import y, z` gives (X.y, X.z, X), the specific names first (google.cloud.storage)."""
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, optional = stack.pop()
+        if isinstance(node, ast.Import) and not optional:
+            for alias in node.names:
+                yield (alias.name,), f"import {alias.name}", node.lineno
+        elif isinstance(node, ast.ImportFrom) and not optional and node.level == 0 and node.module:
+            names = [a.name for a in node.names]
+            shown = f"from {node.module} import {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}"
+            yield (*(f"{node.module}.{n}" for n in names), node.module), shown, node.lineno
+        elif isinstance(node, ast.Try):
+            guarded = optional or _optional(node.handlers)
+            stack += [(child, guarded) for child in node.body]
+            stack += [(child, optional) for part in (node.handlers, node.orelse, node.finalbody) for child in part]
             continue
-        exact = [s.version for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
-        if exact:
-            pins.append((f"{name}=={exact[0]}", where))
-        else:
-            pins.append((name, where))
-            notes.append(f"{req} ({where}) is not pinned: the framework is pinned to the release that resolves "
-                         "(see `resolve`), write it as ==VERSION to keep it")
-    distinct = {p for p, _ in pins}
-    if len(distinct) > 1:
-        (a, wa), (b, wb) = pins[0], next(p for p in pins if p[0] != pins[0][0])
-        raise ConfigError(f"conflicting framework pins: {show(a)} ({wa}) and {show(b)} ({wb}); keep one",
-                          field="framework")
-    return (pins[0][0], pins[0][1], tuple(notes)) if pins else (None, None, ())
+        stack += [(child, optional) for child in ast.iter_child_nodes(node)]
+
+
+def _distribution(table: _ImportNames, name: str) -> str | None:
+    """The distribution of a dotted import name: the longest prefix in the table's names, else a top-level
+    name that is its distribution's."""
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in table.names:
+            return table.names[".".join(parts[:n])]
+    return parts[0] if parts[0] in table.same else None
+
+
+def _scan_imports(directory: Path, script_dir: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """The trainer's third-party imports: ({distribution: first place}, {import without a known distribution:
+    first place}). Read: the .py files the image gets (the build context's ignore rules), tests left out (the
+    job never runs them); dropped: the standard library and the trainer's own top-level modules and packages
+    (and, for a script in a folder, that folder's: it is first on the script's sys.path)."""
+    from .context import included_files
+    from .render import render_project_dockerignore
+
+    table = _import_names()
+    listed = included_files(directory, render_project_dockerignore(directory))
+    files = [f for f in listed if f.endswith(".py") and not _TEST_FILE.search(f) and f != "setup.py"]
+    own = {f.split("/")[0].removesuffix(".py") for f in listed}
+    if script_dir:
+        own |= {f[len(script_dir) + 1:].split("/")[0].removesuffix(".py") for f in listed if f.startswith(script_dir + "/")}
+    found: dict[str, str] = {}
+    unknown: dict[str, str] = {}
+    for rel in files[:MAX_SCANNED]:
+        try:
+            tree = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
+        except (SyntaxError, ValueError, ConfigError):
+            continue  # the file fails where it runs, with Python's own message
+        for names, statement, line in _imports(tree):
+            top = names[-1].split(".")[0]
+            if top in sys.stdlib_module_names or top in own or top == "__future__":
+                continue
+            *specific, module = names
+            dists = {d for n in specific if (d := _distribution(table, n))} or {_distribution(table, module)}
+            for dist in dists:
+                if dist is None:
+                    unknown.setdefault(module if top == "google" else top, f"{rel}:{line}")
+                else:
+                    found.setdefault(dist, f"{statement} ({rel}:{line})")
+    return found, unknown
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer
 
 
 def _trainer(directory: Path) -> tuple[dict, str]:
@@ -108,73 +516,203 @@ def _trainer(directory: Path) -> tuple[dict, str]:
     for script in SCRIPTS:
         if (directory / script).is_file():
             return {"script": script}, f"script {script}"
+    # A script in a folder that is no package: run as a script, as its README's `python trainer/train.py` does.
+    in_folders = sorted(f"{p.parent.name}/{p.name}" for s in SCRIPTS for p in directory.glob(f"*/{s}")
+                        if not (p.parent / "__init__.py").is_file() and not p.parent.name.startswith(".")
+                        and not (p.parent / "pyvenv.cfg").exists())
+    folders = {s.split("/")[0] for s in in_folders}
+    if len(folders) == 1:
+        script = min(in_folders, key=lambda s: SCRIPTS.index(s.split("/")[1]))
+        return {"script": script}, f"script {script}"
     looked = (f"trainer/{PACKAGE_TASK}, one PACKAGE/{PACKAGE_TASK} beside a PACKAGE/__init__.py"
-              + (f" (found several: {', '.join(packages)})" if packages else "") + ", or a script "
-              + ", ".join(SCRIPTS))
+              + (f" (found several: {', '.join(packages)})" if packages else "") + ", a script "
+              + ", ".join(SCRIPTS) + ", or one in a single folder"
+              + (f" (found several: {', '.join(in_folders)})" if in_folders else ""))
     raise ConfigError(f"no trainer found in {show(str(directory))}: looked for {looked}; or set `trainer:` "
-                      "(module or script) in buildkit.yaml, or pass --module", field="DIR")
+                      "(module or script) in buildkit.yaml, or pass --module or --script", field="DIR")
 
 
-def _pyproject_dependencies(path: Path) -> list[str]:
+def _dockerfile(directory: Path) -> str | None:
+    for name in ("Dockerfile", "dockerfile", "Containerfile"):
+        if (directory / name).is_file():
+            return name
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Inference
+
+
+def _checked_text(text: str, where: str) -> None:
+    bad = _bad_character(text)
+    if bad:
+        raise ConfigError(f"{show(text)}: {bad}", where=where)
+    if len(text) > MAX_REQUIREMENT:
+        raise ConfigError(f"{show(text)} is {len(text)} characters long: at most {MAX_REQUIREMENT} for one requirement",
+                          where=where)
+
+
+def _requirement(text: str, where: str) -> Requirement | None:
+    """A declared requirement, or None for a URL line pip takes as it is; invalid: exit 2 naming where."""
+    _checked_text(text, where)
     try:
-        document = tomllib.loads(read_text(path, "pyproject.toml"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", where=str(path)) from None
-    deps = (document.get("project") or {}).get("dependencies") if isinstance(document.get("project"), dict) else None
-    if deps is not None and not (isinstance(deps, list) and all(isinstance(d, str) for d in deps)):
-        raise ConfigError(f"[project] dependencies must be a list of strings, not {show(deps)}", where=str(path))
-    return deps or []
+        return Requirement(text)
+    except InvalidRequirement as exc:
+        if "://" in text:
+            return None
+        raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {str(exc)[:200]}", where=where) from None
 
 
-def infer(directory: Path, config_path: Path | None, flags: dict[str, Any]) -> Inferred:
+def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
+          dockerfile: bool = False, with_launcher: bool = False) -> Inferred:
     """What the directory says about the keys neither the config file nor a flag sets. A framework pin in
-    the requirements that disagrees with the config's (or --framework): exit 2 naming both."""
+    the requirements that disagrees with the config's (or --framework): exit 2 naming both. strict: an
+    import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
+    own Dockerfile is built as it is, so nothing else is inferred."""
     raw, _ = load_raw(config_path, directory)
     config_file = config_path or find_config(directory)
+    if dockerfile:
+        found = _dockerfile(directory)
+        if found is None:
+            raise ConfigError(f"there is no Dockerfile (or Containerfile) in {show(str(directory))} to build as it is",
+                              field="--dockerfile")
+        launcher = ("the launcher (accelerator checks, cluster set-up) is added in front of its own ENTRYPOINT/CMD"
+                    if with_launcher else "the image has no buildkit-py launcher (accelerator checks, cluster set-up; "
+                    "--with-launcher adds it); the trainer runs as the Dockerfile's ENTRYPOINT/CMD says")
+        return Inferred(directory.resolve(), config_file, notes=(f"building {found} as it is: nothing is inferred; {launcher}",),
+                        dockerfile=found)
     given = set(raw.data) | {k for k, v in flags.items() if v is not None}
     where_set = {k: ("--" + k.replace("_", "-") if k in flags and flags[k] is not None else str(config_file))
                  for k in given}
     overrides: dict[str, Any] = {}
+    notes: list[str] = []
     trainer = None
     if "trainer" not in given:
         overrides["trainer"], trainer = _trainer(directory)
     matrix = load_matrix()
-    found: list[tuple[str, Requirement]] = []
+
+    # Declared: the requirements file, and the trainer's own package (what gcloud's `pip install .` installed).
+    package, declared, declared_notes = _declared(directory)
+    own = canonicalize_name(package) if package else None
+    notes += declared_notes
     requirements = raw.data.get("requirements") if isinstance(raw.data.get("requirements"), str) else None
     if "requirements" not in given and (directory / REQUIREMENTS).is_file():
-        requirements = overrides["requirements"] = REQUIREMENTS
-    if requirements and (directory / requirements).is_file():
-        found += _requirement_lines(directory / requirements, requirements)
-    pip: list[str] = []
-    if "pip" not in given and (directory / "pyproject.toml").is_file():
-        pip = _pyproject_dependencies(directory / "pyproject.toml")
-        if pip:
-            overrides["pip"] = pip
-    for i, text in enumerate(pip):
-        try:
-            found.append((f"pyproject.toml dependencies[{i}]", Requirement(text)))
-        except InvalidRequirement:
+        requirements = REQUIREMENTS
+    read = _read_requirements(directory, requirements) if requirements and (directory / requirements).is_file() else None
+    sources = [Source(t, w) for t, w in (read.lines if read else ())] + [Source(t, w) for t, w in declared]
+    extra: list[tuple[str, str]] = list(declared)  # what autopackage adds to `pip`
+    if read is not None and (read.installs_self or read.included):
+        what = (f"installs the trainer itself ({read.installs_self})" if read.installs_self
+                else f"includes {', '.join(read.included)}")
+        if "requirements" in given:
+            raise ConfigError(f"{show(requirements)} ({where_set['requirements']}) {what}, which the image's install of "
+                              "the file, copied alone, cannot do; leave `requirements` unset and autopackage installs its "
+                              "requirements and the trainer's declared dependencies", field="requirements")
+        if read.installs_self and package is None:
+            raise ConfigError(f"{read.installs_self}: the line installs the trainer directory as a package, but it has no "
+                              "setup.py, setup.cfg or pyproject.toml [project] to install", where=str(directory))
+        if read.options:
+            option, value, where = read.options[0]
+            raise ConfigError(f"{show(option + ' ' + value)}: a requirements file that {what.split(' (')[0]} is installed "
+                              "through the config's `pip` entries, which take no index options; give the index with "
+                              "pip_index_url (or --pip-index-url), or a pip_conf file for several", where=where)
+        extra = list(read.lines) + extra
+        notes.append(f"{requirements} {what}: its requirements join the config's pip entries, since the file, copied "
+                     "into the image alone, cannot be installed as it is")
+    elif read is not None and "requirements" not in given:
+        overrides["requirements"] = requirements
+    if package:
+        extra = [(t, w) for t, w in extra if not (_parses(t) and canonicalize_name(Requirement(t).name) == own)]
+        notes.append(f"the trainer directory is the package {show(package)}: where gcloud ran `pip install .`, its declared "
+                     "dependencies are installed and its code is copied into the image, importable on PYTHONPATH (the "
+                     "package itself is not installed: no entry points or dist-info of its own)")
+    parsed = [(s.source, r) for s in sources if (r := _requirement(s.requirement, s.source)) is not None]
+    parsed = [(w, r) for w, r in parsed if canonicalize_name(r.name) != own]
+
+    # Imported, not declared.
+    trainer_value = overrides.get("trainer") or flags.get("trainer") or raw.data.get("trainer")
+    script = trainer_value.get("script") if isinstance(trainer_value, dict) else None
+    script_dir = script.rsplit("/", 1)[0] if isinstance(script, str) and "/" in script else None
+    imported, unknown = _scan_imports(directory, script_dir)
+    declared_names = {canonicalize_name(r.name) for _, r in parsed} | {canonicalize_name(t) for t in _config_pip(raw)}
+    configured_text = str(flags.get("framework") or raw.data.get("framework") or "")
+    configured_fw = matrix.framework(configured_text.partition("==")[0])
+    if configured_fw is not None:  # the config's framework is installed: its import is declared
+        declared_names |= {canonicalize_name(n) for n in (configured_fw.name, configured_fw.package)}
+    if raw.data.get("hypertune", True) is not False:
+        declared_names.add(canonicalize_name(matrix.tools.hypertune_requirement.partition("==")[0]))
+    missing = {d: w for d, w in sorted(imported.items())
+               if canonicalize_name(d) not in declared_names and canonicalize_name(d) != own}
+    if strict and (missing or unknown):
+        listed = [f"{d} ({w})" for d, w in missing.items()] + [f"{n} ({w}: no known distribution)" for n, w in unknown.items()]
+        raise ConfigError("the trainer imports what its requirements do not declare: " + "; ".join(listed)
+                          + "; add them to requirements.txt (or the config's pip)", field="--strict")
+    python = flags.get("python") or raw.data.get("python")
+    choice = _pin(matrix, parsed + [(w, Requirement(d)) for d, w in missing.items()],
+                  str(python) if python is not None else None)
+    chosen = choice.pin.partition("==")[0] if choice else None
+    for dist, where in missing.items():
+        sources.append(Source(dist, where))
+        if dist == chosen and "framework" not in given:
+            notes.append(f"{dist} is imported ({where}) but not declared: it is the framework")
             continue
-    framework, framework_from, notes = _pin(matrix, found)
-    if framework is not None:
+        extra.append((dist, where))
+        notes.append(f"{dist} is imported ({where}) but not declared: added to the image's packages")
+    for name, where in sorted(unknown.items()):
+        notes.append(f"{name} is imported ({where}), and no declared requirement or known distribution provides it "
+                     "(base_images/import_names.yaml): the image may fail at that import; add its distribution to "
+                     "requirements.txt (--strict refuses this)")
+
+    pip = list(dict.fromkeys(t for t, _ in extra))
+    if pip and "pip" in given:
+        listed = {canonicalize_name(Requirement(t).name) for t in _config_pip(raw)}
+        left = [t for t in pip if not _parses(t) or canonicalize_name(Requirement(t).name) not in listed]
+        if left:
+            notes.append(f"the config sets pip ({where_set['pip']}), so these requirements found here are not installed: "
+                         f"{', '.join(left)}; add them to it")
+        pip = []
+    elif pip:
+        overrides["pip"] = pip
+
+    framework = framework_from = reason = None
+    if choice is not None:
+        framework, framework_from, reason = choice.pin, choice.where, choice.reason
+        notes += [*choice.notes, *([reason] if reason else [])]
         if "framework" in given:
-            configured = str(flags.get("framework") or raw.data.get("framework"))
-            name, _, version = configured.partition("==")
-            if matrix.framework(name) is not None and matrix.framework(name).name != framework.partition("==")[0]:
-                notes += (f"framework {configured} ({where_set['framework']}) is kept; {framework} ({framework_from}) "
-                          "is installed from the requirements on top of it",)
-            elif version and "==" in framework and version != framework.partition("==")[2]:
-                raise ConfigError(f"conflicting framework pins: {show(configured)} ({where_set['framework']}) and "
-                                  f"{show(framework)} ({framework_from}); make them agree", field="framework")
+            version = configured_text.partition("==")[2]
+            if configured_fw is not None and configured_fw.name != chosen:
+                notes.append(f"framework {configured_text} ({where_set['framework']}) is kept; {framework} "
+                             f"({framework_from}) is installed from the requirements on top of it")
+            elif version and _parses(f"x=={version}") and not choice.spec.contains(version, prereleases=True):
+                declared_as = f"{chosen}{choice.spec}" if len(choice.spec) != 1 else framework
+                raise ConfigError(f"conflicting framework pins: {show(configured_text)} ({where_set['framework']}) and "
+                                  f"{show(declared_as)} ({framework_from}); make them agree", field="framework")
         else:
             overrides["framework"] = framework
-    # Removed APIs (issue 18, item 8): one note per framework API the trainer's code uses that a later
-    # release removed (base_images/removed_apis.yaml), naming the call and the pin that keeps it.
+    # Removed APIs: one note per framework API the trainer's code uses that a later release removed
+    # (base_images/removed_apis.yaml), naming the call and the pin that keeps it.
     from .api_usage import directory_notes
 
     notes += directory_notes(directory)
-    return Inferred(directory.resolve(), config_file, trainer, requirements if requirements else None, tuple(pip),
-                    framework, framework_from, notes, tuple(overrides.items()))
+    dockerfile = _dockerfile(directory)
+    if dockerfile:
+        notes.append(f"{dockerfile} in the trainer directory is not used: autopackage renders its own Dockerfile; "
+                     f"pass --dockerfile to build {dockerfile} as it is instead")
+    return Inferred(directory.resolve(), config_file, trainer, requirements, tuple(pip), framework, framework_from,
+                    tuple(notes), tuple(overrides.items()), tuple(sources), package, reason, dockerfile)
+
+
+def _parses(text: str) -> bool:
+    try:
+        Requirement(text)
+    except InvalidRequirement:
+        return False
+    return True
+
+
+def _config_pip(raw) -> list[str]:
+    pip = raw.data.get("pip")
+    return [p for p in pip if isinstance(p, str) and _parses(p)] if isinstance(pip, list) else []
 
 
 def config_text(inferred: Inferred) -> str:

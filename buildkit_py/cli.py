@@ -375,7 +375,9 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
     if args.path is not None:
         args.dir = args.path
     options = api.AutopackageOptions(target=args.target, mode=args.mode, dry_run=args.dry_run, write_config=args.write_config,
-                                     build=_build_options(args), gpus=args.gpus, output=args.output,
+                                     strict=args.strict, dockerfile=args.dockerfile, with_launcher=args.with_launcher,
+                                     build=_build_options(args),
+                                     gpus=args.gpus, output=args.output,
                                      args=tuple(args.trainer_args), submit=_submit_options(args),
                                      job=api.JobOptions(project=args.project, region=args.region, pipeline=args.pipeline,
                                                         from_aiplatform=args.from_aiplatform,
@@ -385,9 +387,16 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
         _print_json(result.to_dict())
         return result.exit_code
     found = result.inferred
-    print(f"trainer      {found.trainer or 'from ' + str(found.config_file)}")
-    print(f"requirements {found.requirements or 'none'}{' + pyproject.toml dependencies' if found.pip else ''}")
-    print(f"framework    {found.framework + ' (' + str(found.framework_from) + ')' if found.framework else 'none found'}")
+    if found.dockerfile and args.dockerfile:
+        print(f"dockerfile   {found.dockerfile} (built as it is)")
+    else:
+        print(f"trainer      {found.trainer or 'from ' + str(found.config_file)}")
+        print(f"requirements {found.requirements or 'none'}{' + ' + str(len(found.pip)) + ' in pip' if found.pip else ''}")
+        for source in found.sources:
+            print(f"  {source.requirement:<30} {source.source}")
+        print(f"framework    {found.framework + ' (' + str(found.framework_from) + ')' if found.framework else 'none found'}")
+        if found.framework_reason:
+            print(f"             {found.framework_reason}")
     for stage in result.stages:
         print(f"{stage.name:<7} {stage.seconds:6.2f}s  {stage.detail}")
     for step in result.next_steps:
@@ -605,6 +614,12 @@ def build_parser() -> argparse.ArgumentParser:
     _api_flags(p)
     p.add_argument("--dry-run", action="store_true", help="infer and print the plan; build, push and run nothing")
     p.add_argument("--write-config", action="store_true", help="save what was inferred as buildkit.yaml in DIR")
+    p.add_argument("--strict", action="store_true", help="exit 2 when the trainer imports what its requirements do not "
+                   "declare (default: add it, with a note)")
+    p.add_argument("--dockerfile", action="store_true", help="build DIR's own Dockerfile as it is instead of rendering "
+                   "one (nothing inferred); by default it is ignored, with a note")
+    p.add_argument("--with-launcher", action="store_true", help="with --dockerfile: run buildkit-py's launcher (GPU, "
+                   "driver and cluster checks) before the Dockerfile's own ENTRYPOINT/CMD (exec form)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs for the local run")
     p.add_argument("--output", type=Path, help="directory for the run's outputs (default: ~/.cache/buildkit-py/runs/...)")
     p.set_defaults(takes_trailing=True)

@@ -37,7 +37,7 @@ from packaging.version import Version
 from .config import Config, distribution_name
 from .context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
 from .errors import BuildError, ConfigError, OutputError, show
-from .fsutil import cache_dir, read_text
+from .fsutil import cache_dir, read_text, write_atomic
 from .matrix import load_matrix
 from .render import render_project_dockerignore
 
@@ -280,6 +280,57 @@ def _backend_sdist(source: Path, outdir: Path) -> Path:
         raise BuildError(f"the sdist build failed ({exc}):\n{_tail(output)}") from None
     except build.BuildException as exc:
         raise BuildError(f"the sdist build failed: {exc}") from None
+
+
+def _metadata_key(root: Path) -> str:
+    """What a computed install_requires can read, cheaply: the trainer's top-level files (setup.py, setup.cfg,
+    pyproject.toml, the requirements or version files setup.py opens); the code below them is not hashed."""
+    digest = hashlib.sha256(sys.version.encode())
+    for path in sorted(p for p in root.iterdir() if p.is_file() and p.stat().st_size < LARGE_FILE_BYTES):
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:24]
+
+
+def declared_metadata(root: Path) -> tuple[str, tuple[str, ...]]:
+    """(name, Requires-Dist) of the trainer's own build, from the PEP 517 metadata hook
+    (prepare_metadata_for_build_wheel) run in the isolated build environment on a temporary copy; for a
+    setup.py whose install_requires is computed. Kept in the cache by the top-level files' content."""
+    import email.parser
+
+    import build
+
+    cached = cache_dir() / "metadata" / f"{_metadata_key(root)}.json"
+    try:
+        data = json.loads(cached.read_text(encoding="utf-8"))
+        return data["name"], tuple(data["requires"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    files = included_files(root, render_project_dockerignore(root))
+    with tempfile.TemporaryDirectory(prefix="buildkit-py-metadata-") as tmp:
+        source = Path(tmp) / "src"
+        source.mkdir()
+        _copy(root, files, source, {})
+        try:
+            requires = build.ProjectBuilder(source).build_system_requires
+            env = _BuildEnv(requires).ensure()
+            builder = build.ProjectBuilder.from_isolated_env(env, source, runner=_run_hook)
+            env.install(set(builder.get_requires_for_build("wheel")) - requires)
+            info = Path(builder.metadata_path(Path(tmp) / "out"))
+            meta = email.parser.Parser().parsestr((info / "METADATA").read_text(encoding="utf-8"))
+        except build.BuildBackendException as exc:
+            cause = exc.exception
+            output = (cause.stdout or "") + (cause.stderr or "") if isinstance(cause, subprocess.CalledProcessError) \
+                else str(cause)
+            raise BuildError(f"reading the trainer's metadata (setup.py's install_requires) failed ({exc}):\n"
+                             f"{_tail(output)}") from None
+        except (build.BuildException, OSError) as exc:
+            raise BuildError(f"reading the trainer's metadata (setup.py's install_requires) failed: {exc}") from None
+    # Requirements of extras (`; extra == "gpu"`) are not what `pip install .` installs.
+    found = tuple(r for r in meta.get_all("Requires-Dist") or () if "extra ==" not in r.replace("extra==", "extra =="))
+    name = str(meta.get("Name") or "")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(cached, json.dumps({"name": name, "requires": list(found)}))
+    return name, found
 
 
 # ---------------------------------------------------------------------------------------------

@@ -171,3 +171,55 @@ def render_dockerignore(user_dockerignore: str | None = None) -> str:
     # Split as the Docker CLI reads the file: on \n, with a trailing \r dropped.
     lines = [ln.rstrip("\r").rstrip() for ln in (user_dockerignore or "").split("\n") if ln.strip()]
     return environment().get_template(DOCKERIGNORE_TEMPLATE).render(user_lines=lines)
+
+
+WITH_LAUNCHER_TEMPLATE = "with-launcher.Dockerfile.j2"
+LAUNCHER_ROOT = "/opt/buildkit-py"  # where --with-launcher puts the launcher in the user's image
+
+
+def _exec_form_of(dockerfile: str, where: str) -> tuple[list[str], list[str], str]:
+    """The final stage's own ENTRYPOINT and CMD, each a JSON (exec form) array ([] for one it does not set),
+    and the Dockerfile with those instructions commented out: the launcher's take their place (hadolint
+    refuses two ENTRYPOINTs, and a reader should see one)."""
+    lines = dockerfile.split("\n")
+    found: dict[str, tuple[list[str], list[int]]] = {}
+    start, logical = 0, ""
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        if not logical and (not stripped or stripped.startswith("#")):
+            continue
+        if not logical:
+            start = number
+        if stripped.endswith("\\"):
+            logical += stripped[:-1] + " "
+            continue
+        logical, instruction = "", logical + stripped
+        keyword, _, rest = instruction.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "FROM":
+            found = {}
+        elif keyword in ("ENTRYPOINT", "CMD"):
+            try:
+                value = json.loads(rest)
+            except ValueError:
+                value = None
+            if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                raise ConfigError(f"{keyword} {show(rest.strip())} is in shell form: --with-launcher hands the command to "
+                                  f"the launcher word for word, so write it in exec form, {keyword} [\"python\", "
+                                  "\"train.py\"]", where=where)
+            found[keyword] = (value, list(range(start, number + 1)))
+    if not found:
+        raise ConfigError("the final stage sets no ENTRYPOINT or CMD of its own: --with-launcher needs the command it "
+                          "hands off to (an image's inherited one is not known here)", where=where)
+    for _, numbers in found.values():
+        for n in numbers:
+            lines[n] = "# (after the launcher, below) " + lines[n].rstrip("\\").rstrip()  # a comment continues nothing
+    return found.get("ENTRYPOINT", ([], []))[0], found.get("CMD", ([], []))[0], "\n".join(lines)
+
+
+def render_with_launcher(dockerfile: str, where: str) -> str:
+    """The user's Dockerfile with the launcher in front of its own command (WITH_LAUNCHER_TEMPLATE)."""
+    entrypoint, cmd, text = _exec_form_of(dockerfile, where)
+    return environment().get_template(WITH_LAUNCHER_TEMPLATE).render(
+        dockerfile=text.rstrip("\n"), entrypoint=entrypoint, cmd=cmd, launcher_dir=LAUNCHER_CONTEXT_DIR,
+        launcher_module=LAUNCHER_MODULE, launcher_root=LAUNCHER_ROOT)

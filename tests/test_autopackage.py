@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 import tomllib
 from pathlib import Path
@@ -15,7 +16,7 @@ from vertex_loopback import FakeVertex, new_key_file
 from buildkit_py.autopackage import config_text, infer
 from buildkit_py.cli import autopackage_main
 from buildkit_py.jobs.submit import ENDPOINT_ENV
-from conftest import REPO, run_cli
+from conftest import REPO, hadolint, run_cli
 
 QUICKSTART = REPO / "examples" / "quickstart"
 
@@ -52,7 +53,7 @@ def test_script_and_pyproject_dependencies_unpinned_framework_is_said(project):
     out = dry(root)
     inferred = out["inferred"]
     assert inferred["trainer"] == "script train.py" and inferred["pip"] == ["scikit-learn", "pandas"]
-    assert inferred["framework"] == "scikit-learn" and "not pinned" in inferred["notes"][0]
+    assert inferred["framework"] == "scikit-learn" and any("not pinned" in n for n in inferred["notes"])
     assert out["plan"]["framework"]["requirement"].startswith("scikit-learn==")  # pinned to what resolves
 
 
@@ -215,3 +216,237 @@ def test_the_console_script_is_buildkit_py_autopackage(project, capsys):
     root = project({"train.py": "print(1)\n"})
     assert autopackage_main([str(root), "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["inferred"]["trainer"] == "script train.py"
+
+
+# ---------------------------------------------------------------------------------------------
+# Real trainer layouts (issue 18): what they declare, what they import, the ranges they pin
+
+def refused(root: Path, *args: str) -> str:
+    proc = run_cli("autopackage", str(root), "--dry-run", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc.stderr
+
+
+def sources(out: dict) -> dict[str, str]:
+    return {s["requirement"]: s["source"] for s in out["inferred"]["sources"]}
+
+
+SETUP_PY = """from setuptools import find_packages, setup
+
+REQUIRED_PACKAGES = ['tensorflow>=2.12,<2.16', 'pandas==2.2.3'] + ['gcsfs']
+
+setup(
+    name='trainer',
+    version='0.1',
+    install_requires=REQUIRED_PACKAGES,
+    packages=find_packages(),
+    include_package_data=True,
+    description='My training application package.'
+)
+"""
+
+
+def test_setup_py_required_packages_are_read_without_running_it(project):
+    root = project({"setup.py": SETUP_PY, "trainer/__init__.py": "",
+                    "trainer/task.py": "import tensorflow as tf\nimport pandas as pd\nimport gcsfs\nfrom trainer import model\n",
+                    "trainer/model.py": "import tensorflow as tf\n"})
+    out = dry(root)
+    inferred = out["inferred"]
+    assert inferred["trainer"] == "module trainer.task" and inferred["package"] == "trainer"
+    assert sources(out) == {"tensorflow>=2.12,<2.16": "setup.py:install_requires[0]",
+                            "pandas==2.2.3": "setup.py:install_requires[1]", "gcsfs": "setup.py:install_requires[2]"}
+    assert inferred["framework"] == "tensorflow==2.15.1"  # the newest known inside the range, not 2.21
+    assert out["plan"]["framework"]["requirement"].startswith("tensorflow")
+    assert "2.15.1" in out["plan"]["framework"]["requirement"]
+    assert inferred["config_keys"]["pip"] == REQUIRED_PACKAGES_PIP
+    assert any("newest known release inside the range" in n for n in inferred["notes"])
+    assert any("package 'trainer'" in n for n in inferred["notes"])
+
+
+REQUIRED_PACKAGES_PIP = ["tensorflow>=2.12,<2.16", "pandas==2.2.3", "gcsfs"]
+
+
+def test_computed_install_requires_goes_through_the_metadata_hook(project, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    root = project({"deps.txt": "scikit-learn==1.5.2\npandas\n",
+                    "setup.py": "from setuptools import setup\nsetup(name='computed', version='1', py_modules=['task'],\n"
+                                "      install_requires=open('deps.txt').read().split())\n",
+                    "task.py": "import sklearn\nimport pandas\n"})
+    before = tree(root)
+    out = dry(root)
+    assert out["inferred"]["package"] == "computed" and out["inferred"]["framework"] == "scikit-learn==1.5.2"
+    assert sources(out)["scikit-learn==1.5.2"].startswith("metadata hook (prepare_metadata_for_build_wheel)")
+    assert out["inferred"]["pip"] == ["scikit-learn==1.5.2", "pandas"]
+    assert tree(root) == before  # built from a copy: no egg-info left in the trainer
+
+
+def test_setup_cfg_install_requires(project):
+    root = project({"setup.cfg": "[metadata]\nname = cfgtrainer\n\n[options]\npackages = find:\ninstall_requires =\n"
+                                 "    xgboost==2.1.1\n    numpy; python_version >= \"3.9\"\n",
+                    "setup.py": "import setuptools\nsetuptools.setup()\n", "trainer/__init__.py": "", "trainer/task.py": ""})
+    out = dry(root)
+    assert sources(out) == {"xgboost==2.1.1": "setup.cfg:[options] install_requires[0]",
+                            'numpy; python_version >= "3.9"': "setup.cfg:[options] install_requires[1]"}
+    assert out["inferred"]["framework"] == "xgboost==2.1.1" and out["inferred"]["package"] == "cfgtrainer"
+
+
+def test_imports_only_become_the_framework_and_packages(project):
+    root = project({"train.py": "import os\nimport torch\nimport pandas as pd\nfrom google.cloud import storage\n"
+                                "from sklearn.metrics import f1_score\nimport utils\nimport hypertune\n"
+                                "try:\n    import wandb\nexcept ImportError:\n    wandb = None\n",
+                    "utils.py": "import yaml\nimport numpy as np\n",
+                    "tests/test_train.py": "import pytest\n", ".venv/lib/x.py": "import flask\n"})
+    out = dry(root)
+    inferred = out["inferred"]
+    assert inferred["framework"] == "torch" and out["plan"]["framework"]["requirement"].startswith("torch==")
+    assert sorted(inferred["pip"]) == ["google-cloud-storage", "numpy", "pandas", "pyyaml", "scikit-learn"]
+    assert sources(out)["google-cloud-storage"] == "from google.cloud import storage (train.py:4)"
+    assert sources(out)["pyyaml"] == "import yaml (utils.py:1)"
+    assert any(n.startswith("torch is imported (import torch (train.py:2)) but not declared: it is the framework")
+               for n in inferred["notes"])
+    # Not added: the standard library, the trainer's own module, hypertune (installed), an optional import, tests.
+    assert not {"wandb", "pytest", "flask", "utils", "os", "cloudml-hypertune"} & set(inferred["pip"])
+    err = refused(root, "--strict")
+    assert "--strict" in err and "pandas (import pandas (train.py:3))" in err and "google-cloud-storage" in err
+    configured = dry(root, "--framework", "torch==2.5.1")  # the config's framework covers its import
+    assert "torch" not in configured["inferred"]["pip"] and "scikit-learn" in configured["inferred"]["pip"]
+    assert configured["plan"]["framework"]["requirement"] == "torch==2.5.1"
+
+
+def test_an_import_with_no_known_distribution_is_said_and_strict_refuses_it(project):
+    root = project({"train.py": "import numpy\nimport mysterious_lib\n", "requirements.txt": "numpy==2.1.3\n"})
+    out = dry(root)
+    assert out["inferred"]["config_keys"]["requirements"] == "requirements.txt" and out["inferred"]["pip"] == []
+    assert any(n.startswith("mysterious_lib is imported (train.py:2)") and "may fail" in n
+               for n in out["inferred"]["notes"])
+    assert "mysterious_lib (train.py:2: no known distribution)" in refused(root, "--strict")
+
+
+def test_a_framework_range_picks_the_newest_known_release_inside_it(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "",
+                    "requirements.txt": "torch>=1.13,<2.1\nnumpy\n"})
+    out = dry(root)
+    from buildkit_py.matrix import load_matrix, version_key
+    known = [r for r in load_matrix().framework("torch").releases() if version_key("1.13") <= version_key(r) < version_key("2.1")]
+    assert out["inferred"]["framework"] == f"torch=={max(known, key=version_key)}"
+    assert out["inferred"]["framework_from"] == "requirements.txt:1"
+    root.joinpath("requirements.txt").write_text("xgboost<0.5\n")
+    err = refused(root)
+    assert "no known xgboost release inside 'xgboost<0.5' (requirements.txt:1)" in err and "3.4.1" in err
+    root.joinpath("requirements.txt").write_text("torch>=2.5\n")
+    err = refused(root, "--python", "3.8")
+    assert "for Python 3.8" in err and "'torch>=2.5'" in err
+
+
+def test_two_frameworks_are_not_refused_the_order_decides(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "",
+                    "requirements.txt": "scikit-learn==1.5.2\ntensorflow==2.15.1\n"})
+    out = dry(root)
+    assert out["inferred"]["framework"] == "tensorflow==2.15.1" and out["inferred"]["framework_from"] == "requirements.txt:2"
+    assert out["inferred"]["framework_reason"].startswith("tensorflow decides the base image (torch > tensorflow > jax")
+    assert "scikit-learn stays a plain requirement" in out["inferred"]["framework_reason"]
+    root.joinpath("requirements.txt").write_text("tensorflow==2.15.1\ntensorflow==2.14.1\n")
+    err = refused(root)
+    assert "'tensorflow==2.15.1' (requirements.txt:1)" in err and "'tensorflow==2.14.1' (requirements.txt:2)" in err
+
+
+def test_a_script_in_a_folder_beside_a_dockerfile(project):
+    root = project({"trainer/train.py": "import model\nimport numpy\n", "trainer/model.py": "",
+                    "Dockerfile": "FROM python:3.11-slim\nCOPY trainer /trainer\nENTRYPOINT [\"python\", \"/trainer/train.py\"]\n",
+                    "README.md": "python trainer/train.py\n"})
+    out = dry(root)
+    assert out["inferred"]["trainer"] == "script trainer/train.py" and out["inferred"]["dockerfile"] == "Dockerfile"
+    assert out["plan"]["entrypoint"][-1].endswith("/trainer/train.py")
+    assert out["inferred"]["pip"] == ["numpy"]  # model is the script folder's own module
+    assert any(n.startswith("Dockerfile in the trainer directory is not used") and "--dockerfile" in n
+               for n in out["inferred"]["notes"])
+    own = dry(root, "--dockerfile")
+    assert own["inferred"]["config_keys"] == {} and "Dockerfile as it is" in own["stages"][-1]["detail"]
+    assert own["image"] != out["image"]
+    assert "--with-launcher" in refused(root, "--with-launcher")  # only with --dockerfile
+    from buildkit_py.render import render_with_launcher
+    text = render_with_launcher(root.joinpath("Dockerfile").read_text(), "Dockerfile")
+    assert text.endswith('ENTRYPOINT ["python3", "-m", "buildkit_launcher", "--", "python", "/trainer/train.py"]\nCMD []\n')
+    assert hadolint(text) == ""
+    root.joinpath("Dockerfile").write_text("FROM python:3.11-slim\nCMD python train.py\n")
+    assert "shell form" in refused(root, "--dockerfile", "--with-launcher")
+    root.joinpath("Dockerfile").write_text("FROM python:3.11-slim\nENTRYPOINT [\"x\"]\nFROM python:3.11-slim\nRUN true\n")
+    assert "no ENTRYPOINT or CMD" in refused(root, "--dockerfile", "--with-launcher")
+    root.joinpath("Dockerfile").unlink()
+    assert "no Dockerfile" in refused(root, "--dockerfile")
+    assert "--dockerfile" in refused(root, "--dockerfile", "--mode", "package")
+
+
+def test_requirements_that_install_the_trainer_itself(project):
+    root = project({"setup.py": SETUP_PY.replace("REQUIRED_PACKAGES = [", "REQUIRED_PACKAGES = ['scikit-learn==1.5.2', "),
+                    "trainer/__init__.py": "", "trainer/task.py": "import sklearn\n",
+                    "requirements.txt": "-e .\ngoogle-cloud-storage>=2  # for the data\n"})
+    out = dry(root)
+    inferred = out["inferred"]
+    assert "requirements" not in inferred["config_keys"]  # the file itself is not installed
+    assert inferred["pip"] == ["google-cloud-storage>=2", "scikit-learn==1.5.2", *REQUIRED_PACKAGES_PIP]
+    assert "trainer" not in inferred["pip"] and inferred["framework"].startswith("tensorflow==")
+    assert any("installs the trainer itself (requirements.txt:1)" in n for n in inferred["notes"])
+    root.joinpath("requirements.txt").write_text("--index-url https://mirror.example/simple\n.\n")
+    err = refused(root)
+    assert "'--index-url https://mirror.example/simple'" in err and "requirements.txt:1" in err and "pip_index_url" in err
+    root.joinpath("requirements.txt").write_text("-e .[gpu]\n")
+    assert "extras" in refused(root)
+    root.joinpath("setup.py").unlink()
+    root.joinpath("requirements.txt").write_text("-e .\n")
+    assert "no setup.py" in refused(root)
+
+
+def test_invalid_requirement_lines_exit_2_naming_the_line(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "",
+                    "requirements.txt": "numpy\n\n# the framework\ntensorflow>=1.15.*,<2\n"})
+    err = refused(root)
+    assert "requirements.txt:4" in err and "'tensorflow>=1.15.*,<2'" in err and "not a valid requirement" in err
+    for text, fragment in (("--trusted-host pypi.example\nsix\n", "--trusted-host"), ("-c constraints.txt\n", "constraints"),
+                           ("-f ./wheels\nsix\n", "find-links"), ("../lib\n", "path on this machine"),
+                           ("--use-feature=fast-deps\n", "'--use-feature'")):
+        root.joinpath("requirements.txt").write_text(text)
+        assert fragment in refused(root), text
+    root.joinpath("requirements.txt").write_text("--index-url https://mirror.example/simple\n-r base.txt\n")
+    root.joinpath("base.txt").write_text("six==1.16.0 --hash=sha256:" + "a" * 64 + "\n")
+    assert "'--index-url https://mirror.example/simple'" in refused(root)  # an included file goes through pip:
+    root.joinpath("requirements.txt").write_text("-r base.txt\n")
+    out = dry(root)
+    assert out["inferred"]["pip"] == ["six==1.16.0"] and sources(out) == {"six==1.16.0": "base.txt:1"}
+
+
+def test_a_real_trainer_layout_builds_and_its_image_imports_what_the_trainer_imports(testenv, project, tmp_path):
+    """setup.py with REQUIRED_PACKAGES, a requirements file that installs the trainer itself, a script in a folder
+    beside its own Dockerfile, imports nobody declared: the image runs the script, whose imports all succeed."""
+    root = project({
+        "setup.py": "from setuptools import setup\nREQUIRED_PACKAGES = ['six==1.16.0']\n"
+                    "setup(name='real-trainer', version='0.1', install_requires=REQUIRED_PACKAGES)\n",
+        "requirements.txt": "-e .\n",
+        "Dockerfile": "FROM python:3.11-slim-bookworm\nCOPY trainer/model.py /app/\nENTRYPOINT [\"python3\", \"-c\", "
+                      "\"import sys; sys.path[:0] = ['/app']; import model; print('OWN DOCKERFILE', model.NAME)\"]\n",
+        "trainer/model.py": "NAME = 'model'\n",
+        "trainer/train.py": "import six\nimport yaml\nfrom dateutil import parser\nimport model\n"
+                            "print('IMPORTED', six.__version__, yaml.__version__, parser.parse('2026-11-24').year, model.NAME)\n",
+    })
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-real/trainer", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["inferred"]["trainer"] == "script trainer/train.py"
+    assert out["inferred"]["pip"] == ["six==1.16.0", "python-dateutil", "pyyaml"]
+    assert out["run"]["exit_code"] == 0
+    assert "IMPORTED 1.16.0" in proc.stderr and "2026 model" in proc.stderr
+    own = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-real/own", "--dockerfile", "--json", env=env)
+    assert own.returncode == 0, own.stderr[-3000:]
+    assert json.loads(own.stdout)["run"]["exit_code"] == 0 and "OWN DOCKERFILE model" in own.stderr
+    # With the launcher: it runs first, then hands off to the Dockerfile's own command.
+    launched = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-real/own", "--dockerfile",
+                       "--with-launcher", "--json", env=env)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    out = json.loads(launched.stdout)
+    assert out["run"]["exit_code"] == 0 and "OWN DOCKERFILE model" in launched.stderr
+    inspect = subprocess.run([testenv["BUILDKIT_DOCKER"], "image", "inspect", out["image"]], capture_output=True, text=True,
+                             env={"DOCKER_HOST": testenv["DOCKER_HOST"]}, check=True)
+    assert json.loads(inspect.stdout)[0]["Config"]["Entrypoint"][:4] == ["python3", "-m", "buildkit_launcher", "--"]

@@ -369,3 +369,48 @@ def test_files_a_config_file_passes_as_secrets_stay_inside_the_trainer_directory
         gc.collect()  # docker-py leaks the socket of a refused connection: collect it here, silently
     assert code == 5, err
 
+
+
+# autopackage's inputs (issue 18): its flags, and what it reads from the trainer directory.
+HOSTILE_AUTOPACKAGE = [
+    (["--strict=yes\n"], None, "--strict"),
+    (["--strict=\u2028"], None, "--strict"),
+    (["--dockerfile=" + "a" * 70000], None, "--dockerfile"),
+    (["--dockerfile=\udcff"], None, "--dockerfile"),
+    (["--dockerfile"], None, "--dockerfile"),  # no Dockerfile in the directory
+    (["--with-launcher=\n"], None, "--with-launcher"),
+    (["--with-launcher"], None, "--with-launcher"),  # without --dockerfile
+    ([], ("requirements.txt", "numpy\u2028tensorflow==2.15.1\n"), "requirements.txt:1"),
+    ([], ("requirements.txt", "numpy\nx" * 1 + "y" * 70000 + "==1\n"), "requirements.txt"),
+    ([], ("requirements.txt", b"numpy\n\xff\xfe==1\n"), "requirements.txt"),
+    ([], ("requirements.txt", "torch==2.5.1;\n"), "requirements.txt:1"),
+    ([], ("requirements.txt", "-e .\n"), "no setup.py"),
+    ([], ("setup.cfg", "[options\ninstall_requires = x\n"), "setup.cfg"),
+    ([], ("setup.py", b"from setuptools import setup\nsetup(name='\xff')\n"), "setup.py"),
+    ([], ("setup.py", "setup(install_requires=['torch==2.5.1\\n'])\n"), "setup.py:install_requires[0]"),
+    ([], ("pyproject.toml", "[project]\nname = 't'\ndependencies = 'torch'\n"), "dependencies"),
+]
+
+
+@pytest.mark.parametrize("flags, file, field", HOSTILE_AUTOPACKAGE,
+                         ids=[f"{i}-{h[2][:20]}" for i, h in enumerate(HOSTILE_AUTOPACKAGE)])
+def test_hostile_autopackage_input_exits_2_naming_it(tmp_path, capsys, flags, file, field, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    write(tmp_path, "trainer/task.py", "")
+    if file:
+        write(tmp_path, *file)
+    code, _, err = main(capsys, "autopackage", str(tmp_path), "--dry-run", *flags)
+    assert code == 2, err
+    assert field in err, err
+
+
+def test_autopackage_options_of_the_wrong_type_exit_2(tmp_path):
+    from buildkit_py import api
+    from buildkit_py.errors import ConfigError
+    from buildkit_py.progress import Reporter
+
+    write(tmp_path, "trainer/task.py", "")
+    for name in ("strict", "dockerfile", "with_launcher"):
+        with pytest.raises(ConfigError) as caught:
+            api.autopackage(api.Project(directory=tmp_path), api.AutopackageOptions(**{name: "yes"}), Reporter())
+        assert caught.value.exit_code == 2 and f"--{name.replace('_', '-')}" in str(caught.value)
