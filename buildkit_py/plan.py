@@ -229,7 +229,7 @@ def tpu_named(matrix: Matrix, name: str, field: str = "accelerator") -> Tpu | No
     return tpu
 
 
-def _usable_python(matrix: Matrix, series: FrameworkSeries) -> list[str]:
+def usable_python(matrix: Matrix, series: FrameworkSeries) -> list[str]:
     """The series' Pythons that an image can have (the launcher needs distros.yaml's min_python)."""
     floor = version_key(matrix.distros.min_python)
     return [p for p in series.python if version_key(p) >= floor]
@@ -238,7 +238,7 @@ def _usable_python(matrix: Matrix, series: FrameworkSeries) -> list[str]:
 def _builds(matrix: Matrix, series: FrameworkSeries, gpu: bool) -> str | None:
     """How a release of this series builds: 'CUDA X' / 'CPU', or None when it cannot (no usable
     Python, no nvidia/cuda tag for its CUDA, or no tag with the cuDNN it loads)."""
-    python = _usable_python(matrix, series)
+    python = usable_python(matrix, series)
     if not gpu:
         return "CPU" if set(python) & set(matrix.distros.cpu_python) else None
     if not python:
@@ -271,7 +271,7 @@ def _instead(matrix: Matrix, fw: Framework, series: FrameworkSeries, version: st
 
 
 def _python(matrix: Matrix, config: Config, label: str, series: FrameworkSeries | None) -> str:
-    supported = _usable_python(matrix, series) if series else matrix.distros.cpu_python
+    supported = usable_python(matrix, series) if series else matrix.distros.cpu_python
     if config.python:
         if config.python not in supported:
             raise ResolutionError(
@@ -284,8 +284,13 @@ def _python(matrix: Matrix, config: Config, label: str, series: FrameworkSeries 
 def _default_python(matrix: Matrix, supported: list[str] | tuple[str, ...]) -> str:
     """The distros' default Python if supported, else the closest to it, newer first: jax >= 0.11
     (3.12+) gets 3.12, not the newest."""
-    default = version_key(matrix.distros.default_python)
-    newer = [p for p in supported if version_key(p) >= default]
+    return closest_python(matrix.distros.default_python, supported)
+
+
+def closest_python(wanted: str, supported: list[str] | tuple[str, ...]) -> str:
+    """`wanted` if supported, else the closest to it, newer first: code written for 3.7 runs on 3.8
+    more often than on an older Python."""
+    newer = [p for p in supported if version_key(p) >= version_key(wanted)]
     return min(newer, key=version_key) if newer else max(supported, key=version_key)
 
 
@@ -617,7 +622,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
     if config.cuda_flavor not in (None, "auto") and (not gpu or config.base_image):
         why = "with base_image, the base is yours" if config.base_image else "the image has no GPU (gpu: false)"
         raise ResolutionError(f"cuda_flavor: {config.cuda_flavor} chooses the nvidia/cuda flavour, but {why}")
-    if fw and series and version != "nightly" and not _usable_python(matrix, series):
+    if fw and series and version != "nightly" and not usable_python(matrix, series):
         raise ResolutionError(
             f"framework: {label} has wheels only for Python {', '.join(series.python)} on the package index, and "
             f"buildkit-py images need Python >= {matrix.distros.min_python} (the launcher); "
