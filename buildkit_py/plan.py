@@ -235,6 +235,13 @@ def usable_python(matrix: Matrix, series: FrameworkSeries) -> list[str]:
     return [p for p in series.python if version_key(p) >= floor]
 
 
+def _has_cudnn(release: CudaRelease, need: str) -> bool:
+    """Does the tag's cuDNN serve a framework that loads the system cuDNN: same major, at least the
+    minor it was built with."""
+    return release.cudnn is not None and Version(release.cudnn).major == Version(need).major and \
+        Version(release.cudnn) >= Version(need)
+
+
 def _builds(matrix: Matrix, series: FrameworkSeries, gpu: bool) -> str | None:
     """How a release of this series builds: 'CUDA X' / 'CPU', or None when it cannot (no usable
     Python, no nvidia/cuda tag for its CUDA, or no tag with the cuDNN it loads)."""
@@ -249,8 +256,7 @@ def _builds(matrix: Matrix, series: FrameworkSeries, gpu: bool) -> str | None:
         release = tagged.get(cuda)
         if release is None or cuda in series.experimental_cuda:
             continue
-        if system_cudnn and not (release.cudnn and Version(release.cudnn).major == Version(system_cudnn).major
-                                 and Version(release.cudnn) >= Version(system_cudnn)):
+        if system_cudnn and not _has_cudnn(release, system_cudnn):
             continue
         return f"CUDA {cuda}"
     return None
@@ -395,12 +401,7 @@ def _gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, 
         candidates = [tagged[c] for c in wheels if c in tagged]
     fw_needs = series.cudnn if series and system_libs else None
     if fw_needs:
-        # The framework loads the system cuDNN: same major, at least the minor it was built with.
-        need = Version(fw_needs)
-        candidates = [
-            r for r in candidates
-            if r.cudnn is not None and Version(r.cudnn).major == need.major and Version(r.cudnn) >= need
-        ]
+        candidates = [r for r in candidates if _has_cudnn(r, fw_needs)]
     if not candidates and gone and fw:
         raise deleted(gone)
     if not candidates:
