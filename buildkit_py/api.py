@@ -34,7 +34,7 @@ from .fsutil import cache_dir, read_text, write_atomic
 from .launcher.gpu import arch_supports
 from .makefile import render_makefile
 from .matrix import SHIPPED, load_matrix, version_key
-from .plan import Plan, accelerator_named, check_accelerator, make_plan, tpu_named, tpu_releases
+from .plan import Plan, accelerator_named, check_accelerator, closest_python, make_plan, tpu_named, tpu_releases, usable_python
 from .progress import Reporter
 from .refs import parse_ref
 from .registry import PushResult
@@ -914,19 +914,20 @@ def _legacy_build(project: Project, directory: Path, inferred: _autopackage.Infe
     if runtime is not None and "framework" not in given:
         out["framework"] = runtime.framework
         name, _, version = runtime.framework.partition("==")
-        known = load_matrix().framework(name)
+        matrix = load_matrix()
+        known = matrix.framework(name)
         series = next((x.for_release(version) for x in known.series if version in x.releases), None) if known else None
         if series is None:  # the plan's error names the releases the version data has
             notes.append(f"{runtime.framework} (what runtimeVersion {runtime.version} ran) is not in the version data; set "
                          "framework: (or --framework) to build another release")
-        elif "python" not in given and runtime.python in series.python:
-            out["python"] = runtime.python
-        elif "python" not in given:
-            # The closest Python its wheels exist for, newer first: code for 3.7 runs on 3.8 more often than back.
-            newer = [v for v in series.python if version_key(v) > version_key(runtime.python)]
-            out["python"] = min(newer, key=version_key) if newer else max(series.python, key=version_key)
-            notes.append(f"AI Platform ran {runtime.framework} on Python {runtime.python}; its wheels here are for Python "
-                         f"{', '.join(series.python)}: building with {out['python']}, the closest")
+        elif "python" not in given and (usable := usable_python(matrix, series)):
+            # The runtime's Python where the wheels exist for it and an image can have it (the launcher's floor).
+            out["python"] = closest_python(runtime.python, usable)
+            if out["python"] != runtime.python:
+                notes.append(f"AI Platform ran {runtime.framework} on Python {runtime.python}; buildkit-py images have "
+                             f"Python >= {matrix.distros.min_python} and its wheels are for Python "
+                             f"{', '.join(series.python)}: building with {out['python']}, the closest")
+        # No usable Python (TensorFlow 1.15-2.1): the plan refuses the release with its real options.
     chief = conversion.values["job"].chief
     if chief.accelerator_type and chief.accelerator_count and not {"gpu", "accelerator"} & flagged:
         said = {k: raw.data[k] for k in ("gpu", "accelerator") if k in raw.data}

@@ -48,7 +48,9 @@ MAX_PAGE = 32 << 20  # a project page (torch's is ~0.4 MB)
 MAX_METADATA = 4 << 20
 TAIL = 64 << 10  # the end of a wheel read first: the zip's central directory is there
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
-PYTHONS = tuple(f"3.{n}" for n in range(7, 16))  # what Requires-Python of py3 wheels is checked against
+# What Requires-Python of py3 wheels is checked against. Wheels for older Pythons (TensorFlow 1.15's
+# cp35/cp36) are not counted: no image has them, and the data lists 3.7 at the oldest (to say so).
+PYTHONS = tuple(f"3.{n}" for n in range(7, 16))
 _LINUX_X86_64 = re.compile(r"manylinux(?:1|2010|2014|_[0-9]+_[0-9]+)_x86_64|linux_x86_64", re.ASCII)
 _CP = re.compile(r"cp3([0-9]{1,2})", re.ASCII)
 _CU = re.compile(r"-cu([0-9]{2})", re.ASCII)
@@ -317,7 +319,8 @@ def _releases(files: list[IndexFile]) -> dict[Version, _Release]:
         pythons = set()
         for tag in tags:
             cp = _CP.fullmatch(tag.interpreter)
-            if cp and tag.abi in (tag.interpreter, tag.interpreter + "m") and _LINUX_X86_64.fullmatch(tag.platform):
+            if (cp and int(cp.group(1)) >= version_key(PYTHONS[0]).minor and tag.abi in (tag.interpreter, tag.interpreter + "m")
+                    and _LINUX_X86_64.fullmatch(tag.platform)):
                 pythons.add(f"3.{cp.group(1)}")  # cp37m is 3.7's ABI; cp313t (free-threaded) is not counted
             elif tag.interpreter == "py3" and tag.abi == "none" and (tag.platform == "any"
                                                                       or _LINUX_X86_64.fullmatch(tag.platform)):

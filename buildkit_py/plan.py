@@ -229,16 +229,23 @@ def tpu_named(matrix: Matrix, name: str, field: str = "accelerator") -> Tpu | No
     return tpu
 
 
-def _usable_python(matrix: Matrix, series: FrameworkSeries) -> list[str]:
+def usable_python(matrix: Matrix, series: FrameworkSeries) -> list[str]:
     """The series' Pythons that an image can have (the launcher needs distros.yaml's min_python)."""
     floor = version_key(matrix.distros.min_python)
     return [p for p in series.python if version_key(p) >= floor]
 
 
+def _has_cudnn(release: CudaRelease, need: str) -> bool:
+    """Does the tag's cuDNN serve a framework that loads the system cuDNN: same major, at least the
+    minor it was built with."""
+    return release.cudnn is not None and Version(release.cudnn).major == Version(need).major and \
+        Version(release.cudnn) >= Version(need)
+
+
 def _builds(matrix: Matrix, series: FrameworkSeries, gpu: bool) -> str | None:
     """How a release of this series builds: 'CUDA X' / 'CPU', or None when it cannot (no usable
     Python, no nvidia/cuda tag for its CUDA, or no tag with the cuDNN it loads)."""
-    python = _usable_python(matrix, series)
+    python = usable_python(matrix, series)
     if not gpu:
         return "CPU" if set(python) & set(matrix.distros.cpu_python) else None
     if not python:
@@ -249,8 +256,7 @@ def _builds(matrix: Matrix, series: FrameworkSeries, gpu: bool) -> str | None:
         release = tagged.get(cuda)
         if release is None or cuda in series.experimental_cuda:
             continue
-        if system_cudnn and not (release.cudnn and Version(release.cudnn).major == Version(system_cudnn).major
-                                 and Version(release.cudnn) >= Version(system_cudnn)):
+        if system_cudnn and not _has_cudnn(release, system_cudnn):
             continue
         return f"CUDA {cuda}"
     return None
@@ -271,7 +277,7 @@ def _instead(matrix: Matrix, fw: Framework, series: FrameworkSeries, version: st
 
 
 def _python(matrix: Matrix, config: Config, label: str, series: FrameworkSeries | None) -> str:
-    supported = _usable_python(matrix, series) if series else matrix.distros.cpu_python
+    supported = usable_python(matrix, series) if series else matrix.distros.cpu_python
     if config.python:
         if config.python not in supported:
             raise ResolutionError(
@@ -284,8 +290,13 @@ def _python(matrix: Matrix, config: Config, label: str, series: FrameworkSeries 
 def _default_python(matrix: Matrix, supported: list[str] | tuple[str, ...]) -> str:
     """The distros' default Python if supported, else the closest to it, newer first: jax >= 0.11
     (3.12+) gets 3.12, not the newest."""
-    default = version_key(matrix.distros.default_python)
-    newer = [p for p in supported if version_key(p) >= default]
+    return closest_python(matrix.distros.default_python, supported)
+
+
+def closest_python(wanted: str, supported: list[str] | tuple[str, ...]) -> str:
+    """`wanted` if supported, else the closest to it, newer first: code written for 3.7 runs on 3.8
+    more often than on an older Python."""
+    newer = [p for p in supported if version_key(p) >= version_key(wanted)]
     return min(newer, key=version_key) if newer else max(supported, key=version_key)
 
 
@@ -390,12 +401,7 @@ def _gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, 
         candidates = [tagged[c] for c in wheels if c in tagged]
     fw_needs = series.cudnn if series and system_libs else None
     if fw_needs:
-        # The framework loads the system cuDNN: same major, at least the minor it was built with.
-        need = Version(fw_needs)
-        candidates = [
-            r for r in candidates
-            if r.cudnn is not None and Version(r.cudnn).major == need.major and Version(r.cudnn) >= need
-        ]
+        candidates = [r for r in candidates if _has_cudnn(r, fw_needs)]
     if not candidates and gone and fw:
         raise deleted(gone)
     if not candidates:
@@ -617,7 +623,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
     if config.cuda_flavor not in (None, "auto") and (not gpu or config.base_image):
         why = "with base_image, the base is yours" if config.base_image else "the image has no GPU (gpu: false)"
         raise ResolutionError(f"cuda_flavor: {config.cuda_flavor} chooses the nvidia/cuda flavour, but {why}")
-    if fw and series and version != "nightly" and not _usable_python(matrix, series):
+    if fw and series and version != "nightly" and not usable_python(matrix, series):
         raise ResolutionError(
             f"framework: {label} has wheels only for Python {', '.join(series.python)} on the package index, and "
             f"buildkit-py images need Python >= {matrix.distros.min_python} (the launcher); "

@@ -11,6 +11,8 @@ from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
 from buildkit_py import cli
+from buildkit_py.jobs.aiplatform import runtime_table
+from buildkit_py.matrix import version_key
 from conftest import REPO
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/trainer:v1"
@@ -268,11 +270,46 @@ def test_autopackage_builds_for_the_legacy_jobs_gpu_and_image(capsys, tmp_path):
     assert "gpu: false" in err and "built for the job's GPU" in err
 
 
-def test_autopackage_takes_the_runtimes_framework_where_the_trainer_pins_none(capsys, tmp_path):
-    (tmp_path / "task.py").write_text("print('ok')\n")
-    code, result, err = autopackage_dry(capsys, tmp_path, LEGACY / "config_runtime_1_15.yaml")
-    assert "tensorflow==1.15.5" in err, err  # the version data decides whether it builds: either way it is said
+def tf_trainer(root) -> None:
+    """The package layout `gcloud ai-platform jobs submit training --package-path trainer/` took."""
+    (root / "trainer").mkdir()
+    (root / "trainer" / "__init__.py").write_text("")
+    (root / "trainer" / "task.py").write_text("import tensorflow as tf\n")
+
+
+def test_runtime_2_11_on_python_3_7_builds_with_3_8_and_says_why(capsys, tmp_path):
+    tf_trainer(tmp_path)
+    (tmp_path / "config.yaml").write_text((LEGACY / "config_runtime_2_11.yaml").read_text())
+    code, result, err = autopackage_dry(capsys, tmp_path, tmp_path / "config.yaml")
+    assert code == 0, err
+    plan = result["plan"]
+    assert plan["framework"]["version"] == "2.11.0" and plan["python"]["version"] == "3.8", plan
+    assert any("on Python 3.7" in n and "Python >= 3.8" in n and "building with 3.8" in n for n in notes(err)), err
+
+
+def test_runtime_1_15_is_refused_with_the_real_options(capsys, tmp_path):
+    tf_trainer(tmp_path)
+    (tmp_path / "config.yaml").write_text((LEGACY / "config_runtime_1_15.yaml").read_text())
+    code, result, err = autopackage_dry(capsys, tmp_path, tmp_path / "config.yaml")
+    assert code == 2 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert "tensorflow==1.15.5 has wheels only for Python 3.7" in last and "Python >= 3.8" in last, last
+    assert "tf.compat.v1" in last and "your own Dockerfile" in last and "nearest release that builds" in last, last
+
+
+@pytest.mark.parametrize("runtime,python", [(v, p) for v, row in runtime_table().items() for p in row["python"]])
+def test_every_runtime_resolves_or_says_why_not(capsys, tmp_path, runtime, python):
+    tf_trainer(tmp_path)
+    legacy = yaml.safe_load((LEGACY / "config_runtime_2_11.yaml").read_text())
+    legacy["trainingInput"].update(runtimeVersion=runtime, pythonVersion=python)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(legacy))
+    code, result, err = autopackage_dry(capsys, tmp_path, tmp_path / "config.yaml")
+    release = runtime_table()[runtime]["tensorflow"]
+    assert f"tensorflow=={release} on Python {python}" in err, err
     if code == 0:
-        assert result["plan"]["framework"]["version"] == "1.15.5", result["plan"]
-    else:
-        assert code == 2 and "Traceback" not in err and "1.15" in err.splitlines()[-1], err
+        assert result["plan"]["framework"]["version"] == release, result["plan"]
+        assert result["plan"]["gpu"] is True and version_key(result["plan"]["python"]["version"]) >= version_key("3.8")
+    else:  # the version data's refusal, naming the release and what builds instead
+        last = err.strip().splitlines()[-1]
+        assert code == 2 and "Traceback" not in err and f"tensorflow=={release}" in last, err
+        assert "nearest release that builds" in last or "gpu: false builds" in last, last

@@ -22,7 +22,7 @@ import yaml
 
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ConfigError, DataError, PackageIndexError
-from buildkit_py.index_metadata import Index, run
+from buildkit_py.index_metadata import Index, IndexFile, _pythons, _releases, run
 from buildkit_py.matrix import load_matrix, overlay_path
 from buildkit_py.plan import make_plan
 from buildkit_py.resources import resource_dir
@@ -378,3 +378,14 @@ def test_cli_versions_lists_what_fits_the_accelerator():
     assert data["2.11"]["verified"]["13.0"].startswith("2026-11-22, NVIDIA H100")
     bad = run_cli("versions", "torch", "--accelerator", "NVIDIA_H100")
     assert bad.returncode == 2 and "nearest: NVIDIA_H100_80GB" in bad.stderr
+
+
+def test_wheels_for_pythons_older_than_any_image_are_not_counted():
+    """TensorFlow 1.15.5 has cp35-cp37 wheels: the check compares only 3.7 and newer with the data (which
+    lists 3.7 at the oldest, to say why the release is refused), and a cp36-only release is not missing."""
+    def wheel(name: str) -> IndexFile:
+        return IndexFile(name, f"https://files.example/{name}", None, False, False)
+
+    found = _releases([wheel(f"tensorflow-1.15.5-cp3{n}-cp3{n}m-manylinux2010_x86_64.whl") for n in (5, 6, 7)]
+                      + [wheel("tensorflow-1.4.0-cp36-cp36m-manylinux1_x86_64.whl")])
+    assert {str(v): _pythons(r) for v, r in found.items()} == {"1.15.5": ("3.7",)}

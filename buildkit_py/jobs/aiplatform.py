@@ -66,7 +66,6 @@ class Runtime:
     version: str
     framework: str  # NAME==VERSION, e.g. tensorflow==2.11.0
     python: str  # the job's pythonVersion, else the runtime's newest Python
-    pythons: tuple[str, ...]  # every Python the runtime had
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,6 @@ class Conversion:
     not_converted: tuple[str, ...]  # "trainingInput.FIELD: why", one per field left behind
     notes: tuple[str, ...]
     runtime: Runtime | None = None
-    own_image: bool = False  # the file names what runs (masterConfig.imageUri, or packages on a runtime's image)
 
 
 RUNTIMES_FILE = "aiplatform_runtimes.yaml"
@@ -249,8 +247,7 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
     if "hyperparameters" in ti:
         values["hyperparameters"] = _hyperparameters(conv, raw, conv.mapping(ti["hyperparameters"],
                                                                              "trainingInput.hyperparameters"))
-    own_image = "image" in job or "python_package" in job
-    return Conversion(validate_keys(values, raw.source), tuple(conv.left), tuple(conv.notes), runtime, own_image)
+    return Conversion(validate_keys(values, raw.source), tuple(conv.left), tuple(conv.notes), runtime)
 
 
 def _runtime(conv: _Converter, raw: Any, ti: dict) -> Runtime | None:
@@ -277,7 +274,7 @@ def _runtime(conv: _Converter, raw: Any, ti: dict) -> Runtime | None:
     conv.notes.append(f"runtimeVersion {version}"
                       + (f", pythonVersion {python}" if "pythonVersion" in ti else f" (Python {python}, its newest)")
                       + f": AI Platform ran {framework} on Python {python} (base_images/{RUNTIMES_FILE})")
-    return Runtime(version, framework, python, pythons)
+    return Runtime(version, framework, python)
 
 
 def _hyperparameters(conv: _Converter, raw: Any, hp: dict) -> dict:
