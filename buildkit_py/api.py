@@ -907,11 +907,17 @@ def _legacy_build(project: Project, directory: Path, inferred: _autopackage.Infe
 
     raw, _ = load_raw(project.config, directory)
     flagged = {k for k, v in project.overrides if v is not None}
-    given = set(raw.data) | flagged | {k for k, _ in inferred.overrides}
+    inferred_keys = dict(inferred.overrides)
+    given = set(raw.data) | flagged | set(inferred_keys)
     out: dict[str, Any] = {}
     notes = []
     runtime = conversion.runtime
-    if runtime is not None and "framework" not in given:
+    # The trainer's own pin wins; an import or open range took the runtime's release already (infer's prefer).
+    declared = inferred_keys.get("framework")
+    if runtime is not None and declared not in (None, runtime.framework) and "framework" not in set(raw.data) | flagged:
+        notes.append(f"runtimeVersion {runtime.version} ran {runtime.framework}; the trainer declares {declared}: "
+                     "building that")
+    if runtime is not None and "framework" not in set(raw.data) | flagged and declared in (None, runtime.framework):
         out["framework"] = runtime.framework
         name, _, version = runtime.framework.partition("==")
         matrix = load_matrix()
@@ -977,8 +983,11 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         conversion = aiplatform.convert(options.job.from_aiplatform)
     stages = _autopackage.Stages(reporter)
     with stages.stage("infer") as out:
+        runtime = conversion.runtime if conversion is not None else None
         inferred = _autopackage.infer(directory, project.config, dict(project.overrides), strict=options.strict,
-                                      dockerfile=options.dockerfile, with_launcher=options.with_launcher)
+                                      dockerfile=options.dockerfile, with_launcher=options.with_launcher,
+                                      prefer=(runtime.framework, f"what runtimeVersion {runtime.version} ran")
+                                      if runtime else None)
         out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
         out[1] = not inferred.overrides
     for note in inferred.notes:

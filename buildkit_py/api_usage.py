@@ -102,8 +102,8 @@ def notes(uses: tuple[RemovedUse, ...]) -> tuple[str, ...]:
                  f"pin {u.api.framework}<{u.api.removed_in} or that call breaks" for u in uses)
 
 
-def directory_notes(directory: Path, limit: int = 2000) -> tuple[str, ...]:
-    """notes() for the trainer's own .py files (hidden and virtual-environment folders skipped)."""
+def directory_uses(directory: Path, limit: int = 2000) -> tuple[RemovedUse, ...]:
+    """find_removed() for the trainer's own .py files (hidden and virtual-environment folders skipped)."""
     sources = {}
     for path in sorted(directory.rglob("*.py"))[:limit]:
         rel = path.relative_to(directory)
@@ -113,4 +113,4 @@ def directory_notes(directory: Path, limit: int = 2000) -> tuple[str, ...]:
             sources[rel.as_posix()] = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-    return notes(find_removed(sources))
+    return find_removed(sources)

@@ -12,7 +12,7 @@ import re
 import sys
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from .api_usage import directory_uses
+from .api_usage import notes as removed_notes
 from .config import _bad_character, find_config, load_raw
 from .errors import ConfigError, show
 from .fsutil import read_text
@@ -356,10 +358,13 @@ class _Choice:
     notes: tuple[str, ...]
 
 
-def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | None) -> _Choice | None:
+def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | None,
+         limits: Sequence[tuple[str, Requirement]] = (), prefer: tuple[str, str] | None = None) -> _Choice | None:
     """The framework that decides the base, by FRAMEWORK_ORDER, pinned to the newest known release inside
     every range declared for it (for the image's Python when it is set). Two different exact pins, or a range
-    no known release meets: exit 2."""
+    no known release meets: exit 2. `limits` narrow a framework that is not pinned exactly (the code uses an
+    API later releases removed); `prefer` (NAME==VERSION, why) is taken where nothing pins the release and it
+    lies inside the range (what a legacy runtimeVersion ran)."""
     by_fw: dict[str, list[tuple[str, Requirement]]] = {}
     for where, req in found:
         name = _framework_of(matrix, req)
@@ -391,11 +396,25 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
             raise ConfigError(f"conflicting framework requirements: {show(chosen + '==' + version)} is outside "
                               f"{show(chosen + str(spec))} ({where})", field="framework")
         return _Choice(f"{chosen}=={version}", where, spec, reason, ())
+    known = [(s, r) for s in fw.series for r in s.releases] if fw else []
+    narrowed = [(w, r) for w, r in limits if r.name == chosen]
+    limited = spec
+    for _, req in narrowed:
+        limited &= req.specifier
+    # A limit that leaves no known release is dropped: the declared range stands and the note names the call.
+    if narrowed and any(limited.contains(r) for _, r in known):
+        spec = limited
+    else:
+        narrowed = []
+    limit_notes = tuple(f"{w}: {chosen}{r.specifier} keeps it" for w, r in narrowed)
+    if prefer is not None and prefer[0].partition("==")[0] == chosen:
+        version = prefer[0].partition("==")[2]
+        if spec.contains(version, prereleases=True):
+            return _Choice(prefer[0], where, spec, reason, (*limit_notes, f"{chosen} ({where}): {version}, {prefer[1]}"))
     if not str(spec):
         return _Choice(chosen, where, spec, reason, (
             f"{chosen} ({where}) is not pinned: the framework is pinned to the release that resolves (see `resolve`), "
             "write it as ==VERSION to keep it",))
-    known = [(s, r) for s in fw.series for r in s.releases] if fw else []
     inside = [r for s, r in known if spec.contains(r) and (python is None or python in s.for_release(r).python)]
     if not inside:
         for_python = f" for Python {python}" if python else ""
@@ -404,7 +423,7 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
             f"{_listed([r for _, r in known]) or 'none'} (buildkit-py versions {chosen}); change the range, or pin a "
             "known release with --framework", field="framework")
     picked = max(inside, key=version_key)
-    return _Choice(f"{chosen}=={picked}", where, spec, reason, (
+    return _Choice(f"{chosen}=={picked}", where, spec, reason, (*limit_notes,
         f"{chosen}{spec} ({where}): {picked}, the newest known release inside the range"
         f"{' for Python ' + python if python else ''}",))
 
@@ -564,11 +583,12 @@ def _requirement(text: str, where: str) -> Requirement | None:
 
 
 def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
-          dockerfile: bool = False, with_launcher: bool = False) -> Inferred:
+          dockerfile: bool = False, with_launcher: bool = False, prefer: tuple[str, str] | None = None) -> Inferred:
     """What the directory says about the keys neither the config file nor a flag sets. A framework pin in
     the requirements that disagrees with the config's (or --framework): exit 2 naming both. strict: an
     import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
-    own Dockerfile is built as it is, so nothing else is inferred."""
+    own Dockerfile is built as it is, so nothing else is inferred. prefer: (NAME==VERSION, why) the release a
+    legacy runtimeVersion ran, taken where the trainer's requirements and imports leave the release open."""
     raw, _ = load_raw(config_path, directory)
     config_file = config_path or find_config(directory)
     if dockerfile:
@@ -648,8 +668,13 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         raise ConfigError("the trainer imports what its requirements do not declare: " + "; ".join(listed)
                           + "; add them to requirements.txt (or the config's pip)", field="--strict")
     python = flags.get("python") or raw.data.get("python")
+    # Removed APIs (base_images/removed_apis.yaml): a framework the requirements leave open gets the newest
+    # release that still has what the code calls; an exact pin is kept, and the note names the call that breaks.
+    removed = directory_uses(directory)
+    limits = [(f"{u.where} uses {u.api.api} (removed in {u.api.removed_in})", Requirement(f"{u.api.framework}<{u.api.removed_in}"))
+              for u in removed]
     choice = _pin(matrix, parsed + [(w, Requirement(d)) for d, w in missing.items()],
-                  str(python) if python is not None else None)
+                  str(python) if python is not None else None, limits, prefer)
     chosen = choice.pin.partition("==")[0] if choice else None
     for dist, where in missing.items():
         sources.append(Source(dist, where))
@@ -689,11 +714,12 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                                   f"{show(declared_as)} ({framework_from}); make them agree", field="framework")
         else:
             overrides["framework"] = framework
-    # Removed APIs: one note per framework API the trainer's code uses that a later release removed
-    # (base_images/removed_apis.yaml), naming the call and the pin that keeps it.
-    from .api_usage import directory_notes
-
-    notes += directory_notes(directory)
+    effective = configured_text if "framework" in given else framework
+    if effective:  # the release the image gets, where it lacks what the code calls
+        name, _, version = effective.partition("==")
+        known_fw = matrix.framework(name)
+        notes += removed_notes(tuple(u for u in removed if known_fw and u.api.framework == known_fw.name and (
+            not _parses(f"x=={version}") or not version or Version(version) >= Version(u.api.removed_in))))
     dockerfile = _dockerfile(directory)
     if dockerfile:
         notes.append(f"{dockerfile} in the trainer directory is not used: autopackage renders its own Dockerfile; "

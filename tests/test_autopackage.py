@@ -450,3 +450,33 @@ def test_a_real_trainer_layout_builds_and_its_image_imports_what_the_trainer_imp
     inspect = subprocess.run([testenv["BUILDKIT_DOCKER"], "image", "inspect", out["image"]], capture_output=True, text=True,
                              env={"DOCKER_HOST": testenv["DOCKER_HOST"]}, check=True)
     assert json.loads(inspect.stdout)[0]["Config"]["Entrypoint"][:4] == ["python3", "-m", "buildkit_launcher", "--"]
+
+
+ESTIMATOR_TASK = "import tensorflow as tf\n\nmodel = tf.estimator.LinearClassifier(feature_columns=[])\n"
+
+
+def test_code_using_a_removed_api_gets_the_newest_release_that_still_has_it(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": ESTIMATOR_TASK})
+    inferred = dry(root)["inferred"]
+    assert inferred["framework"] == "tensorflow==2.15.1", inferred  # tf.estimator left TensorFlow in 2.16
+    assert any("tensorflow.estimator" in n and "keeps it" in n for n in inferred["notes"]), inferred["notes"]
+    (root / "requirements.txt").write_text("tensorflow>=2.10\n")
+    assert dry(root)["inferred"]["framework"] == "tensorflow==2.15.1"  # the range and the limit together
+    # An exact pin, or a range the limit would empty, is kept, and the note names the call that breaks.
+    for declared, pinned in (("tensorflow==2.21.0\n", "tensorflow==2.21.0"), ("tensorflow>=2.16\n", "tensorflow==2.21.0")):
+        (root / "requirements.txt").write_text(declared)
+        inferred = dry(root)["inferred"]
+        assert inferred["framework"] == pinned, inferred
+        assert any("trainer/task.py:3 uses tensorflow.estimator" in n and "breaks" in n for n in inferred["notes"]), inferred
+
+
+def test_a_legacy_runtime_gives_an_imported_framework_its_release(project):
+    legacy = REPO / "tests" / "data" / "legacy" / "config_runtime_2_11.yaml"
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "import tensorflow as tf\n"})
+    out = dry(root, "--target", "local", "--from-aiplatform", str(legacy))
+    assert out["inferred"]["framework"] == "tensorflow==2.11.0", out["inferred"]  # not the newest: what 2.11 ran
+    assert out["plan"]["framework"]["requirement"] == "tensorflow==2.11.0"
+    assert out["plan"]["python"]["version"] == "3.8", out["plan"]["python"]  # its 3.7, raised to the launcher's floor
+    (root / "requirements.txt").write_text("tensorflow==2.9.3\n")  # the trainer's own pin wins over the runtime
+    assert dry(root, "--target", "local", "--from-aiplatform", str(legacy))["plan"]["framework"]["requirement"] == \
+        "tensorflow==2.9.3"
