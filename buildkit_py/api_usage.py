@@ -9,8 +9,6 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import Version
-
 from .errors import DataError
 from .resources import read_data, resource_dir
 
@@ -89,12 +87,6 @@ def find_removed(sources: dict[str, str], apis: tuple[RemovedApi, ...] | None = 
                 if (name == api.api or name.startswith(api.api + ".")) and api.api not in seen:
                     seen[api.api] = RemovedUse(api, f"{path}:{line}")
     return tuple(seen.values())
-
-
-def cap(uses: tuple[RemovedUse, ...], framework: str) -> str | None:
-    """The lowest `removed_in` among the uses for the framework: releases from it on break the code."""
-    versions = [u.api.removed_in for u in uses if u.api.framework == framework]
-    return min(versions, key=Version) if versions else None
 
 
 def notes(uses: tuple[RemovedUse, ...]) -> tuple[str, ...]:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from buildkit_py.api_usage import cap, directory_notes, find_removed
+from buildkit_py.api_usage import directory_uses, find_removed, notes
 
 
 def _apis(uses):
@@ -12,13 +12,11 @@ def _apis(uses):
 def test_estimator_through_an_alias_is_found_with_its_line():
     uses = find_removed({"trainer/task.py": "import os\nimport tensorflow as tf\n\nest = tf.estimator.DNNClassifier()\n"})
     assert _apis(uses) == {"tensorflow.estimator": "trainer/task.py:4"}
-    assert cap(uses, "tensorflow") == "2.16" and cap(uses, "torch") is None
 
 
-def test_from_imports_and_contrib_give_the_lowest_cap():
+def test_from_imports_and_contrib_are_found():
     uses = find_removed({"a.py": "from tensorflow import estimator\n", "b.py": "from tensorflow.contrib import slim\n"})
     assert _apis(uses) == {"tensorflow.estimator": "a.py:1", "tensorflow.contrib": "b.py:1"}
-    assert cap(uses, "tensorflow") == "2.0"
     assert _apis(find_removed({"c.py": "import tensorflow.contrib.layers as layers\n"})) == {"tensorflow.contrib": "c.py:1"}
     compat = find_removed({"d.py": "import tensorflow.compat.v1 as v1\nv1.estimator.Estimator\n"})
     assert _apis(compat) == {"tensorflow.compat.v1.estimator": "d.py:2"}
@@ -35,6 +33,6 @@ def test_directory_notes_name_the_call_and_the_pin(tmp_path: Path):
     (tmp_path / "trainer" / "task.py").write_text("import tensorflow as tf\ntf.estimator.RunConfig()\n")
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv" / "x.py").write_text("import tensorflow.contrib\n")
-    (note,) = directory_notes(tmp_path)
+    (note,) = notes(directory_uses(tmp_path))
     assert note.startswith("trainer/task.py:2 uses tensorflow.estimator, which tensorflow removed in 2.16")
     assert "pin tensorflow<2.16" in note
