@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import build as _build
-from . import registry
 from .build import BuildOptions, BuildResult
 from .builders import builder_class
 from .ci import CI_FLAVOURS, render_ci
@@ -286,7 +285,9 @@ def _check_build_options(options: BuildOptions) -> None:
 
 
 def push(ref: str, reporter: Reporter) -> PushResult:
-    return registry.push(parse_ref(ref, field="REF", allow_digest=False), reporter)
+    from .builders.engine_images import EngineImages
+
+    return _build.push_image(EngineImages().push, [parse_ref(ref, field="REF", allow_digest=False)], reporter)[0]
 
 
 def doctor(gpus: int | None = None) -> list[_doctor.Finding]:
@@ -931,8 +932,8 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
                 out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
             except RegistryError:
                 builder = builder_class(config.builder).create(options.build.docker)
-                digests = [builder.push(parse_ref(tag, field="--tag"), reporter).image for tag in built.tags]
-                out[0] = "pushed " + ", ".join(digests)
+                pushed = _build.push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
+                out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
     if target != "local":
         with stages.stage("submit") as out:
             submitted = submit(project, replace(options.job, image=built.tags[0], target=target), options.submit,
