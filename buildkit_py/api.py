@@ -558,6 +558,16 @@ class SubmitOptions:
     wait: bool = False
     poll_interval: float = 15.0  # seconds between state reads while waiting
     timeout: float = 60.0  # seconds per request
+    # For a registry this machine cannot reach (VPC Service Controls, Google's network only): plan and submit skip
+    # the manifest HEAD, so the image is neither checked nor pinned by digest (the job names its tag); said as a warning.
+    skip_image_check: bool = False
+
+
+def _check_submit_options(options: SubmitOptions) -> None:
+    from .jobs.preflight import SKIP_IMAGE_CHECK
+
+    if not isinstance(options.skip_image_check, bool):
+        raise ConfigError(f"{show(options.skip_image_check)} is not allowed: true or false", field=SKIP_IMAGE_CHECK)
 
 
 @dataclass(frozen=True)
@@ -580,6 +590,7 @@ class PlanResult:
     project: str
     region: str
     checks: tuple[preflight.Check, ...]
+    warnings: tuple[str, ...] = ()  # what was not checked and why
 
     @property
     def failed(self) -> tuple[preflight.Check, ...]:
@@ -587,7 +598,8 @@ class PlanResult:
 
     def to_dict(self) -> dict:
         return {"request": {"method": self.method, "url": self.url, "body": self.job.resource},
-                "checks": [c.to_dict() for c in self.checks], "notes": list(self.job.notes), "ok": not self.failed}
+                "checks": [c.to_dict() for c in self.checks], "notes": list(self.job.notes), "ok": not self.failed,
+                "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)
@@ -598,6 +610,7 @@ class SubmitResult:
     tried: tuple[str, ...] = ()  # alternatives refused for capacity or quota before this one, with the reason
     error: str | None = None  # the job's error, when it failed
     model: str | None = None  # a pipeline's uploaded model (projects/P/locations/R/models/ID), once it succeeded
+    warnings: tuple[str, ...] = ()  # the plan's
 
     @property
     def failed(self) -> bool:
@@ -606,7 +619,7 @@ class SubmitResult:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "console_url": self.console_url, "state": self.state, "tried": list(self.tried),
-                "error": self.error, "model": self.model}
+                "error": self.error, "model": self.model, "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)
@@ -703,11 +716,16 @@ def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = 
     from .jobs import preflight, vertex
     from .jobs import submit as jobs_submit
 
+    _check_submit_options(submit_options)
     config, settings, _, _ = _job_settings(project, options)
     planned = _vertex_job(config, settings, options)
     region = settings.region or vertex.DEFAULT_REGION
     project_id = _project_id(settings)
-    checks, digest = preflight.image_checks(planned, parse_ref(planned.image, field="--image"))
+    ref = parse_ref(planned.image, field="--image")
+    checks, digest = preflight.image_checks(planned, ref, skip=submit_options.skip_image_check)
+    warnings = (f"{ref} was not checked ({preflight.SKIP_IMAGE_CHECK}): this machine did not look for it in {ref.registry}, "
+                "and the job names it by tag, not pinned by digest: a tag pushed again later changes what runs",
+                ) if submit_options.skip_image_check else ()
     if digest:
         planned = _vertex_job(config, settings, options, digest=digest)
     if options.pipeline:
@@ -719,7 +737,7 @@ def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = 
     console = vertex.console_url(project_id, region, "ID")
     checks += preflight.job_checks(planned, project=project_id, region=region, console=console.replace("ID", "<job id>"),
                                    staging=settings.staging_bucket or settings.base_output_directory)
-    return PlanResult(planned, "POST", url, project_id, region, tuple(checks))
+    return PlanResult(planned, "POST", url, project_id, region, tuple(checks), warnings)
 
 
 def submit(project: Project, options: JobOptions, submit_options: SubmitOptions = SubmitOptions(),
@@ -761,7 +779,8 @@ def submit(project: Project, options: JobOptions, submit_options: SubmitOptions 
         _, _, _, job_id = jobs_submit.parse_name(name)
     except ConfigError:
         raise ServiceError(f"the Vertex AI API at {client.base} created a job but answered no job name: {show(name)}") from None
-    result = SubmitResult(name, vertex.console_url(planned.project, region, job_id), str(created.get("state")), tuple(tried))
+    result = SubmitResult(name, vertex.console_url(planned.project, region, job_id), str(created.get("state")), tuple(tried),
+                          warnings=planned.warnings)
     if not submit_options.wait:
         return result
     what = "the training pipeline" if options.pipeline else "the job"
@@ -865,6 +884,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         raise ConfigError(f"{show(options.mode)} is not a mode; one of {', '.join(AUTOPACKAGE_MODES)}", field="--mode")
     _count("--gpus", options.gpus, MAX_GPUS)
     _check_build_options(options.build)
+    _check_submit_options(options.submit)
     directory = project.directory or (project.config.parent if project.config else Path.cwd())
     stages = _autopackage.Stages(reporter)
     with stages.stage("infer") as out:
@@ -928,6 +948,8 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
     if pushes:
         with stages.stage("push") as out:
             try:
+                if options.submit.skip_image_check:  # this machine's requests do not reach the registry; the engine's may
+                    raise RegistryError("not looked up")
                 preflight.manifest(refs[0])
                 out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
             except RegistryError:

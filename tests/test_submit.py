@@ -429,3 +429,36 @@ def test_a_pipeline_whose_create_answer_is_lost_is_found_by_its_request_id(fake,
     assert list(fake.jobs) == [json.loads(out)["name"]]
     assert ("GET", "/v1/projects/fake-project/locations/us-central1/trainingPipelines") in fake.calls
     assert [c[0] for c in fake.calls].count("POST") == 1
+
+
+# --- a registry this machine cannot reach (VPC Service Controls, Google's network only): --skip-image-check ------
+
+def test_an_unreachable_registry_stops_plan_and_submit_naming_the_flag(fake, trainer, capsys):
+    with socket_closed() as url:
+        unreachable = image("amd64", url.removeprefix("http://"))
+        code, out, err = main(capsys, "plan", "--dir", str(trainer), "--target", "loopback", "--image", unreachable)
+        assert code == 7 and "FAIL  image" in out and "cannot reach the registry" in out and "--skip-image-check" in out
+        code, out, err = main(capsys, "submit", "--dir", str(trainer), "--target", "loopback", "--image", unreachable)
+    assert code == 7 and "nothing was sent" in err and "--skip-image-check" in err
+    assert not fake.calls
+
+
+def test_skip_image_check_submits_by_tag_and_warns(fake, trainer, capsys):
+    with socket_closed() as url:
+        unreachable = image("amd64", url.removeprefix("http://"))
+        code, out, err = main(capsys, "plan", "--dir", str(trainer), "--target", "loopback", "--image", unreachable,
+                              "--skip-image-check", "--json")
+        assert code == 0, err
+        plan = json.loads(out)
+        assert plan["request"]["body"]["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["imageUri"] == unreachable
+        checks = {c["name"]: c for c in plan["checks"]}
+        assert checks["image"]["ok"] is None and "not checked" in checks["image"]["detail"]
+        assert "warning:" in err and "was not checked" in err and "not pinned by digest" in err
+        assert plan["warnings"] and not fake.calls
+        args = [unreachable if a == image() else a for a in submit_args(trainer, "--skip-image-check", "--json")]
+        code, out, err = main(capsys, *args)
+    assert code == 0, err
+    assert "was not checked" in err and json.loads(out)["warnings"]
+    container = fake.bodies[0]["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+    assert container["imageUri"] == unreachable  # by tag: nothing to pin it to
+
