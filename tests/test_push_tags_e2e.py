@@ -8,7 +8,7 @@ import io
 import json
 import shutil
 import subprocess
-import time
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -93,27 +93,12 @@ def test_add_tags_with_wrong_credentials_is_refused_without_showing_them(testenv
 
 @pytest.fixture
 def own_registry(tmp_path):
-    """A registry of this test's own on a free loopback port, so its access log shows only this test's requests."""
-    from buildkit_py.jobs.local import free_ports
+    """A registry of this test's own, so its access log shows only this test's requests."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from compare import fresh_registry
 
-    port = free_ports(1)[0]
-    config = tmp_path / "registry.yml"
-    config.write_text(f"version: 0.1\nlog: {{level: info}}\nstorage: {{filesystem: {{rootdirectory: {tmp_path}/storage}}}}\n"
-                      f"http: {{addr: 127.0.0.1:{port}, secret: test}}\n")
-    log = tmp_path / "registry.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(100):
-            try:
-                registry_get(f"127.0.0.1:{port}", "")
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"127.0.0.1:{port}", log
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
+    with fresh_registry(tmp_path) as (registry, storage):
+        yield registry, storage.with_suffix(".log")
 
 
 def test_autopackage_uploads_the_image_once_and_adds_the_git_tag_as_a_manifest(testenv, checkout, own_registry, tmp_path):

@@ -147,6 +147,9 @@ def _run_live(args: list[str], env: dict[str, str] | None, stream: TextIO,
         pass  # not a terminal (a test's pipe): the pseudo-terminal's default size
     try:
         proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=child, stderr=child)
+    except BaseException:
+        os.close(main)
+        raise
     finally:
         os.close(child)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
