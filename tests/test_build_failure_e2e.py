@@ -59,3 +59,9 @@ def test_failed_step_reads_the_legacy_builders_steps():
 
 def test_failed_step_finds_no_step_in_other_output():
     assert failed_step(["unable to prepare context: path not found"]) == (None, [])
+
+
+def test_a_buildkit_step_that_failed_silently_is_not_mistaken_for_another():
+    lines = ["#5 [stage-0 2/3] RUN echo hi", "#5 0.101 hi", "#5 DONE 0.1s", "#6 [stage-0 3/3] RUN false",
+             "#6 ERROR: executor failed running [/bin/sh -c false]: exit code: 1"]
+    assert failed_step(lines) == ("[stage-0 3/3] RUN false", [])

@@ -86,11 +86,12 @@ def failed_step(lines: Sequence[str]) -> tuple[str | None, list[str]]:
                 failed = step
             elif text.startswith("["):
                 headers[step] = text
-    if logs:
-        failed = failed if failed in logs else list(logs)[-1]  # tty: only the failed step's summary has log lines
+    if failed is None and logs:
+        failed = list(logs)[-1]  # tty: only the failed step's summary has log lines
+    if failed is not None:
         header = headers.get(failed) or next((h.group(1) for h in map(_BUILDKIT_HEADER.fullmatch, reversed(lines)) if h),
                                              None)
-        return header, logs[failed]
+        return header, logs.get(failed, [])
     for i in range(len(lines) - 1, -1, -1):
         found = _STEP_HEADER.fullmatch(lines[i])
         if found:
