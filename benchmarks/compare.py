@@ -128,7 +128,8 @@ def stored_bytes(storage: Path) -> int:
 
 @contextmanager
 def fresh_registry(tmp: Path) -> Iterator[tuple[str, Path]]:
-    """A registry with empty storage on a free loopback port, so every push is measured alone."""
+    """A registry with empty storage on a free loopback port, so every push is measured alone; its access log
+    is registry-PORT.log beside the storage (what tests count requests in)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -137,8 +138,8 @@ def fresh_registry(tmp: Path) -> Iterator[tuple[str, Path]]:
     config = tmp / f"registry-{port}.yml"
     config.write_text(f"version: 0.1\nhttp:\n  addr: 127.0.0.1:{port}\nstorage:\n  filesystem:\n"
                       f"    rootdirectory: {storage}\n")
-    proc = subprocess.Popen([REGISTRY_BIN, "serve", str(config)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    with (tmp / f"registry-{port}.log").open("wb") as log:
+        proc = subprocess.Popen([REGISTRY_BIN, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(100):
             try:

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import build as _build
-from . import registry
 from .build import BuildOptions, BuildResult
 from .builders import builder_class
 from .ci import CI_FLAVOURS, render_ci
@@ -286,7 +285,9 @@ def _check_build_options(options: BuildOptions) -> None:
 
 
 def push(ref: str, reporter: Reporter) -> PushResult:
-    return registry.push(parse_ref(ref, field="REF", allow_digest=False), reporter)
+    from .builders.engine_images import EngineImages
+
+    return _build.push_image(EngineImages().push, [parse_ref(ref, field="REF", allow_digest=False)], reporter)[0]
 
 
 def doctor(gpus: int | None = None) -> list[_doctor.Finding]:
@@ -558,6 +559,16 @@ class SubmitOptions:
     wait: bool = False
     poll_interval: float = 15.0  # seconds between state reads while waiting
     timeout: float = 60.0  # seconds per request
+    # For a registry this machine cannot reach (VPC Service Controls, Google's network only): plan and submit skip
+    # the manifest HEAD, so the image is neither checked nor pinned by digest (the job names its tag); said as a warning.
+    skip_image_check: bool = False
+
+
+def _check_submit_options(options: SubmitOptions) -> None:
+    from .jobs.preflight import SKIP_IMAGE_CHECK
+
+    if not isinstance(options.skip_image_check, bool):
+        raise ConfigError(f"{show(options.skip_image_check)} is not allowed: true or false", field=SKIP_IMAGE_CHECK)
 
 
 @dataclass(frozen=True)
@@ -580,6 +591,7 @@ class PlanResult:
     project: str
     region: str
     checks: tuple[preflight.Check, ...]
+    warnings: tuple[str, ...] = ()  # what was not checked and why
 
     @property
     def failed(self) -> tuple[preflight.Check, ...]:
@@ -587,7 +599,8 @@ class PlanResult:
 
     def to_dict(self) -> dict:
         return {"request": {"method": self.method, "url": self.url, "body": self.job.resource},
-                "checks": [c.to_dict() for c in self.checks], "notes": list(self.job.notes), "ok": not self.failed}
+                "checks": [c.to_dict() for c in self.checks], "notes": list(self.job.notes), "ok": not self.failed,
+                "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)
@@ -598,6 +611,7 @@ class SubmitResult:
     tried: tuple[str, ...] = ()  # alternatives refused for capacity or quota before this one, with the reason
     error: str | None = None  # the job's error, when it failed
     model: str | None = None  # a pipeline's uploaded model (projects/P/locations/R/models/ID), once it succeeded
+    warnings: tuple[str, ...] = ()  # the plan's
 
     @property
     def failed(self) -> bool:
@@ -606,7 +620,7 @@ class SubmitResult:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "console_url": self.console_url, "state": self.state, "tried": list(self.tried),
-                "error": self.error, "model": self.model}
+                "error": self.error, "model": self.model, "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)
@@ -744,11 +758,16 @@ def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = 
     from .jobs import preflight, vertex
     from .jobs import submit as jobs_submit
 
+    _check_submit_options(submit_options)
     config, settings, _, _ = _job_settings(project, options)
     planned = _vertex_job(config, settings, options)
     region = settings.region or vertex.DEFAULT_REGION
     project_id = _project_id(settings)
-    checks, digest = preflight.image_checks(planned, parse_ref(planned.image, field="--image"))
+    ref = parse_ref(planned.image, field="--image")
+    checks, digest = preflight.image_checks(planned, ref, skip=submit_options.skip_image_check)
+    warnings = (f"{ref} was not checked ({preflight.SKIP_IMAGE_CHECK}): this machine did not look for it in {ref.registry}, "
+                "and the job names it by tag, not pinned by digest: a tag pushed again later changes what runs",
+                ) if submit_options.skip_image_check else ()
     if digest:
         planned = _vertex_job(config, settings, options, digest=digest)
     if options.pipeline:
@@ -760,7 +779,7 @@ def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = 
     console = vertex.console_url(project_id, region, "ID")
     checks += preflight.job_checks(planned, project=project_id, region=region, console=console.replace("ID", "<job id>"),
                                    staging=settings.staging_bucket or settings.base_output_directory)
-    return PlanResult(planned, "POST", url, project_id, region, tuple(checks))
+    return PlanResult(planned, "POST", url, project_id, region, tuple(checks), warnings)
 
 
 def submit(project: Project, options: JobOptions, submit_options: SubmitOptions = SubmitOptions(),
@@ -802,7 +821,8 @@ def submit(project: Project, options: JobOptions, submit_options: SubmitOptions 
         _, _, _, job_id = jobs_submit.parse_name(name)
     except ConfigError:
         raise ServiceError(f"the Vertex AI API at {client.base} created a job but answered no job name: {show(name)}") from None
-    result = SubmitResult(name, vertex.console_url(planned.project, region, job_id), str(created.get("state")), tuple(tried))
+    result = SubmitResult(name, vertex.console_url(planned.project, region, job_id), str(created.get("state")), tuple(tried),
+                          warnings=planned.warnings)
     if not submit_options.wait:
         return result
     what = "the training pipeline" if options.pipeline else "the job"
@@ -975,6 +995,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
     if options.dockerfile and options.mode != "container":
         raise ConfigError("--dockerfile builds the directory's Dockerfile into a trainer image; --mode package runs an "
                           "sdist on an executor image instead: give one of them", field="--dockerfile")
+    _check_submit_options(options.submit)
     directory = project.directory or (project.config.parent if project.config else Path.cwd())
     conversion = None
     if options.job.from_aiplatform is not None:  # its errors before any inference
@@ -1057,12 +1078,14 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
     if pushes:
         with stages.stage("push") as out:
             try:
+                if options.submit.skip_image_check:  # this machine's requests do not reach the registry; the engine's may
+                    raise RegistryError("not looked up")
                 preflight.manifest(refs[0])
                 out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
             except RegistryError:
                 builder = builder_class(config.builder).create(options.build.docker)
-                digests = [builder.push(parse_ref(tag, field="--tag"), reporter).image for tag in built.tags]
-                out[0] = "pushed " + ", ".join(digests)
+                pushed = _build.push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
+                out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
     if target != "local":
         with stages.stage("submit") as out:
             submitted = submit(project, replace(options.job, image=built.tags[0], target=target), options.submit,

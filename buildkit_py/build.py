@@ -11,12 +11,13 @@ import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .builders import builder_class
-from .builders.base import Builder, BuildRequest
+from .builders.base import BuildRequest
 from .config import Config, default_ca_bundle
 from .context import ContextListing, hash_context, list_context, staged
 from .errors import BuildError, ConfigError, RegistryError
@@ -192,11 +193,13 @@ def _listing(config: Config, dockerfile: str, ignore: str) -> ContextListing:
                         allow_large=config.allow_large, extras=launcher_sources())
 
 
-def _push(builder: Builder, refs: list[ImageRef], reporter: Reporter) -> tuple[PushResult, ...]:
-    """Push the image once; its other tags in the same repository are added as manifests (about 10 ms each
-    on loopback, where an engine push that checks every layer again takes 50); a tag in another repository
-    is pushed."""
-    first = builder.push(refs[0], reporter)
+def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[ImageRef],
+               reporter: Reporter) -> tuple[PushResult, ...]:
+    """Push one image under every ref (all tags of one local image), the layers sent once: the first ref by
+    PUSH (a builder's or the engine's), its other tags in the same repository as manifests (about 10 ms each on
+    loopback, where an engine push that checks every layer again takes 50); a ref in another repository is
+    pushed. Every command that pushes comes here."""
+    first = push(refs[0], reporter)
     same = [r for r in refs[1:] if r.repository == refs[0].repository]
     try:
         added = dict(zip(map(str, same), add_tags(first, same, reporter), strict=True))
@@ -204,7 +207,7 @@ def _push(builder: Builder, refs: list[ImageRef], reporter: Reporter) -> tuple[P
         # The engine's push says the same refusal with its retries and hints, or gets through where this did not.
         reporter.message(f"adding the tags as manifests failed ({exc}); pushing them")
         added = {}
-    return (first, *(added.get(str(r)) or builder.push(r, reporter) for r in refs[1:]))
+    return (first, *(added.get(str(r)) or push(r, reporter) for r in refs[1:]))
 
 
 def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None) -> BuildResult:
@@ -262,7 +265,9 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
         if cache_ref is not None and builder.inline_cache and options.push:
             builder.tag(image_id, [cache_ref])  # the inline cache travels in this image
 
-    pushed = _push(builder, refs, reporter) if options.push else ()
-    if cache_ref is not None and builder.inline_cache and options.push:
-        builder.push(cache_ref, reporter)
+    pushed: tuple[PushResult, ...] = ()
+    if options.push:
+        # The inline cache's tag is the same image: one more manifest when it shares the repository.
+        cache = [cache_ref] if cache_ref is not None and builder.inline_cache else []
+        pushed = push_image(builder.push, refs + cache, reporter)[:len(refs)]
     return BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, plan, pushed)

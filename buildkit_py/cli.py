@@ -297,7 +297,13 @@ def _job_options(args: argparse.Namespace) -> api.JobOptions:
 
 def _submit_options(args: argparse.Namespace) -> api.SubmitOptions:
     return api.SubmitOptions(api_endpoint=args.api_endpoint, wait=getattr(args, "wait", False),
-                             poll_interval=getattr(args, "poll", api.SubmitOptions.poll_interval))
+                             poll_interval=getattr(args, "poll", api.SubmitOptions.poll_interval),
+                             skip_image_check=getattr(args, "skip_image_check", False))
+
+
+def _print_warnings(warnings: tuple[str, ...]) -> None:
+    for warning in warnings:
+        print(f"buildkit-py: warning: {warning}", file=sys.stderr)
 
 
 def cmd_job(args: argparse.Namespace) -> int:
@@ -329,6 +335,7 @@ def _print_plan(result: api.PlanResult) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     result = api.plan(_project(args), _job_options(args), _submit_options(args))
+    _print_warnings(result.warnings)
     if args.json:
         _print_json(result.to_dict())
     else:
@@ -344,6 +351,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(f"state {state}", file=sys.stderr if args.json else sys.stdout, flush=True)
 
     result = api.submit(_project(args), _job_options(args), _submit_options(args), on_state)
+    _print_warnings(result.warnings)
     if args.json:
         _print_json(result.to_dict())
     else:
@@ -383,6 +391,7 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
                                                         from_aiplatform=args.from_aiplatform,
                                                         serving_image=args.serving_image, model_name=args.model_name))
     result = api.autopackage(_project(args), options, reporter("json" if args.json else args.progress))
+    _print_warnings(result.submitted.warnings if result.submitted else ())
     if args.json:
         _print_json(result.to_dict())
         return result.exit_code
@@ -478,6 +487,12 @@ def _pipeline_flags(group) -> None:
 def _api_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-endpoint", metavar="URL", help="the Vertex AI API (default: $BUILDKIT_PY_API_ENDPOINT, "
                         "else https://REGION-aiplatform.googleapis.com)")
+
+
+def _skip_image_check_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--skip-image-check", action="store_true",
+                        help="go on when this machine cannot reach the image's registry (VPC Service Controls, Google's "
+                        "network only): the image is not checked and the job names it by tag, not pinned by digest")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -612,6 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pipeline_flags(p)
     p.add_argument("--poll", type=float, default=api.SubmitOptions.poll_interval, help=argparse.SUPPRESS)
     _api_flags(p)
+    _skip_image_check_flag(p)
     p.add_argument("--dry-run", action="store_true", help="infer and print the plan; build, push and run nothing")
     p.add_argument("--write-config", action="store_true", help="save what was inferred as buildkit.yaml in DIR")
     p.add_argument("--strict", action="store_true", help="exit 2 when the trainer imports what its requirements do not "
@@ -646,11 +662,13 @@ def build_parser() -> argparse.ArgumentParser:
                 "strategy, staging; print the request", cmd_plan, config=True, json_help="print request and checks as JSON")
     _job_flags(p)
     _api_flags(p)
+    _skip_image_check_flag(p)
 
     p = command("submit", "submit the job to Vertex AI (after the plan's checks) and print its name and console URL",
                 cmd_submit, config=True, json_help="print name, console URL and state as JSON")
     _job_flags(p)
     _api_flags(p)
+    _skip_image_check_flag(p)
     p.add_argument("--wait", action="store_true", help="follow the job's state until it ends; exit 1 when it fails")
     p.add_argument("--dry-run", action="store_true", help="only the plan: nothing is sent")
     p.add_argument("--poll", type=float, default=api.SubmitOptions.poll_interval, help=argparse.SUPPRESS)

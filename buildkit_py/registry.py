@@ -118,11 +118,9 @@ class GoogleProvider:
     def _google_credentials(self) -> Any:
         if self.credentials_factory:
             return self.credentials_factory()
-        try:
-            import google.auth
-            from google.auth.exceptions import DefaultCredentialsError
-        except ImportError:
-            raise RegistryError("pushing to Google registries needs google-auth: pip install google-auth") from None
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+
         try:
             creds, _ = google.auth.default(scopes=[GOOGLE_SCOPE])
         except DefaultCredentialsError as exc:
@@ -136,12 +134,10 @@ class GoogleProvider:
         if not is_google_registry(registry):
             return None
         creds = self._google_credentials()
+        from google.auth.transport.requests import Request
+
         try:
-            from google.auth.transport.requests import Request
-        except ImportError:  # a test's credentials need no transport
-            Request = None  # noqa: N806
-        try:
-            creds.refresh(Request() if Request else None)
+            creds.refresh(Request())
         except Exception as exc:  # google.auth raises several types; all mean "no token"
             raise RegistryError(f"could not refresh the Google access token for {registry}: {exc}") from None
         return Credentials(GOOGLE_USERNAME, creds.token, "Google Application Default Credentials")

@@ -414,3 +414,26 @@ def test_autopackage_options_of_the_wrong_type_exit_2(tmp_path):
         with pytest.raises(ConfigError) as caught:
             api.autopackage(api.Project(directory=tmp_path), api.AutopackageOptions(**{name: "yes"}), Reporter())
         assert caught.value.exit_code == 2 and f"--{name.replace('_', '-')}" in str(caught.value)
+SKIP_IMAGE_CHECK_VALUES = ["yes\n", "\u2028", "a" * 70000, os.fsdecode(b"\xff\xfe")]
+
+
+@pytest.mark.parametrize("command", ["plan", "submit", "autopackage"])
+@pytest.mark.parametrize("value", SKIP_IMAGE_CHECK_VALUES, ids=["newline", "u2028", "70000", "invalid-utf8"])
+def test_skip_image_check_takes_no_value(tmp_path, capsys, monkeypatch, command, value):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    code, out, err = main(capsys, command, "--dir", str(tmp_path), f"--skip-image-check={value}")
+    assert code == 2 and "--skip-image-check" in err and out == ""
+
+
+def test_skip_image_check_of_another_type_is_refused_by_the_api(tmp_path):
+    from buildkit_py import api
+
+    write(tmp_path, "trainer/task.py", "")
+    project = api.Project(directory=tmp_path)
+    for wrong in ("true", 1, [True], None):
+        options = api.SubmitOptions(skip_image_check=wrong)
+        for call in (lambda o: api.plan(project, api.JobOptions(), o),
+                     lambda o: api.autopackage(project, api.AutopackageOptions(dry_run=True, submit=o), None)):
+            with pytest.raises(BuildkitError) as caught:
+                call(options)
+            assert caught.value.exit_code == 2 and "--skip-image-check" in str(caught.value)

@@ -8,6 +8,7 @@ import io
 import json
 import shutil
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -88,3 +89,32 @@ def test_add_tags_with_wrong_credentials_is_refused_without_showing_them(testenv
     assert "HTTP 401" in str(caught.value) and "wrong-pass" not in str(caught.value)
     with pytest.raises(RegistryError, match="wants credentials and none were found"):
         add_tags(somewhere, [ref], Reporter(io.StringIO()), providers=[])  # anonymous
+
+
+@pytest.fixture
+def own_registry(tmp_path):
+    """A registry of this test's own, so its access log shows only this test's requests."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from compare import fresh_registry
+
+    with fresh_registry(tmp_path) as (registry, storage):
+        yield registry, storage.with_suffix(".log")
+
+
+def test_autopackage_uploads_the_image_once_and_adds_the_git_tag_as_a_manifest(testenv, checkout, own_registry, tmp_path):
+    registry, log = own_registry
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = run_cli("autopackage", str(checkout), "--target", "local", "--image", f"{registry}/quickstart",
+                   "--network", "host", "--progress", "plain", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    push = next(line for line in proc.stdout.splitlines() if line.startswith("push "))
+    assert ", tagged git-" in push, push
+    # The registry's access log: the engine sent the manifest once (one push); the git tag was a PUT of ours,
+    # and the engine never came back to check the layers for a second tag.
+    requests = [line for line in log.read_text().splitlines() if '"PUT /v2/quickstart/manifests/' in line]
+    engine = [line for line in requests if line.endswith(')"') and '"docker/' in line]
+    ours = [line for line in requests if '"python-requests/' in line]
+    assert len(engine) == 1 and len(ours) == 1, requests
+    assert "/manifests/git-" in ours[0] and "/manifests/bk-" in engine[0]
+    tags = json.load(registry_get(registry, "quickstart/tags/list"))["tags"]
+    assert len(tags) == 2 and any(t.startswith("git-") for t in tags)

@@ -71,3 +71,21 @@ def test_the_api_still_exports_the_lazily_imported_types(name, module):
     assert name in api.__all__
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
         api.Nothing  # noqa: B018
+
+
+def test_submitting_needs_no_extra_and_its_clients_load_only_when_used():
+    """google-auth and requests are core dependencies (issue 19): `pip install buildkit-py` then `submit` works.
+    Start-up stays fast because only the commands that call Google import them (the tests above)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    core = {Requirement(r).name for r in project["dependencies"]}
+    assert {"google-auth", "requests"} <= core
+    assert all(not project["optional-dependencies"][alias] for alias in ("vertex", "gcp"))  # kept empty, for old commands
+    # Writing a job spec sends nothing: google-auth stays unloaded.
+    found = loaded("job", "--config", str(QUICKSTART / "buildkit.yaml"), "--image", "europe-docker.pkg.dev/p/r/i:t",
+                   "--project", "my-project")
+    assert found["code"] == 0 and "buildkit_py.jobs.vertex" in found["command"]
+    assert not any(m == "google.auth" or m.startswith("google.auth.") for m in found["command"])

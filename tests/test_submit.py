@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -429,3 +431,65 @@ def test_a_pipeline_whose_create_answer_is_lost_is_found_by_its_request_id(fake,
     assert list(fake.jobs) == [json.loads(out)["name"]]
     assert ("GET", "/v1/projects/fake-project/locations/us-central1/trainingPipelines") in fake.calls
     assert [c[0] for c in fake.calls].count("POST") == 1
+
+
+# --- a registry this machine cannot reach (VPC Service Controls, Google's network only): --skip-image-check ------
+
+def test_an_unreachable_registry_stops_plan_and_submit_naming_the_flag(fake, trainer, capsys):
+    with socket_closed() as url:
+        unreachable = image("amd64", url.removeprefix("http://"))
+        code, out, err = main(capsys, "plan", "--dir", str(trainer), "--target", "loopback", "--image", unreachable)
+        assert code == 7 and "FAIL  image" in out and "cannot reach the registry" in out and "--skip-image-check" in out
+        code, out, err = main(capsys, "submit", "--dir", str(trainer), "--target", "loopback", "--image", unreachable)
+    assert code == 7 and "nothing was sent" in err and "--skip-image-check" in err
+    assert not fake.calls
+
+
+def test_skip_image_check_submits_by_tag_and_warns(fake, trainer, capsys):
+    with socket_closed() as url:
+        unreachable = image("amd64", url.removeprefix("http://"))
+        code, out, err = main(capsys, "plan", "--dir", str(trainer), "--target", "loopback", "--image", unreachable,
+                              "--skip-image-check", "--json")
+        assert code == 0, err
+        plan = json.loads(out)
+        assert plan["request"]["body"]["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["imageUri"] == unreachable
+        checks = {c["name"]: c for c in plan["checks"]}
+        assert checks["image"]["ok"] is None and "not checked" in checks["image"]["detail"]
+        assert "warning:" in err and "was not checked" in err and "not pinned by digest" in err
+        assert plan["warnings"] and not fake.calls
+        args = [unreachable if a == image() else a for a in submit_args(trainer, "--skip-image-check", "--json")]
+        code, out, err = main(capsys, *args)
+    assert code == 0, err
+    assert "was not checked" in err and json.loads(out)["warnings"]
+    container = fake.bodies[0]["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+    assert container["imageUri"] == unreachable  # by tag: nothing to pin it to
+
+
+
+def test_autopackage_goes_on_past_a_registry_only_the_engine_reaches(fake, tmp_path, capsys, monkeypatch, testenv):
+    """This machine's requests go through a proxy that is down, the engine's do not (it has its own network
+    settings): the image is pushed by the engine, and only --skip-image-check lets the job be submitted."""
+    root = tmp_path / "quick"
+    shutil.copytree(REPO / "examples" / "quickstart", root, ignore=shutil.ignore_patterns("__pycache__"))
+    with (root / "buildkit.yaml").open("a") as config:
+        config.write("job: {project: fake-project, region: us-central1}\n")
+    registry = "localhost:" + REGISTRY.rsplit(":", 1)[1]  # the same registry, under a name the proxy is not bypassed for
+    with socket_closed() as dead_proxy:
+        for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+            monkeypatch.setenv(name, dead_proxy)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # the loopback Vertex AI API and its token endpoint
+        monkeypatch.setenv("no_proxy", "127.0.0.1")
+        monkeypatch.setenv("BUILDKIT_PY_DOCKER", testenv["BUILDKIT_DOCKER"])
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        args = ["autopackage", str(root), "--target", "loopback", "--image", f"{registry}/skip-check/quick", "--network",
+                "host", "--progress", "plain"]
+        code, out, err = main(capsys, *args)
+        assert code == 7 and "nothing was sent" in err and "--skip-image-check" in err, err[-3000:]
+        assert not fake.calls
+        code, out, err = main(capsys, *args, "--skip-image-check")
+    assert code == 0, err[-3000:]
+    assert "was not checked" in err and "not pinned by digest" in err
+    (body,) = fake.bodies
+    uri = body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["imageUri"]
+    assert uri.startswith(f"{registry}/skip-check/quick:bk-") and "@sha256:" not in uri
+    assert re.search(r"^push +\d+\.\d+s +pushed ", out, re.M), out

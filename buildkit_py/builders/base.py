@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import codecs
 import collections
+import fcntl
+import io
+import os
+import pty
+import re
 import subprocess
+import termios
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TextIO
 
 from ..errors import BuildError
 from ..progress import Reporter
@@ -56,30 +63,133 @@ class Builder(Protocol):
         ...
 
 
+# What a build tool prints around a failing step, in the three forms it comes in.
+_BUILDKIT_LINE = re.compile(r"#(\d+) (?:(\d+\.\d+) )?(.*)")  # plain progress; its tty summary repeats the step's log
+_BUILDKIT_HEADER = re.compile(r"(?:#\d+| >) (\[[^\]]+\] .*?):?")
+_STEP_HEADER = re.compile(r"(?:STEP|Step) (\d+/\d+) ?: (.*)")  # buildah, the legacy builder
+_NOT_OUTPUT = re.compile(r" ---> |Removing intermediate container |error building at STEP |Error: building at STEP ")
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[()][0-9A-Za-z]|[=>78])")
+STEP_LINES = 25  # of the failing step's output, in the error
+
+
+def failed_step(lines: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The step that failed and its own output (a RUN step's installer messages), from a build tool's lines:
+    BuildKit's plain or tty progress, buildah's or the legacy builder's steps. (None, []) when none is found."""
+    failed, logs, headers = None, collections.defaultdict(list), {}
+    for line in lines:
+        found = _BUILDKIT_LINE.fullmatch(line)
+        if found:
+            step, stamp, text = found.groups()
+            if stamp:
+                logs[step].append(text)
+            elif text.startswith("ERROR"):
+                failed = step
+            elif text.startswith("["):
+                headers[step] = text
+    if failed is None and logs:
+        failed = list(logs)[-1]  # tty: only the failed step's summary has log lines
+    if failed is not None:
+        header = headers.get(failed) or next((h.group(1) for h in map(_BUILDKIT_HEADER.fullmatch, reversed(lines)) if h),
+                                             None)
+        return header, logs.get(failed, [])
+    for i in range(len(lines) - 1, -1, -1):
+        found = _STEP_HEADER.fullmatch(lines[i])
+        if found:
+            return f"step {found.group(1)} {found.group(2)}", [ln for ln in lines[i + 1:] if not _NOT_OUTPUT.match(ln)]
+    return None, []
+
+
+def build_failure(tool: str, code: int | str, lines: Sequence[str]) -> BuildError:
+    """The error of a failed build, ending with the failing step's own output (uv's or pip's message), the step
+    named once and shortened: what the user reads last is why it failed, not the echoed RUN command."""
+    step, output = failed_step(lines)
+    output = [ln for ln in map(_screen_line, output) if ln.strip()]  # the legacy builder colours stderr
+    if not output:
+        shown = "\n".join(lines[-30:]) if lines else "(see the build output above)"
+        return BuildError(f"the build failed ({tool} {code}):\n{shown}")
+    where = " ".join(step.split()) if step else "the failing step"  # BuildKit shows the command's newlines as runs of spaces
+    where = where if len(where) <= 100 else where[:99] + "\u2026"
+    return BuildError(f"the build failed ({tool} {code}) at {where}; its output ends:\n" + "\n".join(output[-STEP_LINES:]))
+
+
 def run_build_tool(args: list[str], reporter: Reporter, *, tool: str, env: dict[str, str] | None = None,
                    live: bool = False) -> None:
-    """Run a build command, its output going to the reporter line by line (or straight to the
-    terminal when live); an interruption stops it; a failure is a BuildError with its last lines."""
-    tail: collections.deque[str] = collections.deque(maxlen=30)
-    proc = subprocess.Popen(args, env=env, stdout=None if live else subprocess.PIPE,
-                            stderr=None if live else subprocess.STDOUT, text=True, errors="replace")
-    try:
-        if proc.stdout is not None:
+    """Run a build command, its output going to the reporter line by line (or, when live, to the terminal as it
+    is, through a pseudo-terminal so that it is read too); an interruption stops it; a failure is a BuildError
+    that ends with the failing step's own output."""
+    seen: collections.deque[str] = collections.deque(maxlen=5000)
+    if live:
+        code = _run_live(args, env, reporter.stream, seen)
+    else:
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace")
+        try:
             for line in proc.stdout:
                 line = line.rstrip("\n")
-                tail.append(line)
+                seen.append(line)
                 reporter.build_line(line)
+            code = proc.wait()
+        except BaseException:
+            _stop(proc)
+            raise
+    if code != 0:
+        raise build_failure(tool, f"exit code {code}", list(seen))
+
+
+def _run_live(args: list[str], env: dict[str, str] | None, stream: TextIO,
+              seen: collections.deque[str]) -> int:
+    """The tool's own live display on a pseudo-terminal of the stream's size, copied to the stream as it comes,
+    its lines (escape sequences removed) kept for the error."""
+    main, child = pty.openpty()
+    try:
+        size = fcntl.ioctl(stream.fileno(), termios.TIOCGWINSZ, b"\0" * 8)
+        fcntl.ioctl(child, termios.TIOCSWINSZ, size)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # not a terminal (a test's pipe): the pseudo-terminal's default size
+    try:
+        proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=child, stderr=child)
+    except BaseException:
+        os.close(main)
+        raise
+    finally:
+        os.close(child)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    try:
+        while True:
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # EIO: the tool closed its terminal
+                data = b""
+            if not data:
+                break
+            text = decoder.decode(data)
+            stream.write(text)
+            stream.flush()
+            *lines, pending = (pending + text).split("\n")
+            seen.extend(_screen_line(ln) for ln in lines)
         code = proc.wait()
     except BaseException:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc)
         raise
-    if code != 0:
-        shown = "\n".join(tail) if tail else "(see the build output above)"
-        raise BuildError(f"the build failed ({tool} exit code {code}):\n{shown}")
+    finally:
+        os.close(main)
+    if pending:
+        seen.append(_screen_line(pending))
+    return code
+
+
+def _screen_line(text: str) -> str:
+    """A terminal line as it stays on the screen: escape sequences dropped, the text after its last carriage return."""
+    return _ANSI.sub("", text).rstrip("\r").split("\r")[-1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def dockerfile_build_args(request: BuildRequest) -> list[str]:

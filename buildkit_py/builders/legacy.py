@@ -4,9 +4,12 @@ a CA bundle or pip credentials rather than let them land in a layer (supports_se
 
 from __future__ import annotations
 
+import collections
+import re
+
 from ..errors import BuildError
 from ..progress import Reporter
-from .base import BuildRequest
+from .base import BuildRequest, build_failure
 from .engine_images import EngineImages
 
 
@@ -38,13 +41,17 @@ class LegacyBuilder(EngineImages):
                 forcerm=True,  # remove intermediate containers even when a step fails
                 decode=True,
             )
+            seen: collections.deque[str] = collections.deque(maxlen=5000)
             for chunk in stream:
                 if "error" in chunk or "errorDetail" in chunk:
                     detail = chunk.get("errorDetail", {}).get("message") or chunk.get("error")
-                    raise BuildError(f"the build failed: {detail}")
+                    # The detail echoes the RUN command: only its exit code is kept; the step's own output says why.
+                    code = re.search(r"returned a non-zero code: (\d+)", str(detail))
+                    raise build_failure("engine", f"exit code {code.group(1)}" if code else f"error: {detail}", list(seen))
                 if "stream" in chunk:
                     for line in chunk["stream"].splitlines():
                         if line.strip():
+                            seen.append(line)
                             reporter.build_line(line)
                 if "aux" in chunk and "ID" in chunk["aux"]:
                     image_id = chunk["aux"]["ID"]

@@ -182,11 +182,19 @@ def run_local(image: str, *, output: Path, workers: int = 0, gpus: int = 0, args
         if legacy:  # the service appended the job directory to the trainer's arguments (the image's CMD by default)
             args = (*(args or client.images.get(image).attrs["Config"].get("Cmd") or ()), f"--job-dir={MOUNT}/")
         for task in tasks:
-            containers.append((task, client.containers.run(
-                image, list(args) or None, detach=True, name=f"{job_id}-{task.name}".replace("_", "-"),
-                environment={**task_env(tasks, ports, task, job_id, gpus, legacy), **extra_env}, network_mode=network,
-                volumes=volumes, labels={**(labels or {}), "dev.buildkit-py.job": job_id}, **kwargs,
-            )))
+            # Created, then started: a start the engine refuses (no GPU runtime) leaves a container that the
+            # finally below removes, where containers.run would raise before handing it over.
+            settings = dict(name=f"{job_id}-{task.name}".replace("_", "-"),
+                            environment={**task_env(tasks, ports, task, job_id, gpus, legacy), **extra_env},
+                            network_mode=network, volumes=volumes,
+                            labels={**(labels or {}), "dev.buildkit-py.job": job_id}, **kwargs)
+            try:
+                container = client.containers.create(image, list(args) or None, **settings)
+            except ImageNotFound:  # an image only in its registry: pulled, as containers.run pulls it
+                client.images.pull(image)
+                container = client.containers.create(image, list(args) or None, **settings)
+            containers.append((task, container))
+            container.start()
             reporter.message(f"started {task.name} of {job_id}")
         threads = [threading.Thread(target=_stream, args=(c, t.name, reporter), daemon=True) for t, c in containers]
         for thread in threads:

@@ -112,11 +112,9 @@ def is_capacity(error: ServiceError) -> bool:
 
 def default_credentials() -> tuple[Any, str | None]:
     """(google-auth credentials, their project) from Application Default Credentials."""
-    try:
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
-    except ImportError:
-        raise ServiceError("calling Vertex AI needs google-auth and requests: pip install 'buildkit-py[vertex]'") from None
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
     try:
         return google.auth.default(scopes=[SCOPE])
     except DefaultCredentialsError as exc:
