@@ -392,13 +392,14 @@ def _pip_conf_text(config: Config) -> str | None:
 
 
 def _user_indexes(pip_conf: str | None) -> list[str]:
-    if pip_conf is None:
-        return ["https://pypi.org/simple"]
+    """The indexes a pip.conf names (PyPI unless it replaces it), without credentials."""
     from .build import uv_config
 
-    found = re.findall(r'"([^"]*)"', "".join(line for line in uv_config(pip_conf, "pip.conf").splitlines(keepends=True)
-                                            if line.startswith(("index-url", "extra-index-url", "find-links"))))
-    return [without_credentials(u) for u in found]
+    settings = uv_config(pip_conf or "", "pip.conf").splitlines()
+    found = re.findall(r'"([^"]*)"', "\n".join(line for line in settings
+                                                if line.startswith(("index-url", "extra-index-url", "find-links"))))
+    main = [] if any(line.startswith(("index-url", "no-index")) for line in settings) else ["https://pypi.org/simple"]
+    return main + [without_credentials(u) for u in found]
 
 
 def resolve_packages(config: Config, plan: Plan, platform: str, previous: LockedImage | None,

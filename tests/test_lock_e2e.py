@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_build_e2e import docker
 
 from conftest import CA_BUNDLE, run_cli
-from test_build_e2e import docker
 
 STANDIN = "buildkit-py/standin:bookworm"  # python3.11 with venv and pip (scripts/testenv.sh)
 
@@ -142,7 +142,7 @@ def test_locked_build_keeps_pinned_package_and_base(testenv, index, tmp_path):
     make_wheel(index.directory, "bkpin", "1.1", "newer")
     push_base(testenv, base, "second")
     check = cli(testenv, "lock", "--check", "--config", str(config))
-    assert check.returncode == 1 and f"now points at" in check.stdout and first_digest in check.stdout, check.stdout
+    assert check.returncode == 1 and "now points at" in check.stdout and first_digest in check.stdout, check.stdout
 
     proc = build(testenv, config, "--locked")
     assert proc.returncode == 0, proc.stderr[-4000:]
