@@ -712,8 +712,10 @@ def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, **kwar
     if not options.pipeline and (options.serving_image is not None or options.model_name is not None):
         raise ConfigError("the serving image and model name are a training pipeline's: add --pipeline",
                           field="--serving-image" if options.serving_image is not None else "--model-name")
+    # The lock the config's image is built from (none for an image not built from it, or built unlocked).
+    locked = _lock.apply(config, planned(), locked=False).lock if check is not None else None
     made = vertex.build_job(config, settings, target=options.target, revision=_build.git_revision(config.root),
-                            check_accelerator=check, **kwargs)
+                            check_accelerator=check, lock_digest=locked.digest if locked else None, **kwargs)
     if not options.pipeline:
         return made
     from .config import ModelConfig, model_flag

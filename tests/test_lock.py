@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -162,3 +163,15 @@ def test_index_credentials_never_reach_the_lock():
     assert lock._user_indexes("[global]\nindex-url = https://u:tok@a.example/simple\n"
                               "extra-index-url = https://b.example/x https://v:tok2@c.example/y\n") == [
         "https://a.example/simple", "https://b.example/x", "https://c.example/y"]
+
+
+def test_job_labels_carry_the_lock_digest(root, capsys):
+    job = "job: {image: us-central1-docker.pkg.dev/my-project/r/app:1, project: my-project, region: us-central1}\n"
+    (root / "buildkit.yaml").write_text(CONFIG + job)
+    write_lock(root)
+    code, digest, err = main(capsys, "print", "lock-digest", "--dir", str(root))
+    assert code == 0, err
+    code, out, err = main(capsys, "job", "--dir", str(root), "--json")
+    assert code == 0, err
+    labels = json.loads(out)["labels"]
+    assert labels["buildkit-lock-sha256"] == digest.strip().removeprefix("sha256:")[:63]
