@@ -117,6 +117,11 @@ def build(testenv, config: Path, *args):
                "--ca-cert", CA_BUNDLE, *args)
 
 
+def versions(root: Path) -> list[tuple[str, str]]:
+    packages = yaml.safe_load((root / "buildkit.lock").read_text())["images"]["_base"]["packages"]
+    return [(p["name"], p["version"]) for p in packages]
+
+
 def run_trainer(testenv, image: str) -> str:
     return docker(testenv, "run", "--rm", "--network", "none", image).stdout
 
@@ -134,13 +139,16 @@ def test_locked_build_keeps_pinned_package_and_base(testenv, index, tmp_path):
     lock = yaml.safe_load(text)
     image = lock["images"]["_base"]
     assert image["base"]["digest"] == first_digest
-    assert [(p["name"], p["version"]) for p in image["packages"]] == [("bkpin", "1.0")]
+    assert versions(tmp_path / "app") == [("bkpin", "1.0")]
     assert index.url in image["indexes"]
     assert cli(testenv, "lock", "--check", "--config", str(config)).returncode == 0
 
     # A newer release appears, and the base tag is pushed again with other content.
     make_wheel(index.directory, "bkpin", "1.1", "newer")
     push_base(testenv, base, "second")
+    relocked = cli(testenv, "lock", "--config", str(config), "--ca-cert", CA_BUNDLE)  # uv keeps the locked versions
+    assert relocked.returncode == 0 and versions(tmp_path / "app") == [("bkpin", "1.0")]
+    (tmp_path / "app" / "buildkit.lock").write_text(text)  # as first written: with the first base digest
     check = cli(testenv, "lock", "--check", "--config", str(config))
     assert check.returncode == 1 and "now points at" in check.stdout and first_digest in check.stdout, check.stdout
 
@@ -168,3 +176,20 @@ def test_locked_build_keeps_pinned_package_and_base(testenv, index, tmp_path):
     proc = build(testenv, config, "--locked", "--no-cache")
     assert proc.returncode == 6, proc.stderr[-3000:]
     assert "bkpin" in proc.stderr and locked_hash in proc.stderr and new_hash in proc.stderr, proc.stderr[-3000:]
+
+
+def test_upgrade_package_takes_the_newer_release_and_credentials_stay_out(testenv, index, tmp_path):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    base = push_base(testenv, f"{registry}/lock-e2e/base:{uuid.uuid4().hex[:8]}", "upgrade")
+    make_wheel(index.directory, "bkpin", "1.0")
+    token = f"Tok-{uuid.uuid4().hex[:12]}"
+    config = trainer(tmp_path / "app", base, index.url.replace("http://", f"http://tester:{token}@"))
+    first = cli(testenv, "lock", "--config", str(config), "--ca-cert", CA_BUNDLE)
+    assert first.returncode == 0, first.stderr[-3000:]
+    make_wheel(index.directory, "bkpin", "1.1")
+    upgraded = cli(testenv, "lock", "--config", str(config), "--ca-cert", CA_BUNDLE, "--upgrade-package", "bkpin")
+    assert upgraded.returncode == 0, upgraded.stderr[-3000:]
+    text = (tmp_path / "app" / "buildkit.lock").read_text()
+    assert versions(tmp_path / "app") == [("bkpin", "1.1")]
+    assert index.url in text  # the index is named, without its credentials
+    assert token not in text + first.stdout + first.stderr + upgraded.stdout + upgraded.stderr
