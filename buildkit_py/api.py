@@ -450,7 +450,8 @@ def package(project: Project, options: PackageOptions) -> PackageResult:
     where = parse_stage(options.stage) if options.stage is not None else None
     trainer = {"module": options.module} if options.module else {"script": options.script} if options.script else None
     config = load(replace(project, overrides=project.overrides + ((("trainer", trainer),) if trainer else ())))
-    sdist = build_sdist(config, options.out or Path("dist"), name=name, version=version)
+    pins = _lock.pins(config, make_plan(config)) if _lock.lock_path(config).is_file() else {}
+    sdist = build_sdist(config, options.out or Path("dist"), name=name, version=version, pins=pins)
     return PackageResult(sdist, stage(sdist.path, sdist.sha256, where) if where else None)
 
 
@@ -462,7 +463,9 @@ def executor_build(project: Project, options: BuildOptions, reporter: Reporter) 
     config = load(project)
     with tempfile.TemporaryDirectory(prefix="buildkit-py-executor-") as tmp:
         root = Path(tmp)
-        for rel in filter(None, (config.requirements, config.template)):
+        # buildkit.lock too, when there is one: the executor installs the locked packages from the locked base.
+        locked = _lock.LOCK_NAME if _lock.lock_path(config).is_file() else None
+        for rel in filter(None, (config.requirements, config.template, locked)):
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(config.root / rel, root / rel)
         image = config.image or (None if config.tags else "buildkit-py/executor")

@@ -17,6 +17,7 @@ from .errors import BuildkitError, ConfigError
 from .progress import reporter
 
 PROGRESS = ("auto", "plain", "tty", "json")
+LOCKED_HELP = "fail (exit 2) unless buildkit.lock is there and current (CI)"
 INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug of ours, not the user's input
 
 
@@ -532,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
                 json_help="print the result (image, tags, digests) as JSON")
     p.add_argument("--push", action="store_true", help="push every tag after the build")
     p.add_argument("--all-variants", action="store_true", help="build every variant of the config, one image each")
-    p.add_argument("--locked", action="store_true", help="fail (exit 2) unless buildkit.lock is there and current (CI)")
+    p.add_argument("--locked", action="store_true", help=LOCKED_HELP)
 
     p = command("lock", "write buildkit.lock: each image's base digest and its packages with sha256 hashes (uv)",
                 cmd_lock, config=True, build=True, json_help="print the result as JSON")
@@ -602,6 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
                 cmd_executor_build, config=True, build=True, json_help="print the result (image, tags, digests) as JSON",
                 parent=executor)
     p.add_argument("--push", action="store_true", help="push every tag after the build")
+    p.add_argument("--locked", action="store_true", help=LOCKED_HELP)
     p = command("list", "list Google's prebuilt training images (base_images/executors.yaml)", cmd_executor_list,
                 json_help="print as JSON", parent=executor)
     p.add_argument("framework", nargs="?", help="one framework (default: all)")

@@ -323,6 +323,17 @@ def apply(config: Config, plan: Plan, *, locked: bool) -> Plan:
                                        _requirements_file(image)))
 
 
+def pins(config: Config, plan: Plan) -> dict[str, str]:
+    """Each locked package's version by its canonical name, when a current lock is beside the config (else none):
+    what a trainer's sdist pins its dependencies to."""
+    from packaging.utils import canonicalize_name
+
+    image = load_for(config)
+    if image is None or changes(config, plan, image):
+        return {}
+    return {canonicalize_name(p.name): p.version for p in image.packages}
+
+
 # ---------------------------------------------------------------------------------------------
 # Resolving
 

@@ -168,3 +168,25 @@ def test_job_labels_carry_the_lock_digest(root, capsys):
     assert code == 0, err
     labels = json.loads(out)["labels"]
     assert labels["buildkit-lock-sha256"] == digest.strip().removeprefix("sha256:")[:63]
+
+
+def test_sdist_dependencies_take_the_lock_pins(root):
+    from buildkit_py.packaging import dependencies
+
+    (root / "buildkit.yaml").write_text(CONFIG.replace("pip: [bkpin]", "pip: ['bkpin[fast]>=0.5; python_version>\"3\"']"))
+    write_lock(root)
+    config = load_config(root / "buildkit.yaml", root)
+    pins = lock.pins(config, make_plan(config))
+    assert pins == {"bkpin": "1.0"}
+    assert dependencies(config, pins)[0] == 'bkpin[fast]==1.0; python_version > "3"'
+    assert dependencies(config)[0] == 'bkpin[fast]>=0.5; python_version>"3"'
+    (root / "requirements.txt").write_text("six\nnumpy\n")  # a stale lock pins nothing
+    assert lock.pins(config, make_plan(config)) == {}
+
+
+def test_executor_build_takes_the_lock_along(root, capsys):
+    code, _, err = main(capsys, "executor", "build", "--dir", str(root), "--locked")
+    assert code == 2 and "no buildkit.lock" in err, err
+    write_lock(root)
+    code, _, err = main(capsys, "executor", "build", "--dir", str(root), "--locked")
+    assert code == 5, err  # past the lock's checks, at the (absent) engine
