@@ -222,7 +222,8 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
         describing = pool.submit(git_revision, config.root)
         plan, dockerfile, ignore = _inputs(config, backend.supports_secrets, dockerfile, options.locked)
         builder, revision = creating.result(), describing.result()
-    platform = config.platform or ("linux/amd64" if plan.gpu else None)
+    # A lock's wheels are for its platform (linux/amd64 unless the config names one): the build targets the same.
+    platform = config.platform or ("linux/amd64" if plan.gpu or plan.lock else None)
     cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None
 
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:

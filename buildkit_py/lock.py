@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -60,8 +60,10 @@ class LockedImage:
     base_image: str  # as the plan names it (the tag)
     base_digest: str  # the platform's image manifest
     indexes: tuple[str, ...]  # where the packages come from, without credentials
-    inputs: tuple[tuple[str, str], ...]  # (config | requirements | template, sha256)
+    inputs: tuple[tuple[str, str], ...]  # (config | plan | requirements | template, sha256)
     packages: tuple[LockedPackage, ...]
+    # Where python, platform and base.image stand in the file ("file:line:col"), for a hand edit's error; not content.
+    lines: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict:
         return {"python": self.python, "platform": self.platform,
@@ -147,9 +149,18 @@ def _template_digest(config: Config, plan: Plan) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+def _plan_digest(config: Config, plan: Plan) -> str:
+    """What the lock is resolved from, as planned (the config file and flags): a change is a stale lock, while the
+    same plan with another python, base or platform in the lock is a hand edit."""
+    fw = plan.framework
+    fields = [plan.python.version, plan.base_image, platform_of(config), fw.requirement if fw else None,
+              fw.index_url if fw else None, bool(fw and fw.pre), plan.hypertune, list(plan.pip), plan.requirements]
+    return "sha256:" + hashlib.sha256(json.dumps(fields).encode()).hexdigest()
+
+
 def inputs(config: Config, plan: Plan) -> tuple[tuple[str, str], ...]:
     found = _config_file(config)
-    values = [("config", _sha256_file(found) if found else "none")]
+    values = [("config", _sha256_file(found) if found else "none"), ("plan", _plan_digest(config, plan))]
     if plan.requirements:
         values.append(("requirements", _sha256_file(config.root / plan.requirements)))
     values.append(("template", _template_digest(config, plan)))
@@ -184,7 +195,7 @@ class _Reader:
 
     def fail(self, at: tuple, message: str) -> ConfigError:
         field = ".".join(str(p) for p in at) or None
-        return ConfigError(f"{message} (run `buildkit-py lock` to write it again)", field=field, where=self.where(at))
+        return ConfigError(f"{message} (`buildkit-py lock --upgrade` writes it anew)", field=field, where=self.where(at))
 
     def mapping(self, at: tuple, value, keys: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
         if not isinstance(value, dict):
@@ -212,7 +223,7 @@ def _image(reader: _Reader, key: str, value) -> LockedImage:
     at = ("images", key)
     section = reader.mapping(at, value, ("python", "platform", "base", "indexes", "inputs", "packages"))
     base = reader.mapping(at + ("base",), section["base"], ("image", "digest"))
-    inputs_ = reader.mapping(at + ("inputs",), section["inputs"], ("config", "template"), ("requirements",))
+    inputs_ = reader.mapping(at + ("inputs",), section["inputs"], ("config", "plan", "template"), ("requirements",))
     packages = []
     for i, item in enumerate(reader.items(at + ("packages",), section["packages"])):
         p = reader.mapping(at + ("packages", i), item, ("name", "version", "hashes"))
@@ -236,6 +247,8 @@ def _image(reader: _Reader, key: str, value) -> LockedImage:
         inputs=tuple((k, reader.text(at + ("inputs", k), v, digest_or_none, "a sha256:<64 hex digits> digest"))
                      for k, v in inputs_.items()),
         packages=tuple(packages),
+        lines=tuple((name, reader.where(at + path)) for name, path in
+                    (("python", ("python",)), ("platform", ("platform",)), ("base_image", ("base", "image")))),
     )
 
 
@@ -243,7 +256,7 @@ def read_lock(path: Path) -> Lock:
     data, positions = read_yaml(path, "lock file")
     reader = _Reader(path, positions)
     top = reader.mapping((), data, ("version", "images"))
-    if top["version"] != SCHEMA_VERSION:
+    if type(top["version"]) is not int or top["version"] != SCHEMA_VERSION:  # YAML's true would equal 1
         raise reader.fail(("version",), f"lock schema {show(top['version'])} is not the one this buildkit-py reads "
                                         f"({SCHEMA_VERSION})")
     images = top["images"]
@@ -263,7 +276,8 @@ def _check_variants(lock: Lock, wanted: set[str | None], exact: bool) -> None:
 
 
 def changes(config: Config, plan: Plan, image: LockedImage) -> tuple[str, ...]:
-    """What differs between the lock's section and this config, read offline."""
+    """What differs between the lock's section and this config, read offline. The same plan with another Python,
+    base or platform in the lock is a hand edit: ConfigError naming its line."""
     found = []
     now = dict(inputs(config, plan))
     had = dict(image.inputs)
@@ -272,12 +286,17 @@ def changes(config: Config, plan: Plan, image: LockedImage) -> tuple[str, ...]:
             what = {"config": _config_file(config) or "config", "requirements": plan.requirements,
                     "template": plan.user_template or "the shipped templates"}[name]
             found.append(f"{name} ({what}) changed since the lock was written")
-    if image.python != plan.python.version:
-        found.append(f"Python {plan.python.version} is planned, the lock has {image.python}")
-    if image.base_image != plan.base_image:
-        found.append(f"base image {plan.base_image} is planned, the lock has {image.base_image}")
-    if image.platform != platform_of(config):
-        found.append(f"platform {platform_of(config)} is planned, the lock has {image.platform}")
+    planned = {"python": plan.python.version, "base_image": plan.base_image, "platform": platform_of(config)}
+    locked = {"python": image.python, "base_image": image.base_image, "platform": image.platform}
+    for name, value in planned.items():
+        if value == locked[name]:
+            continue
+        if now["plan"] == had.get("plan"):
+            raise ConfigError(f"{show(locked[name])} is not the {name} the lock was resolved for ({value}): it was "
+                              "edited by hand; run `buildkit-py lock` to write it again", where=dict(image.lines).get(name))
+        found.append(f"{name} {value} is planned, the lock has {locked[name]}")
+    if now["plan"] != had.get("plan") and not found:
+        found.append("the planned packages changed since the lock was written (flags or the config)")
     return tuple(found)
 
 
@@ -499,8 +518,10 @@ def lock(config: Config, plans: list[tuple[Config, Plan]], options: LockOptions)
         except ConfigError:
             if not options.upgrade:
                 raise
-    unknown = [n for n in options.upgrade_packages if previous is None or
-               not any(p.name == n.lower() for i in previous.images for p in i.packages)]
+    from packaging.utils import canonicalize_name
+
+    unknown = [n for n in options.upgrade_packages if previous is None or not any(
+        canonicalize_name(p.name) == canonicalize_name(n) for i in previous.images for p in i.packages)]
     if unknown:
         raise ConfigError(f"{show(unknown[0])} is not a package of the lock", field="--upgrade-package")
     images = tuple(lock_image(cfg, plan, previous.image(cfg.variant) if previous else None, options)

@@ -94,10 +94,21 @@ def test_locked_build_without_a_lock_exits_2(root, capsys):
     assert code == 2 and "no buildkit.lock" in err
 
 
-def test_a_locked_python_other_than_the_plan_is_stale(root, capsys):
-    write_lock(root, lambda t: t.replace("python: '3.11'", "python: '3.12'"))
-    code, _, err = main(capsys, "build", "--dir", str(root), "--locked")
-    assert code == 2 and "Python 3.11 is planned, the lock has 3.12" in err
+def test_a_locked_python_base_or_platform_the_plan_does_not_have_is_a_hand_edit(root, capsys):
+    for edit, fragment in ((lambda t: t.replace("python: '3.11'", "python: '3.12'"), "python:"),
+                           (lambda t: t.replace(f"image: {BASE}", "image: 127.0.0.1:5000/lock/other:1"), "image: 127"),
+                           (lambda t: t.replace("platform: linux/amd64", "platform: linux/arm64"), "platform:")):
+        path = write_lock(root, edit)
+        code, _, err = main(capsys, "dockerfile", "--dir", str(root))
+        assert code == 2 and f"buildkit.lock:{_line(path.read_text(), fragment)}:" in err and "by hand" in err, err
+
+
+def test_a_flag_that_changes_the_plan_makes_the_lock_stale(root, capsys):
+    write_lock(root)
+    code, _, err = main(capsys, "build", "--dir", str(root), "--locked", "--python", "3.12")
+    assert code == 2 and "python 3.12 is planned, the lock has 3.11" in err, err
+    code, _, err = main(capsys, "build", "--dir", str(root), "--locked", "--base-image", "127.0.0.1:5000/lock/b:2")
+    assert code == 2 and "base_image 127.0.0.1:5000/lock/b:2 is planned" in err, err
 
 
 def _line(text: str, fragment: str) -> int:
