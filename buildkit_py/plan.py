@@ -120,7 +120,8 @@ class Plan:
     @property
     def from_image(self) -> str:
         """What the Dockerfile's FROM names: the tag, pinned to the lock's digest when there is one."""
-        return f"{self.base_image}@{self.lock.base_digest}" if self.lock else self.base_image
+        # A base given by digest (an index's, maybe) gives way to the lock's: the build platform's manifest.
+        return f"{self.base_image.split('@')[0]}@{self.lock.base_digest}" if self.lock else self.base_image
 
     @property
     def launcher_env(self) -> tuple[tuple[str, str], ...]:

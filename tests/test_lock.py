@@ -201,3 +201,11 @@ def test_executor_build_takes_the_lock_along(root, capsys):
     write_lock(root)
     code, _, err = main(capsys, "executor", "build", "--dir", str(root), "--locked")
     assert code == 5, err  # past the lock's checks, at the (absent) engine
+
+
+def test_a_base_given_by_digest_takes_the_locked_one(root, capsys):
+    index_digest = "sha256:" + "e" * 64
+    (root / "buildkit.yaml").write_text(CONFIG.replace(BASE, f"{BASE}@{index_digest}"))
+    write_lock(root)
+    code, text, err = main(capsys, "dockerfile", "--dir", str(root))
+    assert code == 0 and f"FROM {BASE}@{DIGEST}\n" in text, err
