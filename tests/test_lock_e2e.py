@@ -193,3 +193,29 @@ def test_upgrade_package_takes_the_newer_release_and_credentials_stay_out(testen
     assert versions(tmp_path / "app") == [("bkpin", "1.1")]
     assert index.url in text  # the index is named, without its credentials
     assert token not in text + first.stdout + first.stderr + upgraded.stdout + upgraded.stderr
+
+
+def test_an_index_resolves_to_the_build_platforms_manifest(testenv, index, tmp_path):
+    import requests
+
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    repo = f"lock-e2e/multi-{uuid.uuid4().hex[:8]}"
+    accept = {"Accept": "application/vnd.docker.distribution.manifest.v2+json"}
+    entries = []
+    for label, arch in (("amd", "amd64"), ("arm", "arm64")):
+        push_base(testenv, f"{registry}/{repo}:{label}", label)
+        got = requests.get(f"http://{registry}/v2/{repo}/manifests/{label}", headers=accept, timeout=30)
+        entries.append({"mediaType": got.headers["Content-Type"], "size": len(got.content),
+                        "digest": "sha256:" + hashlib.sha256(got.content).hexdigest(),
+                        "platform": {"os": "linux", "architecture": arch}})
+    kind = "application/vnd.docker.distribution.manifest.list.v2+json"
+    body = json.dumps({"schemaVersion": 2, "mediaType": kind, "manifests": entries}).encode()
+    put = requests.put(f"http://{registry}/v2/{repo}/manifests/multi", data=body, headers={"Content-Type": kind}, timeout=30)
+    assert put.status_code == 201, put.text
+    make_wheel(index.directory, "bkpin", "1.0")
+    config = trainer(tmp_path / "app", f"{registry}/{repo}:multi", index.url)
+    for platform, entry in (("linux/amd64", entries[0]), ("linux/arm64", entries[1])):
+        proc = cli(testenv, "lock", "--config", str(config), "--ca-cert", CA_BUNDLE, "--platform", platform, "--upgrade")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        image = yaml.safe_load((tmp_path / "app" / "buildkit.lock").read_text())["images"]["_base"]
+        assert image["base"]["digest"] == entry["digest"] and image["platform"] == platform
