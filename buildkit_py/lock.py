@@ -371,10 +371,14 @@ def base_digest(image: str, platform: str) -> str:
             raise RegistryError(f"{ref.registry} answered the read of {ref.repository}:{reference} with HTTP "
                                 f"{got.status_code}")
         digest = "sha256:" + hashlib.sha256(got.content).hexdigest()
+        if reference.startswith("sha256:") and digest != reference:  # what is pinned must be what was read
+            raise RegistryError(f"{ref.registry} gave back another manifest than {reference} for {image}")
         try:
             data = got.json()
         except ValueError:
-            raise RegistryError(f"{ref.registry} sent a manifest for {image} that is not JSON") from None
+            data = None
+        if not isinstance(data, dict):
+            raise RegistryError(f"{ref.registry} sent a manifest for {image} that is not a JSON object")
         if "manifests" not in data:
             return digest
         found = [m.get("digest", "") for m in data.get("manifests") or []
