@@ -253,6 +253,9 @@ def _image(reader: _Reader, key: str, value) -> LockedImage:
 
 
 def read_lock(path: Path) -> Lock:
+    # A link out of the trainer directory (from a pull request) would show a start of that file in an error.
+    if not path.resolve().is_relative_to(path.parent.resolve()):
+        raise ConfigError(f"{LOCK_NAME} is a link that leads outside the trainer directory", where=str(path))
     data, positions = read_yaml(path, "lock file")
     reader = _Reader(path, positions)
     top = reader.mapping((), data, ("version", "images"))

@@ -444,3 +444,13 @@ def test_hostile_lock_fields_exit_2_naming_the_line(tmp_path, capsys, lock, frag
     write(tmp_path, "buildkit.lock", lock)
     code, _, err = main(capsys, "dockerfile", "--dir", str(tmp_path))
     assert code == 2 and fragment in err and len(err) < 1000, err
+
+
+def test_a_lock_linked_outside_the_trainer_directory_is_not_read(tmp_path, capsys):
+    root = tmp_path / "trainer-dir"
+    write(root, "trainer/task.py", "")
+    write(root, "buildkit.yaml", LOCK_CONFIG)
+    outside = write(tmp_path, "private.txt", "-----BEGIN PRIVATE KEY-----\nMIIEv\n")
+    (root / "buildkit.lock").symlink_to(outside)
+    code, _, err = main(capsys, "dockerfile", "--dir", str(root))
+    assert code == 2 and "leads outside" in err and "PRIVATE" not in err, err
