@@ -209,3 +209,23 @@ def test_a_base_given_by_digest_takes_the_locked_one(root, capsys):
     write_lock(root)
     code, text, err = main(capsys, "dockerfile", "--dir", str(root))
     assert code == 0 and f"FROM {BASE}@{DIGEST}\n" in text, err
+
+
+def test_each_variant_builds_from_its_own_section(root, capsys):
+    from buildkit_py import api
+
+    (root / "buildkit.yaml").write_text(CONFIG + "variants: [{name: py312, python: '3.12'}]\n")
+    config = load_config(root / "buildkit.yaml", root)
+    images = []
+    for i, cfg in enumerate([config, *api.variant_configs(config)]):
+        plan = make_plan(cfg)
+        images.append(lock.LockedImage(cfg.variant, plan.python.version, "linux/amd64", plan.base_image,
+                                       f"sha256:{str(i) * 64}", (), lock.inputs(cfg, plan), ()))
+    (root / lock.LOCK_NAME).write_text(lock.Lock(root / lock.LOCK_NAME, tuple(images)).text())
+    digests = set()
+    for variant, digest in ((None, "0" * 64), ("py312", "1" * 64)):
+        code, text, err = main(capsys, "dockerfile", "--dir", str(root), *(["--variant", variant] if variant else []))
+        assert code == 0 and f"FROM {BASE}@sha256:{digest}\n" in text, err
+        code, out, err = main(capsys, "print", "lock-digest", "--dir", str(root), *(["--variant", variant] if variant else []))
+        digests.add(out.strip())
+    assert len(digests) == 2
