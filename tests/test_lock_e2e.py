@@ -219,3 +219,13 @@ def test_an_index_resolves_to_the_build_platforms_manifest(testenv, index, tmp_p
         assert proc.returncode == 0, proc.stderr[-3000:]
         image = yaml.safe_load((tmp_path / "app" / "buildkit.lock").read_text())["images"]["_base"]
         assert image["base"]["digest"] == entry["digest"] and image["platform"] == platform
+
+
+def test_a_failed_resolve_names_the_package_never_the_credentials(testenv, index, tmp_path):
+    token = f"Tok-{uuid.uuid4().hex[:12]}"
+    private = index.url.replace("http://", f"http://tester:{token}@")
+    config = trainer(tmp_path / "app", f"{testenv['BUILDKIT_TEST_REGISTRY']}/lock-e2e/none:1", private)
+    (tmp_path / "app" / "pip.conf").write_text(f"[global]\nindex-url = {private}\n")  # the only index: bkpin is not on it
+    proc = cli(testenv, "lock", "--config", str(config), "--ca-cert", CA_BUNDLE)
+    assert proc.returncode == 6 and "bkpin" in proc.stderr, proc.stderr[-2000:]
+    assert token not in proc.stdout + proc.stderr and not (tmp_path / "app" / "buildkit.lock").exists()
