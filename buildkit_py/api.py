@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import build as _build
+from . import lock as _lock
+from . import registry
 from .build import BuildOptions, BuildResult
 from .builders import builder_class
 from .ci import CI_FLAVOURS, render_ci
@@ -31,6 +33,7 @@ from .engine import engine_client
 from .errors import BuildkitError, ConfigError, RegistryError, ResolutionError, ServiceError, WaitInterrupted, show
 from .fsutil import cache_dir, read_text, write_atomic
 from .launcher.gpu import arch_supports
+from .lock import LockOptions, LockResult
 from .makefile import render_makefile
 from .matrix import SHIPPED, load_matrix, version_key
 from .plan import Plan, accelerator_named, check_accelerator, closest_python, make_plan, tpu_named, tpu_releases, usable_python
@@ -62,7 +65,8 @@ __all__ = [
     "executors", "load", "matrix_check", "matrix_refresh", "package", "push", "resolve", "run", "versions",
     "GeneratedFile", "PRINTABLE", "VariantsResult", "build_variants", "ci", "make", "print_value", "variant_configs",
     "CancelResult", "JobOptions", "JobResult", "PlanResult", "SubmitOptions", "SubmitResult", "cancel", "job", "plan",
-    "submit", "AutopackageOptions", "AutopackageResult", "autopackage", "TuneOptions", "tune",
+    "submit", "AutopackageOptions", "AutopackageResult", "autopackage", "TuneOptions", "tune", "LockOptions", "LockResult",
+    "lock",
 ]
 
 # Types re-exported from modules imported on first use (see above).
@@ -132,7 +136,8 @@ def dockerfile(project: Project, output: Path | None = None) -> DockerfileResult
     """The Dockerfile and its .dockerignore; with output, also written there (and the launcher,
     which the Dockerfile copies, into the trainer directory)."""
     config = load(project)
-    text = render_dockerfile(make_plan(config), root=config.root)
+    plan = _lock.apply(config, make_plan(config), locked=False)
+    text = render_dockerfile(plan, root=config.root)
     ignore = render_project_dockerignore(config.root)
     if output is None:
         return DockerfileResult(text, ignore)
@@ -140,7 +145,7 @@ def dockerfile(project: Project, output: Path | None = None) -> DockerfileResult
     ignore_path = output.with_name(output.name + ".dockerignore")
     write_atomic(output, text)
     write_atomic(ignore_path, ignore)
-    for rel, source in launcher_sources():
+    for rel, source in launcher_sources() + ([(plan.lock.requirements, plan.lock.source)] if plan.lock else []):
         write_atomic(config.root / rel, source.read_text(encoding="utf-8"))
     return DockerfileResult(text, ignore, (output, ignore_path, config.root / LAUNCHER_CONTEXT_DIR))
 
@@ -269,6 +274,23 @@ def build_variants(project: Project, options: BuildOptions, reporter: Reporter) 
         raise ConfigError("the config has no variants: add `variants:` (a list of named overrides, e.g. "
                           "[{name: cu126, cuda: '12.6'}]) or build without it", field="--all-variants")
     return VariantsResult(tuple((c.variant or "", _build.build(c, options, reporter)) for c in configs))
+
+
+def lock(project: Project, options: _lock.LockOptions) -> _lock.LockResult:
+    """Write buildkit.lock for the config and each of its variants (or, with check, say what makes it stale)."""
+    for name in options.upgrade_packages:
+        _lock.check_package_name(name)
+    config = load(replace(project, variant=None))
+    plans = [(c, make_plan(c)) for c in [config, *variant_configs(config)]]
+    return _lock.lock(config, plans, options)
+
+
+def _lock_digest(config: Config) -> str:
+    plan = _build._inputs(config, builder_class(config.builder).supports_secrets)[0]
+    if plan.lock is None:
+        raise ConfigError(f"the build of this config is not locked: no current {_lock.LOCK_NAME} beside it "
+                          "(`buildkit-py lock` writes one)", field="NAME")
+    return plan.lock.digest
 
 
 def _check_build_options(options: BuildOptions) -> None:
@@ -430,7 +452,8 @@ def package(project: Project, options: PackageOptions) -> PackageResult:
     where = parse_stage(options.stage) if options.stage is not None else None
     trainer = {"module": options.module} if options.module else {"script": options.script} if options.script else None
     config = load(replace(project, overrides=project.overrides + ((("trainer", trainer),) if trainer else ())))
-    sdist = build_sdist(config, options.out or Path("dist"), name=name, version=version)
+    pins = _lock.pins(config, make_plan(config)) if _lock.lock_path(config).is_file() else {}
+    sdist = build_sdist(config, options.out or Path("dist"), name=name, version=version, pins=pins)
     return PackageResult(sdist, stage(sdist.path, sdist.sha256, where) if where else None)
 
 
@@ -442,7 +465,9 @@ def executor_build(project: Project, options: BuildOptions, reporter: Reporter) 
     config = load(project)
     with tempfile.TemporaryDirectory(prefix="buildkit-py-executor-") as tmp:
         root = Path(tmp)
-        for rel in filter(None, (config.requirements, config.template)):
+        # buildkit.lock too, when there is one: the executor installs the locked packages from the locked base.
+        locked = _lock.LOCK_NAME if _lock.lock_path(config).is_file() else None
+        for rel in filter(None, (config.requirements, config.template, locked)):
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(config.root / rel, root / rel)
         image = config.image or (None if config.tags else "buildkit-py/executor")
@@ -480,6 +505,7 @@ PRINTABLE: dict[str, Any] = {
     "image": lambda c: _build.planned_refs(c)[0][0].repository,
     "tags": lambda c: " ".join(map(str, _build.planned_refs(c)[0])),
     "content-digest": lambda c: _build.planned_refs(c)[1],
+    "lock-digest": _lock_digest,
     "digest": _digest,
     "base-image": lambda c: make_plan(c).base_image,
     "cuda": lambda c: make_plan(c).cuda or "",
@@ -704,8 +730,10 @@ def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, **kwar
     if not options.pipeline and (options.serving_image is not None or options.model_name is not None):
         raise ConfigError("the serving image and model name are a training pipeline's: add --pipeline",
                           field="--serving-image" if options.serving_image is not None else "--model-name")
+    # The lock the config's image is built from (none for an image not built from it, or built unlocked).
+    locked = _lock.apply(config, planned(), locked=False).lock if check is not None else None
     made = vertex.build_job(config, settings, target=options.target, revision=_build.git_revision(config.root),
-                            check_accelerator=check, **kwargs)
+                            check_accelerator=check, lock_digest=locked.digest if locked else None, **kwargs)
     if not options.pipeline:
         return made
     from .config import ModelConfig, model_flag

@@ -22,6 +22,8 @@ from .config import Config, default_ca_bundle
 from .context import ContextListing, hash_context, list_context, staged
 from .errors import BuildError, ConfigError, RegistryError
 from .fsutil import read_text
+from .lock import STALE_LOCK
+from .lock import apply as apply_lock
 from .plan import LABEL_PREFIX, Plan, make_plan
 from .progress import Reporter
 from .refs import ImageRef, parse_ref
@@ -46,6 +48,7 @@ class BuildOptions:
     # A registry image to reuse layers from and refresh (e.g. REPO:buildcache): what CI runners with
     # an empty engine need. BuildKit keeps the cache inline in that image; buildah in that repository.
     cache_ref: str | None = None
+    locked: bool = False  # buildkit.lock must be there and current (CI): else exit 2 naming what changed
 
 
 @dataclass(frozen=True)
@@ -170,10 +173,12 @@ def _private_copy(data: bytes, path: Path) -> Path:
     return path
 
 
-def _inputs(config: Config, buildkit: bool, dockerfile: str | None = None) -> tuple[Plan, str, str]:
-    """The plan, Dockerfile and .dockerignore a build of this config uses; `dockerfile`: the user's own text,
-    built as it is (autopackage --dockerfile) instead of the rendered one."""
+def _inputs(config: Config, buildkit: bool, dockerfile: str | None = None, locked: bool = False) -> tuple[Plan, str, str]:
+    """The plan (with buildkit.lock's pins when there is a current lock), Dockerfile and .dockerignore a build of this
+    config uses; `dockerfile`: the user's own text, built as it is (autopackage --dockerfile) instead of the rendered one."""
     plan = make_plan(config)
+    if dockerfile is None:
+        plan = apply_lock(config, plan, locked=locked)
     text = dockerfile if dockerfile is not None else render_dockerfile(plan, root=config.root, buildkit=buildkit)
     return plan, text, render_project_dockerignore(config.root)
 
@@ -181,16 +186,17 @@ def _inputs(config: Config, buildkit: bool, dockerfile: str | None = None) -> tu
 def planned_refs(config: Config, dockerfile: str | None = None) -> tuple[list[ImageRef], str]:
     """The tags a build would apply (the content tag first) and the content digest, without an
     engine: what `print image-uri` and the Makefile's push stamp need."""
-    _, dockerfile, ignore = _inputs(config, builder_class(config.builder).supports_secrets, dockerfile)
+    plan, dockerfile, ignore = _inputs(config, builder_class(config.builder).supports_secrets, dockerfile)
     # Each file read once and hashed, nothing copied: nothing is handed to a builder here, so there is no copy
     # the digest must match (a file that changes before the build gives that build another tag, as it should).
-    digest = hash_context(_listing(config, dockerfile, ignore)).digest
+    digest = hash_context(_listing(config, dockerfile, ignore, plan)).digest
     return image_refs(config, f"bk-{digest[:16]}", git_revision(config.root)), digest
 
 
-def _listing(config: Config, dockerfile: str, ignore: str) -> ContextListing:
+def _listing(config: Config, dockerfile: str, ignore: str, plan: Plan) -> ContextListing:
+    locked = [(plan.lock.requirements, plan.lock.source)] if plan.lock else []
     return list_context(config.root, dockerfile, ignore, allow_secrets=config.allow_secrets,
-                        allow_large=config.allow_large, extras=launcher_sources())
+                        allow_large=config.allow_large, extras=launcher_sources() + locked)
 
 
 def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[ImageRef],
@@ -217,9 +223,10 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
     with ThreadPoolExecutor(max_workers=2) as pool:
         creating = pool.submit(backend.create, options.docker)
         describing = pool.submit(git_revision, config.root)
-        plan, dockerfile, ignore = _inputs(config, backend.supports_secrets, dockerfile)
+        plan, dockerfile, ignore = _inputs(config, backend.supports_secrets, dockerfile, options.locked)
         builder, revision = creating.result(), describing.result()
-    platform = config.platform or ("linux/amd64" if plan.gpu else None)
+    # A lock's wheels are for its platform (linux/amd64 unless the config names one): the build targets the same.
+    platform = config.platform or ("linux/amd64" if plan.gpu or plan.lock else None)
     cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None
 
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
@@ -233,8 +240,11 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
         # Each file is read once, copied and hashed as it is copied: the content tag names exactly what the
         # builder gets, whatever changes in the directory meanwhile (the build's own log). An image already
         # built from the same content makes the copy a waste, yet a small one next to hashing every file anyway.
-        with staged(_listing(config, dockerfile, ignore)) as ctx:
+        with staged(_listing(config, dockerfile, ignore, plan)) as ctx:
             snapshot = ctx.snapshot
+            for note in plan.notes:
+                if note.startswith(STALE_LOCK):
+                    reporter.message(f"note: {note}")
             for note in snapshot.notes:
                 reporter.message(f"note: {note}")
             refs = image_refs(config, f"bk-{snapshot.digest[:16]}", revision)

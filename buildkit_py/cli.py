@@ -17,6 +17,7 @@ from .errors import BuildkitError, ConfigError
 from .progress import reporter
 
 PROGRESS = ("auto", "plain", "tty", "json")
+LOCKED_HELP = "fail (exit 2) unless buildkit.lock is there and current (CI)"
 INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug of ours, not the user's input
 
 
@@ -86,7 +87,7 @@ def _project(args: argparse.Namespace) -> api.Project:
 
 def _build_options(args: argparse.Namespace) -> api.BuildOptions:
     return api.BuildOptions(push=getattr(args, "push", False), docker=args.docker, no_cache=args.no_cache,
-                            cache_ref=args.cache_ref)
+                            cache_ref=args.cache_ref, locked=getattr(args, "locked", False))
 
 
 def _print_json(value) -> None:
@@ -146,6 +147,24 @@ def cmd_build(args: argparse.Namespace) -> int:
             _print_build(build, False)
         return 0
     return _print_build(api.build(_project(args), _build_options(args), reporter(args.progress)), args.json)
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    options = api.LockOptions(upgrade=args.upgrade, upgrade_packages=tuple(args.upgrade_packages or ()), check=args.check)
+    result = api.lock(_project(args), options)
+    if args.json:
+        _print_json(result.to_dict())
+    elif args.check:
+        for line in result.stale:
+            print(f"stale: {line}")
+        if not result.stale:
+            print(f"{result.path} is current")
+    else:
+        for image in result.images:
+            print(f"{image.variant or 'config'}: {image.base_image}@{image.base_digest}, {len(image.packages)} packages, "
+                  f"lock {image.digest}")
+        print(f"wrote {result.path}", file=sys.stderr)
+    return 1 if result.stale else 0
 
 
 def _print_generated(result: api.GeneratedFile, as_json: bool) -> int:
@@ -529,6 +548,15 @@ def build_parser() -> argparse.ArgumentParser:
                 json_help="print the result (image, tags, digests) as JSON")
     p.add_argument("--push", action="store_true", help="push every tag after the build")
     p.add_argument("--all-variants", action="store_true", help="build every variant of the config, one image each")
+    p.add_argument("--locked", action="store_true", help=LOCKED_HELP)
+
+    p = command("lock", "write buildkit.lock: each image's base digest and its packages with sha256 hashes (uv)",
+                cmd_lock, config=True, build=True, json_help="print the result as JSON")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when the lock is stale (inputs changed, "
+                   "a base tag moved)")
+    p.add_argument("--upgrade", action="store_true", help="re-resolve every package (default: keep the locked versions)")
+    p.add_argument("--upgrade-package", action="append", metavar="NAME", dest="upgrade_packages",
+                   help="re-resolve this package only (repeatable)")
 
     p = command("make", "write buildkit.mk, Make targets for image, push, package, run... (include it in your Makefile)",
                 cmd_make, config=True, json_help="print the text (or the path written) as JSON")
@@ -590,6 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
                 cmd_executor_build, config=True, build=True, json_help="print the result (image, tags, digests) as JSON",
                 parent=executor)
     p.add_argument("--push", action="store_true", help="push every tag after the build")
+    p.add_argument("--locked", action="store_true", help=LOCKED_HELP)
     p = command("list", "list Google's prebuilt training images (base_images/executors.yaml)", cmd_executor_list,
                 json_help="print as JSON", parent=executor)
     p.add_argument("framework", nargs="?", help="one framework (default: all)")

@@ -215,8 +215,15 @@ def _check_events(text: str, filename: str) -> None:
             depth -= 1
 
 
-def _read_yaml(path: Path) -> _Raw:
-    text = read_text(path, "config file")
+def read_yaml(path: Path, what: str) -> tuple[Any, dict[tuple, str]]:
+    """A YAML document with the tags, anchors and depth _check_events refuses, and where each value stands
+    ("file:line:col" by path of keys and indexes)."""
+    raw = _read_yaml(path, what)
+    return raw.data, raw.positions
+
+
+def _read_yaml(path: Path, what: str = "config file") -> _Raw:
+    text = read_text(path, what)
     try:
         _check_events(text, str(path))
         node = yaml.compose(text, Loader=yaml.SafeLoader)

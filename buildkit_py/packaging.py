@@ -126,7 +126,19 @@ def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
     return out
 
 
-def dependencies(config: Config) -> tuple[str, ...]:
+def _pinned(text: str, pins: dict[str, str]) -> str:
+    """The requirement pinned to the lock's version of it (extras and markers kept); a URL stays as it is."""
+    req = Requirement(text)
+    version = pins.get(canonicalize_name(req.name))
+    if version is None or req.url:
+        return text
+    extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    return f"{req.name}{extras}=={version}" + (f"; {req.marker}" if req.marker else "")
+
+
+def dependencies(config: Config, pins: dict[str, str] | None = None) -> tuple[str, ...]:
+    """install_requires: the config's pip entries, requirements and hypertune; pinned to `pins` (buildkit.lock's
+    versions) where given."""
     found = [dependency(p, f"{config.source}: pip") for p in config.pip]
     if config.requirements:
         path = config.root / config.requirements
@@ -134,7 +146,7 @@ def dependencies(config: Config) -> tuple[str, ...]:
             found.append(dependency(text, where))
     if config.hypertune:
         found.append(load_matrix().tools.hypertune_requirement)
-    return tuple(dict.fromkeys(found))  # order kept, duplicates dropped
+    return tuple(dict.fromkeys(_pinned(f, pins or {}) for f in found))  # order kept, duplicates dropped
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,9 +399,10 @@ def _modules(files: tuple[str, ...]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def build_sdist(config: Config, out_dir: Path, *, name: str | None = None, version: str | None = None) -> Sdist:
+def build_sdist(config: Config, out_dir: Path, *, name: str | None = None, version: str | None = None,
+                pins: dict[str, str] | None = None) -> Sdist:
     """Build the trainer's sdist into out_dir (written atomically; an identical file is left as it is).
-    name and version (flags, already checked) win over the config's package keys."""
+    name and version (flags, already checked) win over the config's package keys; pins: buildkit.lock's versions."""
     root = config.root
     trainer = config.trainer
     if trainer is None:
@@ -422,7 +435,7 @@ def build_sdist(config: Config, out_dir: Path, *, name: str | None = None, versi
                               "module (.py file)", field="trainer")
         keep = set(packages) | {f"{m}.py" for m in modules}
         files = [f for f in files if rename.get(f, f).split("/")[0] in keep]
-        deps = dependencies(config)
+        deps = dependencies(config, pins)
     _refuse_unsafe(root, files, config)
 
     with tempfile.TemporaryDirectory(prefix="buildkit-py-package-") as tmp:

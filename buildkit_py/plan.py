@@ -10,6 +10,7 @@ import difflib
 import json
 import re
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from packaging.version import Version
 
@@ -69,6 +70,16 @@ class FrameworkInstall:
 
 
 @dataclass(frozen=True)
+class PlanLock:
+    """What buildkit.lock pins for this image (buildkit_py/lock.py): set on a plan by the build, never by make_plan."""
+
+    base_digest: str  # the base's manifest for the build platform: FROM base@sha256:...
+    digest: str  # the lock section's digest: a label, and through the Dockerfile part of the content tag
+    requirements: str  # the hash-checked requirements file's path in the build context
+    source: Path  # that file on this machine
+
+
+@dataclass(frozen=True)
 class Plan:
     base_image: str
     base_kind: str  # "cuda" | "cpu" | "custom"
@@ -104,6 +115,13 @@ class Plan:
     tpu_runtime: str | None = None  # absolute path of the libtpu.so the framework loads
     tpu_companion: str | None = None  # installed with the framework (also in pip): "torch_xla[tpu]==2.8.1"
     tpu_link: str | None = None  # the wheel's libtpu.so, linked to tpu_runtime (TensorFlow's /lib/libtpu.so)
+    lock: PlanLock | None = None
+
+    @property
+    def from_image(self) -> str:
+        """What the Dockerfile's FROM names: the tag, pinned to the lock's digest when there is one."""
+        # A base given by digest (an index's, maybe) gives way to the lock's: the build platform's manifest.
+        return f"{self.base_image.split('@')[0]}@{self.lock.base_digest}" if self.lock else self.base_image
 
     @property
     def launcher_env(self) -> tuple[tuple[str, str], ...]:
@@ -128,6 +146,9 @@ class Plan:
             values[f"{LABEL_PREFIX}.cuda-archs"] = ",".join(self.cuda_archs) or "not recorded"
         if self.tpu:  # the TPU type a job's spec is checked against
             values[f"{LABEL_PREFIX}.tpu"] = self.tpu
+        if self.lock:
+            values["org.opencontainers.image.base.digest"] = self.lock.base_digest
+            values[f"{LABEL_PREFIX}.lock-digest"] = self.lock.digest
         values[f"{LABEL_PREFIX}.plan"] = json.dumps(self.summary(), sort_keys=True, separators=(",", ":"))
         return tuple(values.items())
 
@@ -152,6 +173,8 @@ class Plan:
         out = asdict(self)
         out["labels"] = dict(self.labels)
         out["env"] = dict(self.env)
+        if self.lock:
+            out["lock"]["source"] = str(self.lock.source)
         return out
 
 

@@ -437,3 +437,43 @@ def test_skip_image_check_of_another_type_is_refused_by_the_api(tmp_path):
             with pytest.raises(BuildkitError) as caught:
                 call(options)
             assert caught.value.exit_code == 2 and "--skip-image-check" in str(caught.value)
+
+
+# `lock`: its flag and the fields of a buildkit.lock (tests/test_lock.py has the hand edits that keep the YAML valid).
+LOCK_CONFIG = "framework: none\npython: '3.11'\nbase_image: 127.0.0.1:5000/lock/base:1\ntrainer: {module: trainer.task}\n"
+
+
+@pytest.mark.parametrize("value", ["bkpin\n", "bk\u2028pin", "b" * 70000, "bk\udcffpin", "-r /etc/passwd"],
+                         ids=["newline", "u2028", "70000", "invalid-utf8", "option"])
+def test_hostile_upgrade_package_exits_2_naming_it(tmp_path, capsys, value):
+    write(tmp_path, "trainer/task.py", "")
+    write(tmp_path, "buildkit.yaml", LOCK_CONFIG)
+    code, _, err = main(capsys, "lock", "--dir", str(tmp_path), "--upgrade-package", value)
+    assert code == 2 and "--upgrade-package" in err and len(err) < 1000, err
+
+
+@pytest.mark.parametrize("lock, fragment", [
+    ("version: 1\nimages: {_base: {python: \"3.11\\n\"}}\n", "buildkit.lock:2:"),
+    ("version: 1\nimages: {_base: {python: \"3.11\\u2028\"}}\n", "buildkit.lock:2:"),
+    ("version: 1\nimages: {_base: {python: '" + "3" * 70000 + "'}}\n", "buildkit.lock:2:"),
+    (b"version: 1\nimages: \xff\n", "buildkit.lock"),
+    ("version: 1\nimages: [a, b]\n", "buildkit.lock:2:"),
+    ("version: '1'\nimages: {}\n", "buildkit.lock:1:"),
+    ("version: 1\nimages: !!python/object:os.system {}\n", "buildkit.lock:2:"),
+], ids=["newline", "u2028", "70000", "invalid-utf8", "list", "version-type", "yaml-tag"])
+def test_hostile_lock_fields_exit_2_naming_the_line(tmp_path, capsys, lock, fragment):
+    write(tmp_path, "trainer/task.py", "")
+    write(tmp_path, "buildkit.yaml", LOCK_CONFIG)
+    write(tmp_path, "buildkit.lock", lock)
+    code, _, err = main(capsys, "dockerfile", "--dir", str(tmp_path))
+    assert code == 2 and fragment in err and len(err) < 1000, err
+
+
+def test_a_lock_linked_outside_the_trainer_directory_is_not_read(tmp_path, capsys):
+    root = tmp_path / "trainer-dir"
+    write(root, "trainer/task.py", "")
+    write(root, "buildkit.yaml", LOCK_CONFIG)
+    outside = write(tmp_path, "private.txt", "-----BEGIN PRIVATE KEY-----\nMIIEv\n")
+    (root / "buildkit.lock").symlink_to(outside)
+    code, _, err = main(capsys, "dockerfile", "--dir", str(root))
+    assert code == 2 and "leads outside" in err and "PRIVATE" not in err, err

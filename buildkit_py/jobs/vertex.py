@@ -32,6 +32,7 @@ REDUCTION_SERVER_MACHINE = "n1-highcpu-16"
 MAX_NAME = 128
 _STAMP = "%Y%m%d_%H%M%S"
 LABEL_VERSION, LABEL_DIGEST, LABEL_GIT = "buildkit-py-version", "image-sha256", "git-commit"
+LABEL_LOCK = "buildkit-lock-sha256"  # the buildkit.lock section the image was built from
 _SCALES = {"linear": "UNIT_LINEAR_SCALE", "log": "UNIT_LOG_SCALE", "reverse_log": "UNIT_REVERSE_LOG_SCALE"}
 _LOOPBACK_NAMES = ("localhost", "host.docker.internal")
 
@@ -253,7 +254,7 @@ def _resolve_tpu_pool(pool: Pool, tpu: Tpu, field: str) -> tuple[Pool, int]:
 
 def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _dt.datetime | None = None,
               digest: str | None = None, revision: str | None = None, check_accelerator=None,
-              fallback: Fallback | None = None) -> VertexJob:
+              fallback: Fallback | None = None, lock_digest: str | None = None) -> VertexJob:
     """The job resource. check_accelerator(accelerator) -> notes raises when the image has no kernels
     for the GPU; fallback replaces the chief's accelerator, machine, region or strategy."""
     if target not in TARGETS:
@@ -382,6 +383,8 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
         labels.setdefault(LABEL_DIGEST, ref.digest.removeprefix("sha256:")[:63])  # a label value holds 63 characters
     if revision:
         labels.setdefault(LABEL_GIT, revision.lower()[:63])
+    if lock_digest:
+        labels.setdefault(LABEL_LOCK, lock_digest.removeprefix("sha256:")[:63])
     if len(labels) > 64:
         raise ConfigError("with buildkit-py's lineage labels there are more than 64 labels: drop some", field="job.labels")
     name = job.name or display_name(_name_base(config), now)
