@@ -24,7 +24,6 @@ import yaml
 
 from . import build as _build
 from . import lock as _lock
-from . import registry
 from .build import BuildOptions, BuildResult
 from .builders import builder_class
 from .ci import CI_FLAVOURS, render_ci
