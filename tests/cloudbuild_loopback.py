@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -34,7 +34,7 @@ BUILDS = re.compile(r"/v1/projects/([^/]+)/locations/([^/]+)/builds(?:/([^/:]+))
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def status(code: int, name: str, message: str, *details: dict) -> tuple[int, dict]:

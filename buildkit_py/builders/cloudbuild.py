@@ -88,11 +88,13 @@ def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = 
         raise ConfigError("no project for Cloud Build: set cloudbuild.project (--cloudbuild-project), job.project or "
                           "$GOOGLE_CLOUD_PROJECT", field="cloudbuild.project")
     region = (cb and cb.region) or (job and job.region) or DEFAULT_REGION
-    if config.image and not is_loopback_host(base.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")):
-        host = registry_host(parse_ref(config.image).registry)
-        if is_loopback_host(host):
-            raise ConfigError(f"Cloud Build cannot push to {host}, a registry on this machine: use a registry it "
-                              "reaches (Artifact Registry)", field="image")
+    # Loopback registries only when the build runs on this machine too (the loopback stand-in), as --target loopback.
+    if not is_loopback_host(base.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")):
+        for key, text in [("image", config.image), *(("--tag", t) for t in config.tags)]:
+            registry = parse_ref(text).registry if text else None
+            if registry and is_loopback_host(registry_host(registry)):
+                raise ConfigError(f"Cloud Build cannot push to {registry}, a registry on this machine: use a registry "
+                                  "it reaches (Artifact Registry)", field=key)
     return CloudBuildSettings(
         endpoint=base, project=project, region=region, bucket=(cb and cb.bucket) or f"{project}_cloudbuild",
         timeout=(cb and cb.timeout) or DEFAULT_TIMEOUT, machine_type=cb and cb.machine_type,
