@@ -158,3 +158,19 @@ def test_ctrl_c_cancels_the_build(testenv, cloud, trainer):
     (build_id,) = cloud["standin"].builds
     assert cloud["standin"].cancelled == [build_id]
     assert f"Cloud Build {build_id} cancelled" in err
+
+
+def test_all_variants_start_at_once_and_one_failure_hides_no_other(testenv, cloud, trainer):
+    image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/e2e/cloudbuild-variants-{uuid.uuid4().hex[:8]}"
+    with open(trainer / "buildkit.yaml", "a") as handle:
+        handle.write('variants:\n  - {name: good}\n  - {name: bad, pip: ["buildkit-py-no-such-package-zz==1.0"]}\n')
+    proc = build(cloud, trainer, "--all-variants", "--image", image, "--push")
+    assert proc.returncode != 0
+    builds = sorted(cloud["standin"].builds.values(), key=lambda b: b["createTime"])
+    assert len(builds) == 2
+    assert builds[1]["createTime"] < builds[0]["finishTime"], "the second build started before the first ended"
+    assert {b["status"] for b in builds} == {"SUCCESS", "FAILURE"}
+    good = next(b for b in builds if b["status"] == "SUCCESS")["results"]["images"][0]["digest"]
+    assert f"variant good: built {image}@{good}" in proc.stderr
+    assert "variant bad: failed: the build failed" in proc.stderr
+    assert "[good] " in proc.stderr and "[bad] " in proc.stderr, "each variant's progress carries its name"

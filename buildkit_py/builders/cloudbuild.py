@@ -16,6 +16,7 @@ import os
 import shlex
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,9 @@ STEP_ID = "buildkit-py-build"
 CACHE_TAG = "buildcache"  # the repository's registry cache (BuildKit's inline cache) when no --cache-ref is given
 END_STATES = ("SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED")
 LOG_LINES = 5000  # kept for the error of a failed build
+# Set: every build this process follows is cancelled (Ctrl-C reaches only the main thread, and variants are followed
+# in threads of their own).
+CANCEL = threading.Event()
 # Secret mount id (templates/macros.j2) -> the step's environment variable that Secret Manager fills.
 SECRET_ENV = {"buildkit-ca": "BUILDKIT_PY_CA", "buildkit-pip-conf": "BUILDKIT_PY_PIP_CONF",
               "buildkit-uv-conf": "BUILDKIT_PY_UV_CONF"}
@@ -313,7 +317,8 @@ class CloudBuildBuilder:
             if time.monotonic() > deadline:
                 api.cancel(build_id)
                 raise BuildError(f"Cloud Build {build_id} ran past its timeout ({conf.timeout} s): cancelled")
-            time.sleep(self.poll_seconds)
+            if CANCEL.wait(self.poll_seconds):
+                raise KeyboardInterrupt
 
     def _log(self, conf: CloudBuildSettings, build: dict, offset: int, pending: str,
              reporter: Reporter) -> tuple[int, str]:
