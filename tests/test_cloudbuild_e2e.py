@@ -174,3 +174,23 @@ def test_all_variants_start_at_once_and_one_failure_hides_no_other(testenv, clou
     assert f"variant good: built {image}@{good}" in proc.stderr
     assert "variant bad: failed: the build failed" in proc.stderr
     assert "[good] " in proc.stderr and "[bad] " in proc.stderr, "each variant's progress carries its name"
+
+
+def test_autopackage_builds_on_cloud_build_and_submits_with_no_engine_nor_buildah(testenv, cloud, tmp_path):
+    trainer = tmp_path / "quick"
+    shutil.copytree(REPO / "examples" / "quickstart", trainer, ignore=shutil.ignore_patterns("__pycache__", "*.yaml"))
+    tools = tmp_path / "bin"  # this machine's PATH without docker or buildah: git only
+    tools.mkdir()
+    (tools / "git").symlink_to(shutil.which("git"))
+    image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/e2e/cloudbuild-autopkg-{uuid.uuid4().hex[:8]}"
+    proc = run_cli("autopackage", str(trainer), "--builder", "cloudbuild", "--network", "host", "--image", image,
+                   "--cloudbuild-ca-cert-secret", CA_VERSION, "--project", PROJECT, "--target", "loopback", "--wait",
+                   "--poll", "0.01", "--json", env={**cloud["env"], "PATH": str(tools)})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout)
+    (built,) = cloud["standin"].builds.values()
+    digest = built["results"]["images"][0]["digest"]
+    (job,) = cloud["vertex"].bodies
+    # context -> upload -> Cloud Build -> push -> digest -> the job pinned to it
+    assert job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["imageUri"] == f"{out['image']}@{digest}"
+    assert out["submitted"]["state"] == "JOB_STATE_SUCCEEDED"
