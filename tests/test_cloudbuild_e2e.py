@@ -93,6 +93,7 @@ def test_builds_on_cloud_build_pushes_and_reports_the_digest_with_no_engine_here
     assert [p["digest"] for p in result["pushed"]] == [digest, digest]
     assert result["pushed"][0]["image"] == f"{image}@{digest}"
     assert "Cloud Build" in proc.stderr and "Step #0" in proc.stderr, "status and log lines stream as progress"
+    assert proc.stderr.count("FETCHSOURCE") == proc.stderr.count("\nDONE\n") == 1, "each log line once"
 
     # The image runs; no secret in the request, the logs, the output or any layer.
     docker(testenv, "pull", result["pushed"][0]["image"])

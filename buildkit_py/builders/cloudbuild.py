@@ -261,6 +261,8 @@ class CloudBuildBuilder:
 
     def __init__(self) -> None:
         self._pushed: dict[str, str] = {}  # tag -> digest, pushed by a build of this instance
+        self._lines: list[str] = []  # the followed build's log, its last LOG_LINES
+        self._storage = None  # the Cloud Storage client that reads the log, made once
 
     @classmethod
     def create(cls, docker: str | None) -> CloudBuildBuilder:
@@ -303,7 +305,7 @@ class CloudBuildBuilder:
         a margin for queueing) it is cancelled."""
         deadline = time.monotonic() + conf.timeout + 600
         status, offset, pending = None, 0, ""
-        self._lines: list[str] = []
+        self._lines = []
         while True:
             build = api.get(build_id)
             offset, pending = self._log(conf, build, offset, pending, reporter)
@@ -326,17 +328,18 @@ class CloudBuildBuilder:
         from google.api_core import exceptions
         from google.cloud import storage
 
+        if self._storage is None:
+            self._storage = storage.Client(project=conf.project)
         try:
-            blob = storage.Client(project=conf.project).bucket(conf.bucket).blob(f"{LOGS}/log-{build['id']}.txt")
-            data = blob.download_as_bytes()
-        except (exceptions.NotFound, exceptions.Forbidden):
-            return offset, pending  # not written yet (or no access to logs: statuses still come)
+            blob = self._storage.bucket(conf.bucket).blob(f"{LOGS}/log-{build['id']}.txt")
+            data = blob.download_as_bytes(start=offset)  # only what is new
         except exceptions.GoogleAPIError:
+            # Not written yet, nothing new (416), or no access to the logs: the statuses still come.
             return offset, pending
-        *lines, pending = (pending + data[offset:].decode("utf-8", "replace")).split("\n")
+        *lines, pending = (pending + data.decode("utf-8", "replace")).split("\n")
         for line in lines:
             self._emit(line, reporter)
-        return len(data), pending
+        return offset + len(data), pending
 
     def _emit(self, line: str, reporter: Reporter) -> None:
         self._lines.append(line)
