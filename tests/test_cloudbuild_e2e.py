@@ -195,3 +195,15 @@ def test_autopackage_builds_on_cloud_build_and_submits_with_no_engine_nor_builda
     # context -> upload -> Cloud Build -> push -> digest -> the job pinned to it
     assert job["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["imageUri"] == f"{out['image']}@{digest}"
     assert out["submitted"]["state"] == "JOB_STATE_SUCCEEDED"
+
+
+def test_executor_build_on_cloud_build_with_json_progress(testenv, cloud, trainer):
+    image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/e2e/cloudbuild-executor-{uuid.uuid4().hex[:8]}"
+    proc = run_cli("executor", "build", "--config", str(trainer / "buildkit.yaml"), "--image", image, "--push",
+                   "--progress", "json", "--json", env=cloud["env"])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    events = [json.loads(line) for line in proc.stderr.splitlines()]
+    assert any(e["event"] == "build" and e["line"].startswith("Step #0") for e in events)
+    assert any(e["event"] == "message" and e["text"].endswith(": SUCCESS") for e in events)
+    (built,) = cloud["standin"].builds.values()
+    assert json.loads(proc.stdout)["pushed"][0]["digest"] == built["results"]["images"][0]["digest"]
