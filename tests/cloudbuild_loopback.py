@@ -120,12 +120,23 @@ class CloudBuildStandIn:
 
     def _set(self, build_id: str, **fields) -> None:
         with self.lock:
-            self.builds[build_id].update(fields)
+            if self.builds[build_id]["status"] in ("QUEUED", "WORKING"):  # a cancelled or timed-out build stays so
+                self.builds[build_id].update(fields)
 
     def _run(self, build_id: str) -> None:
         build = self.builds[build_id]
         lines: list[str] = []
         self._set(build_id, status="WORKING", startTime=_now())
+        # The service stops a build at its timeout (from its start, not counting the queue).
+        timer = threading.Timer(float(build.get("timeout", "600s").rstrip("s")), self._stop, (build_id, "TIMEOUT"))
+        timer.daemon = True
+        timer.start()
+        try:
+            self._work(build_id, build, lines)
+        finally:
+            timer.cancel()
+
+    def _work(self, build_id: str, build: dict, lines: list[str]) -> None:
         with tempfile.TemporaryDirectory(prefix="cloudbuild-workspace-") as workspace:
             try:
                 self._fetch(build["source"]["storageSource"], Path(workspace))
@@ -136,7 +147,9 @@ class CloudBuildStandIn:
                            if s["versionName"] in self.secrets}
                 for index, step in enumerate(build["steps"]):
                     code = self._step(build_id, index, step, secrets, Path(workspace), lines)
-                    if self.builds[build_id]["status"] == "CANCELLED":
+                    if self.builds[build_id]["status"] in ("CANCELLED", "TIMEOUT"):
+                        lines.append(f"ERROR: {self.builds[build_id]['status']}")
+                        self._log(build, lines)
                         return
                     if code != 0:
                         detail = (f'Build step failure: build step {index} "{step["name"]}" failed: step exited with '
@@ -205,11 +218,17 @@ class CloudBuildStandIn:
         if build_id not in self.builds:
             return status(404, "NOT_FOUND", f"build {build_id} not found")
         self.cancelled.append(build_id)
-        self._set(build_id, status="CANCELLED", finishTime=_now())
+        self._stop(build_id, "CANCELLED")
+        return 200, self.builds[build_id]
+
+    def _stop(self, build_id: str, state: str) -> None:
+        with self.lock:
+            if self.builds[build_id]["status"] not in ("QUEUED", "WORKING"):
+                return
+            self.builds[build_id].update(status=state, finishTime=_now())
         proc = self._procs.get(build_id)
         if proc:
             proc.kill()
-        return 200, self.builds[build_id]
 
     def _handler(self):
         fake = self

@@ -207,3 +207,19 @@ def test_executor_build_on_cloud_build_with_json_progress(testenv, cloud, traine
     assert any(e["event"] == "message" and e["text"].endswith(": SUCCESS") for e in events)
     (built,) = cloud["standin"].builds.values()
     assert json.loads(proc.stdout)["pushed"][0]["digest"] == built["results"]["images"][0]["digest"]
+
+
+def test_a_build_past_its_timeout_is_stopped_and_reported(testenv, cloud, trainer):
+    image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/e2e/cloudbuild-timeout-{uuid.uuid4().hex[:8]}"
+    # A step that takes longer than the build may (new text each run: never cached).
+    (trainer / "Dockerfile.j2").write_text("{% extends base_template %}{% block labels %}{{ super() }}\n"
+                                           f"RUN sleep 60 # {uuid.uuid4().hex}\n{{% endblock %}}")
+    with open(trainer / "buildkit.yaml", "a") as handle:
+        handle.write("template: Dockerfile.j2\n")
+    started = time.monotonic()
+    proc = build(cloud, trainer, "--image", image, "--cloudbuild-timeout", "3s")
+    assert time.monotonic() - started < 50, "the build was stopped at its timeout"
+    assert proc.returncode != 0
+    (built,) = cloud["standin"].builds.values()
+    assert built["timeout"] == "3s" and built["status"] == "TIMEOUT"
+    assert "the build failed (Cloud Build" in proc.stderr and "TIMEOUT" in proc.stderr

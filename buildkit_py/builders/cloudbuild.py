@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from ..errors import BuildError, ConfigError, RegistryError, ServiceError, Stage
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, parse_ref, registry_host
 from ..registry import PushResult, add_tags
-from .base import BuildRequest, build_failure
+from .base import BuildRequest, build_failure, dockerfile_build_args
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -132,22 +132,16 @@ def build_body(request: BuildRequest, conf: CloudBuildSettings, source_object: s
     """The Build resource (cloudbuild_v1 Build, JSON names) that builds the uploaded context."""
     refs = list(request.tags)
     cache = request.cache_ref or ImageRef(refs[0].registry, refs[0].path, CACHE_TAG)
-    docker = ["docker", "build", "--progress=plain", "-f", "Dockerfile",
-              "--build-arg", "BUILDKIT_INLINE_CACHE=1", "--cache-from", str(cache)]
-    if request.platform:
-        docker += ["--platform", request.platform]
-    if request.network:
-        docker += ["--network", request.network]
-    for key, value in request.labels:
-        docker += ["--label", f"{key}={value}"]
-    if request.no_cache:
-        docker.append("--no-cache")
-    script = ["set -eu", "umask 077", 'secrets="$(mktemp -d)"']
+    # The step's files: the Dockerfile next to context/, each secret in a private temp dir the step makes.
+    remote = replace(request, dockerfile=Path("Dockerfile"),
+                     secrets=tuple((mount, Path(f"$secrets/{mount}")) for mount, _ in conf.secrets))
+    docker = ["docker", "build", "--progress=plain", "--build-arg", "BUILDKIT_INLINE_CACHE=1", "--cache-from", str(cache),
+              *dockerfile_build_args(remote)]
+    script = ["set -eu", "umask 077", 'secrets="$(mktemp -d)"', 'trap \'rm -rf "$secrets"\' EXIT']
     for mount, _ in conf.secrets:
         # The value goes from the step's environment to a file outside the context; printf is a shell builtin, so
         # it is in no process's arguments.
         script.append(f'printf %s "${SECRET_ENV[mount]}" > "$secrets/{mount}"')
-        docker += ["--secret", f"id={mount},src=$secrets/{mount}"]
     for ref in [*refs, cache]:
         docker += ["-t", str(ref)]
     docker.append("context")
