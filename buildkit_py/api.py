@@ -26,7 +26,16 @@ from . import build as _build
 from .build import BuildOptions, BuildResult
 from .builders import builder_class
 from .ci import CI_FLAVOURS, render_ci
-from .config import Config, JobConfig, default_ca_bundle, distribution_name, job_flag, load_config, pep440_version
+from .config import (
+    Config,
+    JobConfig,
+    cloudbuild_flag_name,
+    default_ca_bundle,
+    distribution_name,
+    job_flag,
+    load_config,
+    pep440_version,
+)
 from .engine import engine_client
 from .errors import BuildkitError, ConfigError, RegistryError, ResolutionError, ServiceError, WaitInterrupted, show
 from .fsutil import cache_dir, read_text, write_atomic
@@ -62,7 +71,7 @@ __all__ = [
     "executors", "load", "matrix_check", "matrix_refresh", "package", "push", "resolve", "run", "versions",
     "GeneratedFile", "PRINTABLE", "VariantsResult", "build_variants", "ci", "make", "print_value", "variant_configs",
     "CancelResult", "JobOptions", "JobResult", "PlanResult", "SubmitOptions", "SubmitResult", "cancel", "job", "plan",
-    "submit", "AutopackageOptions", "AutopackageResult", "autopackage", "TuneOptions", "tune",
+    "submit", "AutopackageOptions", "AutopackageResult", "autopackage", "TuneOptions", "tune", "cloudbuild_flag_name",
 ]
 
 # Types re-exported from modules imported on first use (see above).

@@ -13,7 +13,6 @@ import traceback
 from pathlib import Path
 
 from . import __version__, api
-from .config import cloudbuild_flag_name
 from .errors import BuildkitError, ConfigError
 from .progress import reporter
 
@@ -79,7 +78,7 @@ def _build_flags(parser: argparse.ArgumentParser) -> None:
 def _cloudbuild_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("Cloud Build (--builder cloudbuild; flags override `cloudbuild:` in the config)")
     for key, text in CLOUDBUILD_HELP.items():
-        group.add_argument(cloudbuild_flag_name(key), dest=f"cloudbuild_{key}", metavar=key.upper(), help=text,
+        group.add_argument(api.cloudbuild_flag_name(key), dest=f"cloudbuild_{key}", metavar=key.upper(), help=text,
                            type=int if key == "disk_size_gb" else None)
     group.add_argument("--cloudbuild-endpoint", metavar="URL", help="the Cloud Build API (default: "
                        "$BUILDKIT_PY_CLOUDBUILD_ENDPOINT, else https://cloudbuild.googleapis.com)")
