@@ -473,6 +473,10 @@ def executors(framework: str | None = None, region: str | None = None) -> list[E
 def _digest(config: Config) -> str:
     """repository@digest of the content tag as the engine recorded its push."""
     ref = _build.planned_refs(config)[0][0]
+    if getattr(builder_class(config.builder), "remote", False):  # pushed where it was built: the registry knows
+        from .jobs import preflight
+
+        return f"{ref.repository}@{preflight.manifest(ref).digest}"
     from docker.errors import ImageNotFound
 
     try:

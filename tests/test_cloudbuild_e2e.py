@@ -92,6 +92,8 @@ def test_builds_on_cloud_build_pushes_and_reports_the_digest_with_no_engine_here
     digest = built["results"]["images"][0]["digest"]
     assert [p["digest"] for p in result["pushed"]] == [digest, digest]
     assert result["pushed"][0]["image"] == f"{image}@{digest}"
+    printed = run_cli("print", "digest", "--config", str(trainer / "buildkit.yaml"), "--image", image, env=cloud["env"])
+    assert printed.stdout.strip() == f"{image}@{digest}", printed.stderr
     assert "Cloud Build" in proc.stderr and "Step #0" in proc.stderr, "status and log lines stream as progress"
     assert proc.stderr.count("FETCHSOURCE") == proc.stderr.count("\nDONE\n") == 1, "each log line once"
 
@@ -223,3 +225,17 @@ def test_a_build_past_its_timeout_is_stopped_and_reported(testenv, cloud, traine
     (built,) = cloud["standin"].builds.values()
     assert built["timeout"] == "3s" and built["status"] == "TIMEOUT"
     assert "the build failed (Cloud Build" in proc.stderr and "TIMEOUT" in proc.stderr
+
+
+@pytest.mark.parametrize("refusal, hint", [
+    ((403, {"error": {"code": 403, "status": "PERMISSION_DENIED", "message": "The caller does not have permission"}}),
+     "(roles/cloudbuild.builds.editor) on project fake-project"),
+    ((429, {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota exceeded for quota metric "
+                      "'Concurrent builds'"}}), "Cloud Build quota exhausted in fake-project"),
+], ids=["permission", "quota"])
+def test_refusals_are_one_line_naming_what_to_grant(testenv, cloud, trainer, refusal, hint):
+    cloud["standin"].refuse[PROJECT] = refusal
+    proc = build(cloud, trainer, "--image", f"{testenv['BUILDKIT_TEST_REGISTRY']}/e2e/cloudbuild-refused", "--push")
+    assert proc.returncode == 10, proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if "Cloud Build refused" in ln]
+    assert hint in line and "Vertex" not in line and "Traceback" not in proc.stderr

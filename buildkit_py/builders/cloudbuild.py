@@ -220,7 +220,7 @@ class CloudBuildApi:
                 continue
             break
         if response.status_code >= 300:
-            line, status = error_line(response.status_code, response.text)
+            line, status = error_line(response.status_code, response.text, hints=False)
             reason = "SERVICE_DISABLED" if "SERVICE_DISABLED" in line else status
             hint = _HINTS.get(reason or "")
             raise ServiceError(f"Cloud Build refused {method} {path.split('/')[0]}: "

@@ -75,8 +75,9 @@ def _clean(text: Any, limit: int = 600) -> str:
     return out if len(out) <= limit else out[:limit] + "..."
 
 
-def error_line(http_status: int, body: str) -> tuple[str, str | None]:
-    """Google's error shape (google.rpc.Status with its details) as one line, and its status name."""
+def error_line(http_status: int, body: str, hints: bool = True) -> tuple[str, str | None]:
+    """Google's error shape (google.rpc.Status with its details) as one line, and its status name; hints: with what
+    to do about it on Vertex AI."""
     try:
         error = json.loads(body)["error"]
         if not isinstance(error, dict):
@@ -104,7 +105,7 @@ def error_line(http_status: int, body: str) -> tuple[str, str | None]:
             "UNAUTHENTICATED": "refresh the credentials: gcloud auth application-default login",
             "RESOURCE_EXHAUSTED": "quota or capacity: ask for more quota, or give `fallbacks:` to try other GPUs, "
                                   "regions or strategies",
-            "NOT_FOUND": "check the project, region and name"}.get(status or "")
+            "NOT_FOUND": "check the project, region and name"}.get(status or "") if hints else None
     if hint:
         parts.append(hint)
     return "; ".join(parts), status
