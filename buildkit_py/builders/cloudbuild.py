@@ -289,7 +289,12 @@ class CloudBuildBuilder:
         try:
             build = self._follow(api, build_id, conf, reporter)
         except KeyboardInterrupt:
-            api.cancel(build_id)
+            try:
+                api.cancel(build_id)
+            except ServiceError as exc:
+                reporter.message(f"interrupted, but Cloud Build {build_id} could not be cancelled ({exc}): "
+                                 f"gcloud builds cancel {build_id} --project {conf.project} --region {conf.region}")
+                raise
             reporter.message(f"interrupted: Cloud Build {build_id} cancelled")
             raise
         return self._result(build, request, reporter)
