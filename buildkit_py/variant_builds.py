@@ -46,6 +46,8 @@ def build_at_once(configs: Sequence[Config], options: BuildOptions, reporter: Re
             for f in futures:
                 f.exception()
             raise
+        finally:
+            cloudbuild.CANCEL.clear()  # the next builds of this process (a notebook's) run
     failed = [(c.variant, o) for c, o in zip(configs, outcomes, strict=True) if isinstance(o, BuildkitError)]
     if failed:
         lines = [f"variant {c.variant}: " + (f"failed: {o}" if isinstance(o, BuildkitError) else

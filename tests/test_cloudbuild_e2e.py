@@ -143,24 +143,37 @@ def test_bad_settings_exit_2_before_anything_is_uploaded(testenv, cloud, trainer
     assert cloud["gcs"].uploads == 0 and not cloud["standin"].bodies
 
 
-def test_ctrl_c_cancels_the_build(testenv, cloud, trainer):
-    image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/e2e/cloudbuild-cancel-{uuid.uuid4().hex[:8]}"
-    (trainer / "slow.txt").write_text(uuid.uuid4().hex)  # a context (and so a build) of its own
+def slow(trainer: Path) -> None:
+    """A step that takes a minute (new text each run: never cached)."""
+    (trainer / "Dockerfile.j2").write_text("{% extends base_template %}{% block labels %}{{ super() }}\n"
+                                           f"RUN sleep 60 # {uuid.uuid4().hex}\n{{% endblock %}}")
     with open(trainer / "buildkit.yaml", "a") as handle:
-        handle.write('pip: ["buildkit-py-no-such-package-zz==1.0"]\n')
+        handle.write("template: Dockerfile.j2\n")
+
+
+@pytest.mark.parametrize("variants", [0, 2], ids=["one", "all-variants"])
+def test_ctrl_c_cancels_every_build(testenv, cloud, trainer, variants):
+    image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/e2e/cloudbuild-cancel-{uuid.uuid4().hex[:8]}"
+    slow(trainer)
+    if variants:
+        with open(trainer / "buildkit.yaml", "a") as handle:
+            handle.write("variants:\n" + "".join(f"  - {{name: v{i}}}\n" for i in range(variants)))
     env = {"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"], "HOME": str(REPO / ".testenv"), **cloud["env"]}
     proc = subprocess.Popen([sys.executable, "-m", "buildkit_py", "build", "--config", str(trainer / "buildkit.yaml"),
-                             "--image", image, "--progress", "plain"], env=env, stderr=subprocess.PIPE, text=True)
+                             "--image", image, "--progress", "plain", *(["--all-variants"] if variants else [])],
+                            env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not any(b["status"] == "WORKING" for b in cloud["standin"].builds.values()):
-        assert time.monotonic() < deadline and proc.poll() is None, "the build did not start"
+    while sum(b["status"] == "WORKING" for b in cloud["standin"].builds.values()) < max(variants, 1):
+        assert time.monotonic() < deadline and proc.poll() is None, "the builds did not start"
         time.sleep(0.2)
+    started = time.monotonic()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0
-    (build_id,) = cloud["standin"].builds
-    assert cloud["standin"].cancelled == [build_id]
-    assert f"Cloud Build {build_id} cancelled" in err
+    assert proc.returncode != 0 and time.monotonic() - started < 30
+    builds = cloud["standin"].builds
+    assert sorted(cloud["standin"].cancelled) == sorted(builds) and len(builds) == max(variants, 1)
+    assert all(b["status"] == "CANCELLED" for b in builds.values())
+    assert all(f"Cloud Build {build_id} cancelled" in err for build_id in builds)
 
 
 def test_all_variants_start_at_once_and_one_failure_hides_no_other(testenv, cloud, trainer):
@@ -213,11 +226,7 @@ def test_executor_build_on_cloud_build_with_json_progress(testenv, cloud, traine
 
 def test_a_build_past_its_timeout_is_stopped_and_reported(testenv, cloud, trainer):
     image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/e2e/cloudbuild-timeout-{uuid.uuid4().hex[:8]}"
-    # A step that takes longer than the build may (new text each run: never cached).
-    (trainer / "Dockerfile.j2").write_text("{% extends base_template %}{% block labels %}{{ super() }}\n"
-                                           f"RUN sleep 60 # {uuid.uuid4().hex}\n{{% endblock %}}")
-    with open(trainer / "buildkit.yaml", "a") as handle:
-        handle.write("template: Dockerfile.j2\n")
+    slow(trainer)  # a step that takes longer than the build may
     started = time.monotonic()
     proc = build(cloud, trainer, "--image", image, "--cloudbuild-timeout", "3s")
     assert time.monotonic() - started < 50, "the build was stopped at its timeout"
