@@ -449,15 +449,19 @@ CLOUDBUILD_GOOD = {"project": "my-project", "region": "europe-west4", "bucket": 
                    "uv_conf_secret": "projects/p1/secrets/uv-toml/versions/2"}
 CLOUDBUILD_HOSTILE = {"newline": "my-bucket\n", "u2028": "my-bucket\u2028x", "70000": "a" * 70000,
                       "invalid-utf8": "my-bucket\udcff", "wrong-type": ["my-bucket"]}
+HOSTILE_CLOUDBUILD_ENDPOINTS = ["http://127.0.0.1:1\n", "https://cloudbuild.googleapis.com\u2028", "https://" + "a" * 70000,
+                          "https://cloudbuild\udcff.googleapis.com", "https://cloudbuild.googleapis.com/v1",
+                          "http://cloudbuild.googleapis.com"]
 CLOUDBUILD_BAD = {"bucket": "Bucket_With_Caps", "machine_type": "n1-standard-8", "disk_size_gb": 5, "timeout": "25h",
                   "worker_pool": "pool", "service_account": "not an email", "ca_cert_secret": "ca.pem",
                   "project": "x", "region": "moon"}
 
 
 def test_cloudbuild_section_reads_every_key(tmp_path):
+    from buildkit_py.cli import CLOUDBUILD_HELP
     from buildkit_py.config import CLOUDBUILD_KEYS
 
-    assert set(CLOUDBUILD_GOOD) == set(CLOUDBUILD_KEYS)
+    assert set(CLOUDBUILD_GOOD) == set(CLOUDBUILD_KEYS) == set(CLOUDBUILD_HELP), "each key has its flag"
     write(tmp_path, "buildkit.yaml", yaml.safe_dump({"framework": "none", "builder": "cloudbuild",
                                                      "cloudbuild": CLOUDBUILD_GOOD}))
     config = load_config(directory=tmp_path, overrides={"cloudbuild": {"bucket": "flag-bucket"}})
@@ -487,3 +491,16 @@ def test_hostile_cloudbuild_settings_exit_2_naming_the_field(tmp_path, capsys, m
     code, _, err = main(capsys, "build", "--dir", str(tmp_path), *flags)
     assert code == 2, err
     assert (cloudbuild_flag_name(key) if as_flag else f"cloudbuild.{key}") in err, err
+
+
+@pytest.mark.parametrize("value", HOSTILE_CLOUDBUILD_ENDPOINTS, ids=["newline", "u2028", "70000", "invalid-utf8",
+                                                                            "path", "plain-http-elsewhere"])
+def test_hostile_cloudbuild_endpoint_exits_2_naming_it(tmp_path, capsys, monkeypatch, value):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    write(tmp_path, "trainer/task.py", "")
+    write(tmp_path, "buildkit.yaml", "framework: none\npython: '3.11'\ntrainer: {module: trainer.task}\nbuilder: cloudbuild\n")
+    code, _, err = main(capsys, "build", "--dir", str(tmp_path), "--cloudbuild-endpoint", value)
+    assert code == 2 and "--cloudbuild-endpoint" in err, err
+    monkeypatch.setenv("BUILDKIT_PY_CLOUDBUILD_ENDPOINT", value)
+    code, _, err = main(capsys, "build", "--dir", str(tmp_path))
+    assert code == 2 and "$BUILDKIT_PY_CLOUDBUILD_ENDPOINT" in err, err
