@@ -74,3 +74,22 @@ def test_local_secrets_are_refused_without_their_secret_manager_version(tmp_path
     with pytest.raises(ConfigError) as caught:
         settings(config, None, {})
     assert caught.value.field == field and "pw@" not in str(caught.value)
+
+
+@pytest.mark.parametrize("yaml_text, env, expected", [
+    ("", {}, ("fake-project", "us-central1", "fake-project_cloudbuild")),  # ADC's project (the key file's)
+    ("", {"GOOGLE_CLOUD_PROJECT": "env-project"}, ("env-project", "us-central1", "env-project_cloudbuild")),
+    ("job: {project: job-project, region: europe-west4}\n", {"GOOGLE_CLOUD_PROJECT": "env-project"},
+     ("job-project", "europe-west4", "job-project_cloudbuild")),
+    ("job: {project: job-project, region: europe-west4}\ncloudbuild: {project: cb-project, region: asia-east1, "
+     "bucket: my-bucket}\n", {}, ("cb-project", "asia-east1", "my-bucket")),
+], ids=["adc", "env", "job", "cloudbuild"])
+def test_defaults_come_from_job_then_the_environment_then_adc(tmp_path, monkeypatch, yaml_text, env, expected):
+    from vertex_loopback import new_key_file
+
+    key, _ = new_key_file(tmp_path, "http://127.0.0.1:9/token")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    (tmp_path / "buildkit.yaml").write_text("framework: none\nbuilder: cloudbuild\n" + yaml_text)
+    conf = settings(load_config(directory=tmp_path), None, env)
+    assert (conf.project, conf.region, conf.bucket) == expected
+    assert conf.endpoint == "https://cloudbuild.googleapis.com" and conf.timeout == 3600
