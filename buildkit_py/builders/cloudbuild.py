@@ -38,7 +38,7 @@ DEFAULT_REGION = "us-central1"
 DEFAULT_TIMEOUT = 3600  # seconds
 CONTEXTS = "buildkit-py/contexts"  # object prefix of uploaded contexts
 LOGS = "buildkit-py/logs"  # Cloud Build writes log-BUILD_ID.txt under the build's logsBucket
-DOCKER_STEP = "gcr.io/cloud-builders/docker"  # Google's docker builder image (a client with BuildKit built in)
+DOCKER_STEP = "gcr.io/cloud-builders/docker"  # Google's docker builder image: a docker CLI next to the build's engine
 STEP_ID = "buildkit-py-build"
 CACHE_TAG = "buildcache"  # the repository's registry cache (BuildKit's inline cache) when no --cache-ref is given
 END_STATES = ("SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED")
@@ -135,9 +135,12 @@ def build_body(request: BuildRequest, conf: CloudBuildSettings, source_object: s
     # The step's files: the Dockerfile next to context/, each secret in a private temp dir the step makes.
     remote = replace(request, dockerfile=Path("Dockerfile"),
                      secrets=tuple((mount, Path(f"$secrets/{mount}")) for mount, _ in conf.secrets))
-    docker = ["docker", "build", "--progress=plain", "--build-arg", "BUILDKIT_INLINE_CACHE=1", "--cache-from", str(cache),
+    docker = ["--progress=plain", "--build-arg", "BUILDKIT_INLINE_CACHE=1", "--cache-from", str(cache),
               *dockerfile_build_args(remote)]
-    script = ["set -eu", "umask 077", 'secrets="$(mktemp -d)"', 'trap \'rm -rf "$secrets"\' EXIT']
+    script = ["set -eu", "umask 077", 'secrets="$(mktemp -d)"', 'trap \'rm -rf "$secrets"\' EXIT',
+              # A docker CLI from 23 on builds with BuildKit only through buildx; an older one (20.10) has it built in.
+              'if docker buildx version >/dev/null 2>&1; then build="docker buildx build --load"; '
+              'else build="docker build"; fi']
     for mount, _ in conf.secrets:
         # The value goes from the step's environment to a file outside the context; printf is a shell builtin, so
         # it is in no process's arguments.
@@ -146,7 +149,7 @@ def build_body(request: BuildRequest, conf: CloudBuildSettings, source_object: s
         docker += ["-t", str(ref)]
     docker.append("context")
     # Cloud Build substitutes $NAME in step arguments: $$ keeps a dollar for the shell.
-    command = " ".join(shlex.quote(a) if "$secrets" not in a else f'"{a}"' for a in docker)
+    command = "$build " + " ".join(shlex.quote(a) if "$secrets" not in a else f'"{a}"' for a in docker)
     script.append(command)
     step: dict[str, Any] = {"name": DOCKER_STEP, "id": STEP_ID, "entrypoint": "bash",
                             "args": ["-c", "\n".join(script).replace("$", "$$")], "env": ["DOCKER_BUILDKIT=1"]}
