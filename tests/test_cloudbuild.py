@@ -93,3 +93,14 @@ def test_defaults_come_from_job_then_the_environment_then_adc(tmp_path, monkeypa
     conf = settings(load_config(directory=tmp_path), None, env)
     assert (conf.project, conf.region, conf.bucket) == expected
     assert conf.endpoint == "https://cloudbuild.googleapis.com" and conf.timeout == 3600
+
+
+def test_a_project_from_the_environment_is_checked(tmp_path, monkeypatch):
+    from vertex_loopback import new_key_file
+
+    key, _ = new_key_file(tmp_path, "http://127.0.0.1:9/token")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    (tmp_path / "buildkit.yaml").write_text("framework: none\nbuilder: cloudbuild\n")
+    with pytest.raises(ConfigError) as caught:
+        settings(load_config(directory=tmp_path), None, {"GOOGLE_CLOUD_PROJECT": "p/../../x"})
+    assert caught.value.field == "$GOOGLE_CLOUD_PROJECT"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError
+from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, parse_ref, registry_host
 from ..registry import PushResult, add_tags
@@ -70,6 +70,7 @@ class CloudBuildSettings:
 
 def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = None) -> CloudBuildSettings:
     """The build's settings from the config and flags; every problem is a ConfigError before anything is uploaded."""
+    from ..config import _PROJECT  # job.project's rule (config imports the builders: not at module level)
     from ..jobs.submit import default_credentials, service_endpoint
 
     env = dict(os.environ) if env is None else env
@@ -91,6 +92,8 @@ def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = 
     if not project:
         raise ConfigError("no project for Cloud Build: set cloudbuild.project (--cloudbuild-project), job.project or "
                           "$GOOGLE_CLOUD_PROJECT", field="cloudbuild.project")
+    if not _PROJECT.fullmatch(project):  # from the environment or ADC: it goes into the API's URL path
+        raise ConfigError(f"{show(project)} is not a Google Cloud project id or number", field="$GOOGLE_CLOUD_PROJECT")
     region = (cb and cb.region) or (job and job.region) or DEFAULT_REGION
     # Loopback registries only when the build runs on this machine too (the loopback stand-in), as --target loopback.
     if not is_loopback_host(base.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")):
