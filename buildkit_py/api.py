@@ -27,7 +27,16 @@ from . import lock as _lock
 from .build import BuildOptions, BuildResult
 from .builders import builder_class
 from .ci import CI_FLAVOURS, render_ci
-from .config import Config, JobConfig, default_ca_bundle, distribution_name, job_flag, load_config, pep440_version
+from .config import (
+    Config,
+    JobConfig,
+    cloudbuild_flag_name,
+    default_ca_bundle,
+    distribution_name,
+    job_flag,
+    load_config,
+    pep440_version,
+)
 from .engine import engine_client
 from .errors import BuildkitError, ConfigError, RegistryError, ResolutionError, ServiceError, WaitInterrupted, show
 from .fsutil import cache_dir, read_text, write_atomic
@@ -65,7 +74,7 @@ __all__ = [
     "GeneratedFile", "PRINTABLE", "VariantsResult", "build_variants", "ci", "make", "print_value", "variant_configs",
     "CancelResult", "JobOptions", "JobResult", "PlanResult", "SubmitOptions", "SubmitResult", "cancel", "job", "plan",
     "submit", "AutopackageOptions", "AutopackageResult", "autopackage", "TuneOptions", "tune", "LockOptions", "LockResult",
-    "lock",
+    "lock", "cloudbuild_flag_name",
 ]
 
 # Types re-exported from modules imported on first use (see above).
@@ -272,6 +281,10 @@ def build_variants(project: Project, options: BuildOptions, reporter: Reporter) 
     if not configs:
         raise ConfigError("the config has no variants: add `variants:` (a list of named overrides, e.g. "
                           "[{name: cu126, cuda: '12.6'}]) or build without it", field="--all-variants")
+    if all(getattr(builder_class(c.builder), "remote", False) for c in configs):  # each on a machine of its own, at once
+        from .variant_builds import build_at_once
+
+        return VariantsResult(build_at_once(configs, options, reporter))
     return VariantsResult(tuple((c.variant or "", _build.build(c, options, reporter)) for c in configs))
 
 
@@ -484,6 +497,10 @@ def executors(framework: str | None = None, region: str | None = None) -> list[E
 def _digest(config: Config) -> str:
     """repository@digest of the content tag as the engine recorded its push."""
     ref = _build.planned_refs(config)[0][0]
+    if getattr(builder_class(config.builder), "remote", False):  # pushed where it was built: the registry knows
+        from .jobs import preflight
+
+        return f"{ref.repository}@{preflight.manifest(ref).digest}"
     from docker.errors import ImageNotFound
 
     try:

@@ -49,6 +49,7 @@ class BuildOptions:
     # an empty engine need. BuildKit keeps the cache inline in that image; buildah in that repository.
     cache_ref: str | None = None
     locked: bool = False  # buildkit.lock must be there and current (CI): else exit 2 naming what changed
+    cloudbuild_endpoint: str | None = None  # builder cloudbuild: the API (default: $BUILDKIT_PY_CLOUDBUILD_ENDPOINT or Google's)
 
 
 @dataclass(frozen=True)
@@ -228,9 +229,11 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
     # A lock's wheels are for its platform (linux/amd64 unless the config names one): the build targets the same.
     platform = config.platform or ("linux/amd64" if plan.gpu or plan.lock else None)
     cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None
+    # A remote builder's settings, checked before anything is uploaded; its secrets come from where it runs.
+    remote = backend.settings(config, options.cloudbuild_endpoint) if getattr(backend, "remote", False) else None
 
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
-        secrets = _secrets(config, Path(tmp))  # every input is checked before the engine is reached
+        secrets = () if remote else _secrets(config, Path(tmp))  # every input is checked before the engine is reached
         if secrets and not builder.supports_secrets:
             raise BuildError(
                 f"the {builder.name} builder cannot pass secrets ({', '.join(s for s, _ in secrets)}) without writing "
@@ -266,6 +269,8 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                     secrets=secrets,
                     no_cache=options.no_cache,
                     cache_ref=cache_ref,
+                    tags=tuple(refs),
+                    cloudbuild=remote,
                 )
                 image_id = builder.build(request, reporter)
             else:

@@ -61,7 +61,8 @@ def _build_flags(parser: argparse.ArgumentParser) -> None:
                             "(default: the file named by PIP_CERT, REQUESTS_CA_BUNDLE or SSL_CERT_FILE)")
     group.add_argument("--pip-index-url", help="pip index URL, credentials allowed: passed as a secret pip.conf")
     group.add_argument("--pip-conf", help="a pip.conf passed as a BuildKit secret")
-    group.add_argument("--builder", help="build backend: auto (BuildKit), buildkit, legacy or buildah (no Docker engine)")
+    group.add_argument("--builder", help="build backend: auto (BuildKit), buildkit, legacy, buildah (no Docker engine) or "
+                       "cloudbuild (Google Cloud Build: no engine here)")
     group.add_argument("--cache-ref", metavar="REF", help="registry cache: reuse the layers of REF (e.g. "
                        "REPO-cache:buildcache) and, with --push, refresh it")
     group.add_argument("--allow-secret", action="append", metavar="PATTERN", dest="allow_secrets",
@@ -72,6 +73,31 @@ def _build_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-cache", action="store_true", help="rebuild every layer")
     group.add_argument("--progress", choices=PROGRESS, default="auto",
                        help="progress display (auto: live on a terminal, plain lines otherwise)")
+    _cloudbuild_flags(parser)
+
+
+def _cloudbuild_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("Cloud Build (--builder cloudbuild; flags override `cloudbuild:` in the config)")
+    for key, text in CLOUDBUILD_HELP.items():
+        group.add_argument(api.cloudbuild_flag_name(key), dest=f"cloudbuild_{key}", metavar=key.upper(), help=text,
+                           type=int if key == "disk_size_gb" else None)
+    group.add_argument("--cloudbuild-endpoint", metavar="URL", help="the Cloud Build API (default: "
+                       "$BUILDKIT_PY_CLOUDBUILD_ENDPOINT, else https://cloudbuild.googleapis.com)")
+
+
+CLOUDBUILD_HELP = {
+    "project": "project the build runs in (default: job.project, $GOOGLE_CLOUD_PROJECT, ADC's)",
+    "region": "region of the build (default: job.region, else us-central1)",
+    "bucket": "bucket for build contexts and logs (default: PROJECT_cloudbuild)",
+    "machine_type": "e.g. E2_HIGHCPU_8 (default: the service's)",
+    "disk_size_gb": "build disk size in GB (10-4000)",
+    "timeout": "build timeout, e.g. 90m (default: 1h, at most 24h)",
+    "worker_pool": "private pool: projects/P/locations/R/workerPools/NAME",
+    "service_account": "service account email the build runs as",
+    "ca_cert_secret": "Secret Manager version holding a CA bundle: projects/P/secrets/NAME/versions/V",
+    "pip_conf_secret": "Secret Manager version holding a pip.conf (index credentials)",
+    "uv_conf_secret": "Secret Manager version holding the same index settings as a uv.toml",
+}
 
 
 _OVERRIDES = ("framework", "python", "cuda", "accelerator", "cuda_flavor", "base_image", "gpu", "hypertune", "keep_pip",
@@ -82,12 +108,16 @@ _OVERRIDES = ("framework", "python", "cuda", "accelerator", "cuda_flavor", "base
 def _project(args: argparse.Namespace) -> api.Project:
     overrides = tuple((key, getattr(args, key)) for key in _OVERRIDES
                       if getattr(args, key, None) is not None)
+    cloudbuild = {k: v for k in CLOUDBUILD_HELP if (v := getattr(args, f"cloudbuild_{k}", None)) is not None}
+    if cloudbuild:
+        overrides += (("cloudbuild", cloudbuild),)
     return api.Project(config=args.config, directory=args.dir, overrides=overrides, variant=getattr(args, "variant", None))
 
 
 def _build_options(args: argparse.Namespace) -> api.BuildOptions:
     return api.BuildOptions(push=getattr(args, "push", False), docker=args.docker, no_cache=args.no_cache,
-                            cache_ref=args.cache_ref, locked=getattr(args, "locked", False))
+                            cache_ref=args.cache_ref, locked=getattr(args, "locked", False),
+                            cloudbuild_endpoint=args.cloudbuild_endpoint)
 
 
 def _print_json(value) -> None:

@@ -110,7 +110,7 @@ class PackageIndexError(BuildkitError):
 
 
 class ServiceError(BuildkitError):
-    """The Vertex AI API could not be reached, or refused the request (its message, one line)."""
+    """A Google Cloud API (Vertex AI, Cloud Build) could not be reached, or refused the request (its message, one line)."""
 
     exit_code = 10
 

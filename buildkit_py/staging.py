@@ -73,7 +73,7 @@ def object_name(prefix: str, sha256: str, filename: str) -> str:
 def stage(path: Path, sha256: str, where: Stage) -> Staged:
     name = object_name(where.prefix, sha256, path.name)
     if where.bucket is not None:
-        return _to_gcs(path, sha256, where.bucket, name)
+        return to_gcs(path, sha256, where.bucket, name)
     return _to_directory(path, sha256, where.directory / name)
 
 
@@ -98,7 +98,8 @@ def _to_directory(path: Path, sha256: str, target: Path) -> Staged:
     return Staged(target.as_uri(), uploaded=True)
 
 
-def _to_gcs(path: Path, sha256: str, bucket: str, name: str) -> Staged:
+def to_gcs(path: Path, sha256: str, bucket: str, name: str) -> Staged:
+    """Upload a file to gs://BUCKET/NAME unless an object of its size is there (its name holds its digest)."""
     uri = f"gs://{bucket}/{name}"
     try:
         from google.api_core import exceptions
@@ -136,6 +137,6 @@ def _to_gcs(path: Path, sha256: str, bucket: str, name: str) -> Staged:
 
 def _existing(blob, size: int, uri: str) -> Staged:
     if blob.size != size:
-        raise StageError(f"{uri} exists with another size ({blob.size} bytes, the package has {size}); it was not "
+        raise StageError(f"{uri} exists with another size ({blob.size} bytes, the file has {size}); it was not "
                          "made by buildkit-py (remove it)")
     return Staged(uri, uploaded=False)

@@ -79,9 +79,17 @@ class GcsServer:
                 if (bucket, name) not in server.objects:
                     return self._error(404, f"No such object: {bucket}/{name}")
                 if kind == "download/storage":
-                    crc, md5 = _hashes(server.objects[(bucket, name)])
-                    return self._send(200, server.objects[(bucket, name)], {
-                        "Content-Type": "application/octet-stream", "x-goog-hash": f"crc32c={crc},md5={md5}"})
+                    data = server.objects[(bucket, name)]
+                    crc, md5 = _hashes(data)
+                    headers = {"Content-Type": "application/octet-stream", "x-goog-hash": f"crc32c={crc},md5={md5}"}
+                    ranged = re.fullmatch(r"bytes=([0-9]+)-", self.headers.get("Range", ""))
+                    if ranged:  # the part from an offset on (how a growing log is followed)
+                        start = int(ranged[1])
+                        if start >= len(data):
+                            return self._error(416, "The requested range cannot be satisfied.")
+                        return self._send(206, data[start:], {**headers,
+                                                              "Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}"})
+                    return self._send(200, data, headers)
                 return self._send(200, server._metadata(bucket, name))
 
             def do_POST(self):

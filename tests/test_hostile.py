@@ -477,3 +477,68 @@ def test_a_lock_linked_outside_the_trainer_directory_is_not_read(tmp_path, capsy
     (root / "buildkit.lock").symlink_to(outside)
     code, _, err = main(capsys, "dockerfile", "--dir", str(root))
     assert code == 2 and "leads outside" in err and "PRIVATE" not in err, err
+# --- builder cloudbuild: every `cloudbuild:` key, from the file and from its --cloudbuild-KEY flag ---------------
+
+CLOUDBUILD_GOOD = {"project": "my-project", "region": "europe-west4", "bucket": "my-bucket", "machine_type": "E2_HIGHCPU_8",
+                   "disk_size_gb": 200, "timeout": "90m", "worker_pool": "projects/p1/locations/us-central1/workerPools/pool",
+                   "service_account": "builder@my-project.iam.gserviceaccount.com",
+                   "ca_cert_secret": "projects/p1/secrets/ca/versions/1",
+                   "pip_conf_secret": "projects/p1/secrets/pip-conf/versions/latest",
+                   "uv_conf_secret": "projects/p1/secrets/uv-toml/versions/2"}
+CLOUDBUILD_HOSTILE = {"newline": "my-bucket\n", "u2028": "my-bucket\u2028x", "70000": "a" * 70000,
+                      "invalid-utf8": "my-bucket\udcff", "wrong-type": ["my-bucket"]}
+HOSTILE_CLOUDBUILD_ENDPOINTS = ["http://127.0.0.1:1\n", "https://cloudbuild.googleapis.com\u2028", "https://" + "a" * 70000,
+                          "https://cloudbuild\udcff.googleapis.com", "https://cloudbuild.googleapis.com/v1",
+                          "http://cloudbuild.googleapis.com"]
+CLOUDBUILD_BAD = {"bucket": "Bucket_With_Caps", "machine_type": "n1-standard-8", "disk_size_gb": 5, "timeout": "25h",
+                  "worker_pool": "pool", "service_account": "not an email", "ca_cert_secret": "ca.pem",
+                  "project": "x", "region": "moon"}
+
+
+def test_cloudbuild_section_reads_every_key(tmp_path):
+    from buildkit_py.cli import CLOUDBUILD_HELP
+    from buildkit_py.config import CLOUDBUILD_KEYS
+
+    assert set(CLOUDBUILD_GOOD) == set(CLOUDBUILD_KEYS) == set(CLOUDBUILD_HELP), "each key has its flag"
+    write(tmp_path, "buildkit.yaml", yaml.safe_dump({"framework": "none", "builder": "cloudbuild",
+                                                     "cloudbuild": CLOUDBUILD_GOOD}))
+    config = load_config(directory=tmp_path, overrides={"cloudbuild": {"bucket": "flag-bucket"}})
+    assert config.builder == "cloudbuild"
+    assert config.cloudbuild.bucket == "flag-bucket", "a flag overrides its key"
+    assert config.cloudbuild.project == "my-project", "the file's other keys stay"
+    assert config.cloudbuild.timeout == 5400 and config.cloudbuild.disk_size_gb == 200
+
+
+@pytest.mark.parametrize("key", sorted(CLOUDBUILD_GOOD))
+@pytest.mark.parametrize("kind", sorted(CLOUDBUILD_HOSTILE) + ["bad"])
+@pytest.mark.parametrize("as_flag", [False, True], ids=["file", "flag"])
+def test_hostile_cloudbuild_settings_exit_2_naming_the_field(tmp_path, capsys, monkeypatch, key, kind, as_flag):
+    from buildkit_py.config import cloudbuild_flag_name
+
+    value = CLOUDBUILD_BAD.get(key, "x y") if kind == "bad" else CLOUDBUILD_HOSTILE[kind]
+    if as_flag and not isinstance(value, str):
+        value = str(value)  # a flag is text; its type is checked as text (disk size: a whole number)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")  # nothing may be uploaded: nothing listens
+    write(tmp_path, "trainer/task.py", "")
+    config = {"framework": "none", "python": "3.11", "trainer": {"module": "trainer.task"}, "builder": "cloudbuild"}
+    if not as_flag:
+        config["cloudbuild"] = {key: value}
+    write(tmp_path, "buildkit.yaml", json.dumps(config))
+    flags = [cloudbuild_flag_name(key), value] if as_flag else []
+    code, _, err = main(capsys, "build", "--dir", str(tmp_path), *flags)
+    assert code == 2, err
+    assert (cloudbuild_flag_name(key) if as_flag else f"cloudbuild.{key}") in err, err
+
+
+@pytest.mark.parametrize("value", HOSTILE_CLOUDBUILD_ENDPOINTS, ids=["newline", "u2028", "70000", "invalid-utf8",
+                                                                            "path", "plain-http-elsewhere"])
+def test_hostile_cloudbuild_endpoint_exits_2_naming_it(tmp_path, capsys, monkeypatch, value):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    write(tmp_path, "trainer/task.py", "")
+    write(tmp_path, "buildkit.yaml", "framework: none\npython: '3.11'\ntrainer: {module: trainer.task}\nbuilder: cloudbuild\n")
+    code, _, err = main(capsys, "build", "--dir", str(tmp_path), "--cloudbuild-endpoint", value)
+    assert code == 2 and "--cloudbuild-endpoint" in err, err
+    monkeypatch.setenv("BUILDKIT_PY_CLOUDBUILD_ENDPOINT", value)
+    code, _, err = main(capsys, "build", "--dir", str(tmp_path))
+    assert code == 2 and "$BUILDKIT_PY_CLOUDBUILD_ENDPOINT" in err, err

@@ -14,12 +14,15 @@ import termios
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ..errors import BuildError
 from ..progress import Reporter
 from ..refs import ImageRef
 from ..registry import PushResult
+
+if TYPE_CHECKING:
+    from .cloudbuild import CloudBuildSettings
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,9 @@ class BuildRequest:
     secrets: tuple[tuple[str, Path], ...] = ()  # (id, file): mounted at /run/secrets/<id> in RUN steps
     no_cache: bool = False
     cache_ref: ImageRef | None = None  # a registry image whose layers the build may reuse (and refresh)
+    # A remote builder (cloudbuild) pushes the image under every tag itself, with its own settings.
+    tags: tuple[ImageRef, ...] = ()
+    cloudbuild: CloudBuildSettings | None = None
 
 
 class Builder(Protocol):

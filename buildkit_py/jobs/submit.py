@@ -38,11 +38,17 @@ _TRANSIENT_HTTP = (500, 502, 503, 504)
 
 
 def api_endpoint(given: str | None, region: str, env: dict[str, str]) -> str:
-    """The API's base URL: --api-endpoint, else $BUILDKIT_PY_API_ENDPOINT, else the regional endpoint.
+    """The API's base URL: --api-endpoint, else $BUILDKIT_PY_API_ENDPOINT, else the regional endpoint."""
+    return service_endpoint(given, env, flag="--api-endpoint", env_name=ENDPOINT_ENV,
+                            default=f"https://{region}-aiplatform.googleapis.com")
+
+
+def service_endpoint(given: str | None, env: dict[str, str], *, flag: str, env_name: str, default: str) -> str:
+    """A Google API's base URL: the flag, else the environment variable, else the default.
     Plain http only to this machine: a bearer token never crosses a network unencrypted."""
-    text, field = (given, "--api-endpoint") if given is not None else (env.get(ENDPOINT_ENV), f"${ENDPOINT_ENV}")
+    text, field = (given, flag) if given is not None else (env.get(env_name), f"${env_name}")
     if not text:
-        return f"https://{region}-aiplatform.googleapis.com"
+        return default
     match = _URL.fullmatch(text) if len(text) <= 300 else None
     if not match or (match[3] and not 0 < int(match[3]) < 65536):
         raise ConfigError(f"{show(text)} is not allowed: https://HOST[:PORT] (no path), or http:// to a loopback "
@@ -69,8 +75,9 @@ def _clean(text: Any, limit: int = 600) -> str:
     return out if len(out) <= limit else out[:limit] + "..."
 
 
-def error_line(http_status: int, body: str) -> tuple[str, str | None]:
-    """Google's error shape (google.rpc.Status with its details) as one line, and its status name."""
+def error_line(http_status: int, body: str, hints: bool = True) -> tuple[str, str | None]:
+    """Google's error shape (google.rpc.Status with its details) as one line, and its status name; hints: with what
+    to do about it on Vertex AI."""
     try:
         error = json.loads(body)["error"]
         if not isinstance(error, dict):
@@ -98,7 +105,7 @@ def error_line(http_status: int, body: str) -> tuple[str, str | None]:
             "UNAUTHENTICATED": "refresh the credentials: gcloud auth application-default login",
             "RESOURCE_EXHAUSTED": "quota or capacity: ask for more quota, or give `fallbacks:` to try other GPUs, "
                                   "regions or strategies",
-            "NOT_FOUND": "check the project, region and name"}.get(status or "")
+            "NOT_FOUND": "check the project, region and name"}.get(status or "") if hints else None
     if hint:
         parts.append(hint)
     return "; ".join(parts), status
