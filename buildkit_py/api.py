@@ -24,22 +24,16 @@ import yaml
 
 from . import build as _build
 from .build import BuildOptions, BuildResult
-from .builders import builder_class
-from .ci import CI_FLAVOURS, render_ci
 from .config import Config, JobConfig, default_ca_bundle, distribution_name, job_flag, load_config, pep440_version
-from .engine import engine_client
 from .errors import BuildkitError, ConfigError, RegistryError, ResolutionError, ServiceError, WaitInterrupted, show
 from .fsutil import cache_dir, read_text, write_atomic
 from .launcher.gpu import arch_supports
-from .makefile import render_makefile
 from .matrix import SHIPPED, load_matrix, version_key
 from .plan import Plan, accelerator_named, check_accelerator, closest_python, make_plan, tpu_named, tpu_releases, usable_python
 from .progress import Reporter
 from .refs import parse_ref
-from .registry import PushResult
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import LAUNCHER_CONTEXT_DIR, launcher_sources
-from .staging import Staged, parse_stage, stage
 
 # The modules below cost a command that does not use them (`dockerfile` must start in well under
 # 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
@@ -52,6 +46,8 @@ if TYPE_CHECKING:
     from .jobs import tune as jobs_tune
     from .jobs.local import RunResult
     from .packaging import Sdist
+    from .registry import PushResult
+    from .staging import Staged
 
 MAX_GPUS = 16  # the most GPUs one Vertex AI machine has
 MAX_WORKERS = 64  # local runs start one container per worker
@@ -66,7 +62,7 @@ __all__ = [
 ]
 
 # Types re-exported from modules imported on first use (see above).
-_LAZY_EXPORTS = {"Executor": ".executors", "RunResult": ".jobs.local"}
+_LAZY_EXPORTS = {"Executor": ".executors", "PushResult": ".registry", "RunResult": ".jobs.local"}
 
 
 def __getattr__(name: str) -> Any:
@@ -422,6 +418,7 @@ class PackageResult:
 def package(project: Project, options: PackageOptions) -> PackageResult:
     """The trainer as a reproducible sdist (checked: the module is in it), staged when asked."""
     from .packaging import build_sdist
+    from .staging import parse_stage, stage
 
     if options.module and options.script:
         raise ConfigError("give --module or --script, not both", field="--script")
@@ -461,6 +458,8 @@ def _digest(config: Config) -> str:
     """repository@digest of the content tag as the engine recorded its push."""
     ref = _build.planned_refs(config)[0][0]
     from docker.errors import ImageNotFound
+
+    from .engine import engine_client
 
     try:
         digests = engine_client().images.get(str(ref)).attrs.get("RepoDigests") or []
@@ -512,12 +511,16 @@ def _generated(text: str, output: Path | None) -> GeneratedFile:
 
 def make(project: Project, output: Path | None = None) -> GeneratedFile:
     """buildkit.mk: Make targets that each run one buildkit-py command, for `include buildkit.mk`."""
+    from .makefile import render_makefile
+
     config = load(project)
     return _generated(render_makefile(config, project.config, output.parent if output else Path.cwd()), output)
 
 
 def ci(project: Project, flavour: str, output: Path | None = None) -> GeneratedFile:
     """A CI pipeline (github, cloudbuild or gitlab) that builds every variant with a registry cache and pushes."""
+    from .ci import CI_FLAVOURS, render_ci
+
     if flavour not in CI_FLAVOURS:
         raise ConfigError(f"{show(flavour)} is not a CI flavour buildkit-py writes; one of {', '.join(CI_FLAVOURS)}",
                           field="FLAVOUR")
@@ -1083,6 +1086,8 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
                 preflight.manifest(refs[0])
                 out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
             except RegistryError:
+                from .builders import builder_class
+
                 builder = builder_class(config.builder).create(options.build.docker)
                 pushed = _build.push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
                 out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])

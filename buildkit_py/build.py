@@ -6,15 +6,14 @@ tag; the staged context and every temporary file live in one temp dir that is al
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .builders import builder_class
 from .builders.base import BuildRequest
@@ -25,9 +24,11 @@ from .fsutil import read_text
 from .plan import LABEL_PREFIX, Plan, make_plan
 from .progress import Reporter
 from .refs import ImageRef, parse_ref
-from .registry import PushResult, add_tags
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import launcher_sources
+
+if TYPE_CHECKING:  # the registry client, threads and INI parser load with the build or push that uses them
+    from .registry import PushResult
 
 CA_SECRET = "buildkit-ca"
 PIP_CONF_SECRET = "buildkit-pip-conf"
@@ -133,6 +134,8 @@ _UV_KEYS = {"index-url": ("index-url", False), "extra-index-url": ("extra-index-
 
 def uv_config(pip_conf: str, where: str) -> str:
     """The index settings of a pip.conf as a uv.toml."""
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read_string(pip_conf, source=where)
@@ -199,6 +202,8 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
     PUSH (a builder's or the engine's), its other tags in the same repository as manifests (about 10 ms each on
     loopback, where an engine push that checks every layer again takes 50); a ref in another repository is
     pushed. Every command that pushes comes here."""
+    from .registry import add_tags
+
     first = push(refs[0], reporter)
     same = [r for r in refs[1:] if r.repository == refs[0].repository]
     try:
@@ -211,6 +216,8 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
 
 
 def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None) -> BuildResult:
+    from concurrent.futures import ThreadPoolExecutor
+
     backend = builder_class(config.builder)
     # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
     # rendered; an error of the inputs still comes first.

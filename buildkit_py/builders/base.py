@@ -14,12 +14,14 @@ import termios
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ..errors import BuildError
 from ..progress import Reporter
 from ..refs import ImageRef
-from ..registry import PushResult
+
+if TYPE_CHECKING:  # the registry client loads where a push happens, not with every build backend
+    from ..registry import PushResult
 
 
 @dataclass(frozen=True)
