@@ -24,6 +24,7 @@ import yaml
 
 from . import build as _build
 from .build import BuildOptions, BuildResult
+from .builders import builder_class
 from .config import Config, JobConfig, default_ca_bundle, distribution_name, job_flag, load_config, pep440_version
 from .errors import BuildkitError, ConfigError, RegistryError, ResolutionError, ServiceError, WaitInterrupted, show
 from .fsutil import cache_dir, read_text, write_atomic
@@ -637,7 +638,11 @@ class CancelResult:
 
 def _job_settings(project: Project, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
     """The config, and its job with the flags applied (each checked by its config key's validator)."""
-    config = load(project)
+    return _settings(load(project), options)
+
+
+def _settings(config: Config, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
+    """_job_settings for a config already loaded: the job with the flags (and a legacy file's job) applied."""
     left: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     flags = {key: job_flag(key, getattr(options, key)) for key in
@@ -689,10 +694,13 @@ def _legacy_config(config: Config, path: Path, flags: dict) -> tuple[Config, tup
     return config, conversion.not_converted, tuple(notes)
 
 
-def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, **kwargs) -> vertex.VertexJob:
+def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_plan: Plan | None = None,
+                **kwargs) -> vertex.VertexJob:
+    """build_plan: the config's plan where the caller has it already (autopackage), else resolved here when needed."""
     from .jobs import vertex
 
-    planned = functools.cache(lambda: make_plan(config))  # resolved once, for the GPU check and the serving image
+    # Resolved once, for the GPU check and the serving image.
+    planned = functools.cache(lambda: build_plan or make_plan(config))
     check = None
     if config.source != "(defaults)" and config.trainer is not None:  # an image built from this config
         def check(accelerator: str) -> tuple[str, ...]:
@@ -758,12 +766,18 @@ def _project_id(settings: JobConfig) -> str:
 def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = SubmitOptions()) -> PlanResult:
     """What submit would send, and each check with its result: the image in its registry (a HEAD against it),
     its platform, accelerator and machine fit, strategy, staging, the console URL."""
+    _check_submit_options(submit_options)
+    config, settings, _, _ = _job_settings(project, options)
+    return _plan_job(config, settings, options, submit_options)
+
+
+def _plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_options: SubmitOptions,
+              build_plan: Plan | None = None) -> PlanResult:
+    """plan() for a config already loaded and its job settings (_settings)."""
     from .jobs import preflight, vertex
     from .jobs import submit as jobs_submit
 
-    _check_submit_options(submit_options)
-    config, settings, _, _ = _job_settings(project, options)
-    planned = _vertex_job(config, settings, options)
+    planned = _vertex_job(config, settings, options, build_plan)
     region = settings.region or vertex.DEFAULT_REGION
     project_id = _project_id(settings)
     ref = parse_ref(planned.image, field="--image")
@@ -772,7 +786,7 @@ def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = 
                 "and the job names it by tag, not pinned by digest: a tag pushed again later changes what runs",
                 ) if submit_options.skip_image_check else ()
     if digest:
-        planned = _vertex_job(config, settings, options, digest=digest)
+        planned = _vertex_job(config, settings, options, build_plan, digest=digest)
     if options.pipeline:
         from .jobs import pipeline as jobs_pipeline
 
@@ -789,24 +803,36 @@ def submit(project: Project, options: JobOptions, submit_options: SubmitOptions 
            on_state: Callable[[str, dict], None] | None = None) -> SubmitResult:
     """Check (as plan), then create the job; on a refusal for capacity or quota, the config's `fallbacks:` in
     order. With wait, follow its state to the end (on_state at each change)."""
+    _check_poll(submit_options)
+    _check_submit_options(submit_options)
+    config, settings, _, _ = _job_settings(project, options)
+    return _submit_planned(config, settings, options, submit_options, _plan_job(config, settings, options, submit_options),
+                           on_state)
+
+
+def _check_poll(submit_options: SubmitOptions) -> None:
+    if not 0 < submit_options.poll_interval <= 3600 or not 0 < submit_options.timeout <= 600:
+        raise ConfigError("poll interval and timeout: seconds, more than 0 (at most 3600 and 600)", field="--poll")
+
+
+def _submit_planned(config: Config, settings: JobConfig, options: JobOptions, submit_options: SubmitOptions,
+                    planned: PlanResult, on_state: Callable[[str, dict], None] | None = None,
+                    build_plan: Plan | None = None) -> SubmitResult:
+    """submit() once its plan is made: nothing is loaded or planned again."""
     from .jobs import submit as jobs_submit
     from .jobs import vertex
 
-    if not 0 < submit_options.poll_interval <= 3600 or not 0 < submit_options.timeout <= 600:
-        raise ConfigError("poll interval and timeout: seconds, more than 0 (at most 3600 and 600)", field="--poll")
-    planned = plan(project, options, submit_options)
     if planned.failed:
         first = planned.failed[0]
         error = BuildkitError(f"nothing was sent: check {first.name} failed: {first.detail}")
         error.exit_code = first.exit_code  # the failed check's own (2: bad input, 7: registry...)
         raise error
-    config, settings, _, _ = _job_settings(project, options)
     credentials, _ = jobs_submit.default_credentials()
     tried: list[str] = []
     digest = _digest_of(planned.job.image)
     alternatives = (None, *config.fallbacks)
     for i, fallback in enumerate(alternatives):
-        attempt = planned.job if fallback is None else _vertex_job(config, settings, options, digest=digest,
+        attempt = planned.job if fallback is None else _vertex_job(config, settings, options, build_plan, digest=digest,
                                                                     fallback=fallback)
         region = (fallback and fallback.region) or planned.region
         base = jobs_submit.api_endpoint(submit_options.api_endpoint, region, dict(os.environ))
@@ -1032,13 +1058,15 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
     if conversion is not None:
         legacy = _legacy_build(project, directory, inferred, conversion, reporter)
     project = replace(project, directory=directory, overrides=legacy + inferred.overrides + project.overrides)
-    config = load(project)
-    config = replace(config, network=config.network or "host")  # as `run`: workers rendezvous over loopback
+    loaded = load(project)  # the only load: each stage below gets what the one before resolved
+    config = replace(loaded, network=loaded.network or "host")  # as `run`: workers rendezvous over loopback
     target = options.target or ("vertex" if options.job.project or (config.job and config.job.project) or any(
         os.environ.get(n) for n in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")) else "local")
     with stages.stage("render") as out:
         planned = make_plan(config)
-        refs, _ = _build.planned_refs(config, own_dockerfile)
+        # Rendered once: the content tag's digest and the build hash the same text.
+        _, dockerfile, _ = _build._inputs(config, builder_class(config.builder).supports_secrets, own_dockerfile, planned)
+        refs, _ = _build.planned_refs(config, dockerfile, planned)
         fw = planned.framework
         out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
                   f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
@@ -1056,7 +1084,9 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         if options.args:
             raise ConfigError(f"trainer arguments after `--` are for a local run; a job's are `job.args` "
                               f"(got {show(list(options.args))})", field="ARGS")
-        job(project, replace(options.job, image=str(refs[0]), target=target))  # the spec's errors before any build
+        job_options = replace(options.job, image=str(refs[0]), target=target)
+        settled = _settings(loaded, job_options)
+        _vertex_job(*settled[:2], job_options, planned)  # the spec's errors before any build
     elif options.job.pipeline:
         raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
                           "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
@@ -1075,7 +1105,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
             refs = [parse_ref(built.tags[0], field="--tag")]
             pushes = refs[0].registry != "docker.io"
         else:
-            built = _build.build(config, replace(options.build, push=False), reporter, own_dockerfile)
+            built = _build.build(config, replace(options.build, push=False), reporter, dockerfile, planned)
         out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
                   not built.built]
     if pushes:
@@ -1086,15 +1116,19 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
                 preflight.manifest(refs[0])
                 out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
             except RegistryError:
-                from .builders import builder_class
-
                 builder = builder_class(config.builder).create(options.build.docker)
                 pushed = _build.push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
                 out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
     if target != "local":
         with stages.stage("submit") as out:
-            submitted = submit(project, replace(options.job, image=built.tags[0], target=target), options.submit,
-                               lambda state, job: reporter.message(f"state {state}"))
+            if built.tags[0] != job_options.image:  # the files changed during the build: the job runs what was built
+                job_options = replace(job_options, image=built.tags[0])
+                settled = _settings(loaded, job_options)
+            _check_poll(options.submit)
+            job_config, settings = settled[:2]
+            submitted = _submit_planned(job_config, settings, job_options, options.submit,
+                                        _plan_job(job_config, settings, job_options, options.submit, planned),
+                                        lambda state, job: reporter.message(f"state {state}"), planned)
             out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
                 f"; model {submitted.model}" if submitted.model else "")
         return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, written=written,

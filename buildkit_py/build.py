@@ -173,18 +173,20 @@ def _private_copy(data: bytes, path: Path) -> Path:
     return path
 
 
-def _inputs(config: Config, buildkit: bool, dockerfile: str | None = None) -> tuple[Plan, str, str]:
+def _inputs(config: Config, buildkit: bool, dockerfile: str | None = None,
+            plan: Plan | None = None) -> tuple[Plan, str, str]:
     """The plan, Dockerfile and .dockerignore a build of this config uses; `dockerfile`: the user's own text,
-    built as it is (autopackage --dockerfile) instead of the rendered one."""
-    plan = make_plan(config)
+    built as it is (autopackage --dockerfile) instead of the rendered one; `plan`: the config's, where the caller
+    has made it already (each stage runs once per command)."""
+    plan = plan or make_plan(config)
     text = dockerfile if dockerfile is not None else render_dockerfile(plan, root=config.root, buildkit=buildkit)
     return plan, text, render_project_dockerignore(config.root)
 
 
-def planned_refs(config: Config, dockerfile: str | None = None) -> tuple[list[ImageRef], str]:
+def planned_refs(config: Config, dockerfile: str | None = None, plan: Plan | None = None) -> tuple[list[ImageRef], str]:
     """The tags a build would apply (the content tag first) and the content digest, without an
     engine: what `print image-uri` and the Makefile's push stamp need."""
-    _, dockerfile, ignore = _inputs(config, builder_class(config.builder).supports_secrets, dockerfile)
+    _, dockerfile, ignore = _inputs(config, builder_class(config.builder).supports_secrets, dockerfile, plan)
     # Each file read once and hashed, nothing copied: nothing is handed to a builder here, so there is no copy
     # the digest must match (a file that changes before the build gives that build another tag, as it should).
     digest = hash_context(_listing(config, dockerfile, ignore)).digest
@@ -215,7 +217,8 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
     return (first, *(added.get(str(r)) or push(r, reporter) for r in refs[1:]))
 
 
-def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None) -> BuildResult:
+def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None,
+          plan: Plan | None = None) -> BuildResult:
     from concurrent.futures import ThreadPoolExecutor
 
     backend = builder_class(config.builder)
@@ -224,7 +227,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
     with ThreadPoolExecutor(max_workers=2) as pool:
         creating = pool.submit(backend.create, options.docker)
         describing = pool.submit(git_revision, config.root)
-        plan, dockerfile, ignore = _inputs(config, backend.supports_secrets, dockerfile)
+        plan, dockerfile, ignore = _inputs(config, backend.supports_secrets, dockerfile, plan)
         builder, revision = creating.result(), describing.result()
     platform = config.platform or ("linux/amd64" if plan.gpu else None)
     cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None
