@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import subprocess
+import sys
 import time
 import tomllib
 from pathlib import Path
@@ -485,8 +487,6 @@ def test_a_legacy_runtime_gives_an_imported_framework_its_release(project):
 def _counted(monkeypatch, module, name: str) -> list[tuple]:
     """Count the calls of module.name wherever buildkit-py holds it (`from .x import name` copies the reference):
     the arguments of each call, appended to the list returned."""
-    import sys
-
     original = getattr(module, name)
     calls: list[tuple] = []
 
@@ -504,8 +504,6 @@ def test_autopackage_loads_plans_renders_and_parses_each_reference_once(testenv,
                                                                          capsys):
     """Every stage runs once per command (issue 20): autopackage passes what it resolved forward instead of
     calling back into the public API, which would load the config, plan and parse the image again."""
-    import importlib
-
     from buildkit_py import api, cli, config, plan, refs, render
 
     for name in ("buildkit_py.jobs.vertex", "buildkit_py.jobs.submit", "buildkit_py.jobs.preflight",
@@ -516,7 +514,8 @@ def test_autopackage_loads_plans_renders_and_parses_each_reference_once(testenv,
     configs = _counted(monkeypatch, config, "load_config")
     plans = _counted(monkeypatch, plan, "make_plan")
     renders = _counted(monkeypatch, render, "render_dockerfile")
-    parsed = _counted(monkeypatch, refs, "parse_ref")
+    parsed = _counted(monkeypatch, refs, "_parse")  # the parsing itself: parse_ref keeps what it parsed
+    monkeypatch.setattr(refs, "_PARSED", {})  # none parsed by the tests before
     server = FakeVertex()
     key, server.public_key = new_key_file(tmp_path, f"{server.url}/token")
     for name, value in {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"],
@@ -529,7 +528,7 @@ def test_autopackage_loads_plans_renders_and_parses_each_reference_once(testenv,
     assert code == 0, out.err[-3000:]
     assert json.loads(out.out)["submitted"]["state"] == "JOB_STATE_SUCCEEDED" and len(server.bodies) == 1
     counts = {"load": len(loads), "load_config": len(configs), "make_plan": len(plans), "render_dockerfile": len(renders),
-              "parse_ref": len(parsed), "distinct references": len({a[0] for a in parsed})}
-    print(counts)
-    assert counts == {**counts, "load": 1, "load_config": 1, "make_plan": 1, "render_dockerfile": 1}
-    assert counts["parse_ref"] == counts["distinct references"], sorted(str(a[0]) for a in parsed)
+              "parsed": len(parsed), "distinct references": len({a[0] for a in parsed})}
+    assert counts == {**counts, "load": 1, "load_config": 1, "make_plan": 1, "render_dockerfile": 1}, counts
+    # The image repository, its content tag (the job's image) and that tag pinned by digest: each parsed once.
+    assert counts["parsed"] == counts["distinct references"] == 3, sorted(str(a[0]) for a in parsed)
