@@ -457,7 +457,7 @@ def executors(framework: str | None = None, region: str | None = None) -> list[E
 
 def _digest(config: Config) -> str:
     """repository@digest of the content tag as the engine recorded its push."""
-    ref = _build.planned_refs(config)[0][0]
+    ref = _build.planned_refs(config, git=False)[0][0]
     from docker.errors import ImageNotFound
 
     from .engine import engine_client
@@ -475,11 +475,11 @@ def _digest(config: Config) -> str:
 
 # What `buildkit-py print NAME` gives: one value for Make and shell scripts.
 PRINTABLE: dict[str, Any] = {
-    "image-uri": lambda c: str(_build.planned_refs(c)[0][0]),
-    "image-tag": lambda c: _build.planned_refs(c)[0][0].tag,
-    "image": lambda c: _build.planned_refs(c)[0][0].repository,
+    "image-uri": lambda c: str(_build.planned_refs(c, git=False)[0][0]),
+    "image-tag": lambda c: _build.planned_refs(c, git=False)[0][0].tag,
+    "image": lambda c: _build.planned_refs(c, git=False)[0][0].repository,
     "tags": lambda c: " ".join(map(str, _build.planned_refs(c)[0])),
-    "content-digest": lambda c: _build.planned_refs(c)[1],
+    "content-digest": lambda c: _build.planned_refs(c, git=False)[1],
     "digest": _digest,
     "base-image": lambda c: make_plan(c).base_image,
     "cuda": lambda c: make_plan(c).cuda or "",
@@ -1066,7 +1066,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         planned = make_plan(config)
         # Rendered once: the content tag's digest and the build hash the same text.
         _, dockerfile, _ = _build._inputs(config, builder_class(config.builder).supports_secrets, own_dockerfile, planned)
-        refs, _ = _build.planned_refs(config, dockerfile, planned)
+        refs, _ = _build.planned_refs(config, dockerfile, planned, git=False)  # refs[0] only: the content tag
         fw = planned.framework
         out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
                   f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "

@@ -183,14 +183,16 @@ def _inputs(config: Config, buildkit: bool, dockerfile: str | None = None,
     return plan, text, render_project_dockerignore(config.root)
 
 
-def planned_refs(config: Config, dockerfile: str | None = None, plan: Plan | None = None) -> tuple[list[ImageRef], str]:
+def planned_refs(config: Config, dockerfile: str | None = None, plan: Plan | None = None,
+                 git: bool = True) -> tuple[list[ImageRef], str]:
     """The tags a build would apply (the content tag first) and the content digest, without an
-    engine: what `print image-uri` and the Makefile's push stamp need."""
+    engine: what `print image-uri` and the Makefile's push stamp need. git=False: without the git tag, whose
+    two git runs are most of the time of a `print` that needs only the content tag."""
     _, dockerfile, ignore = _inputs(config, builder_class(config.builder).supports_secrets, dockerfile, plan)
     # Each file read once and hashed, nothing copied: nothing is handed to a builder here, so there is no copy
     # the digest must match (a file that changes before the build gives that build another tag, as it should).
     digest = hash_context(_listing(config, dockerfile, ignore)).digest
-    return image_refs(config, f"bk-{digest[:16]}", git_revision(config.root)), digest
+    return image_refs(config, f"bk-{digest[:16]}", git_revision(config.root) if git else None), digest
 
 
 def _listing(config: Config, dockerfile: str, ignore: str) -> ContextListing:
