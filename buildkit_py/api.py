@@ -1085,8 +1085,8 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
             raise ConfigError(f"trainer arguments after `--` are for a local run; a job's are `job.args` "
                               f"(got {show(list(options.args))})", field="ARGS")
         job_options = replace(options.job, image=str(refs[0]), target=target)
-        settled = _settings(loaded, job_options)
-        _vertex_job(*settled[:2], job_options, planned)  # the spec's errors before any build
+        job_config, settings, _, _ = _settings(loaded, job_options)
+        _vertex_job(job_config, settings, job_options, planned)  # the spec's errors before any build
     elif options.job.pipeline:
         raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
                           "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
@@ -1123,9 +1123,8 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         with stages.stage("submit") as out:
             if built.tags[0] != job_options.image:  # the files changed during the build: the job runs what was built
                 job_options = replace(job_options, image=built.tags[0])
-                settled = _settings(loaded, job_options)
+                job_config, settings, _, _ = _settings(loaded, job_options)
             _check_poll(options.submit)
-            job_config, settings = settled[:2]
             submitted = _submit_planned(job_config, settings, job_options, options.submit,
                                         _plan_job(job_config, settings, job_options, options.submit, planned),
                                         lambda state, job: reporter.message(f"state {state}"), planned)
