@@ -317,18 +317,7 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
     """Run the image the way Vertex AI runs it, on this machine (building it first when no image is given)."""
     from .jobs.local import run_local
 
-    _count("--gpus", options.gpus, MAX_GPUS)
-    _count("--workers", options.workers, MAX_WORKERS)
-    _count("--ps", options.parameter_servers, MAX_WORKERS)
-    if options.parameter_servers and not options.legacy:
-        raise ConfigError("parameter servers are AI Platform Training's: add --legacy (Vertex AI runs them in pool 2 "
-                          "of a job; see `buildkit-py job`)", field="--ps")
-    for i, arg in enumerate(options.args):
-        if "\0" in arg:
-            raise ConfigError(f"{show(arg)} is not allowed: NUL characters cannot be passed to a process", field=f"ARGS[{i}]")
-    if options.output is not None and options.output.exists() and not options.output.is_dir():
-        raise ConfigError(f"{show(str(options.output))} exists and is not a directory", field="--output")
-    _check_build_options(options.build)
+    _check_run_options(options)
     if options.executor is not None or options.packages:
         return _run_packages(project, options, reporter)
     # Host networking by default, for the build's RUN steps and the containers alike: workers
@@ -344,11 +333,22 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
                      parameter_servers=options.parameter_servers)
 
 
-def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
-    from .executors import is_spec, resolve_executor
-    from .jobs.local import package_run, run_local
-    from .packaging import SCRIPT_MODULE
+def _check_run_options(options: RunOptions) -> None:
+    _count("--gpus", options.gpus, MAX_GPUS)
+    _count("--workers", options.workers, MAX_WORKERS)
+    _count("--ps", options.parameter_servers, MAX_WORKERS)
+    if options.parameter_servers and not options.legacy:
+        raise ConfigError("parameter servers are AI Platform Training's: add --legacy (Vertex AI runs them in pool 2 "
+                          "of a job; see `buildkit-py job`)", field="--ps")
+    for i, arg in enumerate(options.args):
+        if "\0" in arg:
+            raise ConfigError(f"{show(arg)} is not allowed: NUL characters cannot be passed to a process", field=f"ARGS[{i}]")
+    if options.output is not None and options.output.exists() and not options.output.is_dir():
+        raise ConfigError(f"{show(str(options.output))} exists and is not a directory", field="--output")
+    _check_build_options(options.build)
 
+
+def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
     if options.image is not None:
         raise ConfigError(f"give an IMAGE or --executor, not both (IMAGE is {show(options.image)})", field="--executor")
     if options.executor is None:
@@ -358,7 +358,15 @@ def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> 
         raise ConfigError("--executor needs at least one --package (an sdist: a path, file://, https:// or gs:// URI)",
                           field="--package")
     overrides = project.overrides + ((("trainer", {"module": options.module}),) if options.module else ())
-    config = load(replace(project, overrides=overrides))
+    return _run_sdists(load(replace(project, overrides=overrides)), options, reporter)
+
+
+def _run_sdists(config: Config, options: RunOptions, reporter: Reporter) -> RunResult:
+    """The sdists (options.packages) on the executor image, for a config already loaded (with --module applied)."""
+    from .executors import is_spec, resolve_executor
+    from .jobs.local import package_run, run_local
+    from .packaging import SCRIPT_MODULE
+
     trainer = config.trainer
     module = trainer.module if trainer and trainer.module else SCRIPT_MODULE if trainer else None
     if module is None:
@@ -437,7 +445,11 @@ def executor_build(project: Project, options: BuildOptions, reporter: Reporter) 
     code. The build context holds only the launcher (and the requirements file and template the config names),
     so a trainer's code edits never change it."""
     _check_build_options(options)
-    config = load(project)
+    return _executor_build(load(project), options, reporter)
+
+
+def _executor_build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildResult:
+    """executor_build() for a config already loaded."""
     with tempfile.TemporaryDirectory(prefix="buildkit-py-executor-") as tmp:
         root = Path(tmp)
         for rel in filter(None, (config.requirements, config.template)):
@@ -1100,8 +1112,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         return AutopackageResult(inferred, tuple(stages.done), str(refs[0]), planned, steps, written=written)
     with stages.stage("build") as out:
         if options.mode == "package":
-            host = replace(project, overrides=project.overrides + (("network", config.network),))
-            built = executor_build(host, replace(options.build, push=False), reporter)
+            built = _executor_build(config, replace(options.build, push=False), reporter)  # network: host, as `run`
             refs = [parse_ref(built.tags[0], field="--tag")]
             pushes = refs[0].registry != "docker.io"
         else:
@@ -1140,7 +1151,9 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         run_options = RunOptions(gpus=options.gpus, output=options.output or _runs_dir(config), args=options.args,
                                  build=options.build)
         if options.mode == "package":
-            ran = run(project, replace(run_options, executor=built.tags[0], packages=(str(sdist.path),)), reporter)
+            run_options = replace(run_options, executor=built.tags[0], packages=(str(sdist.path),))
+            _check_run_options(run_options)
+            ran = _run_sdists(loaded, run_options, reporter)
         else:
             ran = run_local(built.tags[0], gpus=options.gpus, output=run_options.output, args=options.args,
                             reporter=reporter, network=config.network)
