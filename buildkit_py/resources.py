@@ -36,15 +36,18 @@ def read_data(path: Path, what: str | None = None) -> Any:
     config.py's checks instead)."""
     try:
         raw = path.read_bytes()
-        kept = _parsed_path(raw)
-        try:
-            return marshal.loads(kept.read_bytes())
-        except (OSError, EOFError, ValueError, TypeError):
-            pass  # not parsed before (or a damaged copy): parsed now
-        data = yaml.load(raw.decode("utf-8"), Loader=_LOADER)  # noqa: S506 (a safe loader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except OSError as exc:
         raise DataError(f"cannot read {what or path}: {exc}") from None
-    _keep(kept, data)
+    try:
+        kept = _parsed_path(raw)
+        return marshal.loads(kept.read_bytes())
+    except (OSError, RuntimeError, EOFError, ValueError, TypeError):
+        pass  # not parsed before, a damaged copy, or no cache directory (no home): parsed now
+    try:
+        data = yaml.load(raw.decode("utf-8"), Loader=_LOADER)  # noqa: S506 (a safe loader)
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise DataError(f"cannot read {what or path}: {exc}") from None
+    _keep(raw, data)
     return data
 
 
@@ -56,14 +59,15 @@ def _parsed_path(raw: bytes) -> Path:
     return cache_dir() / "data" / f"{key}.marshal"
 
 
-def _keep(path: Path, data: Any) -> None:
+def _keep(raw: bytes, data: Any) -> None:
     """Write the parsed form for the next run; a cache that cannot be written (or data marshal cannot hold,
     such as a date) only makes that run parse again."""
     try:
         blob = marshal.dumps(data)
+        path = _parsed_path(raw)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    except (OSError, ValueError):
+    except (OSError, RuntimeError, ValueError):
         return
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -98,7 +98,8 @@ def test_the_probe_would_see_a_heavy_import():
     assert "buildkit_py.executors" in heavy(found["command"])
 
 
-@pytest.mark.parametrize("name, module", [("Executor", "buildkit_py.executors"), ("RunResult", "buildkit_py.jobs.local")])
+@pytest.mark.parametrize("name, module", [("Executor", "buildkit_py.executors"), ("RunResult", "buildkit_py.jobs.local"),
+                                          ("PushResult", "buildkit_py.registry")])
 def test_the_api_still_exports_the_lazily_imported_types(name, module):
     from buildkit_py import api
 
