@@ -26,7 +26,6 @@ from . import build as _build
 from . import lock as _lock
 from .build import BuildOptions, BuildResult
 from .builders import builder_class
-from .ci import CI_FLAVOURS, render_ci
 from .config import (
     Config,
     JobConfig,
@@ -37,20 +36,16 @@ from .config import (
     load_config,
     pep440_version,
 )
-from .engine import engine_client
 from .errors import BuildkitError, ConfigError, RegistryError, ResolutionError, ServiceError, WaitInterrupted, show
 from .fsutil import cache_dir, read_text, write_atomic
 from .launcher.gpu import arch_supports
 from .lock import LockOptions, LockResult
-from .makefile import render_makefile
 from .matrix import SHIPPED, load_matrix, version_key
 from .plan import Plan, accelerator_named, check_accelerator, closest_python, make_plan, tpu_named, tpu_releases, usable_python
 from .progress import Reporter
 from .refs import parse_ref
-from .registry import PushResult
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import LAUNCHER_CONTEXT_DIR, launcher_sources
-from .staging import Staged, parse_stage, stage
 
 # The modules below cost a command that does not use them (`dockerfile` must start in well under
 # 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
@@ -63,6 +58,8 @@ if TYPE_CHECKING:
     from .jobs import tune as jobs_tune
     from .jobs.local import RunResult
     from .packaging import Sdist
+    from .registry import PushResult
+    from .staging import Staged
 
 MAX_GPUS = 16  # the most GPUs one Vertex AI machine has
 MAX_WORKERS = 64  # local runs start one container per worker
@@ -78,7 +75,7 @@ __all__ = [
 ]
 
 # Types re-exported from modules imported on first use (see above).
-_LAZY_EXPORTS = {"Executor": ".executors", "RunResult": ".jobs.local"}
+_LAZY_EXPORTS = {"Executor": ".executors", "PushResult": ".registry", "RunResult": ".jobs.local"}
 
 
 def __getattr__(name: str) -> Any:
@@ -354,18 +351,7 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
     """Run the image the way Vertex AI runs it, on this machine (building it first when no image is given)."""
     from .jobs.local import run_local
 
-    _count("--gpus", options.gpus, MAX_GPUS)
-    _count("--workers", options.workers, MAX_WORKERS)
-    _count("--ps", options.parameter_servers, MAX_WORKERS)
-    if options.parameter_servers and not options.legacy:
-        raise ConfigError("parameter servers are AI Platform Training's: add --legacy (Vertex AI runs them in pool 2 "
-                          "of a job; see `buildkit-py job`)", field="--ps")
-    for i, arg in enumerate(options.args):
-        if "\0" in arg:
-            raise ConfigError(f"{show(arg)} is not allowed: NUL characters cannot be passed to a process", field=f"ARGS[{i}]")
-    if options.output is not None and options.output.exists() and not options.output.is_dir():
-        raise ConfigError(f"{show(str(options.output))} exists and is not a directory", field="--output")
-    _check_build_options(options.build)
+    _check_run_options(options)
     if options.executor is not None or options.packages:
         return _run_packages(project, options, reporter)
     # Host networking by default, for the build's RUN steps and the containers alike: workers
@@ -381,11 +367,22 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
                      parameter_servers=options.parameter_servers)
 
 
-def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
-    from .executors import is_spec, resolve_executor
-    from .jobs.local import package_run, run_local
-    from .packaging import SCRIPT_MODULE
+def _check_run_options(options: RunOptions) -> None:
+    _count("--gpus", options.gpus, MAX_GPUS)
+    _count("--workers", options.workers, MAX_WORKERS)
+    _count("--ps", options.parameter_servers, MAX_WORKERS)
+    if options.parameter_servers and not options.legacy:
+        raise ConfigError("parameter servers are AI Platform Training's: add --legacy (Vertex AI runs them in pool 2 "
+                          "of a job; see `buildkit-py job`)", field="--ps")
+    for i, arg in enumerate(options.args):
+        if "\0" in arg:
+            raise ConfigError(f"{show(arg)} is not allowed: NUL characters cannot be passed to a process", field=f"ARGS[{i}]")
+    if options.output is not None and options.output.exists() and not options.output.is_dir():
+        raise ConfigError(f"{show(str(options.output))} exists and is not a directory", field="--output")
+    _check_build_options(options.build)
 
+
+def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
     if options.image is not None:
         raise ConfigError(f"give an IMAGE or --executor, not both (IMAGE is {show(options.image)})", field="--executor")
     if options.executor is None:
@@ -395,7 +392,15 @@ def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> 
         raise ConfigError("--executor needs at least one --package (an sdist: a path, file://, https:// or gs:// URI)",
                           field="--package")
     overrides = project.overrides + ((("trainer", {"module": options.module}),) if options.module else ())
-    config = load(replace(project, overrides=overrides))
+    return _run_sdists(load(replace(project, overrides=overrides)), options, reporter)
+
+
+def _run_sdists(config: Config, options: RunOptions, reporter: Reporter) -> RunResult:
+    """The sdists (options.packages) on the executor image, for a config already loaded (with --module applied)."""
+    from .executors import is_spec, resolve_executor
+    from .jobs.local import package_run, run_local
+    from .packaging import SCRIPT_MODULE
+
     trainer = config.trainer
     module = trainer.module if trainer and trainer.module else SCRIPT_MODULE if trainer else None
     if module is None:
@@ -456,6 +461,7 @@ class PackageResult:
 def package(project: Project, options: PackageOptions) -> PackageResult:
     """The trainer as a reproducible sdist (checked: the module is in it), staged when asked."""
     from .packaging import build_sdist
+    from .staging import parse_stage, stage
 
     if options.module and options.script:
         raise ConfigError("give --module or --script, not both", field="--script")
@@ -474,7 +480,11 @@ def executor_build(project: Project, options: BuildOptions, reporter: Reporter) 
     code. The build context holds only the launcher (and the requirements file and template the config names),
     so a trainer's code edits never change it."""
     _check_build_options(options)
-    config = load(project)
+    return _executor_build(load(project), options, reporter)
+
+
+def _executor_build(config: Config, options: BuildOptions, reporter: Reporter) -> BuildResult:
+    """executor_build() for a config already loaded."""
     with tempfile.TemporaryDirectory(prefix="buildkit-py-executor-") as tmp:
         root = Path(tmp)
         # buildkit.lock too, when there is one: the executor installs the locked packages from the locked base.
@@ -496,12 +506,14 @@ def executors(framework: str | None = None, region: str | None = None) -> list[E
 
 def _digest(config: Config) -> str:
     """repository@digest of the content tag as the engine recorded its push."""
-    ref = _build.planned_refs(config)[0][0]
+    ref = _build.planned_refs(config, git=False)[0][0]
     if getattr(builder_class(config.builder), "remote", False):  # pushed where it was built: the registry knows
         from .jobs import preflight
 
         return f"{ref.repository}@{preflight.manifest(ref).digest}"
     from docker.errors import ImageNotFound
+
+    from .engine import engine_client
 
     try:
         digests = engine_client().images.get(str(ref)).attrs.get("RepoDigests") or []
@@ -516,11 +528,11 @@ def _digest(config: Config) -> str:
 
 # What `buildkit-py print NAME` gives: one value for Make and shell scripts.
 PRINTABLE: dict[str, Any] = {
-    "image-uri": lambda c: str(_build.planned_refs(c)[0][0]),
-    "image-tag": lambda c: _build.planned_refs(c)[0][0].tag,
-    "image": lambda c: _build.planned_refs(c)[0][0].repository,
+    "image-uri": lambda c: str(_build.planned_refs(c, git=False)[0][0]),
+    "image-tag": lambda c: _build.planned_refs(c, git=False)[0][0].tag,
+    "image": lambda c: _build.planned_refs(c, git=False)[0][0].repository,
     "tags": lambda c: " ".join(map(str, _build.planned_refs(c)[0])),
-    "content-digest": lambda c: _build.planned_refs(c)[1],
+    "content-digest": lambda c: _build.planned_refs(c, git=False)[1],
     "lock-digest": _lock_digest,
     "digest": _digest,
     "base-image": lambda c: make_plan(c).base_image,
@@ -554,12 +566,16 @@ def _generated(text: str, output: Path | None) -> GeneratedFile:
 
 def make(project: Project, output: Path | None = None) -> GeneratedFile:
     """buildkit.mk: Make targets that each run one buildkit-py command, for `include buildkit.mk`."""
+    from .makefile import render_makefile
+
     config = load(project)
     return _generated(render_makefile(config, project.config, output.parent if output else Path.cwd()), output)
 
 
 def ci(project: Project, flavour: str, output: Path | None = None) -> GeneratedFile:
     """A CI pipeline (github, cloudbuild or gitlab) that builds every variant with a registry cache and pushes."""
+    from .ci import CI_FLAVOURS, render_ci
+
     if flavour not in CI_FLAVOURS:
         raise ConfigError(f"{show(flavour)} is not a CI flavour buildkit-py writes; one of {', '.join(CI_FLAVOURS)}",
                           field="FLAVOUR")
@@ -676,7 +692,11 @@ class CancelResult:
 
 def _job_settings(project: Project, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
     """The config, and its job with the flags applied (each checked by its config key's validator)."""
-    config = load(project)
+    return _settings(load(project), options)
+
+
+def _settings(config: Config, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
+    """_job_settings for a config already loaded: the job with the flags (and a legacy file's job) applied."""
     left: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     flags = {key: job_flag(key, getattr(options, key)) for key in
@@ -728,10 +748,13 @@ def _legacy_config(config: Config, path: Path, flags: dict) -> tuple[Config, tup
     return config, conversion.not_converted, tuple(notes)
 
 
-def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, **kwargs) -> vertex.VertexJob:
+def _vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_plan: Plan | None = None,
+                **kwargs) -> vertex.VertexJob:
+    """build_plan: the config's plan where the caller has it already (autopackage), else resolved here when needed."""
     from .jobs import vertex
 
-    planned = functools.cache(lambda: make_plan(config))  # resolved once, for the GPU check and the serving image
+    # Resolved once, for the GPU check and the serving image.
+    planned = functools.cache(lambda: build_plan or make_plan(config))
     check = None
     if config.source != "(defaults)" and config.trainer is not None:  # an image built from this config
         def check(accelerator: str) -> tuple[str, ...]:
@@ -799,12 +822,18 @@ def _project_id(settings: JobConfig) -> str:
 def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = SubmitOptions()) -> PlanResult:
     """What submit would send, and each check with its result: the image in its registry (a HEAD against it),
     its platform, accelerator and machine fit, strategy, staging, the console URL."""
+    _check_submit_options(submit_options)
+    config, settings, _, _ = _job_settings(project, options)
+    return _plan_job(config, settings, options, submit_options)
+
+
+def _plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_options: SubmitOptions,
+              build_plan: Plan | None = None) -> PlanResult:
+    """plan() for a config already loaded and its job settings (_settings)."""
     from .jobs import preflight, vertex
     from .jobs import submit as jobs_submit
 
-    _check_submit_options(submit_options)
-    config, settings, _, _ = _job_settings(project, options)
-    planned = _vertex_job(config, settings, options)
+    planned = _vertex_job(config, settings, options, build_plan)
     region = settings.region or vertex.DEFAULT_REGION
     project_id = _project_id(settings)
     ref = parse_ref(planned.image, field="--image")
@@ -813,7 +842,7 @@ def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = 
                 "and the job names it by tag, not pinned by digest: a tag pushed again later changes what runs",
                 ) if submit_options.skip_image_check else ()
     if digest:
-        planned = _vertex_job(config, settings, options, digest=digest)
+        planned = _vertex_job(config, settings, options, build_plan, digest=digest)
     if options.pipeline:
         from .jobs import pipeline as jobs_pipeline
 
@@ -830,24 +859,36 @@ def submit(project: Project, options: JobOptions, submit_options: SubmitOptions 
            on_state: Callable[[str, dict], None] | None = None) -> SubmitResult:
     """Check (as plan), then create the job; on a refusal for capacity or quota, the config's `fallbacks:` in
     order. With wait, follow its state to the end (on_state at each change)."""
+    _check_poll(submit_options)
+    _check_submit_options(submit_options)
+    config, settings, _, _ = _job_settings(project, options)
+    return _submit_planned(config, settings, options, submit_options, _plan_job(config, settings, options, submit_options),
+                           on_state)
+
+
+def _check_poll(submit_options: SubmitOptions) -> None:
+    if not 0 < submit_options.poll_interval <= 3600 or not 0 < submit_options.timeout <= 600:
+        raise ConfigError("poll interval and timeout: seconds, more than 0 (at most 3600 and 600)", field="--poll")
+
+
+def _submit_planned(config: Config, settings: JobConfig, options: JobOptions, submit_options: SubmitOptions,
+                    planned: PlanResult, on_state: Callable[[str, dict], None] | None = None,
+                    build_plan: Plan | None = None) -> SubmitResult:
+    """submit() once its plan is made: nothing is loaded or planned again."""
     from .jobs import submit as jobs_submit
     from .jobs import vertex
 
-    if not 0 < submit_options.poll_interval <= 3600 or not 0 < submit_options.timeout <= 600:
-        raise ConfigError("poll interval and timeout: seconds, more than 0 (at most 3600 and 600)", field="--poll")
-    planned = plan(project, options, submit_options)
     if planned.failed:
         first = planned.failed[0]
         error = BuildkitError(f"nothing was sent: check {first.name} failed: {first.detail}")
         error.exit_code = first.exit_code  # the failed check's own (2: bad input, 7: registry...)
         raise error
-    config, settings, _, _ = _job_settings(project, options)
     credentials, _ = jobs_submit.default_credentials()
     tried: list[str] = []
     digest = _digest_of(planned.job.image)
     alternatives = (None, *config.fallbacks)
     for i, fallback in enumerate(alternatives):
-        attempt = planned.job if fallback is None else _vertex_job(config, settings, options, digest=digest,
+        attempt = planned.job if fallback is None else _vertex_job(config, settings, options, build_plan, digest=digest,
                                                                     fallback=fallback)
         region = (fallback and fallback.region) or planned.region
         base = jobs_submit.api_endpoint(submit_options.api_endpoint, region, dict(os.environ))
@@ -1073,13 +1114,16 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
     if conversion is not None:
         legacy = _legacy_build(project, directory, inferred, conversion, reporter)
     project = replace(project, directory=directory, overrides=legacy + inferred.overrides + project.overrides)
-    config = load(project)
-    config = replace(config, network=config.network or "host")  # as `run`: workers rendezvous over loopback
+    loaded = load(project)  # the only load: each stage below gets what the one before resolved
+    config = replace(loaded, network=loaded.network or "host")  # as `run`: workers rendezvous over loopback
     target = options.target or ("vertex" if options.job.project or (config.job and config.job.project) or any(
         os.environ.get(n) for n in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")) else "local")
     with stages.stage("render") as out:
-        planned = make_plan(config)
-        refs, _ = _build.planned_refs(config, own_dockerfile)
+        # Planned and rendered once (with buildkit.lock's pins when a current lock is there): the content tag's digest
+        # and the build hash the same text, and the build's context gets the same locked requirements.
+        planned, dockerfile, _ = _build._inputs(config, builder_class(config.builder).supports_secrets, own_dockerfile,
+                                                make_plan(config))
+        refs, _ = _build.planned_refs(config, dockerfile, planned, git=False)  # refs[0] only: the content tag
         fw = planned.framework
         out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
                   f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
@@ -1097,7 +1141,9 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         if options.args:
             raise ConfigError(f"trainer arguments after `--` are for a local run; a job's are `job.args` "
                               f"(got {show(list(options.args))})", field="ARGS")
-        job(project, replace(options.job, image=str(refs[0]), target=target))  # the spec's errors before any build
+        job_options = replace(options.job, image=str(refs[0]), target=target)
+        job_config, settings, _, _ = _settings(loaded, job_options)
+        _vertex_job(job_config, settings, job_options, planned)  # the spec's errors before any build
     elif options.job.pipeline:
         raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
                           "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
@@ -1111,12 +1157,11 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         return AutopackageResult(inferred, tuple(stages.done), str(refs[0]), planned, steps, written=written)
     with stages.stage("build") as out:
         if options.mode == "package":
-            host = replace(project, overrides=project.overrides + (("network", config.network),))
-            built = executor_build(host, replace(options.build, push=False), reporter)
+            built = _executor_build(config, replace(options.build, push=False), reporter)  # network: host, as `run`
             refs = [parse_ref(built.tags[0], field="--tag")]
             pushes = refs[0].registry != "docker.io"
         else:
-            built = _build.build(config, replace(options.build, push=False), reporter, own_dockerfile)
+            built = _build.build(config, replace(options.build, push=False), reporter, dockerfile, planned)
         out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
                   not built.built]
     if pushes:
@@ -1132,8 +1177,13 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
                 out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
     if target != "local":
         with stages.stage("submit") as out:
-            submitted = submit(project, replace(options.job, image=built.tags[0], target=target), options.submit,
-                               lambda state, job: reporter.message(f"state {state}"))
+            if built.tags[0] != job_options.image:  # the files changed during the build: the job runs what was built
+                job_options = replace(job_options, image=built.tags[0])
+                job_config, settings, _, _ = _settings(loaded, job_options)
+            _check_poll(options.submit)
+            submitted = _submit_planned(job_config, settings, job_options, options.submit,
+                                        _plan_job(job_config, settings, job_options, options.submit, planned),
+                                        lambda state, job: reporter.message(f"state {state}"), planned)
             out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
                 f"; model {submitted.model}" if submitted.model else "")
         return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, written=written,
@@ -1146,7 +1196,9 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         run_options = RunOptions(gpus=options.gpus, output=options.output or _runs_dir(config), args=options.args,
                                  build=options.build)
         if options.mode == "package":
-            ran = run(project, replace(run_options, executor=built.tags[0], packages=(str(sdist.path),)), reporter)
+            run_options = replace(run_options, executor=built.tags[0], packages=(str(sdist.path),))
+            _check_run_options(run_options)
+            ran = _run_sdists(loaded, run_options, reporter)
         else:
             ran = run_local(built.tags[0], gpus=options.gpus, output=run_options.output, args=options.args,
                             reporter=reporter, network=config.network)

@@ -6,15 +6,14 @@ tag; the staged context and every temporary file live in one temp dir that is al
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .builders import builder_class
 from .builders.base import BuildRequest
@@ -27,9 +26,11 @@ from .lock import apply as apply_lock
 from .plan import LABEL_PREFIX, Plan, make_plan
 from .progress import Reporter
 from .refs import ImageRef, parse_ref
-from .registry import PushResult, add_tags
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import launcher_sources
+
+if TYPE_CHECKING:  # the registry client, threads and INI parser load with the build or push that uses them
+    from .registry import PushResult
 
 CA_SECRET = "buildkit-ca"
 PIP_CONF_SECRET = "buildkit-pip-conf"
@@ -137,6 +138,8 @@ _UV_KEYS = {"index-url": ("index-url", False), "extra-index-url": ("extra-index-
 
 def uv_config(pip_conf: str, where: str) -> str:
     """The index settings of a pip.conf as a uv.toml."""
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read_string(pip_conf, source=where)
@@ -174,24 +177,28 @@ def _private_copy(data: bytes, path: Path) -> Path:
     return path
 
 
-def _inputs(config: Config, buildkit: bool, dockerfile: str | None = None, locked: bool = False) -> tuple[Plan, str, str]:
+def _inputs(config: Config, buildkit: bool, dockerfile: str | None = None, plan: Plan | None = None,
+            locked: bool = False) -> tuple[Plan, str, str]:
     """The plan (with buildkit.lock's pins when there is a current lock), Dockerfile and .dockerignore a build of this
-    config uses; `dockerfile`: the user's own text, built as it is (autopackage --dockerfile) instead of the rendered one."""
-    plan = make_plan(config)
+    config uses; `dockerfile`: the user's own text, built as it is (autopackage --dockerfile) instead of the rendered one;
+    `plan`: the config's, where the caller has made it already (each stage runs once per command)."""
+    plan = plan or make_plan(config)
     if dockerfile is None:
         plan = apply_lock(config, plan, locked=locked)
     text = dockerfile if dockerfile is not None else render_dockerfile(plan, root=config.root, buildkit=buildkit)
     return plan, text, render_project_dockerignore(config.root)
 
 
-def planned_refs(config: Config, dockerfile: str | None = None) -> tuple[list[ImageRef], str]:
+def planned_refs(config: Config, dockerfile: str | None = None, plan: Plan | None = None,
+                 git: bool = True) -> tuple[list[ImageRef], str]:
     """The tags a build would apply (the content tag first) and the content digest, without an
-    engine: what `print image-uri` and the Makefile's push stamp need."""
-    plan, dockerfile, ignore = _inputs(config, builder_class(config.builder).supports_secrets, dockerfile)
+    engine: what `print image-uri` and the Makefile's push stamp need. git=False: without the git tag, whose
+    two git runs are most of the time of a `print` that needs only the content tag."""
+    plan, dockerfile, ignore = _inputs(config, builder_class(config.builder).supports_secrets, dockerfile, plan)
     # Each file read once and hashed, nothing copied: nothing is handed to a builder here, so there is no copy
     # the digest must match (a file that changes before the build gives that build another tag, as it should).
     digest = hash_context(_listing(config, dockerfile, ignore, plan)).digest
-    return image_refs(config, f"bk-{digest[:16]}", git_revision(config.root)), digest
+    return image_refs(config, f"bk-{digest[:16]}", git_revision(config.root) if git else None), digest
 
 
 def _listing(config: Config, dockerfile: str, ignore: str, plan: Plan) -> ContextListing:
@@ -206,6 +213,8 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
     PUSH (a builder's or the engine's), its other tags in the same repository as manifests (about 10 ms each on
     loopback, where an engine push that checks every layer again takes 50); a ref in another repository is
     pushed. Every command that pushes comes here."""
+    from .registry import add_tags
+
     first = push(refs[0], reporter)
     same = [r for r in refs[1:] if r.repository == refs[0].repository]
     try:
@@ -217,14 +226,17 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
     return (first, *(added.get(str(r)) or push(r, reporter) for r in refs[1:]))
 
 
-def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None) -> BuildResult:
+def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None,
+          plan: Plan | None = None) -> BuildResult:
+    from concurrent.futures import ThreadPoolExecutor
+
     backend = builder_class(config.builder)
     # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
     # rendered; an error of the inputs still comes first.
     with ThreadPoolExecutor(max_workers=2) as pool:
         creating = pool.submit(backend.create, options.docker)
         describing = pool.submit(git_revision, config.root)
-        plan, dockerfile, ignore = _inputs(config, backend.supports_secrets, dockerfile, options.locked)
+        plan, dockerfile, ignore = _inputs(config, backend.supports_secrets, dockerfile, plan, options.locked)
         builder, revision = creating.result(), describing.result()
     # A lock's wheels are for its platform (linux/amd64 unless the config names one): the build targets the same.
     platform = config.platform or ("linux/amd64" if plan.gpu or plan.lock else None)

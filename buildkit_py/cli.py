@@ -6,15 +6,33 @@ Options may stand anywhere before `--`; only what follows `--` goes to the train
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
 import traceback
 from pathlib import Path
 
-from . import __version__, api
+from . import __version__
 from .errors import BuildkitError, ConfigError
 from .progress import reporter
+
+
+def _lazy(name: str):
+    """The module, executed on first attribute access (importlib's documented LazyLoader recipe): the API
+    and all it imports cost nothing to `--version`, whose answer needs none of it."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+api = _lazy(f"{__package__}.api")
+VERSION = f"buildkit-py {__version__}"
 
 PROGRESS = ("auto", "plain", "tty", "json")
 LOCKED_HELP = "fail (exit 2) unless buildkit.lock is there and current (CI)"
@@ -550,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Turn an ML trainer into a container image and a Vertex AI / AI Platform training job.",
         epilog="Options may stand anywhere before `--`; run, autopackage and tune pass what follows `--` to the trainer.",
     )
-    parser.add_argument("--version", action="version", version=f"buildkit-py {__version__}")
+    parser.add_argument("--version", action="version", version=VERSION)
     _common(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -771,6 +789,9 @@ def _report(exc: BaseException, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if "--version" in argv and set(argv) <= {"--version", "--debug"}:  # argparse's answer, without building the parser
+        print(VERSION)
+        return 0
     args = parse(argv)
     debug = getattr(args, "debug", False)
     try:

@@ -19,7 +19,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from .builders import BUILDERS
@@ -505,6 +504,9 @@ def _mirror_url(raw: _Raw, path: tuple, value: Any) -> str:
 
 
 def _pip_requirement(raw, path, value) -> str:
+    # Loaded by a config with `pip:` only: PEP 508's parser is a tenth of every command's start-up otherwise.
+    from packaging.requirements import InvalidRequirement, Requirement
+
     text = _string(raw, path, value).strip()
     if text.startswith("-"):
         raise _err(raw, path, f"{show(text)} is not allowed: give a PEP 508 requirement (options go in a requirements file)")

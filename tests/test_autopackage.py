@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import subprocess
+import sys
 import time
 import tomllib
 from pathlib import Path
@@ -480,3 +482,53 @@ def test_a_legacy_runtime_gives_an_imported_framework_its_release(project):
     (root / "requirements.txt").write_text("tensorflow==2.9.3\n")  # the trainer's own pin wins over the runtime
     assert dry(root, "--target", "local", "--from-aiplatform", str(legacy))["plan"]["framework"]["requirement"] == \
         "tensorflow==2.9.3"
+
+
+def _counted(monkeypatch, module, name: str) -> list[tuple]:
+    """Count the calls of module.name wherever buildkit-py holds it (`from .x import name` copies the reference):
+    the arguments of each call, appended to the list returned."""
+    original = getattr(module, name)
+    calls: list[tuple] = []
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    for mod in [m for n, m in list(sys.modules.items()) if n == "buildkit_py" or n.startswith("buildkit_py.")]:
+        if getattr(mod, name, None) is original:
+            monkeypatch.setattr(mod, name, counting)
+    return calls
+
+
+def test_autopackage_loads_plans_renders_and_parses_each_reference_once(testenv, trainer_copy, tmp_path, monkeypatch,
+                                                                         capsys):
+    """Every stage runs once per command (issue 20): autopackage passes what it resolved forward instead of
+    calling back into the public API, which would load the config, plan and parse the image again."""
+    from buildkit_py import api, cli, config, plan, refs, render
+
+    for name in ("buildkit_py.jobs.vertex", "buildkit_py.jobs.submit", "buildkit_py.jobs.preflight",
+                 "buildkit_py.jobs.local", "buildkit_py.autopackage", "buildkit_py.packaging", "buildkit_py.registry",
+                 "buildkit_py.builders.buildkit_cli", "buildkit_py.builders.engine_images"):
+        importlib.import_module(name)  # loaded now, so that their references to the counted functions are counted too
+    loads = _counted(monkeypatch, api, "load")
+    configs = _counted(monkeypatch, config, "load_config")
+    plans = _counted(monkeypatch, plan, "make_plan")
+    renders = _counted(monkeypatch, render, "render_dockerfile")
+    parsed = _counted(monkeypatch, refs, "_parse")  # the parsing itself: parse_ref keeps what it parsed
+    monkeypatch.setattr(refs, "_PARSED", {})  # none parsed by the tests before
+    server = FakeVertex()
+    key, server.public_key = new_key_file(tmp_path, f"{server.url}/token")
+    for name, value in {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"],
+                        "GOOGLE_APPLICATION_CREDENTIALS": str(key), ENDPOINT_ENV: server.url}.items():
+        monkeypatch.setenv(name, value)
+    with server:
+        code = cli.main(["autopackage", str(trainer_copy), "--image", f"{testenv['BUILDKIT_TEST_REGISTRY']}/autopkg-once/quick",
+                         "--project", "fake-project", "--target", "loopback", "--wait", "--poll", "0.01", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err[-3000:]
+    assert json.loads(out.out)["submitted"]["state"] == "JOB_STATE_SUCCEEDED" and len(server.bodies) == 1
+    counts = {"load": len(loads), "load_config": len(configs), "make_plan": len(plans), "render_dockerfile": len(renders),
+              "parsed": len(parsed), "distinct references": len({a[0] for a in parsed})}
+    assert counts == {**counts, "load": 1, "load_config": 1, "make_plan": 1, "render_dockerfile": 1}, counts
+    # The image repository, its content tag (the job's image) and that tag pinned by digest: each parsed once.
+    assert counts["parsed"] == counts["distinct references"] == 3, sorted(str(a[0]) for a in parsed)

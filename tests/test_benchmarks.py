@@ -29,3 +29,15 @@ def test_one_small_round_measures_every_way(testenv, tmp_path):
         assert figures["layers"] >= 3, way
     assert medians["buildkit-py"]["dockerfile_s"] > 0 and medians["buildkit-py"]["package_s"] > 0
     assert "| buildkit-py |" in (tmp_path / "results.md").read_text()
+
+
+def test_the_start_up_benchmark_times_each_command():
+    """benchmarks/startup.py runs each command as the console script and prints its medians; no target is asserted
+    here (timings on a shared machine are the benchmark's to report, not a test's)."""
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "startup.py"), "--runs", "1"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == ["python3 -c pass", "buildkit-py --version",
+                                                   "buildkit-py print image-uri", "buildkit-py dockerfile"]
+    assert all(" ms |" in row for row in rows)

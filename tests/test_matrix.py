@@ -6,9 +6,11 @@ as real zip wheels answering HTTP range requests."""
 from __future__ import annotations
 
 import base64
+import datetime
 import html
 import io
 import json
+import marshal
 import re
 import shutil
 import threading
@@ -25,7 +27,7 @@ from buildkit_py.errors import ConfigError, DataError, PackageIndexError
 from buildkit_py.index_metadata import Index, IndexFile, _pythons, _releases, run
 from buildkit_py.matrix import load_matrix, overlay_path
 from buildkit_py.plan import make_plan
-from buildkit_py.resources import resource_dir
+from buildkit_py.resources import read_data, resource_dir
 from conftest import REPO, run_cli
 
 RECORDED = json.loads((REPO / "tests" / "data" / "index" / "pypi-recorded.json").read_text())["projects"]
@@ -389,3 +391,29 @@ def test_wheels_for_pythons_older_than_any_image_are_not_counted():
     found = _releases([wheel(f"tensorflow-1.15.5-cp3{n}-cp3{n}m-manylinux2010_x86_64.whl") for n in (5, 6, 7)]
                       + [wheel("tensorflow-1.4.0-cp36-cp36m-manylinux1_x86_64.whl")])
     assert {str(v): _pythons(r) for v, r in found.items()} == {"1.15.5": ("3.7",)}
+
+
+def test_parsed_data_files_are_kept_between_runs_and_an_edit_or_a_damaged_copy_is_parsed_again(tmp_path, monkeypatch):
+    """read_data keeps each file's parsed form (issue 20: start-up), keyed by the file's bytes."""
+    monkeypatch.setenv("BUILDKIT_PY_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "d.yaml"
+    data.write_text("a: [1, '2']\n")
+    assert read_data(data) == {"a": [1, "2"]}
+    (kept,) = (tmp_path / "cache" / "data").glob("*.marshal")
+    kept.write_bytes(marshal.dumps({"a": "the kept copy"}))
+    assert read_data(data) == {"a": "the kept copy"}  # the next run reads the kept copy, not the YAML
+    data.write_text("a: edited\n")
+    assert read_data(data) == {"a": "edited"}  # other bytes: parsed
+    data.write_text("a: [1, '2']\n")
+    kept.write_bytes(b"\xffdamaged")
+    assert read_data(data) == {"a": [1, "2"]}  # a damaged copy: parsed again, and kept again
+    assert read_data(data) == {"a": [1, "2"]} and marshal.loads(kept.read_bytes()) == {"a": [1, "2"]}
+    # What marshal cannot hold (a date), and a cache that cannot be written: parsed each time, never an error.
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("BUILDKIT_PY_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    dated = tmp_path / "dated.yaml"
+    dated.write_text("checked: 2026-11-24\n")
+    assert read_data(dated) == {"checked": datetime.date(2026, 11, 24)}
+    assert read_data(data) == {"a": [1, "2"]}
+    with pytest.raises(DataError, match="cannot read"):
+        read_data(tmp_path / "missing.yaml")

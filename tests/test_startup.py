@@ -19,6 +19,12 @@ QUICKSTART = REPO / "examples" / "quickstart"
 HEAVY = ("docker", "requests", "urllib3", "google.auth", "google.cloud.aiplatform", "http.client",
          "buildkit_py.jobs", "buildkit_py.index_metadata", "buildkit_py.autopackage", "buildkit_py.packaging",
          "buildkit_py.doctor", "buildkit_py.executors")
+# What only building, pushing or writing CI/Make files needs: the commands that compute a tag or render do not load it.
+BUILD_ONLY = ("buildkit_py.registry", "buildkit_py.staging", "buildkit_py.ci", "buildkit_py.makefile",
+              "buildkit_py.builders.buildah", "buildkit_py.builders.legacy", "concurrent.futures", "packaging.requirements")
+# What `--version` needs none of: the API and everything it imports (issue 20: --version < 60 ms).
+API = ("yaml", "jinja2", "packaging", "buildkit_py.config", "buildkit_py.plan", "buildkit_py.render", "buildkit_py.build",
+       "buildkit_py.matrix", "buildkit_py.context")
 
 PROBE = """
 import io, json, sys
@@ -33,16 +39,20 @@ print(json.dumps({"import": after_import, "command": sorted(sys.modules), "code"
 """
 
 
-def loaded(*args: str) -> dict:
+def loaded(*args: str, path: str | None = None) -> dict:
     proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=REPO,
-                          env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                          env={"PYTHONPATH": str(REPO), "PATH": path or os.environ.get("PATH", "/usr/bin:/bin"),
                                "HOME": str(REPO / ".testenv")})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.splitlines()[-1])
 
 
+def among(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == n or m.startswith(n + ".") for n in names)]
+
+
 def heavy(modules: list[str]) -> list[str]:
-    return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    return among(modules, HEAVY)
 
 
 def test_importing_the_cli_loads_no_heavy_module():
@@ -54,6 +64,32 @@ def test_the_dockerfile_command_loads_no_heavy_module():
     assert found["code"] in (0, None)
     assert "buildkit_py.render" in found["command"]  # the probe did run the command
     assert heavy(found["command"]) == []
+    assert among(found["command"], BUILD_ONLY) == []
+
+
+def test_version_loads_neither_the_api_nor_what_it_imports():
+    found = loaded("--version")
+    assert found["code"] == 0
+    assert among(found["command"], API + HEAVY) == []
+
+
+def test_print_image_uri_loads_only_what_the_content_tag_needs_and_runs_no_git(tmp_path):
+    """The content tag is plan, render and the context's hash: no registry client, no other build backend, no
+    git (the git tag is not printed). A `git` first on PATH records each run."""
+    marker = tmp_path / "git-ran"
+    fake = tmp_path / "bin" / "git"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {marker}\nexit 1\n")
+    fake.chmod(0o755)
+    path = f"{fake.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    config = str(QUICKSTART / "buildkit.yaml")
+    found = loaded("print", "image-uri", "--config", config, "--image", "127.0.0.1:5000/quick", path=path)
+    assert found["code"] == 0 and "buildkit_py.context" in found["command"]  # the probe did hash the context
+    assert among(found["command"], BUILD_ONLY + HEAVY) == []
+    assert not marker.exists()
+    # The check can fail: the tags include the git tag, so `print tags` runs git.
+    assert loaded("print", "tags", "--config", config, "--image", "127.0.0.1:5000/quick", path=path)["code"] == 0
+    assert marker.exists()
 
 
 def test_the_probe_would_see_a_heavy_import():
@@ -62,7 +98,8 @@ def test_the_probe_would_see_a_heavy_import():
     assert "buildkit_py.executors" in heavy(found["command"])
 
 
-@pytest.mark.parametrize("name, module", [("Executor", "buildkit_py.executors"), ("RunResult", "buildkit_py.jobs.local")])
+@pytest.mark.parametrize("name, module", [("Executor", "buildkit_py.executors"), ("RunResult", "buildkit_py.jobs.local"),
+                                          ("PushResult", "buildkit_py.registry")])
 def test_the_api_still_exports_the_lazily_imported_types(name, module):
     from buildkit_py import api
 

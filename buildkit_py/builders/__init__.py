@@ -2,26 +2,35 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from .base import Builder, BuildRequest
-from .buildah import BuildahBuilder
-from .buildkit_cli import BuildkitCliBuilder
-from .cloudbuild import CloudBuildBuilder
-from .legacy import LegacyBuilder
 
 # buildkit: a Docker CLI with BuildKit (buildx, or a client with it built in); legacy: the engine's
 # classic builder through the Docker SDK (no cache or secret mounts); buildah: no Docker engine; cloudbuild: Google
-# Cloud Build, no engine on this machine.
-REGISTRY: dict[str, type[Builder]] = {b.name: b for b in (BuildkitCliBuilder, LegacyBuilder, BuildahBuilder,
-                                                           CloudBuildBuilder)}
-ALIASES = {"auto": BuildkitCliBuilder.name}
-BUILDERS = (*ALIASES, *REGISTRY)
+# Cloud Build, no engine on this machine. Each backend's module loads when it is chosen: loading the config or
+# planning a build (which reads only `supports_secrets`) does not pay for the others.
+_MODULES = {"buildkit": ("buildkit_cli", "BuildkitCliBuilder"), "legacy": ("legacy", "LegacyBuilder"),
+            "buildah": ("buildah", "BuildahBuilder"), "cloudbuild": ("cloudbuild", "CloudBuildBuilder")}
+ALIASES = {"auto": "buildkit"}
+BUILDERS = (*ALIASES, *_MODULES)
 
 
 def builder_class(name: str = "auto") -> type[Builder]:
     """The backend a (validated) builder name stands for, without probing the machine: its
     `create(docker)` then finds what it needs or says how to install it."""
-    return REGISTRY[ALIASES.get(name, name)]
+    module, cls = _MODULES[ALIASES.get(name, name)]
+    return getattr(importlib.import_module(f".{module}", __package__), cls)
 
 
-__all__ = ["BUILDERS", "REGISTRY", "BuildRequest", "Builder", "BuildahBuilder", "BuildkitCliBuilder", "CloudBuildBuilder",
+def __getattr__(name: str) -> Any:
+    """The backend classes by name (`from buildkit_py.builders import BuildahBuilder`), loaded on first use."""
+    backend = next((b for b, (_, cls) in _MODULES.items() if cls == name), None)
+    if backend is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return builder_class(backend)
+
+
+__all__ = ["BUILDERS", "BuildRequest", "Builder", "BuildahBuilder", "BuildkitCliBuilder", "CloudBuildBuilder",
            "LegacyBuilder", "builder_class"]

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 from ..errors import BuildError
 from ..progress import Reporter
 from ..refs import ImageRef
-from ..registry import PushResult
+
+if TYPE_CHECKING:  # the registry client loads where a push happens, not with every build backend
+    from ..registry import PushResult
 
 if TYPE_CHECKING:
     from .cloudbuild import CloudBuildSettings

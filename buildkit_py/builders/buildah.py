@@ -12,12 +12,15 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import BuildError, EngineError, RegistryError
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, registry_host
-from ..registry import PushResult, credentials_for
 from .base import BuildRequest, dockerfile_build_args, run_build_tool
+
+if TYPE_CHECKING:
+    from ..registry import PushResult
 
 BUILDAH_ENV = "BUILDKIT_PY_BUILDAH"
 INSTALL_HINT = ("install it with `apt-get install buildah` (Debian, Ubuntu), `dnf install buildah` (Fedora, RHEL) "
@@ -75,6 +78,8 @@ class BuildahBuilder:
             raise BuildError(f"buildah refused to tag {image_id}: {proc.stderr.strip()[-2000:]}")
 
     def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
+        from ..registry import PushResult, credentials_for  # a push's only: choosing a backend does not load it
+
         with tempfile.TemporaryDirectory(prefix="buildkit-py-push-") as tmp:
             digestfile = Path(tmp) / "digest"
             args = ["push", "--digestfile", str(digestfile)]

@@ -8,7 +8,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,6 +138,8 @@ class BuildkitCliBuilder(EngineImages):
         raise EngineError(f"{self.docker.path} could not look up {ref}: {proc.stderr.strip()[-1000:]}")
 
     def build(self, request: BuildRequest, reporter: Reporter) -> str:
+        from concurrent.futures import ThreadPoolExecutor  # a build's only: choosing the backend does not load it
+
         live = reporter.mode == "tty"
         # The engine client (the Docker SDK), which tag and push need next, is made while the build runs.
         with ThreadPoolExecutor(max_workers=1) as pool, tempfile.TemporaryDirectory(prefix="buildkit-py-iid-") as tmp:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..engine import engine_client
 from ..errors import BuildError
 from ..progress import Reporter
 from ..refs import ImageRef
-from ..registry import PushResult, push
+
+if TYPE_CHECKING:
+    from ..registry import PushResult
 
 
 class EngineImages:
@@ -53,4 +56,6 @@ class EngineImages:
                 added.append(ref)
 
     def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
+        from ..registry import push  # loaded by a push only: planning and rendering never need it
+
         return push(ref, reporter, client=self.client)
