@@ -229,3 +229,21 @@ def test_a_failed_resolve_names_the_package_never_the_credentials(testenv, index
     proc = cli(testenv, "lock", "--config", str(config), "--ca-cert", CA_BUNDLE)
     assert proc.returncode == 6 and "bkpin" in proc.stderr, proc.stderr[-2000:]
     assert token not in proc.stdout + proc.stderr and not (tmp_path / "app" / "buildkit.lock").exists()
+
+
+def test_autopackage_builds_from_the_lock(testenv, index, tmp_path):
+    """autopackage plans, renders and builds once: the lock's requirements must reach its content tag and context."""
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    base = push_base(testenv, f"{registry}/lock-e2e/base:{uuid.uuid4().hex[:8]}", "autopackage")
+    make_wheel(index.directory, "bkpin", "1.0", "locked")
+    config = trainer(tmp_path / "auto", base, index.url)
+    locked = cli(testenv, "lock", "--config", str(config), "--ca-cert", CA_BUNDLE)
+    assert locked.returncode == 0, locked.stderr[-3000:]
+    make_wheel(index.directory, "bkpin", "1.1", "newer")
+    proc = cli(testenv, "autopackage", str(tmp_path / "auto"), "--target", "local", "--ca-cert", CA_BUNDLE, "--json")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "bkpin 1.0 locked" in proc.stderr, proc.stderr[-3000:]
+    image = json.loads(proc.stdout)["image"]
+    labels = json.loads(docker(testenv, "image", "inspect", image).stdout)[0]["Config"]["Labels"]
+    digest = cli(testenv, "print", "lock-digest", "--config", str(config)).stdout.strip()
+    assert labels["dev.buildkit-py.lock-digest"] == digest
