@@ -49,6 +49,9 @@ _KEPT_OPTIONS = {"-i", "--index-url", "--extra-index-url", "--no-index", "--pre"
 # pip's per-requirement options, after the requirement on the same line.
 _PER_REQUIREMENT = re.compile(r"\s+--(?:hash|config-settings|global-option|install-option)(?:=|\s).*$")
 _SELF = {".", "./", "file:.", "file:./"}
+# PyPI's own simple index, which requirements files of AI Platform's samples name beside `-e .`: the image's
+# installer uses it anyway, so the option says nothing (pypi.python.org redirects to pypi.org).
+_PYPI_INDEX = re.compile(r"https?://pypi\.(?:python\.)?org/simple/?", re.ASCII | re.IGNORECASE)
 _SELF_EXTRAS = re.compile(r"(?:file:)?\./?\[[^\]]*\]")
 _ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
@@ -631,8 +634,12 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         if read.installs_self and package is None:
             raise ConfigError(f"{read.installs_self}: the line installs the trainer directory as a package, but it has no "
                               "setup.py, setup.cfg or pyproject.toml [project] to install", where=str(directory))
-        if read.options:
-            option, value, where = read.options[0]
+        pypi = [(o, v, w) for o, v, w in read.options if o in ("-i", "--index-url") and _PYPI_INDEX.fullmatch(v)]
+        notes += [f"{w}: {o} {v} is PyPI's own index, which the image installs from by default: the line is dropped"
+                  for o, v, w in pypi]
+        kept = [o for o in read.options if o not in pypi]
+        if kept:
+            option, value, where = kept[0]
             raise ConfigError(f"{show(option + ' ' + value)}: a requirements file that {what.split(' (')[0]} is installed "
                               "through the config's `pip` entries, which take no index options; give the index with "
                               "pip_index_url (or --pip-index-url), or a pip_conf file for several", where=where)

@@ -480,3 +480,19 @@ def test_a_legacy_runtime_gives_an_imported_framework_its_release(project):
     (root / "requirements.txt").write_text("tensorflow==2.9.3\n")  # the trainer's own pin wins over the runtime
     assert dry(root, "--target", "local", "--from-aiplatform", str(legacy))["plan"]["framework"]["requirement"] == \
         "tensorflow==2.9.3"
+
+
+def test_pypi_index_line_beside_install_self_is_dropped_with_a_note(project):
+    """AI Platform's samples carry `--index-url https://pypi.python.org/simple/` above `-e .`: PyPI itself, the default."""
+    root = project({"setup.py": "from setuptools import setup, find_packages\n"
+                                "REQUIRED_PACKAGES = ['scikit-learn==1.5.2', 'pandas']\n"
+                                "setup(name='trainer', version='0.1', packages=find_packages(),\n"
+                                "      install_requires=REQUIRED_PACKAGES)\n",
+                    "trainer/__init__.py": "", "trainer/task.py": "import sklearn\nimport pandas as pd\n",
+                    "requirements.txt": "# do not repeat setup.py\n--index-url https://pypi.python.org/simple/\n\n-e .\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["pip"] == ["scikit-learn==1.5.2", "pandas"] and inferred["framework"] == "scikit-learn==1.5.2"
+    assert any(n.startswith("requirements.txt:2: --index-url https://pypi.python.org/simple/ is PyPI's own index")
+               for n in inferred["notes"])
+    root.joinpath("requirements.txt").write_text("-i https://pypi.org/simple\n--extra-index-url https://mirror.example/simple\n.\n")
+    assert "'--extra-index-url https://mirror.example/simple'" in refused(root)  # another index is still refused by name
