@@ -56,6 +56,11 @@ _SELF_EXTRAS = re.compile(r"(?:file:)?\./?\[[^\]]*\]")
 _ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
 MAX_REQUIREMENT = 4096  # characters of one requirement line; longer is not a requirement (URLs with hashes fit)
+MAX_SHELL_SCRIPTS = 50  # shell scripts read for a --module-name
+# gcloud ai-platform's `--module-name trainer.task` / `--module-name=...`, Vertex AI's `--python-module X` and the
+# worker pool spec's `python-module=X`.
+_MODULE_FLAG = re.compile(r"(?:--module[-_]name|--python[-_]module|python-module)[= ]+['\"]?([A-Za-z_][A-Za-z0-9_.]*)", re.ASCII)
+_MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
 MAX_SCANNED = 2000  # .py files read for imports; a bigger tree is not a trainer
 
 
@@ -239,7 +244,10 @@ def _setup_py(path: Path) -> tuple[Any, Any]:
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
-        raise ConfigError(f"setup.py does not parse as Python 3: {exc.msg} (line {exc.lineno})", where=str(path)) from None
+        raise ConfigError(f"setup.py does not parse as Python 3: {exc.msg} (line {exc.lineno}); Python 2 code (which "
+                          "AI Platform's runtimes up to 1.15 ran) cannot be read or installed here: port the file to "
+                          "Python 3, or remove it and list the trainer's requirements in requirements.txt, or build an "
+                          "image of your own Dockerfile (--dockerfile)", where=str(path)) from None
     names: dict[str, ast.AST] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -489,11 +497,19 @@ def _distribution(table: _ImportNames, name: str) -> str | None:
     return parts[0] if parts[0] in table.same else None
 
 
-def _scan_imports(directory: Path, script_dir: str | None) -> tuple[dict[str, str], dict[str, str]]:
-    """The trainer's third-party imports: ({distribution: first place}, {import without a known distribution:
-    first place}). Read: the .py files the image gets (the build context's ignore rules), tests left out (the
-    job never runs them); dropped: the standard library and the trainer's own top-level modules and packages
-    (and, for a script in a folder, that folder's: it is first on the script's sys.path)."""
+@dataclass(frozen=True)
+class _Scan:
+    found: dict[str, str]  # distribution -> first place it is imported
+    unknown: dict[str, str]  # import without a known distribution -> first place
+    notes: tuple[str, ...]  # Python 2 code: files that do not parse, implicit relative imports
+
+
+def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
+    """The trainer's third-party imports. Read: the .py files the image gets (the build context's ignore rules),
+    tests left out (the job never runs them); dropped: the standard library and the trainer's own top-level modules
+    and packages (and, for a script in a folder, that folder's: it is first on the script's sys.path). Python 2
+    code is said, not refused: a file that does not parse, and `import model` inside trainer/ meaning
+    trainer/model.py (Python 2's implicit relative import, which Python 3 takes as a top-level name)."""
     from .context import included_files
     from .render import render_project_dockerignore
 
@@ -503,16 +519,32 @@ def _scan_imports(directory: Path, script_dir: str | None) -> tuple[dict[str, st
     own = {f.split("/")[0].removesuffix(".py") for f in listed}
     if script_dir:
         own |= {f[len(script_dir) + 1:].split("/")[0].removesuffix(".py") for f in listed if f.startswith(script_dir + "/")}
+    siblings: dict[str, set[str]] = {}  # folder -> the module and package names in it
+    for f in listed:
+        folder, _, rest = f.rpartition("/")
+        while folder:
+            siblings.setdefault(folder, set()).add(rest.split("/")[0].removesuffix(".py"))
+            folder, _, tail = folder.rpartition("/")
+            rest = f"{tail}/{rest}"
     found: dict[str, str] = {}
     unknown: dict[str, str] = {}
+    unparsed: list[str] = []
+    relative: dict[str, str] = {}
     for rel in files[:MAX_SCANNED]:
         try:
             tree = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
-        except (SyntaxError, ValueError, ConfigError):
+        except SyntaxError as exc:
+            unparsed.append(f"{rel}:{exc.lineno} ({exc.msg})")
             continue  # the file fails where it runs, with Python's own message
+        except (ValueError, ConfigError):
+            continue
+        folder = rel.rpartition("/")[0]
         for names, statement, line in _imports(tree):
             top = names[-1].split(".")[0]
             if top in sys.stdlib_module_names or top in own or top == "__future__":
+                continue
+            if folder and folder != script_dir and top in siblings.get(folder, ()):
+                relative.setdefault(f"{rel}:{line}", f"`{statement}` means {folder}/{top}")
                 continue
             *specific, module = names
             dists = {d for n in specific if (d := _distribution(table, n))} or {_distribution(table, module)}
@@ -521,7 +553,16 @@ def _scan_imports(directory: Path, script_dir: str | None) -> tuple[dict[str, st
                     unknown.setdefault(module if top == "google" else top, f"{rel}:{line}")
                 else:
                     found.setdefault(dist, f"{statement} ({rel}:{line})")
-    return found, unknown
+    notes = []
+    if unparsed:
+        notes.append(f"{len(unparsed)} Python file(s) do not parse as Python 3, and fail where they run (Python 2 code?): "
+                     f"{', '.join(unparsed[:3])}{' ...' if len(unparsed) > 3 else ''}; their imports are not read")
+    if relative:
+        shown = [f"{where}: {what}" for where, what in list(relative.items())[:3]]
+        notes.append(f"{len(relative)} import(s) of a module beside the importing file, as Python 2 read them (implicit "
+                     f"relative imports): {'; '.join(shown)}{' ...' if len(relative) > 3 else ''}; Python 3 fails there "
+                     "with ModuleNotFoundError: write `from . import NAME` (or `from PACKAGE import NAME`)")
+    return _Scan(found, unknown, tuple(notes))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -546,12 +587,68 @@ def _trainer(directory: Path) -> tuple[dict, str]:
     if len(folders) == 1:
         script = min(in_folders, key=lambda s: SCRIPTS.index(s.split("/")[1]))
         return {"script": script}, f"script {script}"
+    named = _named_modules(directory)
+    if len(named) == 1:
+        (module, where), = named.items()
+        return {"module": module}, f"module {module} (named by {where})"
+    guarded = [] if named else _main_modules(directory)
+    if len(guarded) == 1:
+        return {"module": guarded[0]}, f"module {guarded[0]} (the package's one module with `if __name__ == \"__main__\"`)"
     looked = (f"trainer/{PACKAGE_TASK}, one PACKAGE/{PACKAGE_TASK} beside a PACKAGE/__init__.py"
               + (f" (found several: {', '.join(packages)})" if packages else "") + ", a script "
               + ", ".join(SCRIPTS) + ", or one in a single folder"
-              + (f" (found several: {', '.join(in_folders)})" if in_folders else ""))
+              + (f" (found several: {', '.join(in_folders)})" if in_folders else "")
+              + ", a module the directory's shell scripts name with --module-name or --python-module"
+              + (f" (found several: {', '.join(f'{m} ({w})' for m, w in named.items())})" if named else "")
+              + ", or one package module with `if __name__ == \"__main__\"`"
+              + (f" (found several: {', '.join(guarded)})" if len(guarded) > 1 else ""))
     raise ConfigError(f"no trainer found in {show(str(directory))}: looked for {looked}; or set `trainer:` "
                       "(module or script) in buildkit.yaml, or pass --module or --script", field="DIR")
+
+
+def _module_file(directory: Path, module: str) -> bool:
+    parts = module.split(".")
+    return all(_MODULE_PART.fullmatch(p) for p in parts) and (directory.joinpath(*parts[:-1]) / f"{parts[-1]}.py").is_file()
+
+
+def _named_modules(directory: Path) -> dict[str, str]:
+    """{module: where} that the directory's shell scripts (its top and one folder down, as AI Platform's samples keep
+    them in scripts/) pass to `gcloud ai-platform jobs submit training --module-name` or Vertex AI's `--python-module`
+    / `python-module=`, where that module is a file here."""
+    found: dict[str, str] = {}
+    scripts = sorted([*directory.glob("*.sh"), *directory.glob("*/*.sh")])[:MAX_SHELL_SCRIPTS]
+    for path in scripts:
+        try:
+            text = read_text(path, "shell script")
+        except ConfigError:
+            continue  # not a script autopackage can read: it names no module
+        for match in _MODULE_FLAG.finditer(text):
+            module = match.group(1)
+            if _module_file(directory, module):
+                line = text.count("\n", 0, match.start()) + 1
+                found.setdefault(module, f"{path.relative_to(directory).as_posix()}:{line}")
+    return found
+
+
+def _main_modules(directory: Path) -> list[str]:
+    """Modules of the directory's top-level packages that run something under `if __name__ == "__main__"` (tests left
+    out): a package whose entry point is trainer/trainer.py or trainer/flow.py rather than task.py."""
+    found = []
+    for init in sorted(directory.glob("*/__init__.py")):
+        package = init.parent.name
+        if not _MODULE_PART.fullmatch(package):
+            continue
+        for path in sorted(init.parent.glob("*.py"))[:MAX_SCANNED]:
+            rel = path.relative_to(directory).as_posix()
+            if path.name == "__init__.py" or _TEST_FILE.search(rel) or not _MODULE_PART.fullmatch(path.stem):
+                continue
+            try:
+                text = read_text(path, "Python file")
+            except ConfigError:
+                continue
+            if _MAIN_GUARD.search(text):
+                found.append(f"{package}.{path.stem}")
+    return found
 
 
 def _dockerfile(directory: Path) -> str | None:
@@ -660,7 +757,9 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     trainer_value = overrides.get("trainer") or flags.get("trainer") or raw.data.get("trainer")
     script = trainer_value.get("script") if isinstance(trainer_value, dict) else None
     script_dir = script.rsplit("/", 1)[0] if isinstance(script, str) and "/" in script else None
-    imported, unknown = _scan_imports(directory, script_dir)
+    scan = _scan_imports(directory, script_dir)
+    imported, unknown = scan.found, scan.unknown
+    notes += scan.notes
     declared_names = {canonicalize_name(r.name) for _, r in parsed} | {canonicalize_name(t) for t in _config_pip(raw)}
     configured_text = str(flags.get("framework") or raw.data.get("framework") or "")
     configured_fw = matrix.framework(configured_text.partition("==")[0])

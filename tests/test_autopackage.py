@@ -496,3 +496,38 @@ def test_pypi_index_line_beside_install_self_is_dropped_with_a_note(project):
                for n in inferred["notes"])
     root.joinpath("requirements.txt").write_text("-i https://pypi.org/simple\n--extra-index-url https://mirror.example/simple\n.\n")
     assert "'--extra-index-url https://mirror.example/simple'" in refused(root)  # another index is still refused by name
+
+
+def test_module_named_by_a_submit_script_or_the_one_main_guard(project):
+    """trainer/ with no task.py: the module its submit script passes to --module-name, else the one with a main guard."""
+    root = project({"setup.py": "from setuptools import setup, find_packages\n"
+                                "setup(name='flow', version='0.1', packages=find_packages(), install_requires=['pandas'])\n",
+                    "trainer/__init__.py": "", "trainer/flow.py": "import pandas\n",
+                    "trainer/util.py": "if __name__ == '__main__':\n    print(1)\n",
+                    "scripts/submit.sh": "gcloud ai-platform jobs submit training $JOB \\\n  --module-name=trainer.flow \\\n"
+                                         "  --package-path=trainer/\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["trainer"] == "module trainer.flow (named by scripts/submit.sh:2)"
+    assert inferred["config_keys"]["trainer"] == {"module": "trainer.flow"}
+    root.joinpath("scripts/submit.sh").unlink()
+    assert dry(root)["inferred"]["config_keys"]["trainer"] == {"module": "trainer.util"}  # the one main guard
+    root.joinpath("trainer/flow.py").write_text("import pandas\nif __name__ == \"__main__\":\n    pass\n")
+    err = refused(root)
+    assert "no trainer found" in err and "found several: trainer.flow, trainer.util" in err
+    root.joinpath("run.sh").write_text("gcloud ai custom-jobs local-run --python-module trainer.nothere\n")
+    assert "no trainer found" in refused(root)  # a module that is no file here is not taken
+
+
+def test_python2_code_is_said_not_crashed_on(project):
+    root = project({"trainer/__init__.py": "", "trainer/model.py": "import numpy\n",
+                    "trainer/task.py": "import model\nfrom metadata import COLUMNS\nimport tensorflow as tf\n",
+                    "trainer/metadata.py": "COLUMNS = []\n", "trainer/old.py": "print 'hello'\n"})
+    inferred = dry(root)["inferred"]
+    notes = " ".join(inferred["notes"])
+    assert "trainer/old.py:1" in notes and "do not parse as Python 3" in notes
+    assert "2 import(s) of a module beside the importing file" in notes and "trainer/task.py:1: `import model`" in notes
+    assert "from . import NAME" in notes and "model is imported" not in notes  # not taken for a missing distribution
+    assert inferred["framework"].startswith("tensorflow") and "numpy" in inferred["pip"]
+    root.joinpath("setup.py").write_text("from setuptools import setup\nprint 'building'\nsetup(name='t')\n")
+    err = refused(root)
+    assert "setup.py does not parse as Python 3" in err and "(line 2)" in err and "requirements.txt" in err
