@@ -531,3 +531,17 @@ def test_python2_code_is_said_not_crashed_on(project):
     root.joinpath("setup.py").write_text("from setuptools import setup\nprint 'building'\nsetup(name='t')\n")
     err = refused(root)
     assert "setup.py does not parse as Python 3" in err and "(line 2)" in err and "requirements.txt" in err
+
+
+def test_an_older_tensorflow_1_pin_gets_the_tensorflow_1_options_not_unknown_release(project):
+    """AI Platform's runtime 1.13 trainers pin tensorflow==1.13.1 in setup.py: the refusal names the 1.x options."""
+    root = project({"setup.py": "from setuptools import setup, find_packages\n"
+                                "REQUIRED_PACKAGES = ['tensorflow==1.13.1']\n"
+                                "setup(name='trainer', version='0.1', packages=find_packages(),\n"
+                                "      install_requires=REQUIRED_PACKAGES)\n",
+                    "trainer/__init__.py": "", "trainer/task.py": "import tensorflow as tf\n"})
+    err = refused(root)
+    assert "tensorflow==1.13.1 has wheels only for Python 3.5, 3.6, 3.7" in err and "not a known release" not in err
+    assert "tf.compat.v1" in err and "own Dockerfile" in err
+    proc = run_cli("versions", "tensorflow")
+    assert proc.returncode == 0 and "1.10     releases 1.10.0, 1.10.1; CUDA 9.0" in proc.stdout
