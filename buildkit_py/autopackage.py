@@ -56,6 +56,7 @@ _SELF_EXTRAS = re.compile(r"(?:file:)?\./?\[[^\]]*\]")
 _ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
 MAX_REQUIREMENT = 4096  # characters of one requirement line; longer is not a requirement (URLs with hashes fit)
+_DOCKERFILE_NAME = re.compile(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
 MAX_SHELL_SCRIPTS = 50  # shell scripts read for a --module-name
 # gcloud ai-platform's `--module-name trainer.task` / `--module-name=...`, Vertex AI's `--python-module X` and the
 # worker pool spec's `python-module=X`.
@@ -602,8 +603,10 @@ def _trainer(directory: Path) -> tuple[dict, str]:
               + (f" (found several: {', '.join(f'{m} ({w})' for m, w in named.items())})" if named else "")
               + ", or one package module with `if __name__ == \"__main__\"`"
               + (f" (found several: {', '.join(guarded)})" if len(guarded) > 1 else ""))
+    own = _dockerfile(directory)
     raise ConfigError(f"no trainer found in {show(str(directory))}: looked for {looked}; or set `trainer:` "
-                      "(module or script) in buildkit.yaml, or pass --module or --script", field="DIR")
+                      "(module or script) in buildkit.yaml, or pass --module or --script"
+                      + (f"; or build its {own} as it is with --dockerfile" if own else ""), field="DIR")
 
 
 def _module_file(directory: Path, module: str) -> bool:
@@ -656,6 +659,20 @@ def _dockerfile(directory: Path) -> str | None:
         if (directory / name).is_file():
             return name
     return None
+
+
+def _other_dockerfiles(directory: Path) -> list[str]:
+    """Dockerfiles that --dockerfile does not build: in a folder (trainer/Dockerfile, built with `-f trainer/Dockerfile
+    .`) or named NAME.Dockerfile / Dockerfile.NAME (cpu.Dockerfile, dockerfile/train.Dockerfile)."""
+    top = _dockerfile(directory)
+    found = []
+    for pattern in ("*", "*/*"):
+        for path in sorted(directory.glob(pattern))[:MAX_SCANNED]:
+            name = path.name
+            if (_DOCKERFILE_NAME.fullmatch(name) and path.is_file() and path.relative_to(directory).as_posix() != top
+                    and not any(part.startswith(".") for part in path.relative_to(directory).parts)):
+                found.append(path.relative_to(directory).as_posix())
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -830,6 +847,11 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     if dockerfile:
         notes.append(f"{dockerfile} in the trainer directory is not used: autopackage renders its own Dockerfile; "
                      f"pass --dockerfile to build {dockerfile} as it is instead")
+    others = _other_dockerfiles(directory)
+    if others:
+        notes.append(f"{len(others)} other Dockerfile(s) here are not used: {', '.join(others[:5])}"
+                     f"{' ...' if len(others) > 5 else ''}; autopackage renders its own Dockerfile (--dockerfile builds "
+                     "only a Dockerfile at the directory's top, as it is)")
     return Inferred(directory.resolve(), config_file, trainer, requirements, tuple(pip), framework, framework_from,
                     tuple(notes), tuple(overrides.items()), tuple(sources), package, reason, dockerfile)
 

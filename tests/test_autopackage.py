@@ -545,3 +545,19 @@ def test_an_older_tensorflow_1_pin_gets_the_tensorflow_1_options_not_unknown_rel
     assert "tf.compat.v1" in err and "own Dockerfile" in err
     proc = run_cli("versions", "tensorflow")
     assert proc.returncode == 0 and "1.10     releases 1.10.0, 1.10.1; CUDA 9.0" in proc.stdout
+
+
+def test_dockerfiles_in_folders_or_named_x_dockerfile_are_said(project):
+    """Vertex AI samples keep trainer/Dockerfile (built with -f) or cpu.Dockerfile/gpu.Dockerfile beside the code."""
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "import torch\n",
+                    "trainer/Dockerfile": "FROM pytorch/pytorch\nCOPY . /app\n",
+                    "docker/gpu.Dockerfile": "FROM tensorflow/tensorflow:latest-gpu\n", "requirements.txt": "torch==2.5.1\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["dockerfile"] is None
+    assert any(n.startswith("2 other Dockerfile(s) here are not used: docker/gpu.Dockerfile, trainer/Dockerfile")
+               for n in inferred["notes"])
+    for path in ("trainer/task.py", "trainer/__init__.py", "docker/gpu.Dockerfile", "trainer/Dockerfile", "requirements.txt"):
+        root.joinpath(path).unlink()
+    root.joinpath("Dockerfile").write_text("FROM python:3.12-slim\n")
+    err = refused(root)  # only a Dockerfile and no trainer: the refusal offers to build it
+    assert "no trainer found" in err and "build its Dockerfile as it is with --dockerfile" in err
