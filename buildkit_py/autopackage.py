@@ -448,13 +448,14 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
 class _ImportNames:
     names: dict[str, str]  # import name (dotted) -> distribution
     same: frozenset[str]  # import names that are their distribution's name
+    python2: dict[str, str]  # Python 2 standard-library module -> the Python 3 module that replaces it
 
 
 def _import_names() -> _ImportNames:
     from .resources import read_data, resource_dir
 
     data = read_data(resource_dir("base_images") / "import_names.yaml", "base_images/import_names.yaml")
-    return _ImportNames(dict(data["names"]), frozenset(data["same"]))
+    return _ImportNames(dict(data["names"]), frozenset(data["same"]), dict(data["python2"]))
 
 
 def _optional(handlers: list[ast.ExceptHandler]) -> bool:
@@ -531,6 +532,7 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
     unknown: dict[str, str] = {}
     unparsed: list[str] = []
     relative: dict[str, str] = {}
+    renamed: dict[str, str] = {}
     for rel in files[:MAX_SCANNED]:
         try:
             tree = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
@@ -543,6 +545,9 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
         for names, statement, line in _imports(tree):
             top = names[-1].split(".")[0]
             if top in sys.stdlib_module_names or top in own or top == "__future__":
+                continue
+            if top in table.python2:
+                renamed.setdefault(f"{rel}:{line}", f"`{statement}`: Python 3 has {table.python2[top]}")
                 continue
             if folder and folder != script_dir and top in siblings.get(folder, ()):
                 relative.setdefault(f"{rel}:{line}", f"`{statement}` means {folder}/{top}")
@@ -563,6 +568,11 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
         notes.append(f"{len(relative)} import(s) of a module beside the importing file, as Python 2 read them (implicit "
                      f"relative imports): {'; '.join(shown)}{' ...' if len(relative) > 3 else ''}; Python 3 fails there "
                      "with ModuleNotFoundError: write `from . import NAME` (or `from PACKAGE import NAME`)")
+    if renamed:
+        shown = [f"{where}: {what}" for where, what in list(renamed.items())[:3]]
+        notes.append(f"{len(renamed)} import(s) of Python 2 standard-library modules that Python 3 renamed or removed "
+                     f"(PEP 3108): {'; '.join(shown)}{' ...' if len(renamed) > 3 else ''}; the trainer fails there "
+                     "until it is ported")
     return _Scan(found, unknown, tuple(notes))
 
 

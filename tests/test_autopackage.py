@@ -520,7 +520,8 @@ def test_module_named_by_a_submit_script_or_the_one_main_guard(project):
 
 def test_python2_code_is_said_not_crashed_on(project):
     root = project({"trainer/__init__.py": "", "trainer/model.py": "import numpy\n",
-                    "trainer/task.py": "import model\nfrom metadata import COLUMNS\nimport tensorflow as tf\n",
+                    "trainer/task.py": "import model\nfrom metadata import COLUMNS\nimport tensorflow as tf\n"
+                                       "import cPickle as pickle\nfrom official.nlp import optimization\n",
                     "trainer/metadata.py": "COLUMNS = []\n", "trainer/old.py": "print 'hello'\n"})
     inferred = dry(root)["inferred"]
     notes = " ".join(inferred["notes"])
@@ -528,6 +529,8 @@ def test_python2_code_is_said_not_crashed_on(project):
     assert "2 import(s) of a module beside the importing file" in notes and "trainer/task.py:1: `import model`" in notes
     assert "from . import NAME" in notes and "model is imported" not in notes  # not taken for a missing distribution
     assert inferred["framework"].startswith("tensorflow") and "numpy" in inferred["pip"]
+    assert "trainer/task.py:4: `import cPickle`: Python 3 has pickle" in notes and "cPickle is imported" not in notes
+    assert "tf-models-official" in inferred["pip"]  # `official` is TensorFlow Model Garden's distribution
     root.joinpath("setup.py").write_text("from setuptools import setup\nprint 'building'\nsetup(name='t')\n")
     err = refused(root)
     assert "setup.py does not parse as Python 3" in err and "(line 2)" in err and "requirements.txt" in err
