@@ -790,6 +790,17 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     declared_names = {canonicalize_name(r.name) for _, r in parsed} | {canonicalize_name(t) for t in _config_pip(raw)}
     configured_text = str(flags.get("framework") or raw.data.get("framework") or "")
     configured_fw = matrix.framework(configured_text.partition("==")[0])
+    for w, r in parsed:  # a framework declared by another of its names (tensorflow-gpu==2.3.0) declares its import
+        fw_name = _framework_of(matrix, r)
+        fw = matrix.framework(fw_name) if fw_name else None
+        if fw is None:
+            continue
+        names = {canonicalize_name(n) for n in (fw.name, fw.package) if n}
+        declared_names |= names
+        if canonicalize_name(r.name) not in names:
+            notes.append(f"{w}: {r.name} is another distribution name of {fw.name}: the image's framework is {fw.name}, "
+                         f"and the line, where it is installed as written, adds {r.name} beside it (the same code twice; "
+                         f"tensorflow-gpu has no release after 2.11); write {fw.name}{r.specifier} instead")
     if configured_fw is not None:  # the config's framework is installed: its import is declared
         declared_names |= {canonicalize_name(n) for n in (configured_fw.name, configured_fw.package)}
     if raw.data.get("hypertune", True) is not False:

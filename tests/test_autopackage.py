@@ -564,3 +564,16 @@ def test_dockerfiles_in_folders_or_named_x_dockerfile_are_said(project):
     root.joinpath("Dockerfile").write_text("FROM python:3.12-slim\n")
     err = refused(root)  # only a Dockerfile and no trainer: the refusal offers to build it
     assert "no trainer found" in err and "build its Dockerfile as it is with --dockerfile" in err
+
+
+def test_tensorflow_gpu_is_the_tensorflow_framework_not_a_second_unpinned_one(project):
+    """Legacy trainers pin tensorflow-gpu: it is the framework (and its release), not `import tensorflow` undeclared."""
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "import tensorflow as tf\n",
+                    "requirements.txt": "tensorflow-gpu==2.8.0\npandas\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["framework"] == "tensorflow==2.8.0" and inferred["framework_from"] == "requirements.txt:1"
+    assert not any("tensorflow is imported" in n for n in inferred["notes"])
+    assert any(n.startswith("requirements.txt:1: tensorflow-gpu is another distribution name of tensorflow")
+               and "write tensorflow==2.8.0 instead" in n for n in inferred["notes"])
+    root.joinpath("requirements.txt").write_text("tensorflow-gpu==1.15.5\n")
+    assert "tensorflow==1.15.5 has wheels only for Python 3.7" in refused(root)
