@@ -864,6 +864,17 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         known_fw = matrix.framework(name)
         notes += removed_notes(tuple(u for u in removed if known_fw and u.api.framework == known_fw.name and (
             not _parses(f"x=={version}") or not version or Version(version) >= Version(u.api.removed_in))))
+    # A framework installed as a plain requirement beside the chosen one (scikit-learn beside tensorflow) gets the
+    # release its line asks for: the note names the call unless an exact pin predates the removal.
+    chosen_fw = matrix.framework(effective.partition("==")[0]) if effective else None
+    plain = parsed + [(w, Requirement(d)) for d, w in missing.items()]
+    for use in removed:
+        if chosen_fw is not None and use.api.framework == chosen_fw.name:
+            continue
+        lines = [r for _, r in plain if _framework_of(matrix, r) == use.api.framework]
+        exact = [Version(x.version) for r in lines for x in r.specifier if x.operator == "==" and "*" not in x.version]
+        if lines and not (exact and all(v < Version(use.api.removed_in) for v in exact)):
+            notes += removed_notes((use,))
     dockerfile = _dockerfile(directory)
     if dockerfile:
         notes.append(f"{dockerfile} in the trainer directory is not used: autopackage renders its own Dockerfile; "

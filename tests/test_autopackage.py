@@ -577,3 +577,33 @@ def test_tensorflow_gpu_is_the_tensorflow_framework_not_a_second_unpinned_one(pr
                and "write tensorflow==2.8.0 instead" in n for n in inferred["notes"])
     root.joinpath("requirements.txt").write_text("tensorflow-gpu==1.15.5\n")
     assert "tensorflow==1.15.5 has wheels only for Python 3.7" in refused(root)
+
+
+def test_a_removed_api_of_a_framework_beside_the_chosen_one_is_named(project):
+    """AI Platform's xgboost sample: tensorflow decides the base, scikit-learn==1.0.2 beside it, and the code still
+    imports sklearn.externals.joblib (gone since 0.23)."""
+    root = project({"setup.py": "from setuptools import setup, find_packages\n"
+                                "REQUIRED_PACKAGES = ['tensorflow==2.8.0', 'scikit-learn==1.0.2', 'xgboost==1.5.2']\n"
+                                "setup(name='trainer', version='0.1', packages=find_packages(),\n"
+                                "      install_requires=REQUIRED_PACKAGES)\n",
+                    "trainer/__init__.py": "",
+                    "trainer/task.py": "import tensorflow as tf\nfrom xgboost import XGBClassifier\n"
+                                       "from sklearn.externals import joblib\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["framework"] == "tensorflow==2.8.0"
+    assert any(n.startswith("trainer/task.py:3 uses sklearn.externals.joblib, which scikit-learn removed in 0.23")
+               for n in inferred["notes"])
+    root.joinpath("trainer/task.py").write_text("import tensorflow as tf\nimport joblib\n")
+    assert not any("sklearn.externals" in n for n in dry(root)["inferred"]["notes"])
+
+
+def test_the_removed_api_scan_stops_at_its_limit_in_a_huge_tree(tmp_path):
+    from buildkit_py.api_usage import directory_uses
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "m.py").write_text("import tensorflow as tf\ntf.contrib.layers\n")
+    (tmp_path / "z").mkdir()
+    for i in range(30):
+        (tmp_path / "z" / f"f{i}.py").write_text("import tensorflow as tf\ntf.estimator.Estimator\n")
+    assert [u.api.api for u in directory_uses(tmp_path, limit=1)] == ["tensorflow.contrib"]  # z/ never read
+    assert {u.api.api for u in directory_uses(tmp_path)} == {"tensorflow.contrib", "tensorflow.estimator"}
