@@ -614,9 +614,12 @@ def _trainer(directory: Path) -> tuple[dict, str]:
               + ", or one package module with `if __name__ == \"__main__\"`"
               + (f" (found several: {', '.join(guarded)})" if len(guarded) > 1 else ""))
     own = _dockerfile(directory)
+    notebooks = sorted(p.relative_to(directory).as_posix() for p in [*directory.glob("*.ipynb"), *directory.glob("*/*.ipynb")])
     raise ConfigError(f"no trainer found in {show(str(directory))}: looked for {looked}; or set `trainer:` "
                       "(module or script) in buildkit.yaml, or pass --module or --script"
-                      + (f"; or build its {own} as it is with --dockerfile" if own else ""), field="DIR")
+                      + (f"; or build its {own} as it is with --dockerfile" if own else "")
+                      + (f"; a notebook is not a trainer ({', '.join(notebooks[:3])}): export its training code with "
+                         "`jupyter nbconvert --to script`" if notebooks else ""), field="DIR")
 
 
 def _module_file(directory: Path, module: str) -> bool:

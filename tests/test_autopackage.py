@@ -564,6 +564,10 @@ def test_dockerfiles_in_folders_or_named_x_dockerfile_are_said(project):
     root.joinpath("Dockerfile").write_text("FROM python:3.12-slim\n")
     err = refused(root)  # only a Dockerfile and no trainer: the refusal offers to build it
     assert "no trainer found" in err and "build its Dockerfile as it is with --dockerfile" in err
+    root.joinpath("Dockerfile").unlink()
+    root.joinpath("train.ipynb").write_text('{"cells": [], "nbformat": 4}\n')
+    err = refused(root)
+    assert "a notebook is not a trainer (train.ipynb)" in err and "nbconvert --to script" in err
 
 
 def test_tensorflow_gpu_is_the_tensorflow_framework_not_a_second_unpinned_one(project):
