@@ -313,3 +313,17 @@ def test_every_runtime_resolves_or_says_why_not(capsys, tmp_path, runtime, pytho
         last = err.strip().splitlines()[-1]
         assert code == 2 and "Traceback" not in err and f"tensorflow=={release}" in last, err
         assert "nearest release that builds" in last or "gpu: false builds" in last, last
+
+
+@pytest.mark.parametrize("tag", ["Taxi Model Accuracy", "acc\u2028x", "x" * 70000, 7])
+def test_a_metric_tag_vertex_ai_cannot_take_names_the_legacy_field(capsys, tmp_path, tag):
+    """AI Platform's sklearn hp_tuning sample reports 'Taxi Model Accuracy': Vertex AI's metric_id takes no whitespace."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"trainingInput": {"masterType": "n1-standard-4", "hyperparameters": {
+        "goal": "MAXIMIZE", "hyperparameterMetricTag": tag,
+        "params": [{"parameterName": "max-depth", "type": "INTEGER", "minValue": 1, "maxValue": 8}]}}},
+        allow_unicode=True), encoding="utf-8")
+    code, out, err = convert(capsys, path, "--image", IMAGE)
+    assert code == 2, err
+    assert "trainingInput.hyperparameters.hyperparameterMetricTag" in err and "Traceback" not in err
+    assert "no whitespace" in err and "hyperparameter_metric_tag" in err and len(err) < 2000

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import load_raw, param_name, validate_keys
+from ..config import _METRIC, load_raw, param_name, validate_keys
 from ..errors import ConfigError, show
 from ..resources import read_data, resource_dir
 
@@ -281,6 +281,14 @@ def _hyperparameters(conv: _Converter, raw: Any, hp: dict) -> dict:
     field = "trainingInput.hyperparameters"
     out: dict[str, Any] = {"goal": hp.get("goal"), "metric": hp.get("hyperparameterMetricTag", "training/hptuning/metric"),
                            "max_trials": hp.get("maxTrials", 1), "parallel_trials": hp.get("maxParallelTrials", 1)}
+    tag = out["metric"]
+    if not isinstance(tag, str) or not _METRIC.fullmatch(tag):
+        # AI Platform took any tag; Vertex AI's StudySpec.MetricSpec.metric_id allows no whitespace, and buildkit-py
+        # keeps to the characters a tag file name and a label can hold.
+        raise conv.bad(f"{field}.hyperparameterMetricTag", tag,
+                       "a string of ASCII letters, digits, _ . / - (at most 128; Vertex AI's metric_id allows no "
+                       "whitespace): rename the tag here and where the trainer reports it (hypertune's "
+                       "report_hyperparameter_tuning_metric(hyperparameter_metric_tag=...))")
     if "maxFailedTrials" in hp:
         out["max_failed_trials"] = hp["maxFailedTrials"]
     if "algorithm" in hp:
