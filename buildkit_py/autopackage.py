@@ -58,6 +58,7 @@ _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_
 MAX_REQUIREMENT = 4096  # characters of one requirement line; longer is not a requirement (URLs with hashes fit)
 _DOCKERFILE_NAME = re.compile(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
 MAX_SHELL_SCRIPTS = 50  # shell scripts read for a --module-name
+MAX_SHELL_SCRIPT_BYTES = 1 << 20  # of each
 # gcloud ai-platform's `--module-name trainer.task` / `--module-name=...`, Vertex AI's `--python-module X` and the
 # worker pool spec's `python-module=X`.
 _MODULE_FLAG = re.compile(r"(?:--module[-_]name|--python[-_]module|python-module)[= ]+['\"]?([A-Za-z_][A-Za-z0-9_.]*)", re.ASCII)
@@ -624,7 +625,12 @@ def _trainer(directory: Path) -> tuple[dict, str]:
 
 def _module_file(directory: Path, module: str) -> bool:
     parts = module.split(".")
-    return all(_MODULE_PART.fullmatch(p) for p in parts) and (directory.joinpath(*parts[:-1]) / f"{parts[-1]}.py").is_file()
+    if len(module) > 200 or not all(_MODULE_PART.fullmatch(p) for p in parts):
+        return False  # no module of a trainer; a name too long for the file system would raise
+    try:
+        return (directory.joinpath(*parts[:-1]) / f"{parts[-1]}.py").is_file()
+    except OSError:
+        return False
 
 
 def _named_modules(directory: Path) -> dict[str, str]:
@@ -634,10 +640,13 @@ def _named_modules(directory: Path) -> dict[str, str]:
     found: dict[str, str] = {}
     scripts = sorted([*directory.glob("*.sh"), *directory.glob("*/*.sh")])[:MAX_SHELL_SCRIPTS]
     for path in scripts:
+        if path.is_symlink() or not path.is_file():
+            continue  # a FIFO would block the read; a link may point out of the directory
         try:
-            text = read_text(path, "shell script")
-        except ConfigError:
-            continue  # not a script autopackage can read: it names no module
+            with path.open("rb") as f:  # a stray byte in a script does not hide the module it names
+                text = f.read(MAX_SHELL_SCRIPT_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
         for match in _MODULE_FLAG.finditer(text):
             module = match.group(1)
             if _module_file(directory, module):
