@@ -106,6 +106,8 @@ def directory_uses(directory: Path, limit: int = 2000) -> tuple[RemovedUse, ...]
             if len(sources) >= limit:
                 return find_removed(sources)
             path = Path(root) / name
+            if path.is_symlink() or not path.is_file():
+                continue  # a FIFO would block the read; a link may point out of the directory
             try:
                 sources[path.relative_to(directory).as_posix()] = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):

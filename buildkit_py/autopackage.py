@@ -665,7 +665,8 @@ def _main_modules(directory: Path) -> list[str]:
             continue
         for path in sorted(init.parent.glob("*.py"))[:MAX_SCANNED]:
             rel = path.relative_to(directory).as_posix()
-            if path.name == "__init__.py" or _TEST_FILE.search(rel) or not _MODULE_PART.fullmatch(path.stem):
+            if (path.name == "__init__.py" or _TEST_FILE.search(rel) or not _MODULE_PART.fullmatch(path.stem)
+                    or path.is_symlink() or not path.is_file()):
                 continue
             try:
                 text = read_text(path, "Python file")

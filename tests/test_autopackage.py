@@ -614,3 +614,18 @@ def test_the_removed_api_scan_stops_at_its_limit_in_a_huge_tree(tmp_path):
         (tmp_path / "z" / f"f{i}.py").write_text("import tensorflow as tf\ntf.estimator.Estimator\n")
     assert [u.api.api for u in directory_uses(tmp_path, limit=1)] == ["tensorflow.contrib"]  # z/ never read
     assert {u.api.api for u in directory_uses(tmp_path)} == {"tensorflow.contrib", "tensorflow.estimator"}
+
+
+def test_a_fifo_named_like_a_module_does_not_hang_the_inference(project):
+    import os
+
+    root = project({"trainer/__init__.py": "", "trainer/run.py": "import numpy\nif __name__ == '__main__':\n    pass\n"})
+    os.mkfifo(root / "trainer" / "pipe.py")
+    os.mkfifo(root / "submit.sh")
+    import threading
+
+    found = []
+    worker = threading.Thread(target=lambda: found.append(infer(root, None, {})), daemon=True)
+    worker.start()
+    worker.join(60)  # a FIFO opened for reading blocks until a writer comes: never
+    assert found and found[0].trainer.startswith("module trainer.run")
