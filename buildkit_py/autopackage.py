@@ -450,13 +450,14 @@ class _ImportNames:
     names: dict[str, str]  # import name (dotted) -> distribution
     same: frozenset[str]  # import names that are their distribution's name
     python2: dict[str, str]  # Python 2 standard-library module -> the Python 3 module that replaces it
+    backends: dict[str, str]  # distribution -> the framework it runs on by default without installing it
 
 
 def _import_names() -> _ImportNames:
     from .resources import read_data, resource_dir
 
     data = read_data(resource_dir("base_images") / "import_names.yaml", "base_images/import_names.yaml")
-    return _ImportNames(dict(data["names"]), frozenset(data["same"]), dict(data["python2"]))
+    return _ImportNames(dict(data["names"]), frozenset(data["same"]), dict(data["python2"]), dict(data["backends"]))
 
 
 def _optional(handlers: list[ast.ExceptHandler]) -> bool:
@@ -820,6 +821,16 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         declared_names.add(canonicalize_name(matrix.tools.hypertune_requirement.partition("==")[0]))
     missing = {d: w for d, w in sorted(imported.items())
                if canonicalize_name(d) not in declared_names and canonicalize_name(d) != own}
+    # A library that runs on a framework it does not install (Keras 3): with no framework declared or imported, its
+    # default backend is the framework, or the image dies at its import.
+    table = _import_names()
+    frameworks = [r for _, r in parsed if _framework_of(matrix, r)] + [d for d in missing if _framework_of(matrix, Requirement(d))]
+    if not frameworks and "framework" not in given and not configured_fw:
+        for lib, backend in table.backends.items():
+            where = imported.get(lib) or next((w for w, r in parsed if canonicalize_name(r.name) == lib), None)
+            if where:
+                missing[backend] = f"{lib} runs on a backend it does not install: {where}"
+                break
     if strict and (missing or unknown):
         listed = [f"{d} ({w})" for d, w in missing.items()] + [f"{n} ({w}: no known distribution)" for n, w in unknown.items()]
         raise ConfigError("the trainer imports what its requirements do not declare: " + "; ".join(listed)

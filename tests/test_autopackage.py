@@ -629,3 +629,13 @@ def test_a_fifo_named_like_a_module_does_not_hang_the_inference(project):
     worker.start()
     worker.join(60)  # a FIFO opened for reading blocks until a writer comes: never
     assert found and found[0].trainer.startswith("module trainer.run")
+
+
+def test_keras_alone_gets_its_default_backend_as_the_framework(project):
+    """Keras 3 installs no backend: a trainer importing only keras would die at `import keras` without tensorflow."""
+    root = project({"train.py": "import keras\nfrom keras import layers\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["framework"] == "tensorflow" and "keras" in inferred["pip"]
+    assert any("keras runs on a backend it does not install" in n for n in inferred["notes"])
+    root.joinpath("requirements.txt").write_text("keras\ntorch==2.5.1\n")  # a backend is declared: it stays
+    assert dry(root)["inferred"]["framework"] == "torch==2.5.1"
