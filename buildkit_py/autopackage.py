@@ -600,6 +600,12 @@ def _trainer(directory: Path) -> tuple[dict, str]:
     if len(folders) == 1:
         script = min(in_folders, key=lambda s: SCRIPTS.index(s.split("/")[1]))
         return {"script": script}, f"script {script}"
+    # A package one level down (ltgpred/trainer/task.py beside both folders' __init__.py), as the module path it is.
+    nested = sorted(f"{p.parent.parent.name}.{p.parent.name}.task" for p in directory.glob(f"*/*/{PACKAGE_TASK}")
+                    if (p.parent / "__init__.py").is_file() and (p.parent.parent / "__init__.py").is_file()
+                    and _MODULE_PART.fullmatch(p.parent.name) and _MODULE_PART.fullmatch(p.parent.parent.name))
+    if len(nested) == 1 and not packages and not in_folders:
+        return {"module": nested[0]}, f"module {nested[0]}"
     named = _named_modules(directory)
     if len(named) == 1:
         (module, where), = named.items()

@@ -639,3 +639,13 @@ def test_keras_alone_gets_its_default_backend_as_the_framework(project):
     assert any("keras runs on a backend it does not install" in n for n in inferred["notes"])
     root.joinpath("requirements.txt").write_text("keras\ntorch==2.5.1\n")  # a backend is declared: it stays
     assert dry(root)["inferred"]["framework"] == "torch==2.5.1"
+
+
+def test_a_task_module_in_a_nested_package(project):
+    root = project({"setup.py": "from setuptools import setup, find_packages\n"
+                                "setup(name='ltg', version='0.1', packages=find_packages(), install_requires=['torch==2.5.1'])\n",
+                    "ltgpred/__init__.py": "", "ltgpred/trainer/__init__.py": "", "ltgpred/trainer/task.py": "import torch\n",
+                    "ltgpred/preproc/__init__.py": "", "ltgpred/preproc/make.py": "import numpy\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["config_keys"]["trainer"] == {"module": "ltgpred.trainer.task"}
+    assert inferred["framework"] == "torch==2.5.1"
