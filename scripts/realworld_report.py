@@ -4,8 +4,8 @@
 what the code imports, found here independently of autopackage (a line scan, no AST, so Python 2
 code counts too):
 
-    match        the image's framework is the one the code trains with (or none is imported and none
-                 is chosen) and its release satisfies every range the requirements declare for it
+    match        the image's framework is one the code imports or its requirements declare (or none is
+                 imported and none is chosen) and its release satisfies every range declared for it
     missing      the code imports a framework, the image has none
     other        the image has a framework, but not one the code imports
     outside      the framework matches, its release violates a declared range
@@ -88,7 +88,7 @@ def judge(directory: Path, extra: list[str]) -> tuple[str, str]:
         return "internal", done.stderr.strip().splitlines()[-1]
     if done.returncode == 2:
         lines = [json.loads(x).get("text", x) if x.startswith("{") else x for x in done.stderr.strip().splitlines()]
-        error = next((x for x in lines if x.startswith("error")), lines[-1] if lines else "")
+        error = next((x for x in lines if "error:" in x), lines[-1] if lines else "")
         return "refused", error[:300]
     if done.returncode != 0:
         return "internal", f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
@@ -99,7 +99,7 @@ def judge(directory: Path, extra: list[str]) -> tuple[str, str]:
     primary = next((f for f in ORDER if f in wanted), None)
     if name is None:
         return ("missing", f"imports {sorted(wanted)}") if wanted else ("match", "no framework imported, none chosen")
-    if name not in wanted:
+    if name not in wanted and name not in declared(directory):
         return "other", f"chose {name}=={version}, imports {sorted(wanted)}"
     for spec in declared(directory).get(name, []):
         try:
