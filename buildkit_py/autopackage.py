@@ -535,6 +535,7 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
     unparsed: list[str] = []
     relative: dict[str, str] = {}
     renamed: dict[str, str] = {}
+    by_name: dict[str, str] = {}  # imports naming the trainer directory itself
     for rel in files[:MAX_SCANNED]:
         try:
             tree = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
@@ -550,6 +551,9 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
                 continue
             if top in table.python2:
                 renamed.setdefault(f"{rel}:{line}", f"`{statement}`: Python 3 has {table.python2[top]}")
+                continue
+            if top == directory.resolve().name and top not in own:
+                by_name.setdefault(f"{rel}:{line}", f"`{statement}`")
                 continue
             if folder and folder != script_dir and top in siblings.get(folder, ()):
                 relative.setdefault(f"{rel}:{line}", f"`{statement}` means {folder}/{top}")
@@ -570,6 +574,12 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
         notes.append(f"{len(relative)} import(s) of a module beside the importing file, as Python 2 read them (implicit "
                      f"relative imports): {'; '.join(shown)}{' ...' if len(relative) > 3 else ''}; Python 3 fails there "
                      "with ModuleNotFoundError: write `from . import NAME` (or `from PACKAGE import NAME`)")
+    if by_name:
+        shown = [f"{where}: {what}" for where, what in list(by_name.items())[:3]]
+        notes.append(f"{len(by_name)} import(s) name the trainer directory itself ({directory.resolve().name}): "
+                     f"{'; '.join(shown)}{' ...' if len(by_name) > 3 else ''}; the image copies the directory's "
+                     f"contents to its work directory, so no package of that name exists there: import from the "
+                     f"directory's own packages instead (`from trainer import model`)")
     if renamed:
         shown = [f"{where}: {what}" for where, what in list(renamed.items())[:3]]
         notes.append(f"{len(renamed)} import(s) of Python 2 standard-library modules that Python 3 renamed or removed "

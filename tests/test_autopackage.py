@@ -649,3 +649,15 @@ def test_a_task_module_in_a_nested_package(project):
     inferred = dry(root)["inferred"]
     assert inferred["config_keys"]["trainer"] == {"module": "ltgpred.trainer.task"}
     assert inferred["framework"] == "torch==2.5.1"
+
+
+def test_an_import_through_the_trainer_directorys_own_name_is_said(tmp_path):
+    root = tmp_path / "babyweight"
+    (root / "trainer").mkdir(parents=True)
+    (root / "trainer" / "__init__.py").write_text("")
+    (root / "trainer" / "model.py").write_text("import tensorflow as tf\n")
+    (root / "trainer" / "task.py").write_text("from babyweight.trainer import model\n")
+    inferred = dry(root)["inferred"]
+    notes = " ".join(inferred["notes"])
+    assert "1 import(s) name the trainer directory itself (babyweight): trainer/task.py:1" in notes
+    assert "babyweight is imported" not in notes and inferred["framework"].startswith("tensorflow")
