@@ -740,12 +740,14 @@ def _requirement(text: str, where: str) -> Requirement | None:
 
 
 def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
-          dockerfile: bool = False, with_launcher: bool = False, prefer: tuple[str, str] | None = None) -> Inferred:
+          dockerfile: bool = False, with_launcher: bool = False, prefer: tuple[str, str] | None = None,
+          module: str | None = None) -> Inferred:
     """What the directory says about the keys neither the config file nor a flag sets. A framework pin in
     the requirements that disagrees with the config's (or --framework): exit 2 naming both. strict: an
     import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
     own Dockerfile is built as it is, so nothing else is inferred. prefer: (NAME==VERSION, why) the release a
-    legacy runtimeVersion ran, taken where the trainer's requirements and imports leave the release open."""
+    legacy runtimeVersion ran, taken where the trainer's requirements and imports leave the release open. module: the
+    legacy file's pythonModule, the trainer where the config names none."""
     raw, _ = load_raw(config_path, directory)
     config_file = config_path or find_config(directory)
     if dockerfile:
@@ -764,7 +766,13 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     overrides: dict[str, Any] = {}
     notes: list[str] = []
     trainer = None
-    if "trainer" not in given:
+    if "trainer" not in given and module is not None:  # the legacy file's pythonModule: the module its job ran
+        if not _module_file(directory, module):
+            raise ConfigError(f"{show(module)} (trainingInput.pythonModule) is not a module in {show(str(directory))}: no "
+                              f"{show(module.replace('.', '/') + '.py')} there; give the trainer directory the legacy job "
+                              "packaged, or --module", field="--from-aiplatform")
+        overrides["trainer"], trainer = {"module": module}, f"module {module} (trainingInput.pythonModule)"
+    elif "trainer" not in given:
         overrides["trainer"], trainer = _trainer(directory)
     matrix = load_matrix()
 

@@ -57,6 +57,7 @@ class Given:
     accelerator_type: str | None = None
     accelerator_count: int | None = None
     image: str | None = None
+    autopackage: bool = False  # autopackage builds the image that runs the trainer (--from-aiplatform there)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Conversion:
     not_converted: tuple[str, ...]  # "trainingInput.FIELD: why", one per field left behind
     notes: tuple[str, ...]
     runtime: Runtime | None = None
+    module: str | None = None  # trainingInput.pythonModule: the trainer module the legacy job ran
 
 
 RUNTIMES_FILE = "aiplatform_runtimes.yaml"
@@ -205,10 +207,11 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
         job["args"] = args
     runtime = _runtime(conv, raw, ti)
     packaged = "packageUris" in ti or "pythonModule" in ti
-    if packaged and given.image is not None:
+    if packaged and (given.image is not None or given.autopackage):
         # gcloud's --master-image-uri: the image (e.g. autopackage's build of the trainer) runs the trainer itself.
-        conv.notes.append(f"trainingInput.packageUris/pythonModule: the image {given.image} (--image) runs the trainer "
-                          "instead of the packages on a runtime image")
+        image = f"the image {given.image} (--image)" if given.image else "the image autopackage builds"
+        conv.notes.append(f"trainingInput.packageUris/pythonModule: {image} runs the trainer instead of the packages on "
+                          "a runtime image")
     elif packaged:
         version = runtime.version if runtime else raw.text(("trainingInput", "runtimeVersion"), ti.get("runtimeVersion"))
         if "image" in job:
@@ -247,7 +250,9 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
     if "hyperparameters" in ti:
         values["hyperparameters"] = _hyperparameters(conv, raw, conv.mapping(ti["hyperparameters"],
                                                                              "trainingInput.hyperparameters"))
-    return Conversion(validate_keys(values, raw.source), tuple(conv.left), tuple(conv.notes), runtime)
+    module = data.get("trainingInput", {}).get("pythonModule") if isinstance(data.get("trainingInput"), dict) else None
+    return Conversion(validate_keys(values, raw.source), tuple(conv.left), tuple(conv.notes), runtime,
+                      module if isinstance(module, str) else None)
 
 
 def _runtime(conv: _Converter, raw: Any, ti: dict) -> Runtime | None:
