@@ -565,26 +565,25 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
                     unknown.setdefault(module if top == "google" else top, f"{rel}:{line}")
                 else:
                     found.setdefault(dist, f"{statement} ({rel}:{line})")
+    def places(found: dict[str, str]) -> str:  # the first three, "where: what"
+        return "; ".join(f"{w}: {what}" for w, what in list(found.items())[:3]) + (" ..." if len(found) > 3 else "")
+
     notes = []
     if unparsed:
         notes.append(f"{len(unparsed)} Python file(s) do not parse as Python 3, and fail where they run (Python 2 code?): "
                      f"{', '.join(unparsed[:3])}{' ...' if len(unparsed) > 3 else ''}; their imports are not read")
     if relative:
-        shown = [f"{where}: {what}" for where, what in list(relative.items())[:3]]
         notes.append(f"{len(relative)} import(s) of a module beside the importing file, as Python 2 read them (implicit "
-                     f"relative imports): {'; '.join(shown)}{' ...' if len(relative) > 3 else ''}; Python 3 fails there "
-                     "with ModuleNotFoundError: write `from . import NAME` (or `from PACKAGE import NAME`)")
+                     f"relative imports): {places(relative)}; Python 3 fails there with ModuleNotFoundError: write "
+                     "`from . import NAME` (or `from PACKAGE import NAME`)")
     if by_name:
-        shown = [f"{where}: {what}" for where, what in list(by_name.items())[:3]]
         notes.append(f"{len(by_name)} import(s) name the trainer directory itself ({directory.resolve().name}): "
-                     f"{'; '.join(shown)}{' ...' if len(by_name) > 3 else ''}; the image copies the directory's "
-                     f"contents to its work directory, so no package of that name exists there: import from the "
-                     f"directory's own packages instead (`from trainer import model`)")
+                     f"{places(by_name)}; the image copies the directory's contents to its work directory, so no package "
+                     "of that name exists there: import from the directory's own packages instead (`from trainer import "
+                     "model`)")
     if renamed:
-        shown = [f"{where}: {what}" for where, what in list(renamed.items())[:3]]
         notes.append(f"{len(renamed)} import(s) of Python 2 standard-library modules that Python 3 renamed or removed "
-                     f"(PEP 3108): {'; '.join(shown)}{' ...' if len(renamed) > 3 else ''}; the trainer fails there "
-                     "until it is ported")
+                     f"(PEP 3108): {places(renamed)}; the trainer fails there until it is ported")
     return _Scan(found, unknown, tuple(notes))
 
 
