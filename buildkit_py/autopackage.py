@@ -847,12 +847,14 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     # A library that runs on a framework it does not install (Keras 3): with no framework declared or imported, its
     # default backend is the framework, or the image dies at its import.
     table = _import_names()
+    backend_of = None  # the framework added as a library's backend
     frameworks = [r for _, r in parsed if _framework_of(matrix, r)] + [d for d in missing if _framework_of(matrix, Requirement(d))]
     if not frameworks and "framework" not in given and not configured_fw:
         for lib, backend in table.backends.items():
             where = imported.get(lib) or next((w for w, r in parsed if canonicalize_name(r.name) == lib), None)
             if where:
                 missing[backend] = f"{lib} runs on a backend it does not install: {where}"
+                backend_of = backend
                 break
     if strict and (missing or unknown):
         listed = [f"{d} ({w})" for d, w in missing.items()] + [f"{n} ({w}: no known distribution)" for n, w in unknown.items()]
@@ -870,7 +872,8 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     for dist, where in missing.items():
         sources.append(Source(dist, where))
         if dist == chosen and "framework" not in given:
-            notes.append(f"{dist} is imported ({where}) but not declared: it is the framework")
+            notes.append(f"{dist} is the framework: {where}, by default on {dist}" if dist == backend_of
+                         else f"{dist} is imported ({where}) but not declared: it is the framework")
             continue
         extra.append((dist, where))
         notes.append(f"{dist} is imported ({where}) but not declared: added to the image's packages")

@@ -639,6 +639,10 @@ def test_keras_alone_gets_its_default_backend_as_the_framework(project):
     assert any("keras runs on a backend it does not install" in n for n in inferred["notes"])
     root.joinpath("requirements.txt").write_text("keras\ntorch==2.5.1\n")  # a backend is declared: it stays
     assert dry(root)["inferred"]["framework"] == "torch==2.5.1"
+    root.joinpath("train.py").write_text("from transformers import Trainer\n")
+    root.joinpath("requirements.txt").write_text("transformers\ndatasets\n")  # a declared library, no framework
+    inferred = dry(root)["inferred"]
+    assert inferred["framework"] == "torch" and any("transformers runs on a backend" in n for n in inferred["notes"])
 
 
 def test_a_task_module_in_a_nested_package(project):
