@@ -32,10 +32,11 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 REPO = Path(__file__).resolve().parent.parent
-# Import name -> the framework it trains with; the order is autopackage's FRAMEWORK_ORDER.
+# Import name -> the framework it trains with (transformers: its Trainer runs on torch); the order is autopackage's
+# FRAMEWORK_ORDER.
 FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow_transform": "tensorflow",
               "tensorflow_hub": "tensorflow", "keras": "tensorflow", "jax": "jax", "flax": "jax",
-              "xgboost": "xgboost", "sklearn": "scikit-learn"}
+              "xgboost": "xgboost", "sklearn": "scikit-learn", "transformers": "torch"}
 ORDER = ("torch", "tensorflow", "jax", "xgboost", "scikit-learn")
 DISTRIBUTIONS = {"torch": "torch", "tensorflow": "tensorflow", "tensorflow-gpu": "tensorflow", "tensorflow-cpu": "tensorflow",
                  "jax": "jax", "xgboost": "xgboost", "scikit-learn": "scikit-learn", "sklearn": "scikit-learn"}
