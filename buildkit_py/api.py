@@ -1086,14 +1086,16 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
     if options.job.from_aiplatform is not None:  # its errors before any inference
         from .jobs import aiplatform
 
-        conversion = aiplatform.convert(options.job.from_aiplatform)
+        # The image autopackage builds runs the trainer: a package job (packageUris, pythonModule) needs no runtime image.
+        conversion = aiplatform.convert(options.job.from_aiplatform, aiplatform.Given(autopackage=True))
     stages = _autopackage.Stages(reporter)
     with stages.stage("infer") as out:
         runtime = conversion.runtime if conversion is not None else None
         inferred = _autopackage.infer(directory, project.config, dict(project.overrides), strict=options.strict,
                                       dockerfile=options.dockerfile, with_launcher=options.with_launcher,
                                       prefer=(runtime.framework, f"what runtimeVersion {runtime.version} ran")
-                                      if runtime else None)
+                                      if runtime else None,
+                                      module=conversion.module if conversion is not None else None)
         out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
         out[1] = not inferred.overrides
     for note in inferred.notes:

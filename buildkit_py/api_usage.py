@@ -6,6 +6,7 @@ import layers`."""
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,12 +98,18 @@ def notes(uses: tuple[RemovedUse, ...]) -> tuple[str, ...]:
 def directory_uses(directory: Path, limit: int = 2000) -> tuple[RemovedUse, ...]:
     """find_removed() for the trainer's own .py files (hidden and virtual-environment folders skipped)."""
     sources = {}
-    for path in sorted(directory.rglob("*.py"))[:limit]:
-        rel = path.relative_to(directory)
-        if any(part.startswith(".") or part in ("venv", "site-packages", "node_modules") for part in rel.parts[:-1]):
-            continue
-        try:
-            sources[rel.as_posix()] = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
+    # os.walk with the skipped folders pruned, stopped at `limit` files: a huge tree (data, a virtual
+    # environment) is never walked to its end.
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("venv", "site-packages", "node_modules"))
+        for name in sorted(f for f in files if f.endswith(".py")):
+            if len(sources) >= limit:
+                return find_removed(sources)
+            path = Path(root) / name
+            if path.is_symlink() or not path.is_file():
+                continue  # a FIFO would block the read; a link may point out of the directory
+            try:
+                sources[path.relative_to(directory).as_posix()] = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
     return find_removed(sources)

@@ -49,10 +49,20 @@ _KEPT_OPTIONS = {"-i", "--index-url", "--extra-index-url", "--no-index", "--pre"
 # pip's per-requirement options, after the requirement on the same line.
 _PER_REQUIREMENT = re.compile(r"\s+--(?:hash|config-settings|global-option|install-option)(?:=|\s).*$")
 _SELF = {".", "./", "file:.", "file:./"}
+# PyPI's own simple index, which requirements files of AI Platform's samples name beside `-e .`: the image's
+# installer uses it anyway, so the option says nothing (pypi.python.org redirects to pypi.org).
+_PYPI_INDEX = re.compile(r"https?://pypi\.(?:python\.)?org/simple/?", re.ASCII | re.IGNORECASE)
 _SELF_EXTRAS = re.compile(r"(?:file:)?\./?\[[^\]]*\]")
 _ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
 MAX_REQUIREMENT = 4096  # characters of one requirement line; longer is not a requirement (URLs with hashes fit)
+_DOCKERFILE_NAME = re.compile(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
+MAX_SHELL_SCRIPTS = 50  # shell scripts read for a --module-name
+MAX_SHELL_SCRIPT_BYTES = 1 << 20  # of each
+# gcloud ai-platform's `--module-name trainer.task` / `--module-name=...`, Vertex AI's `--python-module X` and the
+# worker pool spec's `python-module=X`.
+_MODULE_FLAG = re.compile(r"(?:--module[-_]name|--python[-_]module|python-module)[= ]+['\"]?([A-Za-z_][A-Za-z0-9_.]*)", re.ASCII)
+_MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
 MAX_SCANNED = 2000  # .py files read for imports; a bigger tree is not a trainer
 
 
@@ -236,7 +246,10 @@ def _setup_py(path: Path) -> tuple[Any, Any]:
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
-        raise ConfigError(f"setup.py does not parse as Python 3: {exc.msg} (line {exc.lineno})", where=str(path)) from None
+        raise ConfigError(f"setup.py does not parse as Python 3: {exc.msg} (line {exc.lineno}); Python 2 code (which "
+                          "AI Platform's runtimes up to 1.15 ran) cannot be read or installed here: port the file to "
+                          "Python 3, or remove it and list the trainer's requirements in requirements.txt, or build an "
+                          "image of your own Dockerfile (--dockerfile)", where=str(path)) from None
     names: dict[str, ast.AST] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -436,13 +449,15 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
 class _ImportNames:
     names: dict[str, str]  # import name (dotted) -> distribution
     same: frozenset[str]  # import names that are their distribution's name
+    python2: dict[str, str]  # Python 2 standard-library module -> the Python 3 module that replaces it
+    backends: dict[str, str]  # distribution -> the framework it runs on by default without installing it
 
 
 def _import_names() -> _ImportNames:
     from .resources import read_data, resource_dir
 
     data = read_data(resource_dir("base_images") / "import_names.yaml", "base_images/import_names.yaml")
-    return _ImportNames(dict(data["names"]), frozenset(data["same"]))
+    return _ImportNames(dict(data["names"]), frozenset(data["same"]), dict(data["python2"]), dict(data["backends"]))
 
 
 def _optional(handlers: list[ast.ExceptHandler]) -> bool:
@@ -486,11 +501,19 @@ def _distribution(table: _ImportNames, name: str) -> str | None:
     return parts[0] if parts[0] in table.same else None
 
 
-def _scan_imports(directory: Path, script_dir: str | None) -> tuple[dict[str, str], dict[str, str]]:
-    """The trainer's third-party imports: ({distribution: first place}, {import without a known distribution:
-    first place}). Read: the .py files the image gets (the build context's ignore rules), tests left out (the
-    job never runs them); dropped: the standard library and the trainer's own top-level modules and packages
-    (and, for a script in a folder, that folder's: it is first on the script's sys.path)."""
+@dataclass(frozen=True)
+class _Scan:
+    found: dict[str, str]  # distribution -> first place it is imported
+    unknown: dict[str, str]  # import without a known distribution -> first place
+    notes: tuple[str, ...]  # Python 2 code: files that do not parse, implicit relative imports
+
+
+def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
+    """The trainer's third-party imports. Read: the .py files the image gets (the build context's ignore rules),
+    tests left out (the job never runs them); dropped: the standard library and the trainer's own top-level modules
+    and packages (and, for a script in a folder, that folder's: it is first on the script's sys.path). Python 2
+    code is said, not refused: a file that does not parse, and `import model` inside trainer/ meaning
+    trainer/model.py (Python 2's implicit relative import, which Python 3 takes as a top-level name)."""
     from .context import included_files
     from .render import render_project_dockerignore
 
@@ -500,16 +523,40 @@ def _scan_imports(directory: Path, script_dir: str | None) -> tuple[dict[str, st
     own = {f.split("/")[0].removesuffix(".py") for f in listed}
     if script_dir:
         own |= {f[len(script_dir) + 1:].split("/")[0].removesuffix(".py") for f in listed if f.startswith(script_dir + "/")}
+    siblings: dict[str, set[str]] = {}  # folder -> the module and package names in it
+    for f in listed:
+        folder, _, rest = f.rpartition("/")
+        while folder:
+            siblings.setdefault(folder, set()).add(rest.split("/")[0].removesuffix(".py"))
+            folder, _, tail = folder.rpartition("/")
+            rest = f"{tail}/{rest}"
     found: dict[str, str] = {}
     unknown: dict[str, str] = {}
+    unparsed: list[str] = []
+    relative: dict[str, str] = {}
+    renamed: dict[str, str] = {}
+    by_name: dict[str, str] = {}  # imports naming the trainer directory itself
     for rel in files[:MAX_SCANNED]:
         try:
             tree = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
-        except (SyntaxError, ValueError, ConfigError):
+        except SyntaxError as exc:
+            unparsed.append(f"{rel}:{exc.lineno} ({exc.msg})")
             continue  # the file fails where it runs, with Python's own message
+        except (ValueError, ConfigError):
+            continue
+        folder = rel.rpartition("/")[0]
         for names, statement, line in _imports(tree):
             top = names[-1].split(".")[0]
             if top in sys.stdlib_module_names or top in own or top == "__future__":
+                continue
+            if top in table.python2:
+                renamed.setdefault(f"{rel}:{line}", f"`{statement}`: Python 3 has {table.python2[top]}")
+                continue
+            if top == directory.resolve().name and top not in own:
+                by_name.setdefault(f"{rel}:{line}", f"`{statement}`")
+                continue
+            if folder and folder != script_dir and top in siblings.get(folder, ()):
+                relative.setdefault(f"{rel}:{line}", f"`{statement}` means {folder}/{top}")
                 continue
             *specific, module = names
             dists = {d for n in specific if (d := _distribution(table, n))} or {_distribution(table, module)}
@@ -518,7 +565,26 @@ def _scan_imports(directory: Path, script_dir: str | None) -> tuple[dict[str, st
                     unknown.setdefault(module if top == "google" else top, f"{rel}:{line}")
                 else:
                     found.setdefault(dist, f"{statement} ({rel}:{line})")
-    return found, unknown
+    def places(found: dict[str, str]) -> str:  # the first three, "where: what"
+        return "; ".join(f"{w}: {what}" for w, what in list(found.items())[:3]) + (" ..." if len(found) > 3 else "")
+
+    notes = []
+    if unparsed:
+        notes.append(f"{len(unparsed)} Python file(s) do not parse as Python 3, and fail where they run (Python 2 code?): "
+                     f"{', '.join(unparsed[:3])}{' ...' if len(unparsed) > 3 else ''}; their imports are not read")
+    if relative:
+        notes.append(f"{len(relative)} import(s) of a module beside the importing file, as Python 2 read them (implicit "
+                     f"relative imports): {places(relative)}; Python 3 fails there with ModuleNotFoundError: write "
+                     "`from . import NAME` (or `from PACKAGE import NAME`)")
+    if by_name:
+        notes.append(f"{len(by_name)} import(s) name the trainer directory itself ({directory.resolve().name}): "
+                     f"{places(by_name)}; the image copies the directory's contents to its work directory, so no package "
+                     "of that name exists there: import from the directory's own packages instead (`from trainer import "
+                     "model`)")
+    if renamed:
+        notes.append(f"{len(renamed)} import(s) of Python 2 standard-library modules that Python 3 renamed or removed "
+                     f"(PEP 3108): {places(renamed)}; the trainer fails there until it is ported")
+    return _Scan(found, unknown, tuple(notes))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -543,12 +609,88 @@ def _trainer(directory: Path) -> tuple[dict, str]:
     if len(folders) == 1:
         script = min(in_folders, key=lambda s: SCRIPTS.index(s.split("/")[1]))
         return {"script": script}, f"script {script}"
+    # A package one level down (ltgpred/trainer/task.py beside both folders' __init__.py), as the module path it is.
+    nested = sorted(f"{p.parent.parent.name}.{p.parent.name}.task" for p in directory.glob(f"*/*/{PACKAGE_TASK}")
+                    if (p.parent / "__init__.py").is_file() and (p.parent.parent / "__init__.py").is_file()
+                    and _MODULE_PART.fullmatch(p.parent.name) and _MODULE_PART.fullmatch(p.parent.parent.name))
+    if len(nested) == 1 and not packages and not in_folders:
+        return {"module": nested[0]}, f"module {nested[0]}"
+    named = _named_modules(directory)
+    if len(named) == 1:
+        (module, where), = named.items()
+        return {"module": module}, f"module {module} (named by {where})"
+    guarded = [] if named else _main_modules(directory)
+    if len(guarded) == 1:
+        return {"module": guarded[0]}, f"module {guarded[0]} (the package's one module with `if __name__ == \"__main__\"`)"
     looked = (f"trainer/{PACKAGE_TASK}, one PACKAGE/{PACKAGE_TASK} beside a PACKAGE/__init__.py"
               + (f" (found several: {', '.join(packages)})" if packages else "") + ", a script "
               + ", ".join(SCRIPTS) + ", or one in a single folder"
-              + (f" (found several: {', '.join(in_folders)})" if in_folders else ""))
+              + (f" (found several: {', '.join(in_folders)})" if in_folders else "")
+              + ", a module the directory's shell scripts name with --module-name or --python-module"
+              + (f" (found several: {', '.join(f'{m} ({w})' for m, w in named.items())})" if named else "")
+              + ", or one package module with `if __name__ == \"__main__\"`"
+              + (f" (found several: {', '.join(guarded)})" if len(guarded) > 1 else ""))
+    own = _dockerfile(directory)
+    notebooks = sorted(p.relative_to(directory).as_posix() for p in [*directory.glob("*.ipynb"), *directory.glob("*/*.ipynb")])
     raise ConfigError(f"no trainer found in {show(str(directory))}: looked for {looked}; or set `trainer:` "
-                      "(module or script) in buildkit.yaml, or pass --module or --script", field="DIR")
+                      "(module or script) in buildkit.yaml, or pass --module or --script"
+                      + (f"; or build its {own} as it is with --dockerfile" if own else "")
+                      + (f"; a notebook is not a trainer ({', '.join(notebooks[:3])}): export its training code with "
+                         "`jupyter nbconvert --to script`" if notebooks else ""), field="DIR")
+
+
+def _module_file(directory: Path, module: str) -> bool:
+    parts = module.split(".")
+    if len(module) > 200 or not all(_MODULE_PART.fullmatch(p) for p in parts):
+        return False  # no module of a trainer; a name too long for the file system would raise
+    try:
+        return (directory.joinpath(*parts[:-1]) / f"{parts[-1]}.py").is_file()
+    except OSError:
+        return False
+
+
+def _named_modules(directory: Path) -> dict[str, str]:
+    """{module: where} that the directory's shell scripts (its top and one folder down, as AI Platform's samples keep
+    them in scripts/) pass to `gcloud ai-platform jobs submit training --module-name` or Vertex AI's `--python-module`
+    / `python-module=`, where that module is a file here."""
+    found: dict[str, str] = {}
+    scripts = sorted([*directory.glob("*.sh"), *directory.glob("*/*.sh")])[:MAX_SHELL_SCRIPTS]
+    for path in scripts:
+        if path.is_symlink() or not path.is_file():
+            continue  # a FIFO would block the read; a link may point out of the directory
+        try:
+            with path.open("rb") as f:  # a stray byte in a script does not hide the module it names
+                text = f.read(MAX_SHELL_SCRIPT_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for match in _MODULE_FLAG.finditer(text):
+            module = match.group(1)
+            if _module_file(directory, module):
+                line = text.count("\n", 0, match.start()) + 1
+                found.setdefault(module, f"{path.relative_to(directory).as_posix()}:{line}")
+    return found
+
+
+def _main_modules(directory: Path) -> list[str]:
+    """Modules of the directory's top-level packages that run something under `if __name__ == "__main__"` (tests left
+    out): a package whose entry point is trainer/trainer.py or trainer/flow.py rather than task.py."""
+    found = []
+    for init in sorted(directory.glob("*/__init__.py")):
+        package = init.parent.name
+        if not _MODULE_PART.fullmatch(package):
+            continue
+        for path in sorted(init.parent.glob("*.py"))[:MAX_SCANNED]:
+            rel = path.relative_to(directory).as_posix()
+            if (path.name == "__init__.py" or _TEST_FILE.search(rel) or not _MODULE_PART.fullmatch(path.stem)
+                    or path.is_symlink() or not path.is_file()):
+                continue
+            try:
+                text = read_text(path, "Python file")
+            except ConfigError:
+                continue
+            if _MAIN_GUARD.search(text):
+                found.append(f"{package}.{path.stem}")
+    return found
 
 
 def _dockerfile(directory: Path) -> str | None:
@@ -556,6 +698,20 @@ def _dockerfile(directory: Path) -> str | None:
         if (directory / name).is_file():
             return name
     return None
+
+
+def _other_dockerfiles(directory: Path) -> list[str]:
+    """Dockerfiles that --dockerfile does not build: in a folder (trainer/Dockerfile, built with `-f trainer/Dockerfile
+    .`) or named NAME.Dockerfile / Dockerfile.NAME (cpu.Dockerfile, dockerfile/train.Dockerfile)."""
+    top = _dockerfile(directory)
+    found = []
+    for pattern in ("*", "*/*"):
+        for path in sorted(directory.glob(pattern))[:MAX_SCANNED]:
+            name = path.name
+            if (_DOCKERFILE_NAME.fullmatch(name) and path.is_file() and path.relative_to(directory).as_posix() != top
+                    and not any(part.startswith(".") for part in path.relative_to(directory).parts)):
+                found.append(path.relative_to(directory).as_posix())
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -583,12 +739,14 @@ def _requirement(text: str, where: str) -> Requirement | None:
 
 
 def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
-          dockerfile: bool = False, with_launcher: bool = False, prefer: tuple[str, str] | None = None) -> Inferred:
+          dockerfile: bool = False, with_launcher: bool = False, prefer: tuple[str, str] | None = None,
+          module: str | None = None) -> Inferred:
     """What the directory says about the keys neither the config file nor a flag sets. A framework pin in
     the requirements that disagrees with the config's (or --framework): exit 2 naming both. strict: an
     import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
     own Dockerfile is built as it is, so nothing else is inferred. prefer: (NAME==VERSION, why) the release a
-    legacy runtimeVersion ran, taken where the trainer's requirements and imports leave the release open."""
+    legacy runtimeVersion ran, taken where the trainer's requirements and imports leave the release open. module: the
+    legacy file's pythonModule, the trainer where the config names none."""
     raw, _ = load_raw(config_path, directory)
     config_file = config_path or find_config(directory)
     if dockerfile:
@@ -607,7 +765,13 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     overrides: dict[str, Any] = {}
     notes: list[str] = []
     trainer = None
-    if "trainer" not in given:
+    if "trainer" not in given and module is not None:  # the legacy file's pythonModule: the module its job ran
+        if not _module_file(directory, module):
+            raise ConfigError(f"{show(module)} (trainingInput.pythonModule) is not a module in {show(str(directory))}: no "
+                              f"{show(module.replace('.', '/') + '.py')} there; give the trainer directory the legacy job "
+                              "packaged, or --module", field="--from-aiplatform")
+        overrides["trainer"], trainer = {"module": module}, f"module {module} (trainingInput.pythonModule)"
+    elif "trainer" not in given:
         overrides["trainer"], trainer = _trainer(directory)
     matrix = load_matrix()
 
@@ -631,8 +795,12 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         if read.installs_self and package is None:
             raise ConfigError(f"{read.installs_self}: the line installs the trainer directory as a package, but it has no "
                               "setup.py, setup.cfg or pyproject.toml [project] to install", where=str(directory))
-        if read.options:
-            option, value, where = read.options[0]
+        pypi = [(o, v, w) for o, v, w in read.options if o in ("-i", "--index-url") and _PYPI_INDEX.fullmatch(v)]
+        notes += [f"{w}: {o} {v} is PyPI's own index, which the image installs from by default: the line is dropped"
+                  for o, v, w in pypi]
+        kept = [o for o in read.options if o not in pypi]
+        if kept:
+            option, value, where = kept[0]
             raise ConfigError(f"{show(option + ' ' + value)}: a requirements file that {what.split(' (')[0]} is installed "
                               "through the config's `pip` entries, which take no index options; give the index with "
                               "pip_index_url (or --pip-index-url), or a pip_conf file for several", where=where)
@@ -653,16 +821,41 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     trainer_value = overrides.get("trainer") or flags.get("trainer") or raw.data.get("trainer")
     script = trainer_value.get("script") if isinstance(trainer_value, dict) else None
     script_dir = script.rsplit("/", 1)[0] if isinstance(script, str) and "/" in script else None
-    imported, unknown = _scan_imports(directory, script_dir)
+    scan = _scan_imports(directory, script_dir)
+    imported, unknown = scan.found, scan.unknown
+    notes += scan.notes
     declared_names = {canonicalize_name(r.name) for _, r in parsed} | {canonicalize_name(t) for t in _config_pip(raw)}
     configured_text = str(flags.get("framework") or raw.data.get("framework") or "")
     configured_fw = matrix.framework(configured_text.partition("==")[0])
+    for w, r in parsed:  # a framework declared by another of its names (tensorflow-gpu==2.3.0) declares its import
+        fw_name = _framework_of(matrix, r)
+        fw = matrix.framework(fw_name) if fw_name else None
+        if fw is None:
+            continue
+        names = {canonicalize_name(n) for n in (fw.name, fw.package) if n}
+        declared_names |= names
+        if canonicalize_name(r.name) not in names:
+            notes.append(f"{w}: {r.name} is another distribution name of {fw.name}: the image's framework is {fw.name}, "
+                         f"and the line, where it is installed as written, adds {r.name} beside it (the same code twice; "
+                         f"tensorflow-gpu has no release after 2.11); write {fw.name}{r.specifier} instead")
     if configured_fw is not None:  # the config's framework is installed: its import is declared
         declared_names |= {canonicalize_name(n) for n in (configured_fw.name, configured_fw.package)}
     if raw.data.get("hypertune", True) is not False:
         declared_names.add(canonicalize_name(matrix.tools.hypertune_requirement.partition("==")[0]))
     missing = {d: w for d, w in sorted(imported.items())
                if canonicalize_name(d) not in declared_names and canonicalize_name(d) != own}
+    # A library that runs on a framework it does not install (Keras 3): with no framework declared or imported, its
+    # default backend is the framework, or the image dies at its import.
+    table = _import_names()
+    backend_of = None  # the framework added as a library's backend
+    frameworks = [r for _, r in parsed if _framework_of(matrix, r)] + [d for d in missing if _framework_of(matrix, Requirement(d))]
+    if not frameworks and "framework" not in given and not configured_fw:
+        for lib, backend in table.backends.items():
+            where = imported.get(lib) or next((w for w, r in parsed if canonicalize_name(r.name) == lib), None)
+            if where:
+                missing[backend] = f"{lib} runs on a backend it does not install: {where}"
+                backend_of = backend
+                break
     if strict and (missing or unknown):
         listed = [f"{d} ({w})" for d, w in missing.items()] + [f"{n} ({w}: no known distribution)" for n, w in unknown.items()]
         raise ConfigError("the trainer imports what its requirements do not declare: " + "; ".join(listed)
@@ -679,7 +872,8 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     for dist, where in missing.items():
         sources.append(Source(dist, where))
         if dist == chosen and "framework" not in given:
-            notes.append(f"{dist} is imported ({where}) but not declared: it is the framework")
+            notes.append(f"{dist} is the framework: {where}, by default on {dist}" if dist == backend_of
+                         else f"{dist} is imported ({where}) but not declared: it is the framework")
             continue
         extra.append((dist, where))
         notes.append(f"{dist} is imported ({where}) but not declared: added to the image's packages")
@@ -720,10 +914,26 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         known_fw = matrix.framework(name)
         notes += removed_notes(tuple(u for u in removed if known_fw and u.api.framework == known_fw.name and (
             not _parses(f"x=={version}") or not version or Version(version) >= Version(u.api.removed_in))))
+    # A framework installed as a plain requirement beside the chosen one (scikit-learn beside tensorflow) gets the
+    # release its line asks for: the note names the call unless an exact pin predates the removal.
+    chosen_fw = matrix.framework(effective.partition("==")[0]) if effective else None
+    plain = parsed + [(w, Requirement(d)) for d, w in missing.items()]
+    for use in removed:
+        if chosen_fw is not None and use.api.framework == chosen_fw.name:
+            continue
+        lines = [r for _, r in plain if _framework_of(matrix, r) == use.api.framework]
+        exact = [Version(x.version) for r in lines for x in r.specifier if x.operator == "==" and "*" not in x.version]
+        if lines and not (exact and all(v < Version(use.api.removed_in) for v in exact)):
+            notes += removed_notes((use,))
     dockerfile = _dockerfile(directory)
     if dockerfile:
         notes.append(f"{dockerfile} in the trainer directory is not used: autopackage renders its own Dockerfile; "
                      f"pass --dockerfile to build {dockerfile} as it is instead")
+    others = _other_dockerfiles(directory)
+    if others:
+        notes.append(f"{len(others)} other Dockerfile(s) here are not used: {', '.join(others[:5])}"
+                     f"{' ...' if len(others) > 5 else ''}; autopackage renders its own Dockerfile (--dockerfile builds "
+                     "only a Dockerfile at the directory's top, as it is)")
     return Inferred(directory.resolve(), config_file, trainer, requirements, tuple(pip), framework, framework_from,
                     tuple(notes), tuple(overrides.items()), tuple(sources), package, reason, dockerfile)
 

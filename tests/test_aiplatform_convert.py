@@ -313,3 +313,36 @@ def test_every_runtime_resolves_or_says_why_not(capsys, tmp_path, runtime, pytho
         last = err.strip().splitlines()[-1]
         assert code == 2 and "Traceback" not in err and f"tensorflow=={release}" in last, err
         assert "nearest release that builds" in last or "gpu: false builds" in last, last
+
+
+@pytest.mark.parametrize("tag", ["Taxi Model Accuracy", "acc\u2028x", "x" * 70000, 7])
+def test_a_metric_tag_vertex_ai_cannot_take_names_the_legacy_field(capsys, tmp_path, tag):
+    """AI Platform's sklearn hp_tuning sample reports 'Taxi Model Accuracy': Vertex AI's metric_id takes no whitespace."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"trainingInput": {"masterType": "n1-standard-4", "hyperparameters": {
+        "goal": "MAXIMIZE", "hyperparameterMetricTag": tag,
+        "params": [{"parameterName": "max-depth", "type": "INTEGER", "minValue": 1, "maxValue": 8}]}}},
+        allow_unicode=True), encoding="utf-8")
+    code, out, err = convert(capsys, path, "--image", IMAGE)
+    assert code == 2, err
+    assert "trainingInput.hyperparameters.hyperparameterMetricTag" in err and "Traceback" not in err
+    assert "no whitespace" in err and "hyperparameter_metric_tag" in err and len(err) < 2000
+
+
+def test_autopackage_runs_the_legacy_package_jobs_python_module(capsys, tmp_path):
+    """A package job's config (pythonModule, packageUris, no runtime image wanted): autopackage's image runs that module."""
+    (tmp_path / "census").mkdir()
+    (tmp_path / "census" / "__init__.py").write_text("")
+    (tmp_path / "census" / "train_main.py").write_text("import tensorflow as tf\n")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"trainingInput": {
+        "scaleTier": "BASIC", "pythonModule": "census.train_main", "packageUris": ["gs://my-bucket/census-0.1.tar.gz"]}}))
+    code, result, err = autopackage_dry(capsys, tmp_path, tmp_path / "config.yaml")
+    assert code == 0, err  # no runtimeVersion is needed: no prebuilt runtime image runs it
+    assert result["inferred"]["config_keys"]["trainer"] == {"module": "census.train_main"}
+    assert result["inferred"]["trainer"] == "module census.train_main (trainingInput.pythonModule)"
+    assert result["plan"]["entrypoint"][-2:] == ["-m", "census.train_main"]
+    assert "the image autopackage builds runs the trainer" in err
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"trainingInput": {"pythonModule": "census.gone"}}))
+    code, result, err = autopackage_dry(capsys, tmp_path, tmp_path / "config.yaml")
+    assert code == 2 and "Traceback" not in err
+    assert "'census.gone' (trainingInput.pythonModule) is not a module" in err and "'census/gone.py'" in err

@@ -532,3 +532,188 @@ def test_autopackage_loads_plans_renders_and_parses_each_reference_once(testenv,
     assert counts == {**counts, "load": 1, "load_config": 1, "make_plan": 1, "render_dockerfile": 1}, counts
     # The image repository, its content tag (the job's image) and that tag pinned by digest: each parsed once.
     assert counts["parsed"] == counts["distinct references"] == 3, sorted(str(a[0]) for a in parsed)
+
+
+def test_pypi_index_line_beside_install_self_is_dropped_with_a_note(project):
+    """AI Platform's samples carry `--index-url https://pypi.python.org/simple/` above `-e .`: PyPI itself, the default."""
+    root = project({"setup.py": "from setuptools import setup, find_packages\n"
+                                "REQUIRED_PACKAGES = ['scikit-learn==1.5.2', 'pandas']\n"
+                                "setup(name='trainer', version='0.1', packages=find_packages(),\n"
+                                "      install_requires=REQUIRED_PACKAGES)\n",
+                    "trainer/__init__.py": "", "trainer/task.py": "import sklearn\nimport pandas as pd\n",
+                    "requirements.txt": "# do not repeat setup.py\n--index-url https://pypi.python.org/simple/\n\n-e .\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["pip"] == ["scikit-learn==1.5.2", "pandas"] and inferred["framework"] == "scikit-learn==1.5.2"
+    assert any(n.startswith("requirements.txt:2: --index-url https://pypi.python.org/simple/ is PyPI's own index")
+               for n in inferred["notes"])
+    root.joinpath("requirements.txt").write_text("-i https://pypi.org/simple\n--extra-index-url https://mirror.example/simple\n.\n")
+    assert "'--extra-index-url https://mirror.example/simple'" in refused(root)  # another index is still refused by name
+
+
+def test_module_named_by_a_submit_script_or_the_one_main_guard(project):
+    """trainer/ with no task.py: the module its submit script passes to --module-name, else the one with a main guard."""
+    root = project({"setup.py": "from setuptools import setup, find_packages\n"
+                                "setup(name='flow', version='0.1', packages=find_packages(), install_requires=['pandas'])\n",
+                    "trainer/__init__.py": "", "trainer/flow.py": "import pandas\n",
+                    "trainer/util.py": "if __name__ == '__main__':\n    print(1)\n",
+                    "scripts/submit.sh": "gcloud ai-platform jobs submit training $JOB \\\n  --module-name=trainer.flow \\\n"
+                                         "  --package-path=trainer/\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["trainer"] == "module trainer.flow (named by scripts/submit.sh:2)"
+    assert inferred["config_keys"]["trainer"] == {"module": "trainer.flow"}
+    root.joinpath("scripts/submit.sh").unlink()
+    assert dry(root)["inferred"]["config_keys"]["trainer"] == {"module": "trainer.util"}  # the one main guard
+    root.joinpath("trainer/flow.py").write_text("import pandas\nif __name__ == \"__main__\":\n    pass\n")
+    err = refused(root)
+    assert "no trainer found" in err and "found several: trainer.flow, trainer.util" in err
+    root.joinpath("run.sh").write_text("gcloud ai custom-jobs local-run --python-module trainer.nothere\n")
+    assert "no trainer found" in refused(root)  # a module that is no file here is not taken
+    root.joinpath("run.sh").write_bytes(b"--module-name=trainer." + b"a" * 70000 + b"\n--module-name \xff\n"
+                                        b"--python-module=trainer.flow\n")
+    assert dry(root)["inferred"]["trainer"] == "module trainer.flow (named by run.sh:3)"
+
+
+def test_python2_code_is_said_not_crashed_on(project):
+    root = project({"trainer/__init__.py": "", "trainer/model.py": "import numpy\n",
+                    "trainer/task.py": "import model\nfrom metadata import COLUMNS\nimport tensorflow as tf\n"
+                                       "import cPickle as pickle\nfrom official.nlp import optimization\n",
+                    "trainer/metadata.py": "COLUMNS = []\n", "trainer/old.py": "print 'hello'\n"})
+    inferred = dry(root)["inferred"]
+    notes = " ".join(inferred["notes"])
+    assert "trainer/old.py:1" in notes and "do not parse as Python 3" in notes
+    assert "2 import(s) of a module beside the importing file" in notes and "trainer/task.py:1: `import model`" in notes
+    assert "from . import NAME" in notes and "model is imported" not in notes  # not taken for a missing distribution
+    assert inferred["framework"].startswith("tensorflow") and "numpy" in inferred["pip"]
+    assert "trainer/task.py:4: `import cPickle`: Python 3 has pickle" in notes and "cPickle is imported" not in notes
+    assert "tf-models-official" in inferred["pip"]  # `official` is TensorFlow Model Garden's distribution
+    root.joinpath("setup.py").write_text("from setuptools import setup\nprint 'building'\nsetup(name='t')\n")
+    err = refused(root)
+    assert "setup.py does not parse as Python 3" in err and "(line 2)" in err and "requirements.txt" in err
+
+
+def test_an_older_tensorflow_1_pin_gets_the_tensorflow_1_options_not_unknown_release(project):
+    """AI Platform's runtime 1.13 trainers pin tensorflow==1.13.1 in setup.py: the refusal names the 1.x options."""
+    root = project({"setup.py": "from setuptools import setup, find_packages\n"
+                                "REQUIRED_PACKAGES = ['tensorflow==1.13.1']\n"
+                                "setup(name='trainer', version='0.1', packages=find_packages(),\n"
+                                "      install_requires=REQUIRED_PACKAGES)\n",
+                    "trainer/__init__.py": "", "trainer/task.py": "import tensorflow as tf\n"})
+    err = refused(root)
+    assert "tensorflow==1.13.1 has wheels only for Python 3.5, 3.6, 3.7" in err and "not a known release" not in err
+    assert "tf.compat.v1" in err and "own Dockerfile" in err
+    proc = run_cli("versions", "tensorflow")
+    assert proc.returncode == 0 and "1.10     releases 1.10.0, 1.10.1; CUDA 9.0" in proc.stdout
+
+
+def test_dockerfiles_in_folders_or_named_x_dockerfile_are_said(project):
+    """Vertex AI samples keep trainer/Dockerfile (built with -f) or cpu.Dockerfile/gpu.Dockerfile beside the code."""
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "import torch\n",
+                    "trainer/Dockerfile": "FROM pytorch/pytorch\nCOPY . /app\n",
+                    "docker/gpu.Dockerfile": "FROM tensorflow/tensorflow:latest-gpu\n", "requirements.txt": "torch==2.5.1\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["dockerfile"] is None
+    assert any(n.startswith("2 other Dockerfile(s) here are not used: docker/gpu.Dockerfile, trainer/Dockerfile")
+               for n in inferred["notes"])
+    for path in ("trainer/task.py", "trainer/__init__.py", "docker/gpu.Dockerfile", "trainer/Dockerfile", "requirements.txt"):
+        root.joinpath(path).unlink()
+    root.joinpath("Dockerfile").write_text("FROM python:3.12-slim\n")
+    err = refused(root)  # only a Dockerfile and no trainer: the refusal offers to build it
+    assert "no trainer found" in err and "build its Dockerfile as it is with --dockerfile" in err
+    root.joinpath("Dockerfile").unlink()
+    root.joinpath("train.ipynb").write_text('{"cells": [], "nbformat": 4}\n')
+    err = refused(root)
+    assert "a notebook is not a trainer (train.ipynb)" in err and "nbconvert --to script" in err
+
+
+def test_tensorflow_gpu_is_the_tensorflow_framework_not_a_second_unpinned_one(project):
+    """Legacy trainers pin tensorflow-gpu: it is the framework (and its release), not `import tensorflow` undeclared."""
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "import tensorflow as tf\n",
+                    "requirements.txt": "tensorflow-gpu==2.8.0\npandas\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["framework"] == "tensorflow==2.8.0" and inferred["framework_from"] == "requirements.txt:1"
+    assert not any("tensorflow is imported" in n for n in inferred["notes"])
+    assert any(n.startswith("requirements.txt:1: tensorflow-gpu is another distribution name of tensorflow")
+               and "write tensorflow==2.8.0 instead" in n for n in inferred["notes"])
+    root.joinpath("requirements.txt").write_text("tensorflow-gpu==1.15.5\n")
+    assert "tensorflow==1.15.5 has wheels only for Python 3.7" in refused(root)
+
+
+def test_a_removed_api_of_a_framework_beside_the_chosen_one_is_named(project):
+    """AI Platform's xgboost sample: tensorflow decides the base, scikit-learn==1.0.2 beside it, and the code still
+    imports sklearn.externals.joblib (gone since 0.23)."""
+    root = project({"setup.py": "from setuptools import setup, find_packages\n"
+                                "REQUIRED_PACKAGES = ['tensorflow==2.8.0', 'scikit-learn==1.0.2', 'xgboost==1.5.2']\n"
+                                "setup(name='trainer', version='0.1', packages=find_packages(),\n"
+                                "      install_requires=REQUIRED_PACKAGES)\n",
+                    "trainer/__init__.py": "",
+                    "trainer/task.py": "import tensorflow as tf\nfrom xgboost import XGBClassifier\n"
+                                       "from sklearn.externals import joblib\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["framework"] == "tensorflow==2.8.0"
+    assert any(n.startswith("trainer/task.py:3 uses sklearn.externals.joblib, which scikit-learn removed in 0.23")
+               for n in inferred["notes"])
+    root.joinpath("trainer/task.py").write_text("import tensorflow as tf\nimport joblib\n")
+    assert not any("sklearn.externals" in n for n in dry(root)["inferred"]["notes"])
+
+
+def test_the_removed_api_scan_stops_at_its_limit_in_a_huge_tree(tmp_path):
+    from buildkit_py.api_usage import directory_uses
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "m.py").write_text("import tensorflow as tf\ntf.contrib.layers\n")
+    (tmp_path / "z").mkdir()
+    for i in range(30):
+        (tmp_path / "z" / f"f{i}.py").write_text("import tensorflow as tf\ntf.estimator.Estimator\n")
+    assert [u.api.api for u in directory_uses(tmp_path, limit=1)] == ["tensorflow.contrib"]  # z/ never read
+    assert {u.api.api for u in directory_uses(tmp_path)} == {"tensorflow.contrib", "tensorflow.estimator"}
+
+
+def test_a_fifo_named_like_a_module_does_not_hang_the_inference(project):
+    import os
+
+    root = project({"trainer/__init__.py": "", "trainer/run.py": "import numpy\nif __name__ == '__main__':\n    pass\n"})
+    os.mkfifo(root / "trainer" / "pipe.py")
+    os.mkfifo(root / "submit.sh")
+    import threading
+
+    found = []
+    worker = threading.Thread(target=lambda: found.append(infer(root, None, {})), daemon=True)
+    worker.start()
+    worker.join(60)  # a FIFO opened for reading blocks until a writer comes: never
+    assert found and found[0].trainer.startswith("module trainer.run")
+
+
+def test_keras_alone_gets_its_default_backend_as_the_framework(project):
+    """Keras 3 installs no backend: a trainer importing only keras would die at `import keras` without tensorflow."""
+    root = project({"train.py": "import keras\nfrom keras import layers\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["framework"] == "tensorflow" and "keras" in inferred["pip"]
+    assert any("keras runs on a backend it does not install" in n for n in inferred["notes"])
+    root.joinpath("requirements.txt").write_text("keras\ntorch==2.5.1\n")  # a backend is declared: it stays
+    assert dry(root)["inferred"]["framework"] == "torch==2.5.1"
+    root.joinpath("train.py").write_text("from transformers import Trainer\n")
+    root.joinpath("requirements.txt").write_text("transformers\ndatasets\n")  # a declared library, no framework
+    inferred = dry(root)["inferred"]
+    assert inferred["framework"] == "torch" and any("transformers runs on a backend" in n for n in inferred["notes"])
+
+
+def test_a_task_module_in_a_nested_package(project):
+    root = project({"setup.py": "from setuptools import setup, find_packages\n"
+                                "setup(name='ltg', version='0.1', packages=find_packages(), install_requires=['torch==2.5.1'])\n",
+                    "ltgpred/__init__.py": "", "ltgpred/trainer/__init__.py": "", "ltgpred/trainer/task.py": "import torch\n",
+                    "ltgpred/preproc/__init__.py": "", "ltgpred/preproc/make.py": "import numpy\n"})
+    inferred = dry(root)["inferred"]
+    assert inferred["config_keys"]["trainer"] == {"module": "ltgpred.trainer.task"}
+    assert inferred["framework"] == "torch==2.5.1"
+
+
+def test_an_import_through_the_trainer_directorys_own_name_is_said(tmp_path):
+    root = tmp_path / "babyweight"
+    (root / "trainer").mkdir(parents=True)
+    (root / "trainer" / "__init__.py").write_text("")
+    (root / "trainer" / "model.py").write_text("import tensorflow as tf\n")
+    (root / "trainer" / "task.py").write_text("from babyweight.trainer import model\n")
+    inferred = dry(root)["inferred"]
+    notes = " ".join(inferred["notes"])
+    assert "1 import(s) name the trainer directory itself (babyweight): trainer/task.py:1" in notes
+    assert "babyweight is imported" not in notes and inferred["framework"].startswith("tensorflow")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import load_raw, param_name, validate_keys
+from ..config import _METRIC, load_raw, param_name, validate_keys
 from ..errors import ConfigError, show
 from ..resources import read_data, resource_dir
 
@@ -57,6 +57,7 @@ class Given:
     accelerator_type: str | None = None
     accelerator_count: int | None = None
     image: str | None = None
+    autopackage: bool = False  # autopackage builds the image that runs the trainer (--from-aiplatform there)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Conversion:
     not_converted: tuple[str, ...]  # "trainingInput.FIELD: why", one per field left behind
     notes: tuple[str, ...]
     runtime: Runtime | None = None
+    module: str | None = None  # trainingInput.pythonModule: the trainer module the legacy job ran
 
 
 RUNTIMES_FILE = "aiplatform_runtimes.yaml"
@@ -205,10 +207,11 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
         job["args"] = args
     runtime = _runtime(conv, raw, ti)
     packaged = "packageUris" in ti or "pythonModule" in ti
-    if packaged and given.image is not None:
+    if packaged and (given.image is not None or given.autopackage):
         # gcloud's --master-image-uri: the image (e.g. autopackage's build of the trainer) runs the trainer itself.
-        conv.notes.append(f"trainingInput.packageUris/pythonModule: the image {given.image} (--image) runs the trainer "
-                          "instead of the packages on a runtime image")
+        image = f"the image {given.image} (--image)" if given.image else "the image autopackage builds"
+        conv.notes.append(f"trainingInput.packageUris/pythonModule: {image} runs the trainer instead of the packages on "
+                          "a runtime image")
     elif packaged:
         version = runtime.version if runtime else raw.text(("trainingInput", "runtimeVersion"), ti.get("runtimeVersion"))
         if "image" in job:
@@ -247,7 +250,9 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
     if "hyperparameters" in ti:
         values["hyperparameters"] = _hyperparameters(conv, raw, conv.mapping(ti["hyperparameters"],
                                                                              "trainingInput.hyperparameters"))
-    return Conversion(validate_keys(values, raw.source), tuple(conv.left), tuple(conv.notes), runtime)
+    module = data.get("trainingInput", {}).get("pythonModule") if isinstance(data.get("trainingInput"), dict) else None
+    return Conversion(validate_keys(values, raw.source), tuple(conv.left), tuple(conv.notes), runtime,
+                      module if isinstance(module, str) else None)
 
 
 def _runtime(conv: _Converter, raw: Any, ti: dict) -> Runtime | None:
@@ -281,6 +286,14 @@ def _hyperparameters(conv: _Converter, raw: Any, hp: dict) -> dict:
     field = "trainingInput.hyperparameters"
     out: dict[str, Any] = {"goal": hp.get("goal"), "metric": hp.get("hyperparameterMetricTag", "training/hptuning/metric"),
                            "max_trials": hp.get("maxTrials", 1), "parallel_trials": hp.get("maxParallelTrials", 1)}
+    tag = out["metric"]
+    if not isinstance(tag, str) or not _METRIC.fullmatch(tag):
+        # AI Platform took any tag; Vertex AI's StudySpec.MetricSpec.metric_id allows no whitespace, and buildkit-py
+        # keeps to the characters a tag file name and a label can hold.
+        raise conv.bad(f"{field}.hyperparameterMetricTag", tag,
+                       "a string of ASCII letters, digits, _ . / - (at most 128; Vertex AI's metric_id allows no "
+                       "whitespace): rename the tag here and where the trainer reports it (hypertune's "
+                       "report_hyperparameter_tuning_metric(hyperparameter_metric_tag=...))")
     if "maxFailedTrials" in hp:
         out["max_failed_trials"] = hp["maxFailedTrials"]
     if "algorithm" in hp:
