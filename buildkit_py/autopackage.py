@@ -506,6 +506,7 @@ class _Scan:
     found: dict[str, str]  # distribution -> first place it is imported
     unknown: dict[str, str]  # import without a known distribution -> first place
     notes: tuple[str, ...]  # Python 2 code: files that do not parse, implicit relative imports
+    unparsed: dict[str, str]  # file -> "line N: why", for each .py file that does not parse as Python 3
 
 
 def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
@@ -532,7 +533,7 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
             rest = f"{tail}/{rest}"
     found: dict[str, str] = {}
     unknown: dict[str, str] = {}
-    unparsed: list[str] = []
+    unparsed: dict[str, str] = {}
     relative: dict[str, str] = {}
     renamed: dict[str, str] = {}
     by_name: dict[str, str] = {}  # imports naming the trainer directory itself
@@ -540,7 +541,7 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
         try:
             tree = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
         except SyntaxError as exc:
-            unparsed.append(f"{rel}:{exc.lineno} ({exc.msg})")
+            unparsed[rel] = f"line {exc.lineno}: {exc.msg}"
             continue  # the file fails where it runs, with Python's own message
         except (ValueError, ConfigError):
             continue
@@ -571,7 +572,8 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
     notes = []
     if unparsed:
         notes.append(f"{len(unparsed)} Python file(s) do not parse as Python 3, and fail where they run (Python 2 code?): "
-                     f"{', '.join(unparsed[:3])}{' ...' if len(unparsed) > 3 else ''}; their imports are not read")
+                     f"{', '.join(f'{f} ({why})' for f, why in list(unparsed.items())[:3])}"
+                     f"{' ...' if len(unparsed) > 3 else ''}; their imports are not read")
     if relative:
         notes.append(f"{len(relative)} import(s) of a module beside the importing file, as Python 2 read them (implicit "
                      f"relative imports): {places(relative)}; Python 3 fails there with ModuleNotFoundError: write "
@@ -584,7 +586,7 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
     if renamed:
         notes.append(f"{len(renamed)} import(s) of Python 2 standard-library modules that Python 3 renamed or removed "
                      f"(PEP 3108): {places(renamed)}; the trainer fails there until it is ported")
-    return _Scan(found, unknown, tuple(notes))
+    return _Scan(found, unknown, tuple(notes), unparsed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -822,6 +824,12 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     script = trainer_value.get("script") if isinstance(trainer_value, dict) else None
     script_dir = script.rsplit("/", 1)[0] if isinstance(script, str) and "/" in script else None
     scan = _scan_imports(directory, script_dir)
+    module = trainer_value.get("module") if isinstance(trainer_value, dict) else None
+    entry = script if isinstance(script, str) else module.replace(".", "/") + ".py" if isinstance(module, str) else None
+    if entry in scan.unparsed:  # the job would die at its first line: no image is worth building
+        raise ConfigError(f"{show(entry)}, the trainer's entry point, does not parse as Python 3 ({scan.unparsed[entry]}): "
+                          "Python 2 code must be ported before an image can run it (2to3 or "
+                          "python-modernize, then `buildkit-py run` to try it)", where=str(directory / entry))
     imported, unknown = scan.found, scan.unknown
     notes += scan.notes
     declared_names = {canonicalize_name(r.name) for _, r in parsed} | {canonicalize_name(t) for t in _config_pip(raw)}

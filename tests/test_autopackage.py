@@ -580,7 +580,7 @@ def test_python2_code_is_said_not_crashed_on(project):
                     "trainer/metadata.py": "COLUMNS = []\n", "trainer/old.py": "print 'hello'\n"})
     inferred = dry(root)["inferred"]
     notes = " ".join(inferred["notes"])
-    assert "trainer/old.py:1" in notes and "do not parse as Python 3" in notes
+    assert "trainer/old.py (line 1" in notes and "do not parse as Python 3" in notes
     assert "2 import(s) of a module beside the importing file" in notes and "trainer/task.py:1: `import model`" in notes
     assert "from . import NAME" in notes and "model is imported" not in notes  # not taken for a missing distribution
     assert inferred["framework"].startswith("tensorflow") and "numpy" in inferred["pip"]
@@ -717,3 +717,14 @@ def test_an_import_through_the_trainer_directorys_own_name_is_said(tmp_path):
     notes = " ".join(inferred["notes"])
     assert "1 import(s) name the trainer directory itself (babyweight): trainer/task.py:1" in notes
     assert "babyweight is imported" not in notes and inferred["framework"].startswith("tensorflow")
+
+
+def test_an_entry_point_that_is_python_2_exits_2_other_python_2_files_are_noted(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "print 'training'\n", "trainer/util.py": "x = 1\n"})
+    proc = run_cli("autopackage", str(root), "--dry-run", "--target", "local")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "trainer/task.py" in proc.stderr and "entry point" in proc.stderr and "line 1" in proc.stderr, proc.stderr
+    (root / "trainer" / "task.py").write_text("print('training')\n")
+    (root / "trainer" / "util.py").write_text("print 'helper'\n")  # may never be imported: said, not refused
+    inferred = dry(root, "--target", "local")["inferred"]
+    assert any("trainer/util.py (line 1" in n for n in inferred["notes"]), inferred["notes"]
