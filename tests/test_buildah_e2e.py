@@ -91,8 +91,11 @@ def test_cache_is_pushed_and_every_layer_but_the_code_is_reused(testenv, trainer
 
 
 def test_backends_are_chosen_by_name_from_one_registry():
-    assert BUILDERS == ("auto", "buildkit", "legacy", "buildah")
-    assert [builder_class(name) for name in BUILDERS] == [BuildkitCliBuilder, BuildkitCliBuilder, LegacyBuilder, BuildahBuilder]
+    from buildkit_py.builders import CloudBuildBuilder
+
+    assert BUILDERS == ("auto", "buildkit", "legacy", "buildah", "cloudbuild")
+    assert [builder_class(name) for name in BUILDERS] == [BuildkitCliBuilder, BuildkitCliBuilder, LegacyBuilder, BuildahBuilder,
+                                                          CloudBuildBuilder]
     # The buildah backend renders the BuildKit Dockerfile (mounts): the content tag is the same for both.
     assert BuildahBuilder.supports_secrets and BuildkitCliBuilder.supports_secrets and not LegacyBuilder.supports_secrets
 
