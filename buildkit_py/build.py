@@ -13,13 +13,14 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import fastpath
 from .builders import builder_class
 from .builders.base import BuildRequest
 from .config import Config, default_ca_bundle
-from .context import ContextListing, hash_context, list_context, staged
+from .context import BuildContext, ContextListing, hash_context, list_context, staged
 from .errors import BuildError, ConfigError, RegistryError
 from .fsutil import read_text
 from .plan import LABEL_PREFIX, Plan, make_plan
@@ -46,6 +47,9 @@ class BuildOptions:
     # A registry image to reuse layers from and refresh (e.g. REPO:buildcache): what CI runners with
     # an empty engine need. BuildKit keeps the cache inline in that image; buildah in that repository.
     cache_ref: str | None = None
+    # A pushed code-only edit is appended to the last pushed image in the registry (fastpath.py); False: always
+    # build and push every changed layer through the engine.
+    fast_path: bool = True
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class BuildResult:
     content_digest: str
     plan: Plan
     pushed: tuple[PushResult, ...] = field(default=())
+    # (stage, seconds) of a fast-path append: tar, upload, manifest; empty for a build by the engine
+    timings: tuple[tuple[str, float], ...] = field(default=())
 
     def to_dict(self) -> dict:
         return {
@@ -64,6 +70,7 @@ class BuildResult:
             "built": self.built,
             "content_digest": self.content_digest,
             "pushed": [p.__dict__ for p in self.pushed],
+            "fast_path": dict(self.timings) if self.timings else None,
             "plan": self.plan.to_dict(),
         }
 
@@ -210,23 +217,58 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
     return (first, *(added.get(str(r)) or push(r, reporter) for r in refs[1:]))
 
 
+def _fast_path(config: Config, options: BuildOptions, plan: Plan, dockerfile: str, ctx: BuildContext,
+               refs: list[ImageRef], labels: list[tuple[str, str]], secrets, platform: str | None,
+               reporter: Reporter) -> tuple[fastpath.Appended | None, tuple | None]:
+    """The appended image when only the code changed, else why not (said) and the record parts to keep after
+    the full build (None where this build cannot have a record)."""
+    if not options.push:
+        return None, None
+    step = fastpath.code_step(dockerfile)
+    if isinstance(step, str):
+        reporter.message(f"{step}: full build")
+        return None, None
+    parts = fastpath.record_parts(plan, dockerfile, step, ctx.snapshot, secrets, config.builder, platform)
+    if not options.fast_path:
+        reporter.message("--no-fast-path: full build")
+        return None, parts
+    same = [r for r in refs if r.repository == refs[0].repository]
+    record = fastpath.load_record(refs[0].repository, config.variant)
+    why = "a tag is in another repository" if len(same) != len(refs) else fastpath.full_build_reason(record, parts)
+    if why:
+        reporter.message(f"{why}: full build")
+        return None, parts
+    try:
+        appended = fastpath.append(refs, record, step, ctx.directory, labels, platform, reporter)
+    except fastpath.Refused as exc:
+        reporter.message(f"{exc}: full build")
+        return None, parts
+    fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or ""))
+    return appended, parts
+
+
 def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None) -> BuildResult:
     backend = builder_class(config.builder)
     # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
-    # rendered; an error of the inputs still comes first.
+    # rendered; an error of the inputs still comes first. A push that may take the fast path needs no builder:
+    # it is made only if the build turns out to be a full one.
+    repository = image_refs(config, "latest", None)[0].repository
+    eager = not (options.push and options.fast_path and fastpath.load_record(repository, config.variant))
     with ThreadPoolExecutor(max_workers=2) as pool:
-        creating = pool.submit(backend.create, options.docker)
+        creating = pool.submit(backend.create, options.docker) if eager else None
         describing = pool.submit(git_revision, config.root)
         plan, dockerfile, ignore = _inputs(config, backend.supports_secrets, dockerfile)
-        builder, revision = creating.result(), describing.result()
+        revision = describing.result()
+        if creating is not None:
+            creating.result()
     platform = config.platform or ("linux/amd64" if plan.gpu else None)
     cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None
 
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
         secrets = _secrets(config, Path(tmp))  # every input is checked before the engine is reached
-        if secrets and not builder.supports_secrets:
+        if secrets and not backend.supports_secrets:
             raise BuildError(
-                f"the {builder.name} builder cannot pass secrets ({', '.join(s for s, _ in secrets)}) without writing "
+                f"the {backend.name} builder cannot pass secrets ({', '.join(s for s, _ in secrets)}) without writing "
                 "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
                 "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
             )
@@ -238,15 +280,20 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
             for note in snapshot.notes:
                 reporter.message(f"note: {note}")
             refs = image_refs(config, f"bk-{snapshot.digest[:16]}", revision)
+            labels = [(f"{LABEL_PREFIX}.content-digest", snapshot.digest)]
+            if revision:
+                labels.append(("org.opencontainers.image.revision", revision))
+            if config.variant:
+                labels.append((f"{LABEL_PREFIX}.variant", config.variant))
+            appended, parts = _fast_path(config, options, plan, dockerfile, ctx, refs, labels, secrets, platform, reporter)
+            if appended is not None:
+                return BuildResult(appended.image_id, tuple(str(r) for r in refs), True, snapshot.digest, plan,
+                                   appended.pushed, appended.timings)
+            builder = creating.result() if creating is not None else backend.create(options.docker)
             image_id = None if options.no_cache else builder.image_id(refs[0])
             built = image_id is None
             if built:
                 reporter.message(f"building {refs[0]} ({len(snapshot.files)} files in the context, builder {builder.name})")
-                labels = [(f"{LABEL_PREFIX}.content-digest", snapshot.digest)]
-                if revision:
-                    labels.append(("org.opencontainers.image.revision", revision))
-                if config.variant:
-                    labels.append((f"{LABEL_PREFIX}.variant", config.variant))
                 request = BuildRequest(
                     context_dir=ctx.directory,
                     dockerfile=ctx.dockerfile,
@@ -270,4 +317,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
         # The inline cache's tag is the same image: one more manifest when it shares the repository.
         cache = [cache_ref] if cache_ref is not None and builder.inline_cache else []
         pushed = push_image(builder.push, refs + cache, reporter)[:len(refs)]
+        if parts is not None:  # what the next code-only edit appends to
+            fastpath.save_record(fastpath.Record(refs[0].repository, config.variant, parts, pushed[0].digest,
+                                                 refs[0].tag or ""))
     return BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, plan, pushed)

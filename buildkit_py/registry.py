@@ -525,14 +525,20 @@ class RegistryClient:
         self.session = requests.Session()
         host = "registry-1.docker.io" if ref.registry == DOCKER_HUB else ref.registry
         # Docker talks plain http to loopback registries (insecure by default); so do we.
-        self.base = f"{'http' if is_loopback_host(registry_host(host)) else 'https'}://{host}/v2/{ref.path}"
+        self.origin = f"{'http' if is_loopback_host(registry_host(host)) else 'https'}://{host}"
+        self.base = f"{self.origin}/v2/{ref.path}"
         self.auth: dict[str, str] = {}
 
     def request(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None):
-        """The response; a 401 is answered once with the credentials its challenge asks for."""
+        """The response; a 401 is answered once with the credentials its challenge asks for. PATH is relative
+        to the repository, or a Location the registry gave (absolute, or from its root)."""
+        url = path if path.startswith(("http://", "https://")) else self.origin + path if path.startswith("/") \
+            else f"{self.base}/{path}"
+        # Credentials go to the registry only, never to a host its Location names (a storage redirect).
+        same = url.startswith(self.origin + "/")
         for _ in range(2):
             try:
-                response = self.session.request(method, f"{self.base}/{path}", headers={**headers, **self.auth},
+                response = self.session.request(method, url, headers={**headers, **(self.auth if same else {})},
                                                 data=data, timeout=HTTP_TIMEOUT)
             except self.requests.exceptions.RequestException as exc:
                 raise RegistryError(f"cannot reach the registry {self.ref.registry}: {type(exc).__name__}") from None
