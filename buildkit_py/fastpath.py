@@ -267,10 +267,8 @@ def _refusal(response) -> str:
 def _check(response, ref: ImageRef, action: str, ok: Iterable[int]) -> None:
     if response.status_code in ok:
         return
-    if response.status_code in (401, 403):
-        raise RegistryError(f"{ref.registry} refused {action} for {ref.repository} ({_refusal(response)}); "
-                            "no tag was changed: check the credentials")
-    raise RegistryError(f"{ref.registry} refused {action} for {ref.repository} ({_refusal(response)}); no tag was changed")
+    hint = "; check the credentials" if response.status_code in (401, 403) else ""
+    raise RegistryError(f"{ref.registry} refused {action} for {ref.repository} ({_refusal(response)}){hint}")
 
 
 def _platform_manifest(client: RegistryClient, ref: ImageRef, index: dict, platform: str | None) -> tuple[str, str]:
@@ -334,8 +332,8 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     for layer in layers[:-1]:
         if client.request("HEAD", f"blobs/{layer['digest']}", {}).status_code != 200:
             raise RegistryError(f"{ref.registry} has lost layer {layer['digest']} of the previous image "
-                                f"{ref.repository}@{record.manifest}; no tag was changed. Run with --no-fast-path "
-                                "to build and push every layer again")
+                                f"{ref.repository}@{record.manifest}; run with --no-fast-path to build and push every "
+                                "layer again")
 
     timings = []
     started = time.perf_counter()

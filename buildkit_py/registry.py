@@ -556,6 +556,9 @@ class RegistryClient:
                                     "BUILDKIT_PY_REGISTRY_USERNAME/_PASSWORD, docker login, or Google ADC)")
             pair = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
             return {"Authorization": f"Basic {pair}"}
+        if not challenge:
+            raise RegistryError(f"{self.ref.registry} answered HTTP 401 without saying how to authenticate "
+                                "(no WWW-Authenticate header)")
         if scheme != "bearer":
             raise RegistryError(f"{self.ref.registry} asks for an authentication buildkit-py does not speak: "
                                 f"{show(challenge[:100])}")

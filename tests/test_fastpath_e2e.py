@@ -1,0 +1,364 @@
+"""The fast path on the real engine and loopback registries: a code-only edit appended in the registry gives the
+same image, file by file and in its config, as a full BuildKit build of the same context; it needs no engine; and
+every fault (a refused media type, lost blobs, 403 midway, Ctrl-C during the upload, two pushes at once) ends
+with a clear error and no tag on a half-written image."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import urllib.request
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from buildkit_py import fastpath
+from buildkit_py.fsutil import CACHE_ENV
+from conftest import REPO, run_cli
+
+ACCEPT = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
+
+
+def fetch(registry: str, path: str, method: str = "GET") -> tuple[int, bytes, dict]:
+    request = urllib.request.Request(f"http://{registry}/v2/{path}", method=method, headers={"Accept": ACCEPT})
+    try:
+        with _OPENER.open(request, timeout=60) as answer:
+            return answer.status, answer.read(), dict(answer.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), dict(exc.headers)
+
+
+def build(testenv, root: Path, cache: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return run_cli("build", "--config", str(root / "buildkit.yaml"), "--network", "host", "--progress", "plain", "--json",
+                   "--push", *args, env={**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"],
+                                         "BUILDKIT_PY_CACHE_DIR": str(cache), **(env or {})})
+
+
+def trainer(tmp_path: Path, example: str) -> Path:
+    root = tmp_path / example
+    shutil.copytree(REPO / "examples" / example, root, ignore=shutil.ignore_patterns("__pycache__", "Makefile", "*.mk"))
+    if example == "quickstart":  # and the awkward kinds of entry: links, an empty directory, a script, non-ASCII names
+        (root / "trainer" / "empty").mkdir()
+        (root / "trainer" / "alias.py").symlink_to("task.py")
+        (root / "data").mkdir()
+        (root / "data" / "grüße – 日本.txt").write_text("non-ASCII name\n", encoding="utf-8")
+        (root / "trainer" / "data").symlink_to("../data")
+        script = root / "run.sh"
+        script.write_text("#!/bin/sh\nexec python -m trainer.task \"$@\"\n")
+        script.chmod(0o755)
+    return root
+
+
+def image(registry: str, repository_path: str, tag: str) -> tuple[dict, dict, dict]:
+    """(manifest, config, {path: entry}) of an image: its layers applied in order, whiteouts honoured."""
+    status, body, _ = fetch(registry, f"{repository_path}/manifests/{tag}")
+    assert status == 200, body
+    manifest = json.loads(body)
+    config = json.loads(fetch(registry, f"{repository_path}/blobs/{manifest['config']['digest']}")[1])
+    files: dict[str, tuple] = {}
+    for layer in manifest["layers"]:
+        entries = _layer(registry, repository_path, layer["digest"])
+        for name, entry in entries.items():
+            base = os.path.basename(name)
+            if base.startswith(".wh."):
+                gone = os.path.join(os.path.dirname(name), base[4:])
+                files = {k: v for k, v in files.items() if k != gone and not k.startswith(gone + "/")}
+                continue
+            files[name] = entry
+    return manifest, config, files
+
+
+_LAYERS: dict[str, dict] = {}
+
+
+def _layer(registry: str, path: str, digest: str) -> dict:
+    if digest not in _LAYERS:
+        status, blob, _ = fetch(registry, f"{path}/blobs/{digest}")
+        assert status == 200
+        entries = {}
+        with tarfile.open(fileobj=__import__("io").BytesIO(gzip.decompress(blob))) as tar:
+            for member in tar:
+                content = hashlib.sha256(tar.extractfile(member).read()).hexdigest() if member.isfile() else None
+                # Every field the comparison covers: kind, permission bits, owner, link target, content. Go's tar
+                # writes the file type into the mode field too, Python's not: the kind is compared by the type flag.
+                entries[member.name.rstrip("/")] = (member.type, stat.S_IMODE(member.mode), member.uid, member.gid, member.linkname,
+                                                    content)
+        _LAYERS[digest] = entries
+    return _LAYERS[digest]
+
+
+def _compared_config(config: dict) -> dict:
+    inner = config["config"]
+    labels = {k: v for k, v in (inner.get("Labels") or {}).items()
+              if k not in ("dev.buildkit-py.content-digest", "org.opencontainers.image.revision")}
+    return {k: inner.get(k) for k in ("Env", "Entrypoint", "Cmd", "WorkingDir", "User")} | {"Labels": labels}
+
+
+@pytest.mark.parametrize("example", ["quickstart", "distributed", "make-trainer"])
+def test_fast_path_image_equals_a_full_build_entry_by_entry(testenv, tmp_path, example):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    root, cache = trainer(tmp_path, example), tmp_path / "cache"
+    fast_repo, full_repo = f"fastpath-eq/{example}-{os.getpid()}", f"fastpath-eq/{example}-full-{os.getpid()}"
+    first = build(testenv, root, cache, "--tag", f"{registry}/{fast_repo}")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "no previous image: full build" in first.stderr
+
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write("\n# a one-line edit\n")
+    fast = build(testenv, root, cache, "--tag", f"{registry}/{fast_repo}", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert fast.returncode == 0, fast.stderr[-3000:]
+    assert "appended the code layer" in fast.stderr and "building " not in fast.stderr
+    fast_result = json.loads(fast.stdout)
+    assert set(fast_result["fast_path"]) == {"tar", "upload", "manifest"}
+
+    full = build(testenv, root, tmp_path / "cache-full", "--no-fast-path", "--tag", f"{registry}/{full_repo}")
+    assert full.returncode == 0, full.stderr[-3000:]
+    full_result = json.loads(full.stdout)
+    tag = fast_result["tags"][0].rsplit(":", 1)[1]
+    assert full_result["tags"][0].endswith(":" + tag)  # the same content tag: the same context both ways
+
+    fast_manifest, fast_config, fast_files = image(registry, fast_repo, tag)
+    full_manifest, full_config, full_files = image(registry, full_repo, tag)
+    assert fast_manifest["mediaType"] == full_manifest["mediaType"]
+    # The base's layers are the very same blobs; only the code layer was made anew.
+    assert [x["digest"] for x in fast_manifest["layers"][:-1]] == [x["digest"] for x in full_manifest["layers"][:-1]]
+    assert len(fast_manifest["layers"]) == len(full_manifest["layers"])
+    assert fast_files.keys() == full_files.keys()
+    differ = {p: (fast_files[p], full_files[p]) for p in fast_files if fast_files[p] != full_files[p]}
+    assert not differ
+    assert _compared_config(fast_config) == _compared_config(full_config)
+    assert fast_config["config"]["Labels"]["dev.buildkit-py.content-digest"] == fast_result["content_digest"]
+    if example == "quickstart":
+        assert full_files["app/trainer/alias.py"][4] == "task.py" and full_files["app/run.sh"][1] == 0o755
+        assert full_files["app/trainer/data"][4] == "../data"
+        # The build context holds files and links only (context.py): an empty directory is in neither image.
+        assert "app/trainer/empty" not in full_files
+        assert "app/data/grüße – 日本.txt" in full_files
+    # The image runs, and runs the edited code.
+    docker = [testenv["BUILDKIT_DOCKER"]]
+    denv = {"DOCKER_HOST": testenv["DOCKER_HOST"], "PATH": "/usr/bin:/bin"}
+    ran = subprocess.run(docker + ["run", "--rm", "--network", "host", "--entrypoint", "tail",
+                                   f"{registry}/{fast_repo}:{tag}", "-n", "1", "/app/trainer/task.py"],
+                         capture_output=True, text=True, env=denv)
+    assert ran.returncode == 0 and ran.stdout.strip() == "# a one-line edit", ran.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults, injected by a small proxy in front of the open loopback registry
+
+
+class FaultProxy(ThreadingHTTPServer):
+    """Forwards to the registry; `fault(method, path, headers)` may answer instead ((status, body)) or stall."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream: str):
+        self.upstream, self.fault, self.seen = upstream, None, []
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.server_address[1]}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                chunk = self.rfile.read(size + 2)[:size]
+                if not size:
+                    break
+                data += chunk
+            return data
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _any(self) -> None:
+        body = self._body()
+        server: FaultProxy = self.server
+        server.seen.append((self.command, self.path))
+        answer = server.fault(self.command, self.path, self.headers) if server.fault else None
+        if answer is not None:
+            status, text = answer
+            data = text.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if status == 401:  # as a registry whose credentials expired midway says it
+                self.send_header("WWW-Authenticate", 'Basic realm="registry"')
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            return
+        upstream = http.client.HTTPConnection(server.upstream, timeout=60)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("transfer-encoding", "content-length")}
+        upstream.request(self.command, self.path, body=body if body or self.command in ("PUT", "POST", "PATCH") else None,
+                         headers=headers)
+        reply = upstream.getresponse()
+        data = reply.read()
+        self.send_response(reply.status)
+        for key, value in reply.getheaders():
+            if key.lower() not in ("transfer-encoding", "content-length", "connection"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data) if self.command != "HEAD" else reply.getheader("Content-Length") or 0))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        upstream.close()
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _any
+
+
+@pytest.fixture(scope="module")
+def base(testenv, tmp_path_factory):
+    """A pushed image and its build record, behind a fault proxy: each test edits the code and appends."""
+    tmp = tmp_path_factory.mktemp("fastpath-faults")
+    proxy = FaultProxy(testenv["BUILDKIT_TEST_REGISTRY"])
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    root, cache = trainer(tmp, "make-trainer"), tmp / "cache"
+    path = f"fastpath-faults/trainer-{os.getpid()}"
+    # Built and pushed straight to the registry (the engine's push needs no proxy); its record then names the
+    # same repository as the proxy shows it.
+    first = build(testenv, root, cache, "--tag", f"{proxy.upstream}/{path}")
+    assert first.returncode == 0, first.stderr[-3000:]
+    saved = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(cache)
+    try:
+        record = fastpath.load_record(f"{proxy.upstream}/{path}", None)
+        fastpath.save_record(replace(record, repository=f"{proxy.address}/{path}"))
+    finally:
+        os.environ.pop(CACHE_ENV) if saved is None else os.environ.__setitem__(CACHE_ENV, saved)
+    yield proxy, root, cache, f"{proxy.address}/{path}"
+    proxy.shutdown()
+
+
+def _edited(base, tmp_path, text: str) -> tuple[Path, Path]:
+    proxy, root, cache, repo = base
+    copy = tmp_path / "trainer"
+    shutil.copytree(root, copy)
+    shutil.copytree(cache, tmp_path / "cache")
+    with (copy / "trainer" / "task.py").open("a") as handle:
+        handle.write(f"\n# {text}\n")
+    proxy.fault, proxy.seen[:] = None, []
+    return copy, tmp_path / "cache"
+
+
+def _tags(proxy: FaultProxy, repo: str) -> set[str]:
+    status, body, _ = fetch(proxy.upstream, repo.split("/", 1)[1] + "/tags/list")
+    return set(json.loads(body)["tags"] or []) if status == 200 else set()
+
+
+def _cli_env(testenv, cache: Path) -> dict:
+    """run_cli's environment (the CA bundle variables included: they are part of what the record compares), no engine."""
+    return {"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"], "HOME": str(REPO / ".testenv"), **testenv,
+            **{k: os.environ[k] for k in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE") if k in os.environ},
+            "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "BUILDKIT_PY_CACHE_DIR": str(cache),
+            "DOCKER_HOST": "unix:///nonexistent.sock"}
+
+
+def _content_tag(testenv, root: Path) -> str:
+    proc = run_cli("print", "image-uri", "--config", str(root / "buildkit.yaml"), env=testenv)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().rsplit(":", 1)[1]
+
+
+def test_lost_base_blob_is_a_clear_error_and_no_tag(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, "lost blob")
+    proxy.fault = lambda method, path, headers: (404, '{"errors":[{"code":"BLOB_UNKNOWN"}]}') \
+        if method == "HEAD" and "/blobs/" in path and "uploads" not in path else None
+    proc = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert proc.returncode == 7, proc.stderr[-2000:]
+    assert "has lost layer sha256:" in proc.stderr and "--no-fast-path" in proc.stderr and "Traceback" not in proc.stderr
+    assert _content_tag(testenv, root) not in _tags(proxy, repo)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_auth_refused_midway_is_a_clear_error_and_no_tag(testenv, base, tmp_path, status):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, f"auth {status}")
+    proxy.fault = lambda method, path, headers: (status, '{"errors":[{"code":"DENIED","message":"no push"}]}') \
+        if method == "PUT" and "/manifests/" in path else None
+    proc = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert proc.returncode == 7, proc.stderr[-2000:]
+    assert "no tag was changed" in proc.stderr and "Traceback" not in proc.stderr
+    assert f"HTTP {status}" in proc.stderr or "wants credentials and none were found" in proc.stderr
+    assert _content_tag(testenv, root) not in _tags(proxy, repo)
+
+
+def test_refused_media_type_falls_back_to_the_full_build_and_says_so(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, "media type")
+    refusal = '{"errors":[{"code":"MANIFEST_INVALID","message":"unsupported media type"}]}'
+    proxy.fault = lambda method, path, headers: (400, refusal) if method == "PUT" and "/manifests/" in path else None
+    proc = build(testenv, root, cache, "--tag", repo)
+    assert "refuses the appended image's manifest" in proc.stderr and "full build" in proc.stderr
+    assert "building " in proc.stderr  # the full build ran; the same registry refuses its manifest too
+    assert proc.returncode == 7 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert _content_tag(testenv, root) not in _tags(proxy, repo)
+
+
+def test_ctrl_c_during_the_upload_leaves_no_tag(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, "interrupted")
+    uploading = threading.Event()
+
+    def stall(method, path, headers):
+        if method == "PUT" and "/blobs/uploads/" in path:
+            uploading.set()
+            time.sleep(20)
+        return None
+
+    proxy.fault = stall
+    env = _cli_env(testenv, cache)
+    proc = subprocess.Popen([sys.executable, "-m", "buildkit_py", "build", "--config", str(root / "buildkit.yaml"),
+                             "--push", "--tag", repo, "--progress", "plain"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    if not uploading.wait(30):
+        proc.kill()
+        raise AssertionError(f"no upload seen: {proxy.seen} {proc.communicate()}")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert _content_tag(testenv, root) not in _tags(proxy, repo)
+
+
+def test_two_pushes_of_the_same_tag_at_once_both_leave_a_whole_image(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, "twice at once")
+    env = _cli_env(testenv, cache)
+    command = [sys.executable, "-m", "buildkit_py", "build", "--config", str(root / "buildkit.yaml"), "--push",
+               "--tag", repo, "--progress", "plain", "--json"]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    digests = {json.loads(out)["pushed"][0]["digest"] for out, _ in outputs}
+    assert len(digests) == 1  # the same code gives the same image, whichever push wins
+    tag = _content_tag(testenv, root)
+    path = repo.split("/", 1)[1]
+    status, body, headers = fetch(proxy.upstream, f"{path}/manifests/{tag}")
+    assert status == 200 and headers["Docker-Content-Digest"] in digests
+    manifest = json.loads(body)
+    for blob in [manifest["config"]] + manifest["layers"]:
+        assert fetch(proxy.upstream, f"{path}/blobs/{blob['digest']}", "HEAD")[0] == 200
