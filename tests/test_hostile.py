@@ -437,3 +437,23 @@ def test_skip_image_check_of_another_type_is_refused_by_the_api(tmp_path):
             with pytest.raises(BuildkitError) as caught:
                 call(options)
             assert caught.value.exit_code == 2 and "--skip-image-check" in str(caught.value)
+
+
+@pytest.mark.parametrize("command", ["build", "run"])
+@pytest.mark.parametrize("value", SKIP_IMAGE_CHECK_VALUES, ids=["newline", "u2028", "70000", "invalid-utf8"])
+def test_no_fast_path_takes_no_value(tmp_path, capsys, monkeypatch, command, value):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    code, out, err = main(capsys, command, "--dir", str(tmp_path), f"--no-fast-path={value}")
+    assert code == 2 and "--no-fast-path" in err and out == ""
+
+
+def test_fast_path_of_another_type_is_refused_by_the_api(tmp_path):
+    from buildkit_py import api
+
+    write(tmp_path, "trainer/task.py", "")
+    for wrong in ("false", 0, [False], None):
+        for call in (lambda o: api.build(api.Project(directory=tmp_path), o, None),
+                     lambda o: api.run(api.Project(directory=tmp_path), api.RunOptions(build=o), None)):
+            with pytest.raises(BuildkitError) as caught:
+                call(api.BuildOptions(push=True, fast_path=wrong))
+            assert caught.value.exit_code == 2 and "--no-fast-path" in str(caught.value)
