@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -249,6 +250,20 @@ def _fast_path(config: Config, options: BuildOptions, plan: Plan, dockerfile: st
     return appended, parts
 
 
+def _pull_appended(builder, config: Config, ref: ImageRef, reporter: Reporter) -> str | None:
+    """The image the fast path pushed with this very content, pulled into the engine (which has the layers below
+    the code layer from the full build, so only the code layer travels); None when there is none to pull."""
+    record = fastpath.load_record(ref.repository, config.variant)
+    if record is None or record.content_tag != ref.tag or not hasattr(builder, "pull"):
+        return None
+    started = time.perf_counter()
+    image_id = builder.pull(ref)
+    if image_id is not None:
+        reporter.message(f"pulled {ref}, pushed by the fast path, in {time.perf_counter() - started:.2f} s "
+                         "(only the layers the engine lacked)")
+    return image_id
+
+
 def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None) -> BuildResult:
     backend = builder_class(config.builder)
     # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
@@ -292,7 +307,8 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                 return BuildResult(appended.image_id, tuple(str(r) for r in refs), True, snapshot.digest, plan,
                                    appended.pushed, appended.timings)
             builder = creating.result() if creating is not None else backend.create(options.docker)
-            image_id = None if options.no_cache else builder.image_id(refs[0])
+            image_id = None if options.no_cache else builder.image_id(refs[0]) or _pull_appended(builder, config, refs[0],
+                                                                                               reporter)
             built = image_id is None
             if built:
                 reporter.message(f"building {refs[0]} ({len(snapshot.files)} files in the context, builder {builder.name})")

@@ -362,3 +362,26 @@ def test_two_pushes_of_the_same_tag_at_once_both_leave_a_whole_image(testenv, ba
     manifest = json.loads(body)
     for blob in [manifest["config"]] + manifest["layers"]:
         assert fetch(proxy.upstream, f"{path}/blobs/{blob['digest']}", "HEAD")[0] == 200
+
+
+def test_a_local_build_after_a_fast_path_push_pulls_only_the_new_layer(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, "run me locally")
+    env = _cli_env(testenv, cache)
+    pushed = subprocess.run([sys.executable, "-m", "buildkit_py", "build", "--config", str(root / "buildkit.yaml"), "--push",
+                             "--tag", repo, "--json"], capture_output=True, text=True, env=env)
+    assert pushed.returncode == 0 and "appended the code layer" in pushed.stderr, pushed.stderr[-2000:]
+    digest = json.loads(pushed.stdout)["pushed"][0]["digest"]
+    manifest = json.loads(fetch(proxy.upstream, f"{repo.split('/', 1)[1]}/manifests/{digest}")[1])
+    proxy.seen[:] = []
+    local = subprocess.run([sys.executable, "-m", "buildkit_py", "build", "--config", str(root / "buildkit.yaml"),
+                            "--network", "host", "--tag", repo, "--json"], capture_output=True, text=True,
+                           env={**env, "DOCKER_HOST": testenv["DOCKER_HOST"]})
+    assert local.returncode == 0 and "pulled " in local.stderr and "building " not in local.stderr, local.stderr[-2000:]
+    fetched = {path.rsplit("/", 1)[1] for method, path in proxy.seen if method == "GET" and "/blobs/" in path}
+    # The engine had every layer below the code layer from the full build: only the config and the code layer came.
+    assert fetched == {manifest["config"]["digest"], manifest["layers"][-1]["digest"]}
+    ran = subprocess.run([testenv["BUILDKIT_DOCKER"], "run", "--rm", "--network", "host", "--entrypoint", "tail",
+                          json.loads(local.stdout)["tags"][0], "-n", "1", "/app/trainer/task.py"],
+                         capture_output=True, text=True, env={"DOCKER_HOST": testenv["DOCKER_HOST"], "PATH": "/usr/bin:/bin"})
+    assert ran.stdout.strip() == "# run me locally", ran.stderr

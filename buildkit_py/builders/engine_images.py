@@ -8,7 +8,7 @@ from ..engine import engine_client
 from ..errors import BuildError
 from ..progress import Reporter
 from ..refs import ImageRef
-from ..registry import PushResult, push
+from ..registry import PushResult, credentials_for, push
 
 
 class EngineImages:
@@ -51,6 +51,21 @@ class EngineImages:
                 raise BuildError(f"the engine refused to tag {image_id} as {ref}: {why}")
             if not existed:
                 added.append(ref)
+
+    def pull(self, ref: ImageRef) -> str | None:
+        """Bring an image from its registry into the engine, which fetches only the layers it lacks; its ID, or
+        None when the registry or the engine refused (the caller builds instead)."""
+        from docker.errors import APIError
+
+        creds = credentials_for(ref.registry)
+        try:
+            for chunk in self.client.api.pull(ref.repository, tag=ref.tag, stream=True, decode=True,
+                                              auth_config=creds.auth_config() if creds else None):
+                if "error" in chunk or "errorDetail" in chunk:
+                    return None
+        except APIError:
+            return None
+        return self._engine_image_id(ref)
 
     def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
         return push(ref, reporter, client=self.client)
