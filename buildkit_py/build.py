@@ -61,7 +61,8 @@ class BuildResult:
     content_digest: str
     plan: Plan
     pushed: tuple[PushResult, ...] = field(default=())
-    # (stage, seconds) of a fast-path append: tar, upload, manifest; empty for a build by the engine
+    # (stage, seconds) of a fast-path append: scan, base (reading the previous image), tar, upload,
+    # manifest; empty for a build by the engine
     timings: tuple[tuple[str, float], ...] = field(default=())
 
     def to_dict(self) -> dict:
@@ -265,6 +266,7 @@ def _pull_appended(builder, config: Config, ref: ImageRef, reporter: Reporter) -
 
 
 def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None) -> BuildResult:
+    started = time.perf_counter()
     backend = builder_class(config.builder)
     # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
     # rendered; an error of the inputs still comes first. A push that may take the fast path needs no builder:
@@ -302,10 +304,11 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                 labels.append(("org.opencontainers.image.revision", revision))
             if config.variant:
                 labels.append((f"{LABEL_PREFIX}.variant", config.variant))
+            scan = time.perf_counter() - started  # config, plan, render, listing, reading and staging the files
             appended, parts = _fast_path(config, options, plan, dockerfile, ctx, refs, labels, secrets, platform, reporter)
             if appended is not None:
                 return BuildResult(appended.image_id, tuple(str(r) for r in refs), True, snapshot.digest, plan,
-                                   appended.pushed, appended.timings)
+                                   appended.pushed, (("scan", scan), *appended.timings))
             builder = creating.result() if creating is not None else backend.create(options.docker)
             image_id = None if options.no_cache else builder.image_id(refs[0]) or _pull_appended(builder, config, refs[0],
                                                                                                reporter)

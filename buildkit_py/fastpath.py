@@ -82,7 +82,7 @@ class Record:
 class Appended:
     image_id: str  # the config digest, as an engine names the image
     pushed: tuple[PushResult, ...]
-    timings: tuple[tuple[str, float], ...]  # (stage, seconds): tar, upload, manifest
+    timings: tuple[tuple[str, float], ...]  # (stage, seconds): base, tar, upload, manifest
 
 
 def _instructions(text: str) -> list[tuple[str, str]]:
@@ -301,6 +301,7 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     """The new image: the recorded image's layers below its code layer, the staged context as the code layer,
     its config with new diff_ids, history and labels; tagged under every ref once its manifest is stored.
     Raises Refused where the registry cannot hold the result, RegistryError for every other failure."""
+    started = time.perf_counter()
     providers = list(providers) if providers is not None else default_providers()
     ref = refs[0]
     client = RegistryClient(ref, providers)
@@ -335,7 +336,7 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
                                 f"{ref.repository}@{record.manifest}; run with --no-fast-path to build and push every "
                                 "layer again")
 
-    timings = []
+    timings = [("base", time.perf_counter() - started)]
     started = time.perf_counter()
     blob, diff_id = code_layer(directory, step.dest)
     blob_digest = "sha256:" + _sha(blob)

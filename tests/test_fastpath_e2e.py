@@ -123,7 +123,7 @@ def test_fast_path_image_equals_a_full_build_entry_by_entry(testenv, tmp_path, e
     assert fast.returncode == 0, fast.stderr[-3000:]
     assert "appended the code layer" in fast.stderr and "building " not in fast.stderr
     fast_result = json.loads(fast.stdout)
-    assert set(fast_result["fast_path"]) == {"tar", "upload", "manifest"}
+    assert set(fast_result["fast_path"]) == {"scan", "base", "tar", "upload", "manifest"}
 
     full = build(testenv, root, tmp_path / "cache-full", "--no-fast-path", "--tag", f"{registry}/{full_repo}")
     assert full.returncode == 0, full.stderr[-3000:]
