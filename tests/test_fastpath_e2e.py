@@ -385,3 +385,50 @@ def test_a_local_build_after_a_fast_path_push_pulls_only_the_new_layer(testenv, 
                           json.loads(local.stdout)["tags"][0], "-n", "1", "/app/trainer/task.py"],
                          capture_output=True, text=True, env={"DOCKER_HOST": testenv["DOCKER_HOST"], "PATH": "/usr/bin:/bin"})
     assert ran.stdout.strip() == "# run me locally", ran.stderr
+
+
+def _put(registry: str, path: str, media: str, body: bytes) -> str:
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    request = urllib.request.Request(f"http://{registry}/v2/{path}/manifests/{digest}", data=body, method="PUT",
+                                     headers={"Content-Type": media})
+    with _OPENER.open(request, timeout=60) as answer:
+        assert answer.status == 201
+    return digest
+
+
+@pytest.mark.parametrize("stored_as", ["oci", "oci-index"])
+def test_an_oci_image_or_an_index_gets_an_oci_image_of_the_build_platform(testenv, base, tmp_path, stored_as):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, f"from {stored_as}")
+    path = repo.split("/", 1)[1]
+    saved = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(cache)
+    try:
+        record = fastpath.load_record(repo, None)
+        docker_manifest = json.loads(fetch(proxy.upstream, f"{path}/manifests/{record.manifest}")[1])
+        # The same blobs described with OCI media types, as an OCI-exporting builder would push them.
+        oci = {"schemaVersion": 2, "mediaType": fastpath.OCI_MANIFEST,
+               "config": {**docker_manifest["config"], "mediaType": "application/vnd.oci.image.config.v1+json"},
+               "layers": [{**x, "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip"} for x in docker_manifest["layers"]]}
+        body = json.dumps(oci).encode()
+        previous = _put(proxy.upstream, path, fastpath.OCI_MANIFEST, body)
+        if stored_as == "oci-index":
+            other = {"mediaType": fastpath.OCI_MANIFEST, "digest": previous, "size": len(body),
+                     "platform": {"os": "linux", "architecture": "arm64"}}
+            index = {"schemaVersion": 2, "mediaType": fastpath.INDEX_TYPES[0], "manifests": [
+                other, {**other, "platform": {"os": "linux", "architecture": "amd64"}}]}
+            previous = _put(proxy.upstream, path, fastpath.INDEX_TYPES[0], json.dumps(index).encode())
+        fastpath.save_record(replace(record, manifest=previous))
+    finally:
+        os.environ.pop(CACHE_ENV) if saved is None else os.environ.__setitem__(CACHE_ENV, saved)
+    proc = build(testenv, root, cache, "--tag", repo,
+                 env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    if proc.returncode != 0 or "appended" not in proc.stderr:
+        raise AssertionError(proc.stderr[-2000:])
+    digest = json.loads(proc.stdout)["pushed"][0]["digest"]
+    status, body, headers = fetch(proxy.upstream, f"{path}/manifests/{digest}")
+    manifest = json.loads(body)
+    assert status == 200 and manifest["mediaType"] == fastpath.OCI_MANIFEST
+    assert manifest["config"]["mediaType"] == "application/vnd.oci.image.config.v1+json"
+    assert {x["mediaType"] for x in manifest["layers"]} == {"application/vnd.oci.image.layer.v1.tar+gzip"}
+    assert [x["digest"] for x in manifest["layers"][:-1]] == [x["digest"] for x in oci["layers"][:-1]]
