@@ -417,12 +417,14 @@ def test_autopackage_options_of_the_wrong_type_exit_2(tmp_path):
 SKIP_IMAGE_CHECK_VALUES = ["yes\n", "\u2028", "a" * 70000, os.fsdecode(b"\xff\xfe")]
 
 
-@pytest.mark.parametrize("command", ["plan", "submit", "autopackage"])
+@pytest.mark.parametrize("command, flag", [("plan", "--skip-image-check"), ("submit", "--skip-image-check"),
+                                           ("autopackage", "--skip-image-check"), ("build", "--no-fast-path"),
+                                           ("run", "--no-fast-path")])
 @pytest.mark.parametrize("value", SKIP_IMAGE_CHECK_VALUES, ids=["newline", "u2028", "70000", "invalid-utf8"])
-def test_skip_image_check_takes_no_value(tmp_path, capsys, monkeypatch, command, value):
+def test_switches_take_no_value(tmp_path, capsys, monkeypatch, command, flag, value):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    code, out, err = main(capsys, command, "--dir", str(tmp_path), f"--skip-image-check={value}")
-    assert code == 2 and "--skip-image-check" in err and out == ""
+    code, out, err = main(capsys, command, "--dir", str(tmp_path), f"{flag}={value}")
+    assert code == 2 and flag in err and out == ""
 
 
 def test_skip_image_check_of_another_type_is_refused_by_the_api(tmp_path):
@@ -437,14 +439,6 @@ def test_skip_image_check_of_another_type_is_refused_by_the_api(tmp_path):
             with pytest.raises(BuildkitError) as caught:
                 call(options)
             assert caught.value.exit_code == 2 and "--skip-image-check" in str(caught.value)
-
-
-@pytest.mark.parametrize("command", ["build", "run"])
-@pytest.mark.parametrize("value", SKIP_IMAGE_CHECK_VALUES, ids=["newline", "u2028", "70000", "invalid-utf8"])
-def test_no_fast_path_takes_no_value(tmp_path, capsys, monkeypatch, command, value):
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    code, out, err = main(capsys, command, "--dir", str(tmp_path), f"--no-fast-path={value}")
-    assert code == 2 and "--no-fast-path" in err and out == ""
 
 
 def test_fast_path_of_another_type_is_refused_by_the_api(tmp_path):
