@@ -22,11 +22,13 @@ import posixpath
 import shlex
 import stat
 import tarfile
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .context import FIXED_MTIME, Snapshot
 from .errors import RegistryError, show
@@ -44,6 +46,7 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
 LAYER_TYPES = {DOCKER_MANIFEST: "application/vnd.docker.image.rootfs.diff.tar.gzip",
                OCI_MANIFEST: "application/vnd.oci.image.layer.v1.tar+gzip"}
+T = TypeVar("T")
 GZIP_LEVEL = 6  # fixed: another level gives another blob digest for the same code
 # Instructions that change the image config but add no layer: allowed after the code COPY.
 _METADATA_ONLY = frozenset(("ENV", "LABEL", "ENTRYPOINT", "CMD", "EXPOSE", "STOPSIGNAL", "HEALTHCHECK", "USER", "ARG",
@@ -281,6 +284,34 @@ def _platform_manifest(client: RegistryClient, ref: ImageRef, index: dict, platf
     raise RegistryError(f"the previous image of {ref.repository} is an index without a {os_name}/{arch} manifest")
 
 
+def _in_background(function: Callable[..., T], *args) -> Callable[[], T]:
+    """Run FUNCTION in a daemon thread (one that Ctrl-C does not wait for); the returned call waits for its
+    result or raises its exception."""
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as exc:  # handed to the caller's thread, which decides
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    return result
+
+
+def _lost_layer(client: RegistryClient, digests: Sequence[str]) -> str | None:
+    """The first of these blobs the registry does not have, or None."""
+    return next((d for d in digests if client.request("HEAD", f"blobs/{d}", {}).status_code != 200), None)
+
+
 def _upload(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> bool:
     """Upload a blob unless the registry has it; True when it was sent."""
     if client.request("HEAD", f"blobs/{digest}", {}).status_code == 200:
@@ -329,12 +360,9 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     if not layers or len(layers) != len(diff_ids) or len(layered) != len(layers) \
             or not str(history[layered[-1]].get("created_by", "")).startswith(step.instruction):
         raise Refused(f"the previous image's last layer is not made by `{step.instruction}`")
-    # Lower layers must still be there: a manifest naming a lost blob would be an image nobody can pull.
-    for layer in layers[:-1]:
-        if client.request("HEAD", f"blobs/{layer['digest']}", {}).status_code != 200:
-            raise RegistryError(f"{ref.registry} has lost layer {layer['digest']} of the previous image "
-                                f"{ref.repository}@{record.manifest}; run with --no-fast-path to build and push every "
-                                "layer again")
+    # Lower layers must still be there (a manifest naming a lost blob would be an image nobody can pull): checked
+    # while the code layer is made and sent, and before the manifest is written.
+    lost = _in_background(_lost_layer, client.fork(), [layer["digest"] for layer in layers[:-1]])
 
     timings = [("base", time.perf_counter() - started)]
     started = time.perf_counter()
@@ -343,7 +371,6 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     timings.append(("tar", time.perf_counter() - started))
 
     started = time.perf_counter()
-    sent = _upload(client, ref, blob_digest, blob)
     new_config = copy.deepcopy(config)
     new_config["rootfs"] = {**config["rootfs"], "diff_ids": diff_ids[:-1] + [diff_id]}
     new_labels = dict((new_config.get("config") or {}).get("Labels") or {})
@@ -352,8 +379,14 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     new_config.setdefault("config", {})["Labels"] = new_labels
     config_bytes = json.dumps(new_config, separators=(",", ":"), ensure_ascii=False).encode()
     config_digest = "sha256:" + _sha(config_bytes)
-    _upload(client, ref, config_digest, config_bytes)
+    config_sent = _in_background(_upload, client.fork(), ref, config_digest, config_bytes)
+    sent = _upload(client, ref, blob_digest, blob)
+    config_sent()
     timings.append(("upload", time.perf_counter() - started))
+    missing = lost()
+    if missing:
+        raise RegistryError(f"{ref.registry} has lost layer {missing} of the previous image {ref.repository}@"
+                            f"{record.manifest}; run with --no-fast-path to build and push every layer again")
 
     started = time.perf_counter()
     new_manifest = {

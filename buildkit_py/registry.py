@@ -529,6 +529,13 @@ class RegistryClient:
         self.base = f"{self.origin}/v2/{ref.path}"
         self.auth: dict[str, str] = {}
 
+    def fork(self) -> RegistryClient:
+        """A client for the same repository with the credentials this one holds, on its own connections: for
+        requests made at the same time as this one's."""
+        other = RegistryClient(self.ref, self.providers)
+        other.auth = dict(self.auth)
+        return other
+
     def request(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None):
         """The response; a 401 is answered once with the credentials its challenge asks for. PATH is relative
         to the repository, or a Location the registry gave (absolute, or from its root)."""
