@@ -245,6 +245,8 @@ def _fast_path(config: Config, options: BuildOptions, plan: Plan, dockerfile: st
     except fastpath.Refused as exc:
         reporter.message(f"{exc}: full build")
         return None, parts
+    except fastpath.PartlyTagged as exc:
+        raise RegistryError(f"the fast path failed: {exc}") from None
     except RegistryError as exc:
         raise RegistryError(f"the fast path failed: {exc}; no tag was changed") from None
     fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or ""))

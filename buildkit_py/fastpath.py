@@ -63,6 +63,10 @@ class Refused(RegistryError):
     """The registry cannot hold the appended image (e.g. it refuses its manifest's media type): a full build may."""
 
 
+class PartlyTagged(RegistryError):
+    """A tag was refused after others were written: those name the complete new image."""
+
+
 @dataclass(frozen=True)
 class CodeStep:
     """The Dockerfile's final `COPY . DEST` and the context paths that earlier steps copy."""
@@ -401,10 +405,16 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
             or put.status_code == 415:
         raise Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(put)})")
     _check(put, ref, f"the manifest {digest}", (201, 200))
-    results = []
+    results: list[PushResult] = []
     for target in refs:
         tagged = client.request("PUT", f"manifests/{target.tag}", {"Content-Type": media}, body)
-        _check(tagged, target, f"the tag {target.tag}", (201, 200))
+        try:
+            _check(tagged, target, f"the tag {target.tag}", (201, 200))
+        except RegistryError as exc:
+            if not results:
+                raise
+            raise PartlyTagged(f"{exc}; {', '.join(r.tag for r in results)} already name the whole new image {digest}") \
+                from None
         results.append(PushResult(f"{target.repository}@{digest}", target.tag or "latest", digest, len(body)))
     timings.append(("manifest", time.perf_counter() - started))
     reporter.message(f"appended the code layer ({len(blob)} bytes{'' if sent else ', already in the registry'}) to "

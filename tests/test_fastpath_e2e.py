@@ -434,3 +434,18 @@ def test_an_oci_image_or_an_index_gets_an_oci_image_of_the_build_platform(testen
     assert manifest["config"]["mediaType"] == "application/vnd.oci.image.config.v1+json"
     assert {x["mediaType"] for x in manifest["layers"]} == {"application/vnd.oci.image.layer.v1.tar+gzip"}
     assert [x["digest"] for x in manifest["layers"][:-1]] == [x["digest"] for x in oci["layers"][:-1]]
+
+
+def test_a_tag_refused_after_the_first_says_which_tags_name_the_whole_image(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, "second tag refused")
+    proxy.fault = lambda method, path, headers: (403, '{"errors":[{"code":"DENIED","message":"tag is immutable"}]}') \
+        if method == "PUT" and path.endswith("/manifests/stable") else None
+    proc = build(testenv, root, cache, "--tag", repo, "--tag", f"{repo}:stable", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert proc.returncode == 7 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    tag = _content_tag(testenv, root)
+    assert f"{tag} already name the whole new image sha256:" in proc.stderr and "no tag was changed" not in proc.stderr
+    path = repo.split("/", 1)[1]
+    manifest = json.loads(fetch(proxy.upstream, f"{path}/manifests/{tag}")[1])
+    for blob in [manifest["config"]] + manifest["layers"]:
+        assert fetch(proxy.upstream, f"{path}/blobs/{blob['digest']}", "HEAD")[0] == 200
