@@ -249,7 +249,7 @@ def _fast_path(config: Config, options: BuildOptions, plan: Plan, dockerfile: st
         raise RegistryError(f"the fast path failed: {exc}") from None
     except RegistryError as exc:
         raise RegistryError(f"the fast path failed: {exc}; no tag was changed") from None
-    fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or ""))
+    fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or ""), reporter)
     return appended, parts
 
 
@@ -342,5 +342,5 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
         pushed = push_image(builder.push, refs + cache, reporter)[:len(refs)]
         if parts is not None:  # what the next code-only edit appends to
             fastpath.save_record(fastpath.Record(refs[0].repository, config.variant, parts, pushed[0].digest,
-                                                 refs[0].tag or ""))
+                                                 refs[0].tag or ""), reporter)
     return BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, plan, pushed)

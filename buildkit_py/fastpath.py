@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .context import FIXED_MTIME, Snapshot
-from .errors import RegistryError, show
+from .errors import OutputError, RegistryError, show
 from .fsutil import cache_dir, write_atomic
 from .plan import LABEL_PREFIX, Plan
 from .progress import Reporter
@@ -186,11 +186,17 @@ def load_record(repository: str, variant: str | None) -> Record | None:
         return None
 
 
-def save_record(record: Record) -> None:
-    write_atomic(_record_path(record.repository, record.variant), json.dumps({
-        "scheme": RECORD_SCHEME, "repository": record.repository, "variant": record.variant,
-        "parts": [list(p) for p in record.parts], "manifest": record.manifest, "content_tag": record.content_tag,
-    }, indent=1) + "\n")
+def save_record(record: Record, reporter: Reporter | None = None) -> None:
+    """Write the record; one that cannot be written (a read-only cache) is said, never fatal: the image is pushed,
+    and the next code edit takes the full build."""
+    try:
+        write_atomic(_record_path(record.repository, record.variant), json.dumps({
+            "scheme": RECORD_SCHEME, "repository": record.repository, "variant": record.variant,
+            "parts": [list(p) for p in record.parts], "manifest": record.manifest, "content_tag": record.content_tag,
+        }, indent=1) + "\n")
+    except OutputError as exc:
+        if reporter is not None:
+            reporter.message(f"note: no build record for the fast path ({exc}); the next code edit takes the full build")
 
 
 def full_build_reason(record: Record | None, parts: tuple[tuple[str, str], ...]) -> str | None:

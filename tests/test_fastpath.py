@@ -140,3 +140,13 @@ def test_records_do_not_hold_secrets_and_survive_a_broken_file(tmp_path, monkeyp
     assert "hunter2" not in stored.read_text() and fastpath.load_record("r/x", None).parts == parts
     stored.write_text("{not json")
     assert fastpath.load_record("r/x", None) is None
+
+
+def test_a_record_that_cannot_be_written_is_a_note_not_a_failure(tmp_path, monkeypatch):
+    from buildkit_py.progress import Reporter
+
+    (tmp_path / "build-records").write_text("a file where the directory goes")
+    monkeypatch.setenv("BUILDKIT_PY_CACHE_DIR", str(tmp_path))
+    said = io.StringIO()
+    fastpath.save_record(fastpath.Record("r/x", None, (), "sha256:" + "1" * 64, "bk-1"), Reporter(said))
+    assert "no build record for the fast path" in said.getvalue() and fastpath.load_record("r/x", None) is None
