@@ -449,3 +449,21 @@ def test_a_tag_refused_after_the_first_says_which_tags_name_the_whole_image(test
     manifest = json.loads(fetch(proxy.upstream, f"{path}/manifests/{tag}")[1])
     for blob in [manifest["config"]] + manifest["layers"]:
         assert fetch(proxy.upstream, f"{path}/blobs/{blob['digest']}", "HEAD")[0] == 200
+
+
+def test_run_after_a_fast_path_push_pulls_and_runs_the_edited_trainer(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    token = uuid.uuid4().hex
+    root, cache = _edited(base, tmp_path, token)
+    task = root / "trainer" / "task.py"
+    task.write_text(task.read_text() + f"\nprint('edited {token}')\n")
+    env = _cli_env(testenv, cache)
+    pushed = subprocess.run([sys.executable, "-m", "buildkit_py", "build", "--config", str(root / "buildkit.yaml"), "--push",
+                             "--tag", repo], capture_output=True, text=True, env=env)
+    assert pushed.returncode == 0 and "appended the code layer" in pushed.stderr, pushed.stderr[-2000:]
+    ran = subprocess.run([sys.executable, "-m", "buildkit_py", "run", "--config", str(root / "buildkit.yaml"), "--tag", repo,
+                          "--output", str(tmp_path / "out")], capture_output=True, text=True,
+                         env={**env, "DOCKER_HOST": testenv["DOCKER_HOST"]})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "pulled " in ran.stderr and "building " not in ran.stderr
+    assert f"edited {token}" in ran.stdout + ran.stderr
