@@ -22,7 +22,7 @@ from .builders import builder_class
 from .builders.base import BuildRequest
 from .config import Config, default_ca_bundle
 from .context import BuildContext, ContextListing, hash_context, list_context, staged
-from .errors import BuildError, ConfigError, RegistryError
+from .errors import BuildError, BuildkitError, ConfigError, EngineError, RegistryError
 from .fsutil import read_text
 from .plan import LABEL_PREFIX, Plan, make_plan
 from .progress import Reporter
@@ -253,6 +253,34 @@ def _fast_path(config: Config, options: BuildOptions, plan: Plan, dockerfile: st
     return appended, parts
 
 
+def _engine_listening() -> bool:
+    """Whether an engine may answer: its unix socket exists (any other DOCKER_HOST is tried)."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return not host.startswith("unix://") or os.path.exists(host.removeprefix("unix://"))
+
+
+def _sync_engine(refs: Sequence[ImageRef], reporter: Reporter) -> None:
+    """After an append, the engine's own tags of these names would still name older images (a later `docker run`
+    or `buildkit-py push` of one would use the stale image): where an engine answers, it pulls the new image
+    (only the code layer travels) and the tags move to it. With no engine, there is nothing to keep in step."""
+    if not _engine_listening():
+        return
+    from .builders.engine_images import EngineImages
+
+    started = time.perf_counter()
+    try:
+        images = EngineImages()
+        image_id = images.pull(refs[0])
+        if image_id is None:
+            raise EngineError(f"the engine could not pull {refs[0]}")
+        images.tag(image_id, refs)
+    except BuildkitError as exc:
+        reporter.message(f"note: the local engine's tags still name older images ({exc}); "
+                         f"`docker pull {refs[0]}` brings the new one")
+        return
+    reporter.message(f"the local engine has it too: pulled in {time.perf_counter() - started:.2f} s (the code layer only)")
+
+
 def _pull_appended(builder, config: Config, ref: ImageRef, reporter: Reporter) -> str | None:
     """The image the fast path pushed with this very content, pulled into the engine (which has the layers below
     the code layer from the full build, so only the code layer travels); None when there is none to pull."""
@@ -309,6 +337,8 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
             scan = time.perf_counter() - started  # config, plan, render, listing, reading and staging the files
             appended, parts = _fast_path(config, options, plan, dockerfile, ctx, refs, labels, secrets, platform, reporter)
             if appended is not None:
+                if config.builder != "buildah":  # buildah keeps images in its own storage, not the engine's
+                    _sync_engine(refs, reporter)
                 return BuildResult(appended.image_id, tuple(str(r) for r in refs), True, snapshot.digest, plan,
                                    appended.pushed, (("scan", scan), *appended.timings))
             builder = creating.result() if creating is not None else backend.create(options.docker)

@@ -55,7 +55,8 @@ class EngineImages:
     def pull(self, ref: ImageRef) -> str | None:
         """Bring an image from its registry into the engine, which fetches only the layers it lacks; its ID, or
         None when the registry or the engine refused (the caller builds instead)."""
-        from docker.errors import APIError
+        from docker.errors import DockerException
+        from requests.exceptions import RequestException
 
         creds = credentials_for(ref.registry)
         try:
@@ -63,7 +64,7 @@ class EngineImages:
                                               auth_config=creds.auth_config() if creds else None):
                 if "error" in chunk or "errorDetail" in chunk:
                     return None
-        except APIError:
+        except (DockerException, RequestException):
             return None
         return self._engine_image_id(ref)
 
