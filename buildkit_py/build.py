@@ -219,8 +219,8 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
     return (first, *(added.get(str(r)) or push(r, reporter) for r in refs[1:]))
 
 
-def _fast_path(config: Config, options: BuildOptions, plan: Plan, dockerfile: str, ctx: BuildContext,
-               refs: list[ImageRef], labels: list[tuple[str, str]], secrets, platform: str | None,
+def _fast_path(config: Config, options: BuildOptions, record: fastpath.Record | None, plan: Plan, dockerfile: str,
+               ctx: BuildContext, refs: list[ImageRef], labels: list[tuple[str, str]], secrets, platform: str | None,
                reporter: Reporter) -> tuple[fastpath.Appended | None, tuple | None]:
     """The appended image when only the code changed, else why not (said) and the record parts to keep after
     the full build (None where this build cannot have a record)."""
@@ -235,7 +235,6 @@ def _fast_path(config: Config, options: BuildOptions, plan: Plan, dockerfile: st
         reporter.message("--no-fast-path: full build")
         return None, parts
     same = [r for r in refs if r.repository == refs[0].repository]
-    record = fastpath.load_record(refs[0].repository, config.variant)
     why = "a tag is in another repository" if len(same) != len(refs) else fastpath.full_build_reason(record, parts)
     if why:
         reporter.message(f"{why}: full build")
@@ -281,10 +280,9 @@ def _sync_engine(refs: Sequence[ImageRef], reporter: Reporter) -> None:
     reporter.message(f"the local engine has it too: pulled in {time.perf_counter() - started:.2f} s (the code layer only)")
 
 
-def _pull_appended(builder, config: Config, ref: ImageRef, reporter: Reporter) -> str | None:
+def _pull_appended(builder, record: fastpath.Record | None, ref: ImageRef, reporter: Reporter) -> str | None:
     """The image the fast path pushed with this very content, pulled into the engine (which has the layers below
     the code layer from the full build, so only the code layer travels); None when there is none to pull."""
-    record = fastpath.load_record(ref.repository, config.variant)
     if record is None or record.content_tag != ref.tag or not hasattr(builder, "pull"):
         return None
     started = time.perf_counter()
@@ -301,8 +299,9 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
     # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
     # rendered; an error of the inputs still comes first. A push that may take the fast path needs no builder:
     # it is made only if the build turns out to be a full one.
-    repository = image_refs(config, "latest", None)[0].repository
-    eager = not (options.push and options.fast_path and fastpath.load_record(repository, config.variant))
+    record = fastpath.load_record(image_refs(config, "latest", None)[0].repository, config.variant) \
+        if options.fast_path else None
+    eager = not (options.push and record)
     with ThreadPoolExecutor(max_workers=2) as pool:
         creating = pool.submit(backend.create, options.docker) if eager else None
         describing = pool.submit(git_revision, config.root)
@@ -335,14 +334,14 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
             if config.variant:
                 labels.append((f"{LABEL_PREFIX}.variant", config.variant))
             scan = time.perf_counter() - started  # config, plan, render, listing, reading and staging the files
-            appended, parts = _fast_path(config, options, plan, dockerfile, ctx, refs, labels, secrets, platform, reporter)
+            appended, parts = _fast_path(config, options, record, plan, dockerfile, ctx, refs, labels, secrets, platform, reporter)
             if appended is not None:
                 if config.builder != "buildah":  # buildah keeps images in its own storage, not the engine's
                     _sync_engine(refs, reporter)
                 return BuildResult(appended.image_id, tuple(str(r) for r in refs), True, snapshot.digest, plan,
                                    appended.pushed, (("scan", scan), *appended.timings))
             builder = creating.result() if creating is not None else backend.create(options.docker)
-            image_id = None if options.no_cache else builder.image_id(refs[0]) or _pull_appended(builder, config, refs[0],
+            image_id = None if options.no_cache else builder.image_id(refs[0]) or _pull_appended(builder, record, refs[0],
                                                                                                reporter)
             built = image_id is None
             if built:
