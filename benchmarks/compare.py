@@ -375,7 +375,8 @@ def table(medians: dict[str, dict[str, float]]) -> str:
         m = medians[way.name]
         rows.append(f"| {way.name} | {m['cold_s'] / ours['cold_s']:.2f}x | {m['edit_s'] / ours['edit_s']:.1f}x | "
                     f"{m['requirements_s'] / ours['requirements_s']:.2f}x |")
-    rows += ["", "buildkit-py's one-line edit is the fast path (the code layer appended in the registry). The same edit "
+    rows += ["", "buildkit-py's one-line edit is the fast path (the code layer appended in the registry; the engine, "
+             "which listens here, then pulls the new image so that its tags follow). The same edit "
              f"with no engine reachable: {ours['edit_no_engine_s']:.2f} s; with --no-fast-path (BuildKit build, engine "
              f"push): {ours['edit_engine_s']:.2f} s ({fmt_bytes(ours['edit_engine_bytes'])} stored). Fast-path stages "
              f"(no engine): start-up {ours['startup_s'] * 1000:.0f} ms (`buildkit-py --version`), scan "
@@ -398,8 +399,9 @@ def targets(medians: dict[str, dict[str, float]]) -> list[str]:
          ours["edit_s"] <= floor["edit_s"]),
         ("one-line edit >= 100x faster than gcloud-style", f"{gcloud['edit_s'] / ours['edit_s']:.0f}x",
          gcloud["edit_s"] >= 100 * ours["edit_s"]),
-        ("one-line edit with no engine (DOCKER_HOST pointing nowhere)", f"{ours['edit_no_engine_s']:.2f} s",
-         ours["edit_no_engine_s"] > 0),
+        ("the same edit with no engine (DOCKER_HOST pointing nowhere) <= 1.0x the floor",
+         f"{ours['edit_no_engine_s']:.2f} s, {ours['edit_no_engine_s'] / floor['edit_s']:.2f}x",
+         ours["edit_no_engine_s"] <= floor["edit_s"]),
         ("cold build + push faster than naive", f"{ours['cold_s']:.1f} s vs {naive['cold_s']:.1f} s",
          ours["cold_s"] < naive["cold_s"]),
         ("image no larger than naive", f"{fmt_bytes(ours['image_bytes'])} vs {fmt_bytes(naive['image_bytes'])}",
