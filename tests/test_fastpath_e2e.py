@@ -485,3 +485,15 @@ def test_with_an_engine_its_tags_move_to_the_appended_image(testenv, base, tmp_p
         inspected = subprocess.run(docker + ["image", "inspect", "--format", "{{.Id}}", tag], capture_output=True,
                                    text=True, env=denv)
         assert inspected.stdout.strip() == result["image_id"], (tag, inspected.stderr, proc.stderr)
+
+
+def test_a_previous_image_gone_from_the_registry_takes_the_full_build_and_says_so(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, "previous image gone")
+    proxy.fault = lambda method, path, headers: (404, '{"errors":[{"code":"MANIFEST_UNKNOWN"}]}') \
+        if method == "GET" and "/manifests/sha256:" in path else None
+    proc = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert "is gone from the registry: full build" in proc.stderr, proc.stderr[-2000:]
+    # The full build needs the engine, which is not there: its own clear error, and no tag.
+    assert proc.returncode == 5 and "Traceback" not in proc.stderr
+    assert _content_tag(testenv, root) not in _tags(proxy, repo)
