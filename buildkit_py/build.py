@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import fastpath
 from .builders import builder_class
 from .builders.base import BuildRequest
 from .config import Config, default_ca_bundle
@@ -30,6 +30,9 @@ from .refs import ImageRef, parse_ref
 from .registry import PushResult, add_tags
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import launcher_sources
+
+if TYPE_CHECKING:  # the fast path (and the registry client it uses) loads with a build, not with every command
+    from . import fastpath
 
 CA_SECRET = "buildkit-ca"
 PIP_CONF_SECRET = "buildkit-pip-conf"
@@ -224,6 +227,8 @@ def _fast_path(config: Config, options: BuildOptions, record: fastpath.Record | 
                reporter: Reporter) -> tuple[fastpath.Appended | None, tuple | None]:
     """The appended image when only the code changed, else why not (said) and the record parts to keep after
     the full build (None where this build cannot have a record)."""
+    from . import fastpath
+
     if not options.push:
         return None, None
     step = fastpath.code_step(dockerfile)
@@ -294,6 +299,8 @@ def _pull_appended(builder, record: fastpath.Record | None, ref: ImageRef, repor
 
 
 def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None) -> BuildResult:
+    from . import fastpath
+
     started = time.perf_counter()
     backend = builder_class(config.builder)
     # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
