@@ -348,24 +348,29 @@ def test_ctrl_c_during_the_upload_leaves_no_tag(testenv, base, tmp_path):
     assert _content_tag(testenv, root) not in _tags(proxy, repo)
 
 
-def test_two_pushes_of_the_same_tag_at_once_both_leave_a_whole_image(testenv, base, tmp_path):
+@pytest.mark.parametrize("code", ["same", "different"])
+def test_two_pushes_of_the_same_tag_at_once_both_leave_a_whole_image(testenv, base, tmp_path, code):
     proxy, _, _, repo = base
-    root, cache = _edited(base, tmp_path, "twice at once")
-    env = _cli_env(testenv, cache)
-    command = [sys.executable, "-m", "buildkit_py", "build", "--config", str(root / "buildkit.yaml"), "--push",
-               "--tag", repo, "--progress", "plain", "--json"]
-    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    roots, caches = [], []
+    for i in range(2):  # the same edit twice, or two different edits racing for the same moving tag
+        root, cache = _edited(base, tmp_path / str(i), f"twice at once {uuid.uuid4().hex if code == 'different' else ''}")
+        roots.append(root)
+        caches.append(cache)
+    procs = [subprocess.Popen([sys.executable, "-m", "buildkit_py", "build", "--config", str(root / "buildkit.yaml"),
+                               "--push", "--tag", repo, "--tag", f"{repo}:racing", "--progress", "plain", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_cli_env(testenv, cache))
+             for root, cache in zip(roots, caches, strict=True)]
     outputs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     digests = {json.loads(out)["pushed"][0]["digest"] for out, _ in outputs}
-    assert len(digests) == 1  # the same code gives the same image, whichever push wins
-    tag = _content_tag(testenv, root)
+    assert len(digests) == (1 if code == "same" else 2)  # the same code gives the same image, whichever push wins
     path = repo.split("/", 1)[1]
-    status, body, headers = fetch(proxy.upstream, f"{path}/manifests/{tag}")
-    assert status == 200 and headers["Docker-Content-Digest"] in digests
-    manifest = json.loads(body)
-    for blob in [manifest["config"]] + manifest["layers"]:
-        assert fetch(proxy.upstream, f"{path}/blobs/{blob['digest']}", "HEAD")[0] == 200
+    for tag in {_content_tag(testenv, root) for root in roots} | {"racing"}:
+        status, body, headers = fetch(proxy.upstream, f"{path}/manifests/{tag}")
+        assert status == 200 and headers["Docker-Content-Digest"] in digests
+        manifest = json.loads(body)
+        for blob in [manifest["config"]] + manifest["layers"]:
+            assert fetch(proxy.upstream, f"{path}/blobs/{blob['digest']}", "HEAD")[0] == 200
 
 
 def test_a_local_build_after_a_fast_path_push_pulls_only_the_new_layer(testenv, base, tmp_path):
