@@ -34,6 +34,12 @@ from .resources import launcher_sources
 if TYPE_CHECKING:  # the fast path (and the registry client it uses) loads with a build, not with every command
     from . import fastpath
 
+# The labels a build sets itself (--label), beside the Dockerfile's.
+CONTENT_LABEL = f"{LABEL_PREFIX}.content-digest"
+REVISION_LABEL = "org.opencontainers.image.revision"
+VARIANT_LABEL = f"{LABEL_PREFIX}.variant"
+BUILD_LABELS = (CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL)
+
 CA_SECRET = "buildkit-ca"
 PIP_CONF_SECRET = "buildkit-pip-conf"
 # The same index settings for uv (the build's installer), which does not read pip.conf: a uv.toml.
@@ -245,7 +251,7 @@ def _fast_path(config: Config, options: BuildOptions, record: fastpath.Record | 
         reporter.message(f"{why}: full build")
         return None, parts
     try:
-        appended = fastpath.append(refs, record, step, ctx.directory, labels, platform, reporter)
+        appended = fastpath.append(refs, record, step, ctx.directory, labels, BUILD_LABELS, platform, reporter)
     except fastpath.Refused as exc:
         reporter.message(f"{exc}: full build")
         return None, parts
@@ -335,11 +341,11 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
             for note in snapshot.notes:
                 reporter.message(f"note: {note}")
             refs = image_refs(config, f"bk-{snapshot.digest[:16]}", revision)
-            labels = [(f"{LABEL_PREFIX}.content-digest", snapshot.digest)]
+            labels = [(CONTENT_LABEL, snapshot.digest)]
             if revision:
-                labels.append(("org.opencontainers.image.revision", revision))
+                labels.append((REVISION_LABEL, revision))
             if config.variant:
-                labels.append((f"{LABEL_PREFIX}.variant", config.variant))
+                labels.append((VARIANT_LABEL, config.variant))
             scan = time.perf_counter() - started  # config, plan, render, listing, reading and staging the files
             appended, parts = _fast_path(config, options, record, plan, dockerfile, ctx, refs, labels, secrets, platform, reporter)
             if appended is not None:

@@ -33,14 +33,12 @@ from typing import Any, TypeVar
 from .context import FIXED_MTIME, Snapshot
 from .errors import OutputError, RegistryError, show
 from .fsutil import cache_dir, write_atomic
-from .plan import LABEL_PREFIX, Plan
+from .plan import Plan
 from .progress import Reporter
 from .refs import ImageRef
 from .registry import MANIFEST_TYPES, AuthProvider, PushResult, RegistryClient, default_providers
 
 RECORD_SCHEME = 1
-CONTENT_LABEL = f"{LABEL_PREFIX}.content-digest"
-REVISION_LABEL = "org.opencontainers.image.revision"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
@@ -338,9 +336,11 @@ def _upload(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> 
 
 
 def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: Path, labels: Sequence[tuple[str, str]],
-           platform: str | None, reporter: Reporter, providers: Iterable[AuthProvider] | None = None) -> Appended:
+           owned: Sequence[str], platform: str | None, reporter: Reporter,
+           providers: Iterable[AuthProvider] | None = None) -> Appended:
     """The new image: the recorded image's layers below its code layer, the staged context as the code layer,
-    its config with new diff_ids, history and labels; tagged under every ref once its manifest is stored.
+    its config with new diff_ids, history and labels (the labels named in `owned` are the build's own: those it
+    does not set this time are removed); tagged under every ref once its manifest is stored.
     Raises Refused where the registry cannot hold the result, RegistryError for every other failure."""
     started = time.perf_counter()
     providers = list(providers) if providers is not None else default_providers()
@@ -384,7 +384,8 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     new_config = copy.deepcopy(config)
     new_config["rootfs"] = {**config["rootfs"], "diff_ids": diff_ids[:-1] + [diff_id]}
     new_labels = dict((new_config.get("config") or {}).get("Labels") or {})
-    new_labels.pop(REVISION_LABEL, None)  # set again below when this checkout has one
+    for name in owned:
+        new_labels.pop(name, None)
     new_labels.update(labels)
     new_config.setdefault("config", {})["Labels"] = new_labels
     config_bytes = json.dumps(new_config, separators=(",", ":"), ensure_ascii=False).encode()

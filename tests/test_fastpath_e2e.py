@@ -502,3 +502,28 @@ def test_a_previous_image_gone_from_the_registry_takes_the_full_build_and_says_s
     # The full build needs the engine, which is not there: its own clear error, and no tag.
     assert proc.returncode == 5 and "Traceback" not in proc.stderr
     assert _content_tag(testenv, root) not in _tags(proxy, repo)
+
+
+def test_the_revision_label_and_git_tag_follow_the_checkout(testenv, tmp_path):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    root, cache = trainer(tmp_path, "distributed"), tmp_path / "cache"
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "trainer"]):
+        subprocess.run(git + args, check=True, capture_output=True)
+    repo = f"{registry}/fastpath-git/distributed-{os.getpid()}"
+    first = build(testenv, root, cache, "--tag", repo)
+    assert first.returncode == 0, first.stderr[-3000:]
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write(f"\n# {uuid.uuid4().hex}\n")
+    subprocess.run(git + ["commit", "-q", "-am", "edit"], check=True, capture_output=True)
+    revision = subprocess.run(git + ["rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+    fast = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert fast.returncode == 0 and "appended the code layer" in fast.stderr, fast.stderr[-3000:]
+    result = json.loads(fast.stdout)
+    assert [t.rsplit(":", 1)[1] for t in result["tags"]][1] == f"git-{revision}"
+    path = repo.split("/", 1)[1]
+    for tag in result["tags"]:
+        status, body, headers = fetch(registry, f"{path}/manifests/{tag.rsplit(':', 1)[1]}")
+        assert status == 200 and headers["Docker-Content-Digest"] == result["pushed"][0]["digest"]
+    config = json.loads(fetch(registry, f"{path}/blobs/{json.loads(body)['config']['digest']}")[1])
+    assert config["config"]["Labels"]["org.opencontainers.image.revision"] == revision
