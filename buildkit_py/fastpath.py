@@ -36,7 +36,7 @@ from .fsutil import cache_dir, write_atomic
 from .plan import Plan
 from .progress import Reporter
 from .refs import ImageRef
-from .registry import MANIFEST_TYPES, AuthProvider, PushResult, RegistryClient, default_providers
+from .registry import MANIFEST_TYPES, AuthProvider, PushResult, RegistryClient, Unreachable, default_providers, retry_delay
 
 RECORD_SCHEME = 1
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
@@ -315,24 +315,59 @@ def _in_background(function: Callable[..., T], *args) -> Callable[[], T]:
     return result
 
 
+ATTEMPTS = 4  # as the engine's push: a rate limit, a 5xx or a dropped connection is tried again, with back-off
+BACKOFF, MAX_WAIT = 0.5, 30.0
+_TRANSIENT = frozenset((408, 429, 500, 502, 503, 504))
+
+
+def _send(client: RegistryClient, method: str, path: str, headers: dict[str, str], data: bytes | None = None):
+    """One request, tried again where the registry's answer (or its silence) says that a later try may pass."""
+    attempt = 0
+    while True:
+        attempt += 1
+        wait = None
+        try:
+            response = client.request(method, path, headers, data)
+        except Unreachable:
+            if attempt == ATTEMPTS:
+                raise
+        else:
+            if response.status_code not in _TRANSIENT or attempt == ATTEMPTS:
+                return response
+            asked = response.headers.get("Retry-After", "")
+            wait = float(asked) if asked.isdigit() and int(asked) <= MAX_WAIT else None
+        time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT, wait))
+
+
 def _lost_layer(client: RegistryClient, digests: Sequence[str]) -> str | None:
     """The first of these blobs the registry does not have, or None."""
-    return next((d for d in digests if client.request("HEAD", f"blobs/{d}", {}).status_code != 200), None)
+    return next((d for d in digests if _send(client, "HEAD", f"blobs/{d}", {}).status_code != 200), None)
 
 
 def _upload(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> bool:
-    """Upload a blob unless the registry has it; True when it was sent."""
-    if client.request("HEAD", f"blobs/{digest}", {}).status_code == 200:
+    """Upload a blob unless the registry has it; True when it was sent. A failed upload starts again from a new
+    upload session (the failed one may be gone)."""
+    if _send(client, "HEAD", f"blobs/{digest}", {}).status_code == 200:
         return False
-    started = client.request("POST", "blobs/uploads/", {"Content-Length": "0"})
-    _check(started, ref, "a blob upload", (202,))
-    location = started.headers.get("Location", "")
-    if not location:
-        raise RegistryError(f"{ref.registry} started a blob upload without a Location")
-    put = client.request("PUT", location + ("&" if "?" in location else "?") + f"digest={digest}",
-                         {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}, data)
-    _check(put, ref, f"blob {digest}", (201, 204))
-    return True
+    attempt = 0
+    while True:
+        attempt += 1
+        started = _send(client, "POST", "blobs/uploads/", {"Content-Length": "0"})
+        _check(started, ref, "a blob upload", (202,))
+        location = started.headers.get("Location", "")
+        if not location:
+            raise RegistryError(f"{ref.registry} started a blob upload without a Location")
+        try:
+            put = client.request("PUT", location + ("&" if "?" in location else "?") + f"digest={digest}",
+                                 {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}, data)
+        except Unreachable:
+            if attempt == ATTEMPTS:
+                raise
+        else:
+            if put.status_code not in _TRANSIENT or attempt == ATTEMPTS:
+                _check(put, ref, f"blob {digest}", (201, 204))
+                return True
+        time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT))
 
 
 def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: Path, labels: Sequence[tuple[str, str]],
@@ -346,7 +381,7 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     providers = list(providers) if providers is not None else default_providers()
     ref = refs[0]
     client = RegistryClient(ref, providers)
-    got = client.request("GET", f"manifests/{record.manifest}", {"Accept": MANIFEST_TYPES})
+    got = _send(client, "GET", f"manifests/{record.manifest}", {"Accept": MANIFEST_TYPES})
     if got.status_code == 404:
         raise Refused(f"the previous image {ref.repository}@{record.manifest} is gone from the registry")
     _check(got, ref, f"the read of the previous image {record.manifest}", (200,))
@@ -354,13 +389,13 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     media = manifest.get("mediaType") or media
     if media in INDEX_TYPES:
         digest, media = _platform_manifest(client, ref, manifest, platform)
-        got = client.request("GET", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
+        got = _send(client, "GET", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
         _check(got, ref, f"the read of manifest {digest}", (200,))
         manifest = _json_body(got, "manifest", digest)
     if media not in LAYER_TYPES:
         raise Refused(f"the previous image's manifest is {show(media)}, which the fast path does not write")
     config_descriptor = manifest.get("config") or {}
-    got = client.request("GET", f"blobs/{config_descriptor.get('digest')}", {})
+    got = _send(client, "GET", f"blobs/{config_descriptor.get('digest')}", {})
     _check(got, ref, "the read of the previous image's config", (200,))
     config = _json_body(got, "image config", config_descriptor.get("digest"))
     layers = list(manifest.get("layers") or [])
@@ -407,14 +442,14 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     }
     body = json.dumps(new_manifest, indent=3).encode()
     digest = "sha256:" + _sha(body)
-    put = client.request("PUT", f"manifests/{digest}", {"Content-Type": media}, body)
+    put = _send(client, "PUT", f"manifests/{digest}", {"Content-Type": media}, body)
     if put.status_code in (400, 415) and any(code in put.text for code in ("MANIFEST_INVALID", "UNSUPPORTED")) \
             or put.status_code == 415:
         raise Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(put)})")
     _check(put, ref, f"the manifest {digest}", (201, 200))
     results: list[PushResult] = []
     for target in refs:
-        tagged = client.request("PUT", f"manifests/{target.tag}", {"Content-Type": media}, body)
+        tagged = _send(client, "PUT", f"manifests/{target.tag}", {"Content-Type": media}, body)
         try:
             _check(tagged, target, f"the tag {target.tag}", (201, 200))
         except RegistryError as exc:

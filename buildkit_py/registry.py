@@ -514,6 +514,10 @@ MANIFEST_TYPES = ", ".join(("application/vnd.oci.image.index.v1+json",
 _CHALLENGE = re.compile(r'([A-Za-z_]+)="([^"]*)"', re.ASCII)
 
 
+class Unreachable(RegistryError):
+    """The registry did not answer (refused or reset connection, timeout): a try again may pass."""
+
+
 class RegistryClient:
     """The registry HTTP API v2 for one repository: anonymous, basic or bearer-token auth as the registry's
     challenge asks (the scope it names: pull, or pull and push), with the credentials this module finds."""
@@ -548,7 +552,7 @@ class RegistryClient:
                 response = self.session.request(method, url, headers={**headers, **(self.auth if same else {})},
                                                 data=data, timeout=HTTP_TIMEOUT)
             except self.requests.exceptions.RequestException as exc:
-                raise RegistryError(f"cannot reach the registry {self.ref.registry}: {type(exc).__name__}") from None
+                raise Unreachable(f"cannot reach the registry {self.ref.registry}: {type(exc).__name__}") from None
             if response.status_code != 401:
                 return response
             self.auth = self._authorize(response.headers.get("WWW-Authenticate", ""))

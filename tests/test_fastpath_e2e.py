@@ -201,6 +201,10 @@ class _Handler(BaseHTTPRequestHandler):
         answer = server.fault(self.command, self.path, self.headers) if server.fault else None
         if answer is not None:
             status, text = answer
+            if status == 0:  # a dropped connection: no answer at all
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
             data = text.encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -527,3 +531,23 @@ def test_the_revision_label_and_git_tag_follow_the_checkout(testenv, tmp_path):
         assert status == 200 and headers["Docker-Content-Digest"] == result["pushed"][0]["digest"]
     config = json.loads(fetch(registry, f"{path}/blobs/{json.loads(body)['config']['digest']}")[1])
     assert config["config"]["Labels"]["org.opencontainers.image.revision"] == revision
+
+
+def test_transient_refusals_and_a_dropped_connection_are_tried_again(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, f"transient {uuid.uuid4().hex}")
+    faults = {"upload": [(503, '{"errors":[{"code":"UNAVAILABLE"}]}'), (0, "")], "manifest": [(429, "{}")]}
+
+    def flaky(method, path, headers):
+        kind = "upload" if method == "PUT" and "/blobs/uploads/" in path else \
+            "manifest" if method == "PUT" and "/manifests/sha256:" in path else None
+        return faults[kind].pop(0) if kind and faults[kind] else None
+
+    proxy.fault = flaky
+    proc = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
+    assert faults == {"upload": [], "manifest": []}  # every fault was met, and passed by trying again
+    path = repo.split("/", 1)[1]
+    manifest = json.loads(fetch(proxy.upstream, f"{path}/manifests/{_content_tag(testenv, root)}")[1])
+    for blob in [manifest["config"]] + manifest["layers"]:
+        assert fetch(proxy.upstream, f"{path}/blobs/{blob['digest']}", "HEAD")[0] == 200
