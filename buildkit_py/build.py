@@ -242,8 +242,8 @@ def _fast_path(config: Config, options: BuildOptions, record: fastpath.Record | 
         reporter.message(f"{step}: full build")
         return None, None
     parts = fastpath.record_parts(plan, dockerfile, step, ctx.snapshot, secrets, config.builder, platform)
-    if not options.fast_path:
-        reporter.message("--no-fast-path: full build")
+    if not options.fast_path or options.no_cache:
+        reporter.message(f"{'--no-fast-path' if not options.fast_path else '--no-cache'}: full build")
         return None, parts
     same = [r for r in refs if r.repository == refs[0].repository]
     why = "a tag is in another repository" if len(same) != len(refs) else fastpath.full_build_reason(record, parts)

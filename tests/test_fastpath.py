@@ -125,6 +125,7 @@ def test_build_says_why_it_is_a_full_build(tmp_path):
     assert "no previous image: full build" in proc.stderr and proc.returncode != 0
     proc = run_cli(*args, "--no-fast-path", env=env)
     assert "--no-fast-path: full build" in proc.stderr
+    assert "--no-cache: full build" in run_cli(*args, "--no-cache", env=env).stderr
     # Without --push there is no registry to append in, and nothing is said.
     assert "full build" not in run_cli(*args[:3], env=env).stderr
 
