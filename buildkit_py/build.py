@@ -271,8 +271,9 @@ def _engine_listening() -> bool:
 
 def _sync_engine(refs: Sequence[ImageRef], reporter: Reporter) -> None:
     """After an append, the engine's own tags of these names would still name older images (a later `docker run`
-    or `buildkit-py push` of one would use the stale image): where an engine answers, it pulls the new image
-    (only the code layer travels) and the tags move to it. With no engine, there is nothing to keep in step."""
+    or `buildkit-py push` of one would use the stale image): where an engine has such a tag, it pulls the new
+    image (it has the lower layers from the build of the older one: only the code layer travels) and the tags
+    move to it. An engine without any of them (a CI runner's) pulls nothing: a CUDA image is gigabytes."""
     if not _engine_listening():
         return
     from .builders.engine_images import EngineImages
@@ -280,6 +281,8 @@ def _sync_engine(refs: Sequence[ImageRef], reporter: Reporter) -> None:
     started = time.perf_counter()
     try:
         images = EngineImages()
+        if all(images.image_id(ref) is None for ref in refs):
+            return
         image_id = images.pull(refs[0])
         if image_id is None:
             raise EngineError(f"the engine could not pull {refs[0]}")

@@ -486,6 +486,17 @@ def test_with_an_engine_its_tags_move_to_the_appended_image(testenv, base, tmp_p
     root, cache = _edited(base, tmp_path, f"engine tags {uuid.uuid4().hex}")
     docker = [testenv["BUILDKIT_DOCKER"]]
     denv = {"DOCKER_HOST": testenv["DOCKER_HOST"], "PATH": "/usr/bin:/bin"}
+    # No tag of these names in the engine: nothing is stale, nothing is pulled (a CI runner's engine pulls no
+    # gigabytes for a code edit).
+    proc = build(testenv, root, cache, "--tag", repo, "--tag", f"{repo}:latest-{uuid.uuid4().hex[:8]}")
+    assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
+    assert "local engine" not in proc.stderr
+    # `latest` names the older image in the engine, as after a full build: it moves to the new one.
+    older = subprocess.run(docker + ["images", "-q", "--filter", f"reference={proxy.upstream}/{repo.split('/', 1)[1]}"],
+                           capture_output=True, text=True, env=denv).stdout.split()[0]  # the base's full build
+    subprocess.run(docker + ["tag", older, f"{repo}:latest"], check=True, capture_output=True, env=denv)
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write("# once more\n")
     proc = build(testenv, root, cache, "--tag", repo, "--tag", f"{repo}:latest")
     assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
     assert "the local engine has it too" in proc.stderr and "building " not in proc.stderr
