@@ -275,11 +275,14 @@ def _refusal(response) -> str:
     return f"HTTP {response.status_code}: {show(response.text[:300])}"
 
 
-def _check(response, ref: ImageRef, action: str, ok: Iterable[int]) -> None:
+def _check(client: RegistryClient, response, ref: ImageRef, action: str, ok: Iterable[int]) -> None:
     if response.status_code in ok:
         return
-    hint = "; check the credentials" if response.status_code in (401, 403) else ""
-    raise RegistryError(f"{ref.registry} refused {action} for {ref.repository} ({_refusal(response)}){hint}")
+    if response.status_code in (401, 403):  # said as the engine's push says it
+        who = (f"the credentials from {client.credentials_source}" if client.credentials_source
+               else "an anonymous request (no credentials found)")
+        raise RegistryError(f"{ref.registry} refused {who}: {action} for {ref.repository} ({_refusal(response)})")
+    raise RegistryError(f"{ref.registry} refused {action} for {ref.repository} ({_refusal(response)})")
 
 
 def _platform_manifest(client: RegistryClient, ref: ImageRef, index: dict, platform: str | None) -> tuple[str, str]:
@@ -353,7 +356,7 @@ def _upload(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> 
     while True:
         attempt += 1
         started = _send(client, "POST", "blobs/uploads/", {"Content-Length": "0"})
-        _check(started, ref, "a blob upload", (202,))
+        _check(client, started, ref, "a blob upload", (202,))
         location = started.headers.get("Location", "")
         if not location:
             raise RegistryError(f"{ref.registry} started a blob upload without a Location")
@@ -365,7 +368,7 @@ def _upload(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> 
                 raise
         else:
             if put.status_code not in _TRANSIENT or attempt == ATTEMPTS:
-                _check(put, ref, f"blob {digest}", (201, 204))
+                _check(client, put, ref, f"blob {digest}", (201, 204))
                 return True
         time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT))
 
@@ -384,19 +387,19 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     got = _send(client, "GET", f"manifests/{record.manifest}", {"Accept": MANIFEST_TYPES})
     if got.status_code == 404:
         raise Refused(f"the previous image {ref.repository}@{record.manifest} is gone from the registry")
-    _check(got, ref, f"the read of the previous image {record.manifest}", (200,))
+    _check(client, got, ref, f"the read of the previous image {record.manifest}", (200,))
     manifest, media = _json_body(got, "manifest", record.manifest), got.headers.get("Content-Type", "").split(";")[0]
     media = manifest.get("mediaType") or media
     if media in INDEX_TYPES:
         digest, media = _platform_manifest(client, ref, manifest, platform)
         got = _send(client, "GET", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
-        _check(got, ref, f"the read of manifest {digest}", (200,))
+        _check(client, got, ref, f"the read of manifest {digest}", (200,))
         manifest = _json_body(got, "manifest", digest)
     if media not in LAYER_TYPES:
         raise Refused(f"the previous image's manifest is {show(media)}, which the fast path does not write")
     config_descriptor = manifest.get("config") or {}
     got = _send(client, "GET", f"blobs/{config_descriptor.get('digest')}", {})
-    _check(got, ref, "the read of the previous image's config", (200,))
+    _check(client, got, ref, "the read of the previous image's config", (200,))
     config = _json_body(got, "image config", config_descriptor.get("digest"))
     layers = list(manifest.get("layers") or [])
     diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
@@ -446,12 +449,12 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     if put.status_code in (400, 415) and any(code in put.text for code in ("MANIFEST_INVALID", "UNSUPPORTED")) \
             or put.status_code == 415:
         raise Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(put)})")
-    _check(put, ref, f"the manifest {digest}", (201, 200))
+    _check(client, put, ref, f"the manifest {digest}", (201, 200))
     results: list[PushResult] = []
     for target in refs:
         tagged = _send(client, "PUT", f"manifests/{target.tag}", {"Content-Type": media}, body)
         try:
-            _check(tagged, target, f"the tag {target.tag}", (201, 200))
+            _check(client, tagged, target, f"the tag {target.tag}", (201, 200))
         except RegistryError as exc:
             if not results:
                 raise

@@ -532,12 +532,13 @@ class RegistryClient:
         self.origin = f"{'http' if is_loopback_host(registry_host(host)) else 'https'}://{host}"
         self.base = f"{self.origin}/v2/{ref.path}"
         self.auth: dict[str, str] = {}
+        self.credentials_source: str | None = None  # where the credentials sent came from; None: none sent
 
     def fork(self) -> RegistryClient:
         """A client for the same repository with the credentials this one holds, on its own connections: for
         requests made at the same time as this one's."""
         other = RegistryClient(self.ref, self.providers)
-        other.auth = dict(self.auth)
+        other.auth, other.credentials_source = dict(self.auth), self.credentials_source
         return other
 
     def request(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None):
@@ -560,6 +561,7 @@ class RegistryClient:
 
     def _authorize(self, challenge: str) -> dict[str, str]:
         creds = credentials_for(self.ref.registry, self.providers)
+        self.credentials_source = creds.source if creds else None
         scheme = challenge.split(" ", 1)[0].lower()
         if scheme == "basic":
             if creds is None:

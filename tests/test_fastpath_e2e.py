@@ -562,3 +562,21 @@ def test_transient_refusals_and_a_dropped_connection_are_tried_again(testenv, ba
     manifest = json.loads(fetch(proxy.upstream, f"{path}/manifests/{_content_tag(testenv, root)}")[1])
     for blob in [manifest["config"]] + manifest["layers"]:
         assert fetch(proxy.upstream, f"{path}/blobs/{blob['digest']}", "HEAD")[0] == 200
+
+
+def test_the_htpasswd_registry_takes_the_append_with_the_right_credentials_only(testenv, tmp_path):
+    registry = testenv["BUILDKIT_TEST_AUTH_REGISTRY"]
+    root, cache = trainer(tmp_path, "distributed"), tmp_path / "cache"
+    repo = f"{registry}/fastpath-auth/distributed-{os.getpid()}"
+    right = {"BUILDKIT_PY_REGISTRY_USERNAME": "tester", "BUILDKIT_PY_REGISTRY_PASSWORD": "s3cret-pass"}
+    first = build(testenv, root, cache, "--tag", repo, env=right)
+    assert first.returncode == 0, first.stderr[-3000:]
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write(f"\n# {uuid.uuid4().hex}\n")
+    nowhere = {"DOCKER_HOST": "unix:///nonexistent.sock"}
+    wrong = build(testenv, root, cache, "--tag", repo, env={**right, "BUILDKIT_PY_REGISTRY_PASSWORD": "wrong-pass", **nowhere})
+    assert wrong.returncode == 7 and "refused the credentials from $BUILDKIT_PY_REGISTRY_USERNAME" in wrong.stderr
+    assert "no tag was changed" in wrong.stderr and "wrong-pass" not in wrong.stderr + wrong.stdout
+    fast = build(testenv, root, cache, "--tag", repo, env={**right, **nowhere})
+    assert fast.returncode == 0 and "appended the code layer" in fast.stderr, fast.stderr[-3000:]
+    assert "s3cret-pass" not in fast.stderr + fast.stdout
