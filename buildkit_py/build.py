@@ -349,7 +349,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                 labels.append((REVISION_LABEL, revision))
             if config.variant:
                 labels.append((VARIANT_LABEL, config.variant))
-            scan = time.perf_counter() - started  # config, plan, render, listing, reading and staging the files
+            scan = time.perf_counter() - started  # plan, render, listing, reading and staging the files
             appended, parts = _fast_path(config, options, record, plan, dockerfile, ctx, refs, labels, secrets, platform, reporter)
             if appended is not None:
                 if config.builder != "buildah":  # buildah keeps images in its own storage, not the engine's
