@@ -303,6 +303,8 @@ def _lock_digest(config: Config) -> str:
 
 
 def _check_build_options(options: BuildOptions) -> None:
+    if not isinstance(options.fast_path, bool):
+        raise ConfigError(f"{show(options.fast_path)} is not allowed: true or false", field="--no-fast-path")
     if options.docker is not None:
         path = Path(options.docker)
         try:

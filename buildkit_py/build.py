@@ -10,16 +10,17 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .builders import builder_class
 from .builders.base import BuildRequest
 from .config import Config, default_ca_bundle
-from .context import ContextListing, hash_context, list_context, staged
-from .errors import BuildError, ConfigError, RegistryError
+from .context import BuildContext, ContextListing, hash_context, list_context, staged
+from .errors import BuildError, BuildkitError, ConfigError, EngineError, RegistryError
 from .fsutil import read_text
 from .lock import STALE_LOCK
 from .lock import apply as apply_lock
@@ -29,8 +30,15 @@ from .refs import ImageRef, parse_ref
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import launcher_sources
 
-if TYPE_CHECKING:  # the registry client, threads and INI parser load with the build or push that uses them
+if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
+    from . import fastpath
     from .registry import PushResult
+
+# The labels a build sets itself (--label), beside the Dockerfile's.
+CONTENT_LABEL = f"{LABEL_PREFIX}.content-digest"
+REVISION_LABEL = "org.opencontainers.image.revision"
+VARIANT_LABEL = f"{LABEL_PREFIX}.variant"
+BUILD_LABELS = (CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL)
 
 CA_SECRET = "buildkit-ca"
 PIP_CONF_SECRET = "buildkit-pip-conf"
@@ -51,6 +59,9 @@ class BuildOptions:
     cache_ref: str | None = None
     locked: bool = False  # buildkit.lock must be there and current (CI): else exit 2 naming what changed
     cloudbuild_endpoint: str | None = None  # builder cloudbuild: the API (default: $BUILDKIT_PY_CLOUDBUILD_ENDPOINT or Google's)
+    # A pushed code-only edit is appended to the last pushed image in the registry (fastpath.py); False: always
+    # build and push every changed layer through the engine.
+    fast_path: bool = True
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,9 @@ class BuildResult:
     content_digest: str
     plan: Plan
     pushed: tuple[PushResult, ...] = field(default=())
+    # (stage, seconds) of a fast-path append: scan, base (reading the previous image), tar, upload,
+    # manifest; empty for a build by the engine
+    timings: tuple[tuple[str, float], ...] = field(default=())
 
     def to_dict(self) -> dict:
         return {
@@ -69,6 +83,7 @@ class BuildResult:
             "built": self.built,
             "content_digest": self.content_digest,
             "pushed": [p.__dict__ for p in self.pushed],
+            "fast_path": dict(self.timings) if self.timings else None,
             "plan": self.plan.to_dict(),
         }
 
@@ -226,29 +241,118 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
     return (first, *(added.get(str(r)) or push(r, reporter) for r in refs[1:]))
 
 
+def _fast_path(config: Config, options: BuildOptions, record: fastpath.Record | None, plan: Plan, dockerfile: str,
+               ctx: BuildContext, refs: list[ImageRef], labels: list[tuple[str, str]], secrets, platform: str | None,
+               reporter: Reporter) -> tuple[fastpath.Appended | None, tuple | None]:
+    """The appended image when only the code changed, else why not (said) and the record parts to keep after
+    the full build (None where this build cannot have a record)."""
+    from . import fastpath
+
+    if not options.push:
+        return None, None
+    step = fastpath.code_step(dockerfile)
+    if isinstance(step, str):
+        reporter.message(f"{step}: full build")
+        return None, None
+    parts = fastpath.record_parts(plan, dockerfile, step, ctx.snapshot, secrets, config.builder, platform)
+    if not options.fast_path or options.no_cache:
+        reporter.message(f"{'--no-fast-path' if not options.fast_path else '--no-cache'}: full build")
+        return None, parts
+    same = [r for r in refs if r.repository == refs[0].repository]
+    why = "a tag is in another repository" if len(same) != len(refs) else fastpath.full_build_reason(record, parts)
+    if why:
+        reporter.message(f"{why}: full build")
+        return None, parts
+    try:
+        appended = fastpath.append(refs, record, step, ctx.directory, labels, BUILD_LABELS, platform, reporter)
+    except fastpath.Refused as exc:
+        reporter.message(f"{exc}: full build")
+        return None, parts
+    except fastpath.PartlyTagged as exc:
+        raise RegistryError(f"the fast path failed: {exc}") from None
+    except RegistryError as exc:
+        raise RegistryError(f"the fast path failed: {exc}; no tag was changed") from None
+    fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or ""), reporter)
+    return appended, parts
+
+
+def _engine_listening() -> bool:
+    """Whether an engine may answer: its unix socket exists (any other DOCKER_HOST is tried)."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return not host.startswith("unix://") or os.path.exists(host.removeprefix("unix://"))
+
+
+def _sync_engine(refs: Sequence[ImageRef], reporter: Reporter) -> None:
+    """After an append, the engine's own tags of these names would still name older images (a later `docker run`
+    or `buildkit-py push` of one would use the stale image): where an engine has such a tag, it pulls the new
+    image (it has the lower layers from the build of the older one: only the code layer travels) and the tags
+    move to it. An engine without any of them (a CI runner's) pulls nothing: a CUDA image is gigabytes."""
+    if not _engine_listening():
+        return
+    from .builders.engine_images import EngineImages
+
+    started = time.perf_counter()
+    try:
+        images = EngineImages()
+        if all(images.image_id(ref) is None for ref in refs):
+            return
+        image_id = images.pull(refs[0])
+        if image_id is None:
+            raise EngineError(f"the engine could not pull {refs[0]}")
+        images.tag(image_id, refs)
+    except BuildkitError as exc:
+        reporter.message(f"note: the local engine's tags still name older images ({exc}); "
+                         f"`docker pull {refs[0]}` brings the new one")
+        return
+    reporter.message(f"the local engine has it too: pulled in {time.perf_counter() - started:.2f} s (the code layer only)")
+
+
+def _pull_appended(builder, record: fastpath.Record | None, ref: ImageRef, reporter: Reporter) -> str | None:
+    """The image the fast path pushed with this very content, pulled into the engine (which has the layers below
+    the code layer from the full build, so only the code layer travels); None when there is none to pull."""
+    if record is None or record.content_tag != ref.tag or not hasattr(builder, "pull"):
+        return None
+    started = time.perf_counter()
+    image_id = builder.pull(ref)
+    if image_id is not None:
+        reporter.message(f"pulled {ref}, pushed by the fast path, in {time.perf_counter() - started:.2f} s "
+                         "(only the layers the engine lacked)")
+    return image_id
+
+
 def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None,
           plan: Plan | None = None) -> BuildResult:
     from concurrent.futures import ThreadPoolExecutor
 
+    from . import fastpath
+
+    started = time.perf_counter()
     backend = builder_class(config.builder)
+    remote_builder = getattr(backend, "remote", False)  # builds and pushes where it runs: no fast path from here
     # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
-    # rendered; an error of the inputs still comes first.
+    # rendered; an error of the inputs still comes first. A push that may take the fast path needs no builder:
+    # it is made only if the build turns out to be a full one.
+    record = fastpath.load_record(image_refs(config, "latest", None)[0].repository, config.variant) \
+        if options.fast_path and not remote_builder else None
+    eager = not (options.push and record)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        creating = pool.submit(backend.create, options.docker)
+        creating = pool.submit(backend.create, options.docker) if eager else None
         describing = pool.submit(git_revision, config.root)
         plan, dockerfile, ignore = _inputs(config, backend.supports_secrets, dockerfile, plan, options.locked)
-        builder, revision = creating.result(), describing.result()
+        revision = describing.result()
+        if creating is not None:
+            creating.result()
     # A lock's wheels are for its platform (linux/amd64 unless the config names one): the build targets the same.
     platform = config.platform or ("linux/amd64" if plan.gpu or plan.lock else None)
     cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None
     # A remote builder's settings, checked before anything is uploaded; its secrets come from where it runs.
-    remote = backend.settings(config, options.cloudbuild_endpoint) if getattr(backend, "remote", False) else None
+    remote = backend.settings(config, options.cloudbuild_endpoint) if remote_builder else None
 
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
         secrets = () if remote else _secrets(config, Path(tmp))  # every input is checked before the engine is reached
-        if secrets and not builder.supports_secrets:
+        if secrets and not backend.supports_secrets:
             raise BuildError(
-                f"the {builder.name} builder cannot pass secrets ({', '.join(s for s, _ in secrets)}) without writing "
+                f"the {backend.name} builder cannot pass secrets ({', '.join(s for s, _ in secrets)}) without writing "
                 "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
                 "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
             )
@@ -263,15 +367,25 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
             for note in snapshot.notes:
                 reporter.message(f"note: {note}")
             refs = image_refs(config, f"bk-{snapshot.digest[:16]}", revision)
-            image_id = None if options.no_cache else builder.image_id(refs[0])
+            labels = [(CONTENT_LABEL, snapshot.digest)]
+            if revision:
+                labels.append((REVISION_LABEL, revision))
+            if config.variant:
+                labels.append((VARIANT_LABEL, config.variant))
+            scan = time.perf_counter() - started  # plan, render, listing, reading and staging the files
+            appended, parts = (None, None) if remote_builder else _fast_path(config, options, record, plan, dockerfile, ctx,
+                                                                              refs, labels, secrets, platform, reporter)
+            if appended is not None:
+                if config.builder != "buildah":  # buildah keeps images in its own storage, not the engine's
+                    _sync_engine(refs, reporter)
+                return BuildResult(appended.image_id, tuple(str(r) for r in refs), True, snapshot.digest, plan,
+                                   appended.pushed, (("scan", scan), *appended.timings))
+            builder = creating.result() if creating is not None else backend.create(options.docker)
+            image_id = None if options.no_cache else builder.image_id(refs[0]) or _pull_appended(builder, record, refs[0],
+                                                                                               reporter)
             built = image_id is None
             if built:
                 reporter.message(f"building {refs[0]} ({len(snapshot.files)} files in the context, builder {builder.name})")
-                labels = [(f"{LABEL_PREFIX}.content-digest", snapshot.digest)]
-                if revision:
-                    labels.append(("org.opencontainers.image.revision", revision))
-                if config.variant:
-                    labels.append((f"{LABEL_PREFIX}.variant", config.variant))
                 request = BuildRequest(
                     context_dir=ctx.directory,
                     dockerfile=ctx.dockerfile,
@@ -297,4 +411,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
         # The inline cache's tag is the same image: one more manifest when it shares the repository.
         cache = [cache_ref] if cache_ref is not None and builder.inline_cache else []
         pushed = push_image(builder.push, refs + cache, reporter)[:len(refs)]
+        if parts is not None:  # what the next code-only edit appends to
+            fastpath.save_record(fastpath.Record(refs[0].repository, config.variant, parts, pushed[0].digest,
+                                                 refs[0].tag or ""), reporter)
     return BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, plan, pushed)

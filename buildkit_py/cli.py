@@ -89,6 +89,8 @@ def _build_flags(parser: argparse.ArgumentParser) -> None:
                        help="let a very large file into the build context (repeatable)")
     group.add_argument("--docker", help="docker client to run BuildKit with (default: $BUILDKIT_PY_DOCKER or found)")
     group.add_argument("--no-cache", action="store_true", help="rebuild every layer")
+    group.add_argument("--no-fast-path", action="store_false", dest="fast_path",
+                       help="with --push: build and push through the engine even when only the code changed")
     group.add_argument("--progress", choices=PROGRESS, default="auto",
                        help="progress display (auto: live on a terminal, plain lines otherwise)")
     _cloudbuild_flags(parser)
@@ -135,7 +137,7 @@ def _project(args: argparse.Namespace) -> api.Project:
 def _build_options(args: argparse.Namespace) -> api.BuildOptions:
     return api.BuildOptions(push=getattr(args, "push", False), docker=args.docker, no_cache=args.no_cache,
                             cache_ref=args.cache_ref, locked=getattr(args, "locked", False),
-                            cloudbuild_endpoint=args.cloudbuild_endpoint)
+                            cloudbuild_endpoint=args.cloudbuild_endpoint, fast_path=args.fast_path)
 
 
 def _print_json(value) -> None:

@@ -580,6 +580,8 @@ class Snapshot:
     files: tuple[str, ...]  # POSIX paths relative to the root, sorted; the files buildkit-py adds last
     digest: str  # sha256 hex of the Dockerfile text and every file's path, kind (mode or link) and content
     notes: tuple[str, ...]
+    # (path, kind, content sha256) per file, as the digest covers them: what the fast path compares step by step
+    entries: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -613,7 +615,7 @@ def _snapshot(listing: ContextListing, directory: Path | None) -> Snapshot:
     listing is left out with a note: the digest covers what was read, and that alone."""
     digest = hashlib.sha256(DIGEST_SCHEME)
     digest.update(_record("dockerfile", "Dockerfile", hashlib.sha256(listing.dockerfile_text.encode()).hexdigest()))
-    files, notes = [], list(listing.notes)
+    files, notes, entries = [], list(listing.notes), []
     for rel, source, limit in listing.sources:
         try:
             kind, content = _take(rel, source, limit, None if directory is None else directory / rel)
@@ -625,7 +627,8 @@ def _snapshot(listing: ContextListing, directory: Path | None) -> Snapshot:
                                f"{exc.strerror or exc}") from None
         digest.update(_record(kind, rel, content))
         files.append(rel)
-    return Snapshot(tuple(files), digest.hexdigest(), tuple(notes))
+        entries.append((rel, kind, content))
+    return Snapshot(tuple(files), digest.hexdigest(), tuple(notes), tuple(entries))
 
 
 def hash_context(listing: ContextListing) -> Snapshot:

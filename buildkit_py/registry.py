@@ -514,6 +514,10 @@ MANIFEST_TYPES = ", ".join(("application/vnd.oci.image.index.v1+json",
 _CHALLENGE = re.compile(r'([A-Za-z_]+)="([^"]*)"', re.ASCII)
 
 
+class Unreachable(RegistryError):
+    """The registry did not answer (refused or reset connection, timeout): a try again may pass."""
+
+
 class RegistryClient:
     """The registry HTTP API v2 for one repository: anonymous, basic or bearer-token auth as the registry's
     challenge asks (the scope it names: pull, or pull and push), with the credentials this module finds."""
@@ -525,17 +529,31 @@ class RegistryClient:
         self.session = requests.Session()
         host = "registry-1.docker.io" if ref.registry == DOCKER_HUB else ref.registry
         # Docker talks plain http to loopback registries (insecure by default); so do we.
-        self.base = f"{'http' if is_loopback_host(registry_host(host)) else 'https'}://{host}/v2/{ref.path}"
+        self.origin = f"{'http' if is_loopback_host(registry_host(host)) else 'https'}://{host}"
+        self.base = f"{self.origin}/v2/{ref.path}"
         self.auth: dict[str, str] = {}
+        self.credentials_source: str | None = None  # where the credentials sent came from; None: none sent
+
+    def fork(self) -> RegistryClient:
+        """A client for the same repository with the credentials this one holds, on its own connections: for
+        requests made at the same time as this one's."""
+        other = RegistryClient(self.ref, self.providers)
+        other.auth, other.credentials_source = dict(self.auth), self.credentials_source
+        return other
 
     def request(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None):
-        """The response; a 401 is answered once with the credentials its challenge asks for."""
+        """The response; a 401 is answered once with the credentials its challenge asks for. PATH is relative
+        to the repository, or a Location the registry gave (absolute, or from its root)."""
+        url = path if path.startswith(("http://", "https://")) else self.origin + path if path.startswith("/") \
+            else f"{self.base}/{path}"
+        # Credentials go to the registry only, never to a host its Location names (a storage redirect).
+        same = url.startswith(self.origin + "/")
         for _ in range(2):
             try:
-                response = self.session.request(method, f"{self.base}/{path}", headers={**headers, **self.auth},
+                response = self.session.request(method, url, headers={**headers, **(self.auth if same else {})},
                                                 data=data, timeout=HTTP_TIMEOUT)
             except self.requests.exceptions.RequestException as exc:
-                raise RegistryError(f"cannot reach the registry {self.ref.registry}: {type(exc).__name__}") from None
+                raise Unreachable(f"cannot reach the registry {self.ref.registry}: {type(exc).__name__}") from None
             if response.status_code != 401:
                 return response
             self.auth = self._authorize(response.headers.get("WWW-Authenticate", ""))
@@ -543,6 +561,7 @@ class RegistryClient:
 
     def _authorize(self, challenge: str) -> dict[str, str]:
         creds = credentials_for(self.ref.registry, self.providers)
+        self.credentials_source = creds.source if creds else None
         scheme = challenge.split(" ", 1)[0].lower()
         if scheme == "basic":
             if creds is None:
@@ -550,6 +569,9 @@ class RegistryClient:
                                     "BUILDKIT_PY_REGISTRY_USERNAME/_PASSWORD, docker login, or Google ADC)")
             pair = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
             return {"Authorization": f"Basic {pair}"}
+        if not challenge:
+            raise RegistryError(f"{self.ref.registry} answered HTTP 401 without saying how to authenticate "
+                                "(no WWW-Authenticate header)")
         if scheme != "bearer":
             raise RegistryError(f"{self.ref.registry} asks for an authentication buildkit-py does not speak: "
                                 f"{show(challenge[:100])}")

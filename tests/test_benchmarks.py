@@ -28,6 +28,12 @@ def test_one_small_round_measures_every_way(testenv, tmp_path):
         assert figures["cold_bytes"] > 10_000_000, way
         assert figures["layers"] >= 3, way
     assert medians["buildkit-py"]["dockerfile_s"] > 0 and medians["buildkit-py"]["package_s"] > 0
+    # The fast path: the one-line edit stored only its code layer, config and manifest, with or without an engine;
+    # the same edit through BuildKit and the engine was measured beside it.
+    ours = medians["buildkit-py"]
+    assert ours["edit_bytes"] < 200_000 and ours["edit_no_engine_bytes"] < 200_000 and ours["edit_engine_bytes"] > 0
+    assert all(ours[f"fast_{stage}_s"] > 0 for stage in ("scan", "base", "tar", "upload", "manifest"))
+    assert ours["startup_s"] > 0
     assert "| buildkit-py |" in (tmp_path / "results.md").read_text()
 
 

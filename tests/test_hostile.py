@@ -417,12 +417,14 @@ def test_autopackage_options_of_the_wrong_type_exit_2(tmp_path):
 SKIP_IMAGE_CHECK_VALUES = ["yes\n", "\u2028", "a" * 70000, os.fsdecode(b"\xff\xfe")]
 
 
-@pytest.mark.parametrize("command", ["plan", "submit", "autopackage"])
+@pytest.mark.parametrize("command, flag", [("plan", "--skip-image-check"), ("submit", "--skip-image-check"),
+                                           ("autopackage", "--skip-image-check"), ("build", "--no-fast-path"),
+                                           ("run", "--no-fast-path")])
 @pytest.mark.parametrize("value", SKIP_IMAGE_CHECK_VALUES, ids=["newline", "u2028", "70000", "invalid-utf8"])
-def test_skip_image_check_takes_no_value(tmp_path, capsys, monkeypatch, command, value):
+def test_switches_take_no_value(tmp_path, capsys, monkeypatch, command, flag, value):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    code, out, err = main(capsys, command, "--dir", str(tmp_path), f"--skip-image-check={value}")
-    assert code == 2 and "--skip-image-check" in err and out == ""
+    code, out, err = main(capsys, command, "--dir", str(tmp_path), f"{flag}={value}")
+    assert code == 2 and flag in err and out == ""
 
 
 def test_skip_image_check_of_another_type_is_refused_by_the_api(tmp_path):
@@ -542,3 +544,13 @@ def test_hostile_cloudbuild_endpoint_exits_2_naming_it(tmp_path, capsys, monkeyp
     monkeypatch.setenv("BUILDKIT_PY_CLOUDBUILD_ENDPOINT", value)
     code, _, err = main(capsys, "build", "--dir", str(tmp_path))
     assert code == 2 and "$BUILDKIT_PY_CLOUDBUILD_ENDPOINT" in err, err
+def test_fast_path_of_another_type_is_refused_by_the_api(tmp_path):
+    from buildkit_py import api
+
+    write(tmp_path, "trainer/task.py", "")
+    for wrong in ("false", 0, [False], None):
+        for call in (lambda o: api.build(api.Project(directory=tmp_path), o, None),
+                     lambda o: api.run(api.Project(directory=tmp_path), api.RunOptions(build=o), None)):
+            with pytest.raises(BuildkitError) as caught:
+                call(api.BuildOptions(push=True, fast_path=wrong))
+            assert caught.value.exit_code == 2 and "--no-fast-path" in str(caught.value)

@@ -55,6 +55,24 @@ class EngineImages:
             if not existed:
                 added.append(ref)
 
+    def pull(self, ref: ImageRef) -> str | None:
+        """Bring an image from its registry into the engine, which fetches only the layers it lacks; its ID, or
+        None when the registry or the engine refused (the caller builds instead)."""
+        from docker.errors import DockerException
+        from requests.exceptions import RequestException
+
+        from ..registry import credentials_for
+
+        creds = credentials_for(ref.registry)
+        try:
+            for chunk in self.client.api.pull(ref.repository, tag=ref.tag, stream=True, decode=True,
+                                              auth_config=creds.auth_config() if creds else None):
+                if "error" in chunk or "errorDetail" in chunk:
+                    return None
+        except (DockerException, RequestException):
+            return None
+        return self._engine_image_id(ref)
+
     def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
         from ..registry import push  # loaded by a push only: planning and rendering never need it
 

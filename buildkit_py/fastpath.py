@@ -1,0 +1,467 @@
+"""The fast path: a code-only edit becomes a new image in the registry, with no build, no engine and no push.
+
+A full build that pushes leaves a build record (in cache_dir(), one per repository and variant) naming what lies
+below the code layer: the plan, the Dockerfile, the content of every file an earlier step copies, the package
+index settings and CA bundle (as hashes: the record never holds a secret), the builder and the platform. When
+all of that is unchanged, the previous image (the record's manifest digest) keeps its layers below the code
+layer, and the staged context becomes the new code layer, as the Dockerfile's final `COPY . DIR` lays it out:
+sorted entries, root-owned, the staged modes and fixed mtimes, gzip without a timestamp. Blob, config and
+manifest go up through the registry API (Docker v2 or OCI, as the previous image was); tags come last, so an
+interrupted or refused append leaves no tag on a half-written image.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import hashlib
+import io
+import json
+import os
+import posixpath
+import shlex
+import stat
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .context import FIXED_MTIME, Snapshot
+from .errors import OutputError, RegistryError, show
+from .fsutil import cache_dir, write_atomic
+from .plan import Plan
+from .progress import Reporter
+from .refs import ImageRef
+from .registry import MANIFEST_TYPES, AuthProvider, PushResult, RegistryClient, Unreachable, default_providers, retry_delay
+
+RECORD_SCHEME = 1
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
+LAYER_TYPES = {DOCKER_MANIFEST: "application/vnd.docker.image.rootfs.diff.tar.gzip",
+               OCI_MANIFEST: "application/vnd.oci.image.layer.v1.tar+gzip"}
+T = TypeVar("T")
+GZIP_LEVEL = 6  # fixed: another level gives another blob digest for the same code
+# Instructions that change the image config but add no layer: allowed after the code COPY.
+_METADATA_ONLY = frozenset(("ENV", "LABEL", "ENTRYPOINT", "CMD", "EXPOSE", "STOPSIGNAL", "HEALTHCHECK", "USER", "ARG",
+                            "SHELL", "VOLUME", "MAINTAINER", "ONBUILD"))
+_LAYERS = frozenset(("FROM", "RUN", "COPY", "ADD", "WORKDIR"))
+# Why each part of the record differs, as the output says it.
+_WHY = {"plan": "the plan changed (base image, Python, framework or packages)",
+        "dockerfile": "the template changed (the Dockerfile is not the same)",
+        "index": "the package index settings or the CA bundle changed",
+        "builder": "the builder or the platform changed"}
+
+
+class Refused(RegistryError):
+    """The registry cannot hold the appended image (e.g. it refuses its manifest's media type): a full build may."""
+
+
+class PartlyTagged(RegistryError):
+    """A tag was refused after others were written: those name the complete new image."""
+
+
+@dataclass(frozen=True)
+class CodeStep:
+    """The Dockerfile's final `COPY . DEST` and the context paths that earlier steps copy."""
+
+    dest: str
+    instruction: str
+    earlier_sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Record:
+    repository: str
+    variant: str | None
+    parts: tuple[tuple[str, str], ...]  # (name, sha256) of each thing below the code layer
+    manifest: str  # digest of the last image pushed for this repository and variant
+    content_tag: str
+
+
+@dataclass(frozen=True)
+class Appended:
+    image_id: str  # the config digest, as an engine names the image
+    pushed: tuple[PushResult, ...]
+    timings: tuple[tuple[str, float], ...]  # (stage, seconds): base, tar, upload, manifest
+
+
+def _instructions(text: str) -> list[tuple[str, str]]:
+    """(KEYWORD, arguments) per instruction, continuation lines joined and comments dropped."""
+    found, pending = [], ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        keyword, _, rest = (pending + stripped).partition(" ")
+        found.append((keyword.upper(), rest.strip()))
+        pending = ""
+    return found
+
+
+def _words(arguments: str) -> list[str] | None:
+    if arguments.startswith("["):
+        try:
+            words = json.loads(arguments)
+        except ValueError:
+            return None
+        return words if isinstance(words, list) and all(isinstance(w, str) for w in words) else None
+    try:
+        return shlex.split(arguments)
+    except ValueError:
+        return None
+
+
+def code_step(dockerfile: str) -> CodeStep | str:
+    """The code step of a Dockerfile, or why it has none the fast path can replace."""
+    steps = _instructions(dockerfile)
+    unknown = sorted({k for k, _ in steps} - _METADATA_ONLY - _LAYERS)
+    if unknown:
+        return f"the Dockerfile has instructions buildkit-py does not follow ({', '.join(map(show, unknown))})"
+    layered = [i for i, (keyword, _) in enumerate(steps) if keyword in _LAYERS]
+    last = layered[-1] if layered else -1
+    words = _words(steps[last][1]) if last >= 0 and steps[last][0] == "COPY" else None
+    if not words or len(words) != 2 or words[0] not in (".", "./") or not words[1].startswith("/"):
+        return "the Dockerfile's last layer is not a plain `COPY . DIR` of the trainer"
+    sources: list[str] = []
+    for keyword, arguments in steps[:last]:
+        if keyword not in ("COPY", "ADD"):
+            continue
+        args = _words(arguments) or []
+        flags = [w for w in args if w.startswith("--")]
+        if any(f.startswith("--from") for f in flags):
+            continue  # another stage's files: the Dockerfile text names that stage
+        for source in (w for w in args[:-1] if not w.startswith("--")):
+            clean = posixpath.normpath(source).lstrip("/")
+            if clean in (".", "") or "://" in source:
+                return f"an earlier step ({keyword} {show(source)}) copies the whole context or a URL"
+            sources.append(clean)
+    dest = posixpath.normpath(words[1])
+    return CodeStep(dest, f"COPY . {words[1]}", tuple(sources))
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def record_parts(plan: Plan, dockerfile: str, step: CodeStep, snapshot: Snapshot,
+                 secrets: Sequence[tuple[str, Path]], builder: str, platform: str | None) -> tuple[tuple[str, str], ...]:
+    """What lies below the code layer, each part hashed: equal parts make the same lower layers."""
+    parts = [("plan", _sha(json.dumps(plan.to_dict(), sort_keys=True, default=str).encode())),
+             ("dockerfile", _sha(dockerfile.encode()))]
+    for source in step.earlier_sources:
+        copied = [f"{rel}\0{kind}\0{content}" for rel, kind, content in snapshot.entries
+                  if rel == source or rel.startswith(source + "/") or fnmatchcase(rel, source)]
+        parts.append((f"input:{source}", _sha("\n".join(copied).encode())))
+    # Hashes of the index settings and CA bundle only, in a file of the user's own cache: never their text.
+    parts.append(("index", _sha(b"".join(_sha(name.encode() + b"\0" + path.read_bytes()).encode()
+                                         for name, path in secrets))))
+    parts.append(("builder", _sha(f"{builder}\0{platform}".encode())))
+    return tuple(parts)
+
+
+def _record_path(repository: str, variant: str | None) -> Path:
+    return cache_dir() / "build-records" / (_sha(f"{repository}\0{variant or ''}".encode())[:32] + ".json")
+
+
+def load_record(repository: str, variant: str | None) -> Record | None:
+    """The last image's record; None when there is none or it cannot be read (the fast path then just waits
+    for the next full build to write a good one)."""
+    try:
+        data = json.loads(_record_path(repository, variant).read_text(encoding="utf-8"))
+        if data.get("scheme") != RECORD_SCHEME or data.get("repository") != repository:
+            return None
+        return Record(repository, variant, tuple((str(k), str(v)) for k, v in data["parts"]),
+                      str(data["manifest"]), str(data["content_tag"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def save_record(record: Record, reporter: Reporter | None = None) -> None:
+    """Write the record; one that cannot be written (a read-only cache) is said, never fatal: the image is pushed,
+    and the next code edit takes the full build."""
+    try:
+        write_atomic(_record_path(record.repository, record.variant), json.dumps({
+            "scheme": RECORD_SCHEME, "repository": record.repository, "variant": record.variant,
+            "parts": [list(p) for p in record.parts], "manifest": record.manifest, "content_tag": record.content_tag,
+        }, indent=1) + "\n")
+    except OutputError as exc:
+        if reporter is not None:
+            reporter.message(f"note: no build record for the fast path ({exc}); the next code edit takes the full build")
+
+
+def full_build_reason(record: Record | None, parts: tuple[tuple[str, str], ...]) -> str | None:
+    """Why this build cannot be an append to the recorded image; None when only the code changed."""
+    if record is None:
+        return "no previous image"
+    before = dict(record.parts)
+    for name, value in parts:
+        if before.get(name) != value:
+            if name.startswith("input:"):
+                return f"{name.removeprefix('input:')} changed"
+            return _WHY[name]
+    if set(before) != {name for name, _ in parts}:
+        return _WHY["dockerfile"]
+    return None
+
+
+def code_layer(directory: Path, dest: str) -> tuple[bytes, str]:
+    """The gzip blob and the diff_id (sha256 of the tar) of the staged context copied to DEST, entry by entry as
+    BuildKit's COPY lays it out: DEST and its parents, then a depth-first walk in byte order of names, owned by
+    root:root, with the staged modes and mtimes. Directories get FIXED_MTIME (BuildKit gives them the build's
+    time, which would make every digest new)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        top = dest.strip("/")
+        parts = top.split("/")
+
+        def add(name: str, path: Path | None) -> None:
+            info = tarfile.TarInfo(name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            if path is None:
+                info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, FIXED_MTIME
+                tar.addfile(info)
+                return
+            st = path.lstat()
+            info.mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                info.type, info.linkname, info.mtime = tarfile.SYMTYPE, os.readlink(path), int(st.st_mtime)
+                tar.addfile(info)
+            elif stat.S_ISDIR(st.st_mode):
+                info.type, info.mtime = tarfile.DIRTYPE, FIXED_MTIME
+                tar.addfile(info)
+            else:
+                info.size, info.mtime = st.st_size, int(st.st_mtime)
+                with path.open("rb") as handle:
+                    tar.addfile(info, handle)
+
+        for depth in range(1, len(parts) + 1):
+            add("/".join(parts[:depth]), None)
+
+        def walk(folder: Path, name: str) -> None:
+            for entry in sorted(os.listdir(folder), key=os.fsencode):
+                path = folder / entry
+                add(f"{name}/{entry}", path)
+                if path.is_dir() and not path.is_symlink():
+                    walk(path, f"{name}/{entry}")
+
+        walk(directory, top)
+    tar_bytes = raw.getvalue()
+    return gzip.compress(tar_bytes, compresslevel=GZIP_LEVEL, mtime=0), "sha256:" + _sha(tar_bytes)
+
+
+def _json_body(response, what: str, digest: str | None = None) -> dict:
+    body = response.content
+    if digest and "sha256:" + _sha(body) != digest:
+        raise RegistryError(f"the registry gave back another {what} than {digest}")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise RegistryError(f"the registry's {what} is not JSON") from None
+    if not isinstance(data, dict):
+        raise RegistryError(f"the registry's {what} is not a JSON object")
+    return data
+
+
+def _refusal(response) -> str:
+    return f"HTTP {response.status_code}: {show(response.text[:300])}"
+
+
+def _check(client: RegistryClient, response, ref: ImageRef, action: str, ok: Iterable[int]) -> None:
+    if response.status_code in ok:
+        return
+    if response.status_code in (401, 403):  # said as the engine's push says it
+        who = (f"the credentials from {client.credentials_source}" if client.credentials_source
+               else "an anonymous request (no credentials found)")
+        raise RegistryError(f"{ref.registry} refused {who}: {action} for {ref.repository} ({_refusal(response)})")
+    raise RegistryError(f"{ref.registry} refused {action} for {ref.repository} ({_refusal(response)})")
+
+
+def _platform_manifest(client: RegistryClient, ref: ImageRef, index: dict, platform: str | None) -> tuple[str, str]:
+    """The digest and media type of the build platform's manifest in an index."""
+    os_name, _, arch = (platform or "linux/amd64").partition("/")
+    for entry in index.get("manifests") or []:
+        found = entry.get("platform") or {}
+        if found.get("os") == os_name and found.get("architecture") == arch.split("/")[0]:
+            return entry["digest"], entry["mediaType"]
+    raise RegistryError(f"the previous image of {ref.repository} is an index without a {os_name}/{arch} manifest")
+
+
+def _in_background(function: Callable[..., T], *args) -> Callable[[], T]:
+    """Run FUNCTION in a daemon thread (one that Ctrl-C does not wait for); the returned call waits for its
+    result or raises its exception."""
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as exc:  # handed to the caller's thread, which decides
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    return result
+
+
+ATTEMPTS = 4  # as the engine's push: a rate limit, a 5xx or a dropped connection is tried again, with back-off
+BACKOFF, MAX_WAIT = 0.5, 30.0
+_TRANSIENT = frozenset((408, 429, 500, 502, 503, 504))
+
+
+def _send(client: RegistryClient, method: str, path: str, headers: dict[str, str], data: bytes | None = None):
+    """One request, tried again where the registry's answer (or its silence) says that a later try may pass."""
+    attempt = 0
+    while True:
+        attempt += 1
+        wait = None
+        try:
+            response = client.request(method, path, headers, data)
+        except Unreachable:
+            if attempt == ATTEMPTS:
+                raise
+        else:
+            if response.status_code not in _TRANSIENT or attempt == ATTEMPTS:
+                return response
+            asked = response.headers.get("Retry-After", "")
+            wait = float(asked) if asked.isdigit() and int(asked) <= MAX_WAIT else None
+        time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT, wait))
+
+
+def _lost_layer(client: RegistryClient, digests: Sequence[str]) -> str | None:
+    """The first of these blobs the registry does not have, or None."""
+    return next((d for d in digests if _send(client, "HEAD", f"blobs/{d}", {}).status_code != 200), None)
+
+
+def _upload(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> bool:
+    """Upload a blob unless the registry has it; True when it was sent. A failed upload starts again from a new
+    upload session (the failed one may be gone)."""
+    if _send(client, "HEAD", f"blobs/{digest}", {}).status_code == 200:
+        return False
+    attempt = 0
+    while True:
+        attempt += 1
+        started = _send(client, "POST", "blobs/uploads/", {"Content-Length": "0"})
+        _check(client, started, ref, "a blob upload", (202,))
+        location = started.headers.get("Location", "")
+        if not location:
+            raise RegistryError(f"{ref.registry} started a blob upload without a Location")
+        try:
+            put = client.request("PUT", location + ("&" if "?" in location else "?") + f"digest={digest}",
+                                 {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}, data)
+        except Unreachable:
+            if attempt == ATTEMPTS:
+                raise
+        else:
+            if put.status_code not in _TRANSIENT or attempt == ATTEMPTS:
+                _check(client, put, ref, f"blob {digest}", (201, 204))
+                return True
+        time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT))
+
+
+def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: Path, labels: Sequence[tuple[str, str]],
+           owned: Sequence[str], platform: str | None, reporter: Reporter,
+           providers: Iterable[AuthProvider] | None = None) -> Appended:
+    """The new image: the recorded image's layers below its code layer, the staged context as the code layer,
+    its config with new diff_ids, history and labels (the labels named in `owned` are the build's own: those it
+    does not set this time are removed); tagged under every ref once its manifest is stored.
+    Raises Refused where the registry cannot hold the result, RegistryError for every other failure."""
+    started = time.perf_counter()
+    providers = list(providers) if providers is not None else default_providers()
+    ref = refs[0]
+    client = RegistryClient(ref, providers)
+    got = _send(client, "GET", f"manifests/{record.manifest}", {"Accept": MANIFEST_TYPES})
+    if got.status_code == 404:
+        raise Refused(f"the previous image {ref.repository}@{record.manifest} is gone from the registry")
+    _check(client, got, ref, f"the read of the previous image {record.manifest}", (200,))
+    manifest, media = _json_body(got, "manifest", record.manifest), got.headers.get("Content-Type", "").split(";")[0]
+    media = manifest.get("mediaType") or media
+    if media in INDEX_TYPES:
+        digest, media = _platform_manifest(client, ref, manifest, platform)
+        got = _send(client, "GET", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
+        _check(client, got, ref, f"the read of manifest {digest}", (200,))
+        manifest = _json_body(got, "manifest", digest)
+    if media not in LAYER_TYPES:
+        raise Refused(f"the previous image's manifest is {show(media)}, which the fast path does not write")
+    config_descriptor = manifest.get("config") or {}
+    got = _send(client, "GET", f"blobs/{config_descriptor.get('digest')}", {})
+    _check(client, got, ref, "the read of the previous image's config", (200,))
+    config = _json_body(got, "image config", config_descriptor.get("digest"))
+    layers = list(manifest.get("layers") or [])
+    diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
+    history = list(config.get("history") or [])
+    layered = [i for i, h in enumerate(history) if not h.get("empty_layer")]
+    if not layers or len(layers) != len(diff_ids) or len(layered) != len(layers) \
+            or not str(history[layered[-1]].get("created_by", "")).startswith(step.instruction):
+        raise Refused(f"the previous image's last layer is not made by `{step.instruction}`")
+    # Lower layers must still be there (a manifest naming a lost blob would be an image nobody can pull): checked
+    # while the code layer is made and sent, and before the manifest is written.
+    lost = _in_background(_lost_layer, client.fork(), [layer["digest"] for layer in layers[:-1]])
+
+    timings = [("base", time.perf_counter() - started)]
+    started = time.perf_counter()
+    blob, diff_id = code_layer(directory, step.dest)
+    blob_digest = "sha256:" + _sha(blob)
+    timings.append(("tar", time.perf_counter() - started))
+
+    started = time.perf_counter()
+    new_config = copy.deepcopy(config)
+    new_config["rootfs"] = {**config["rootfs"], "diff_ids": diff_ids[:-1] + [diff_id]}
+    new_labels = dict((new_config.get("config") or {}).get("Labels") or {})
+    for name in owned:
+        new_labels.pop(name, None)
+    new_labels.update(labels)
+    new_config.setdefault("config", {})["Labels"] = new_labels
+    config_bytes = json.dumps(new_config, separators=(",", ":"), ensure_ascii=False).encode()
+    config_digest = "sha256:" + _sha(config_bytes)
+    config_sent = _in_background(_upload, client.fork(), ref, config_digest, config_bytes)
+    sent = _upload(client, ref, blob_digest, blob)
+    config_sent()
+    timings.append(("upload", time.perf_counter() - started))
+    missing = lost()
+    if missing:
+        raise RegistryError(f"{ref.registry} has lost layer {missing} of the previous image {ref.repository}@"
+                            f"{record.manifest}; run with --no-fast-path to build and push every layer again")
+
+    started = time.perf_counter()
+    new_manifest = {
+        "schemaVersion": 2, "mediaType": media,
+        "config": {"mediaType": config_descriptor["mediaType"], "size": len(config_bytes), "digest": config_digest},
+        "layers": layers[:-1] + [{"mediaType": LAYER_TYPES[media], "size": len(blob), "digest": blob_digest}],
+    }
+    body = json.dumps(new_manifest, indent=3).encode()
+    digest = "sha256:" + _sha(body)
+    put = _send(client, "PUT", f"manifests/{digest}", {"Content-Type": media}, body)
+    if put.status_code in (400, 415) and any(code in put.text for code in ("MANIFEST_INVALID", "UNSUPPORTED")) \
+            or put.status_code == 415:
+        raise Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(put)})")
+    _check(client, put, ref, f"the manifest {digest}", (201, 200))
+    results: list[PushResult] = []
+    for target in refs:
+        tagged = _send(client, "PUT", f"manifests/{target.tag}", {"Content-Type": media}, body)
+        try:
+            _check(client, tagged, target, f"the tag {target.tag}", (201, 200))
+        except RegistryError as exc:
+            if not results:
+                raise
+            raise PartlyTagged(f"{exc}; {', '.join(r.tag for r in results)} already name the whole new image {digest}") \
+                from None
+        results.append(PushResult(f"{target.repository}@{digest}", target.tag or "latest", digest, len(body)))
+    timings.append(("manifest", time.perf_counter() - started))
+    reporter.message(f"appended the code layer ({len(blob)} bytes{'' if sent else ', already in the registry'}) to "
+                     f"{ref.repository}@{record.manifest}: {ref} is {digest}")
+    return Appended(config_digest, tuple(results), tuple(timings))
