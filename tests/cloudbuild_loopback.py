@@ -27,6 +27,7 @@ from pathlib import Path
 
 from google.cloud.devtools import cloudbuild_v1
 from google.protobuf.json_format import ParseError
+from vertex_loopback import send_json
 
 DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
 SECRET_BYTES = 65536  # Secret Manager's limit on a secret version's payload
@@ -238,12 +239,7 @@ class CloudBuildStandIn:
                 pass
 
             def _send(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, code, body)
 
             def _route(self, method: str) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))

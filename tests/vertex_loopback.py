@@ -105,6 +105,16 @@ def new_key_file(directory: Path, token_uri: str) -> tuple[Path, str]:
     return path, public
 
 
+
+def send_json(handler: BaseHTTPRequestHandler, code: int, body: dict) -> None:
+    """A JSON answer as Google's REST APIs give it (the loopback stand-ins share it)."""
+    data = json.dumps(body).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json; charset=UTF-8")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
 class FakeVertex:
     def __init__(self, public_key: str | None = None, states: tuple[str, ...] = STATES,
                  pipeline_states: tuple[str, ...] = PIPELINE_STATES):
@@ -206,12 +216,7 @@ class FakeVertex:
                 pass
 
             def _send(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, code, body)
 
             def _authorized(self) -> bool:
                 header = self.headers.get("Authorization", "")
