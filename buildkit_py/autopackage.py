@@ -25,7 +25,7 @@ from packaging.version import Version
 
 from .api_usage import directory_uses
 from .api_usage import notes as removed_notes
-from .config import _bad_character, find_config, load_raw
+from .config import bad_character, find_config, load_raw
 from .errors import ConfigError, show
 from .fsutil import read_text
 from .matrix import Matrix, load_matrix, version_key
@@ -721,7 +721,7 @@ def _other_dockerfiles(directory: Path) -> list[str]:
 
 
 def _checked_text(text: str, where: str) -> None:
-    bad = _bad_character(text)
+    bad = bad_character(text)
     if bad:
         raise ConfigError(f"{show(text)}: {bad}", where=where)
     if len(text) > MAX_REQUIREMENT:

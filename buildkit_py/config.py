@@ -314,7 +314,7 @@ def _unknown_key(raw: _Raw, path: tuple, key: Any, allowed: list[str]) -> Config
     return _err(raw, path + (key,), f"unknown key; {hint}allowed keys: {', '.join(sorted(allowed))}")
 
 
-def _bad_character(text: str) -> str | None:
+def bad_character(text: str) -> str | None:
     """Why a character of this text may not appear in any config value, or None."""
     for ch in text:
         category = unicodedata.category(ch)
@@ -337,7 +337,7 @@ def _string(raw: _Raw, path: tuple, value: Any, *, allow_numbers: bool = False, 
         raise _err(raw, path, f"{shown} must be a string (quote it)")
     if len(value) > limit:
         raise _err(raw, path, f"{shown} is too long: at most {limit} characters")
-    reason = _bad_character(value)
+    reason = bad_character(value)
     if reason:
         raise _err(raw, path, f"{shown} is not allowed: {reason}")
     return value
@@ -653,7 +653,7 @@ _SERVICE_ACCOUNT = re.compile(r"[A-Za-z0-9._+-]{1,64}@[a-z0-9.-]{1,253}", re.ASC
 _VPC = re.compile(r"projects/[0-9]{1,20}/global/networks/[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
 _TENSORBOARD = re.compile(r"projects/[a-z0-9-]{1,30}/locations/[a-z0-9-]{1,40}/tensorboards/[0-9]{1,20}", re.ASCII)
 _RESERVATION = re.compile(r"[A-Za-z0-9._/-]{1,512}", re.ASCII)
-_METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,127}", re.ASCII)
+METRIC_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,127}", re.ASCII)
 _DURATION = re.compile(r"([0-9]{1,7})([smhd]?)", re.ASCII)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_DURATION = 30 * 86400  # seconds
@@ -929,7 +929,7 @@ def _hyperparameters(raw: _Raw, path: tuple, value: Any) -> Hyperparameters:
     missing = [k for k in ("metric", "goal", "max_trials", "parallel_trials", "params") if k not in data]
     if missing:
         raise _err(raw, path, f"{', '.join(missing)} required")
-    metric = _pattern(raw, path + ("metric",), data["metric"], _METRIC, "the metric's tag as the trainer reports it "
+    metric = _pattern(raw, path + ("metric",), data["metric"], METRIC_TAG, "the metric's tag as the trainer reports it "
                                                                       "(ASCII letters, digits, _ . / -)")
     goal = _choice(raw, path + ("goal",), data["goal"], GOALS)
     max_trials = _int(raw, path + ("max_trials",), data["max_trials"], 1, 10000)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import _METRIC, load_raw, param_name, validate_keys
+from ..config import METRIC_TAG, load_raw, param_name, validate_keys
 from ..errors import ConfigError, show
 from ..resources import read_data, resource_dir
 
@@ -287,7 +287,7 @@ def _hyperparameters(conv: _Converter, raw: Any, hp: dict) -> dict:
     out: dict[str, Any] = {"goal": hp.get("goal"), "metric": hp.get("hyperparameterMetricTag", "training/hptuning/metric"),
                            "max_trials": hp.get("maxTrials", 1), "parallel_trials": hp.get("maxParallelTrials", 1)}
     tag = out["metric"]
-    if not isinstance(tag, str) or not _METRIC.fullmatch(tag):
+    if not isinstance(tag, str) or not METRIC_TAG.fullmatch(tag):
         # AI Platform took any tag; Vertex AI's StudySpec.MetricSpec.metric_id allows no whitespace, and buildkit-py
         # keeps to the characters a tag file name and a label can hold.
         raise conv.bad(f"{field}.hyperparameterMetricTag", tag,
