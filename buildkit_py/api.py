@@ -1170,12 +1170,17 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
                   not built.built]
     if pushes:
         with stages.stage("push") as out:
-            try:
-                if options.submit.skip_image_check:  # this machine's requests do not reach the registry; the engine's may
-                    raise RegistryError("not looked up")
-                preflight.manifest(refs[0])
+            # --skip-image-check: this machine's requests do not reach the registry (the engine's may): no lookup.
+            present = False
+            if not options.submit.skip_image_check:
+                try:
+                    preflight.manifest(refs[0])
+                    present = True
+                except RegistryError:
+                    pass  # not there, or not readable from here: pushed
+            if present:
                 out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
-            except RegistryError:
+            else:
                 builder = builder_class(config.builder).create(options.build.docker)
                 pushed = _build.push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
                 out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
