@@ -20,6 +20,7 @@ from .builders import builder_class
 from .builders.base import BuildRequest
 from .config import Config, default_ca_bundle
 from .context import BuildContext, ContextListing, hash_context, list_context, staged
+from .engine import engine_may_answer
 from .errors import BuildError, BuildkitError, ConfigError, EngineError, RegistryError
 from .fsutil import read_text
 from .lock import STALE_LOCK
@@ -276,18 +277,12 @@ def _fast_path(config: Config, options: BuildOptions, record: fastpath.Record | 
     return appended, parts
 
 
-def _engine_listening() -> bool:
-    """Whether an engine may answer: its unix socket exists (any other DOCKER_HOST is tried)."""
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    return not host.startswith("unix://") or os.path.exists(host.removeprefix("unix://"))
-
-
 def _sync_engine(refs: Sequence[ImageRef], reporter: Reporter) -> None:
     """After an append, the engine's own tags of these names would still name older images (a later `docker run`
     or `buildkit-py push` of one would use the stale image): where an engine has such a tag, it pulls the new
     image (it has the lower layers from the build of the older one: only the code layer travels) and the tags
     move to it. An engine without any of them (a CI runner's) pulls nothing: a CUDA image is gigabytes."""
-    if not _engine_listening():
+    if not engine_may_answer():
         return
     from .builders.engine_images import EngineImages
 

@@ -6,9 +6,17 @@ import os
 
 from .errors import EngineError
 
+DEFAULT_HOST = "unix:///var/run/docker.sock"  # where Docker's clients look when DOCKER_HOST is unset
+
 
 def engine_host() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock (default)"
+    return os.environ.get("DOCKER_HOST") or f"{DEFAULT_HOST} (default)"
+
+
+def engine_may_answer() -> bool:
+    """Whether an engine may answer, without asking it: its unix socket exists (any other DOCKER_HOST is tried)."""
+    host = os.environ.get("DOCKER_HOST") or DEFAULT_HOST
+    return not host.startswith("unix://") or os.path.exists(host.removeprefix("unix://"))
 
 
 def engine_client():
