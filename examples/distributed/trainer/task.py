@@ -1,5 +1,5 @@
 """An all-reduce over TCP with the standard library: rank 0 listens on MASTER_ADDR:MASTER_PORT,
-every other rank connects, sends its value, and receives the sum. Stands in for
+every other rank connects once, then each step sends its value and receives the sum. Stands in for
 torch.distributed.init_process_group("gloo", init_method="env://") without needing torch."""
 
 from __future__ import annotations
@@ -16,40 +16,54 @@ except ImportError:
     hypertune = None
 
 
-def recv_json(conn: socket.socket) -> dict:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = conn.recv(4096)
-        if not chunk:
-            raise ConnectionError("peer closed the connection")
-        data += chunk
-    return json.loads(data)
+def recv_json(stream) -> dict:
+    line = stream.readline()
+    if not line:
+        raise ConnectionError("peer closed the connection")
+    return json.loads(line)
 
 
-def all_reduce(value: float, rank: int, world: int, addr: str, port: int, timeout: float = 120) -> float:
-    if world == 1:
-        return value
-    if rank == 0:
-        with socket.create_server((addr, port)) as server:
-            server.settimeout(timeout)
-            peers = [server.accept()[0] for _ in range(world - 1)]
-            total = value + sum(recv_json(p)["value"] for p in peers)
-            for peer in peers:
-                peer.sendall(json.dumps({"sum": total}).encode() + b"\n")
-                peer.close()
+class Group:
+    """One TCP connection per peer for the whole run, as a real process group keeps:
+    reopening a port per step races with the ephemeral ports the last step's sockets hold."""
+
+    def __init__(self, rank: int, world: int, addr: str, port: int, timeout: float = 120):
+        self.rank, self.world, self.peers = rank, world, []
+        if world == 1:
+            return
+        if rank == 0:
+            with socket.create_server((addr, port)) as server:
+                server.settimeout(timeout)
+                conns = [server.accept()[0] for _ in range(world - 1)]
+            self.peers = [(c, c.makefile("r")) for c in conns]
+            return
+        deadline = time.monotonic() + timeout
+        while True:  # the chief may not be listening yet
+            try:
+                conn = socket.create_connection((addr, port), timeout=timeout)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self.peers = [(conn, conn.makefile("r"))]
+
+    def all_reduce(self, value: float) -> float:
+        if self.world == 1:
+            return value
+        if self.rank == 0:
+            total = value + sum(recv_json(stream)["value"] for _, stream in self.peers)
+            for conn, _ in self.peers:
+                conn.sendall(json.dumps({"sum": total}).encode() + b"\n")
             return total
-    deadline = time.monotonic() + timeout
-    while True:  # the chief may not be listening yet
-        try:
-            conn = socket.create_connection((addr, port), timeout=5)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-    with conn:
-        conn.sendall(json.dumps({"rank": rank, "value": value}).encode() + b"\n")
-        return recv_json(conn)["sum"]
+        conn, stream = self.peers[0]
+        conn.sendall(json.dumps({"rank": self.rank, "value": value}).encode() + b"\n")
+        return recv_json(stream)["sum"]
+
+    def close(self) -> None:
+        for conn, stream in self.peers:
+            stream.close()
+            conn.close()
 
 
 def main() -> None:
@@ -58,10 +72,14 @@ def main() -> None:
     args = parser.parse_args()
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     addr, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), int(os.environ.get("MASTER_PORT", "29500"))
+    group = Group(rank, world, addr, port)
     total = 0.0
-    for step in range(args.steps):
-        total = all_reduce(float(rank + 1 + step), rank, world, addr, port + step)
-        print(f"rank {rank}/{world} step {step}: global sum {total:g}", flush=True)
+    try:
+        for step in range(args.steps):
+            total = group.all_reduce(float(rank + 1 + step))
+            print(f"rank {rank}/{world} step {step}: global sum {total:g}", flush=True)
+    finally:
+        group.close()
     if rank == 0 and hypertune is not None:
         hypertune.HyperTune().report_hyperparameter_tuning_metric(
             hyperparameter_metric_tag="global_sum", metric_value=total, global_step=args.steps)
