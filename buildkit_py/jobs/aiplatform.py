@@ -141,7 +141,7 @@ class _Converter:
 
 def convert(path: Path, given: Given = Given()) -> Conversion:
     """The legacy file as config keys; given flags fill what it leaves out (a CUSTOM tier's master machine,
-    the image of a package job). Applying them over the result is the caller's (api._job_settings)."""
+    the image of a package job). Applying them over the result is the caller's (api.jobs._job_settings)."""
     try:
         raw, _ = load_raw(path, path.parent)
     except ConfigError as exc:

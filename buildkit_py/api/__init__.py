@@ -1,0 +1,86 @@
+"""The one door into the pipeline: typed options in, typed results out, one module per stage.
+
+The command line, `autopackage`, and the generated Makefile and CI files call only this package.
+Every function validates all of its input before it reaches an engine, a registry or the
+network, and reports failures as the errors of buildkit_py.errors (each with its exit code).
+
+Each name is imported from its module on first use (PEP 562), so that a command imports only the
+stages it runs (`dockerfile` must start in well under 0.2 s; tests/test_startup.py keeps it so).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# The module (of this package, or of buildkit_py) that defines each name; __all__ lists the same names
+# (tests/test_public_api.py keeps the two equal).
+_MODULES: dict[str, tuple[str, ...]] = {
+    ".project": ("Project", "load", "resolve", "variant_configs"),
+    ".catalog": ("MatrixOptions", "SeriesVersions", "Versions", "executors", "matrix_check", "matrix_refresh", "versions"),
+    ".images": ("DockerfileResult", "PRINTABLE", "VariantsResult", "build", "build_variants", "dockerfile", "executor_build",
+                "lock", "print_value", "push"),
+    ".generated": ("GeneratedFile", "ci", "make"),
+    ".packages": ("PackageOptions", "PackageResult", "package"),
+    ".runs": ("RunOptions", "doctor", "run"),
+    ".jobs": ("CancelResult", "JobOptions", "JobResult", "PlanResult", "SubmitOptions", "SubmitResult", "cancel", "job",
+              "plan", "submit"),
+    ".autopackaging": ("AutopackageOptions", "AutopackageResult", "autopackage"),
+    ".tuning": ("TuneOptions", "tune"),
+    "..build": ("BuildOptions", "BuildResult"),
+    "..lock": ("LockOptions", "LockResult"),
+    "..config": ("cloudbuild_flag_name",),
+    "..executors": ("Executor",),
+    "..registry": ("PushResult",),
+    "..jobs.local": ("RunResult",),
+}
+_HOMES = {name: module for module, names in _MODULES.items() for name in names}
+
+__all__ = ["AutopackageOptions", "AutopackageResult", "BuildOptions", "BuildResult", "CancelResult",
+    "DockerfileResult", "Executor", "GeneratedFile", "JobOptions", "JobResult", "LockOptions", "LockResult",
+    "MatrixOptions", "PRINTABLE", "PackageOptions", "PackageResult", "PlanResult", "Project", "PushResult",
+    "RunOptions", "RunResult", "SeriesVersions", "SubmitOptions", "SubmitResult", "TuneOptions", "VariantsResult",
+    "Versions", "autopackage", "build", "build_variants", "cancel", "ci", "cloudbuild_flag_name", "dockerfile",
+    "doctor", "executor_build", "executors", "job", "load", "lock", "make", "matrix_check", "matrix_refresh",
+    "package", "plan", "print_value", "push", "resolve", "run", "submit", "tune", "variant_configs", "versions"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        value = getattr(importlib.import_module(_HOMES[name], __package__), name)
+        globals()[name] = value  # found once: later lookups do not come here
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from ..build import BuildOptions, BuildResult
+    from ..config import cloudbuild_flag_name
+    from ..executors import Executor
+    from ..jobs.local import RunResult
+    from ..lock import LockOptions, LockResult
+    from ..registry import PushResult
+    from .autopackaging import AutopackageOptions, AutopackageResult, autopackage
+    from .catalog import MatrixOptions, SeriesVersions, Versions, executors, matrix_check, matrix_refresh, versions
+    from .generated import GeneratedFile, ci, make
+    from .images import (
+        PRINTABLE,
+        DockerfileResult,
+        VariantsResult,
+        build,
+        build_variants,
+        dockerfile,
+        executor_build,
+        lock,
+        print_value,
+        push,
+    )
+    from .jobs import CancelResult, JobOptions, JobResult, PlanResult, SubmitOptions, SubmitResult, cancel, job, plan, submit
+    from .packages import PackageOptions, PackageResult, package
+    from .project import Project, load, resolve, variant_configs
+    from .runs import RunOptions, doctor, run
+    from .tuning import TuneOptions, tune

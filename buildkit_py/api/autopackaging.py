@@ -1,0 +1,294 @@
+"""autopackage: a trainer directory to a running job in one call."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import build as _build
+from ..build import BuildOptions
+from ..builders import builder_class
+from ..errors import ConfigError, RegistryError, show
+from ..fsutil import cache_dir, read_text, write_atomic
+from ..matrix import load_matrix
+from ..plan import Plan, closest_python, make_plan, usable_python
+from ..progress import Reporter
+from ..refs import parse_ref
+from .images import check_build_options, executor_build_for
+from .jobs import (
+    JobOptions,
+    SubmitOptions,
+    SubmitResult,
+    check_poll,
+    check_submit_options,
+    plan_job,
+    settings_for,
+    submit_planned,
+    vertex_job,
+)
+from .project import MAX_GPUS, Project, check_count, load, runs_dir
+from .runs import RunOptions, check_run_options, run_sdists
+
+# The modules below cost a command that does not use them (`dockerfile` must start in well under
+# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+if TYPE_CHECKING:
+    from .. import autopackage as _autopackage
+    from ..jobs import aiplatform
+    from ..jobs.local import RunResult
+
+AUTOPACKAGE_TARGETS = ("local", "vertex", "loopback")  # loopback: a Vertex AI API on this machine (tests)
+AUTOPACKAGE_MODES = ("container", "package")
+
+
+@dataclass(frozen=True)
+class AutopackageOptions:
+    # local: build, push to the image's registry when it names one, run here with the cloud's env; vertex: build,
+    # push and submit. Default: vertex when a project is configured (job.project, $GOOGLE_CLOUD_PROJECT), else local.
+    target: str | None = None
+    mode: str = "container"  # or package: an sdist of the trainer on an executor image (framework, no trainer code)
+    dry_run: bool = False  # infer and plan; nothing is built, pushed, run or written
+    write_config: bool = False  # save what was inferred as buildkit.yaml (the only write into the trainer directory)
+    strict: bool = False  # an import no declared requirement covers exits 2 instead of being added
+    dockerfile: bool = False  # build the trainer directory's own Dockerfile as it is, instead of rendering one
+    with_launcher: bool = False  # with dockerfile: the launcher runs first, then the Dockerfile's own command
+    build: BuildOptions = field(default_factory=BuildOptions)
+    gpus: int = 0
+    output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs, outside the trainer directory
+    args: tuple[str, ...] = ()  # the local run's trainer args (a job's are job.args)
+    job: JobOptions = field(default_factory=JobOptions)  # with vertex: project, region...; image and target are set here
+    submit: SubmitOptions = field(default_factory=SubmitOptions)
+
+
+@dataclass(frozen=True)
+class AutopackageResult:
+    inferred: _autopackage.Inferred
+    stages: tuple[_autopackage.Stage, ...]
+    image: str
+    plan: Plan
+    next_steps: tuple[str, ...] = ()  # with dry_run: what would happen
+    run: RunResult | None = None
+    written: Path | None = None
+    submitted: SubmitResult | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return self.run.exit_code if self.run else 1 if self.submitted and self.submitted.failed else 0
+
+    def to_dict(self) -> dict:
+        return {"inferred": self.inferred.to_dict(), "image": self.image, "plan": self.plan.to_dict(),
+                "stages": [s.to_dict() for s in self.stages], "next": list(self.next_steps),
+                "run": self.run.to_dict() if self.run else None, "written": str(self.written) if self.written else None,
+                "submitted": self.submitted.to_dict() if self.submitted else None}
+
+
+def _legacy_build(project: Project, directory: Path, inferred: _autopackage.Inferred, conversion: aiplatform.Conversion,
+                  reporter: Reporter) -> tuple[tuple[str, Any], ...]:
+    """The config keys a legacy config.yaml gives the image where the trainer directory, its config and the
+    flags leave them out: the runtime's framework and Python, the master's GPU, masterConfig.imageUri's
+    repository. The legacy job's GPU wins over a local `gpu: false` (the job is judged by what it says)."""
+    from ..config import load_raw
+
+    raw, _ = load_raw(project.config, directory)
+    flagged = {k for k, v in project.overrides if v is not None}
+    inferred_keys = dict(inferred.overrides)
+    given = set(raw.data) | flagged | set(inferred_keys)
+    out: dict[str, Any] = {}
+    notes = []
+    runtime = conversion.runtime
+    # The trainer's own pin wins; an import or open range took the runtime's release already (infer's prefer).
+    declared = inferred_keys.get("framework")
+    if runtime is not None and declared not in (None, runtime.framework) and "framework" not in set(raw.data) | flagged:
+        notes.append(f"runtimeVersion {runtime.version} ran {runtime.framework}; the trainer declares {declared}: "
+                     "building that")
+    if runtime is not None and "framework" not in set(raw.data) | flagged and declared in (None, runtime.framework):
+        out["framework"] = runtime.framework
+        name, _, version = runtime.framework.partition("==")
+        matrix = load_matrix()
+        known = matrix.framework(name)
+        series = next((x.for_release(version) for x in known.series if version in x.releases), None) if known else None
+        if series is None:  # the plan's error names the releases the version data has
+            notes.append(f"{runtime.framework} (what runtimeVersion {runtime.version} ran) is not in the version data; set "
+                         "framework: (or --framework) to build another release")
+        elif "python" not in given and (usable := usable_python(matrix, series)):
+            # The runtime's Python where the wheels exist for it and an image can have it (the launcher's floor).
+            out["python"] = closest_python(runtime.python, usable)
+            if out["python"] != runtime.python:
+                notes.append(f"AI Platform ran {runtime.framework} on Python {runtime.python}; buildkit-py images have "
+                             f"Python >= {matrix.distros.min_python} and its wheels are for Python "
+                             f"{', '.join(series.python)}: building with {out['python']}, the closest")
+        # No usable Python (TensorFlow 1.15-2.1): the plan refuses the release with its real options.
+    chief = conversion.values["job"].chief
+    if chief.accelerator_type and chief.accelerator_count and not {"gpu", "accelerator"} & flagged:
+        said = {k: raw.data[k] for k in ("gpu", "accelerator") if k in raw.data}
+        out.update(accelerator=chief.accelerator_type, gpu=True)
+        if said.get("gpu") is False or said.get("accelerator", chief.accelerator_type) != chief.accelerator_type:
+            notes.append(f"the legacy job runs on {chief.accelerator_type}; {raw.source} says "
+                         f"{', '.join(f'{k}: {json.dumps(v)}' for k, v in said.items())}: the image is built for the job's GPU")
+    image = conversion.values["job"].image
+    if image and "image" not in given:
+        out["image"] = parse_ref(image, field="trainingInput.masterConfig.imageUri").repository
+        notes.append(f"masterConfig.imageUri {image}: the image built from {directory} goes to {out['image']} (set "
+                     "image: or --image to push it elsewhere)")
+    for note in (*conversion.notes, *notes):
+        reporter.message(f"note: {note}")
+    return tuple(out.items())
+
+
+def autopackage(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
+    """Infer what the config leaves out, then render, build, push (when the image names a registry) and run."""
+    from .. import autopackage as _autopackage
+    from ..jobs import preflight
+    from ..jobs.local import run_local
+    from ..packaging import build_sdist
+
+    if options.target is not None and options.target not in AUTOPACKAGE_TARGETS:
+        raise ConfigError(f"{show(options.target)} is not a target; one of {', '.join(AUTOPACKAGE_TARGETS)}",
+                          field="--target")
+    if options.mode not in AUTOPACKAGE_MODES:
+        raise ConfigError(f"{show(options.mode)} is not a mode; one of {', '.join(AUTOPACKAGE_MODES)}", field="--mode")
+    check_count("--gpus", options.gpus, MAX_GPUS)
+    check_build_options(options.build)
+    for name, value in (("--strict", options.strict), ("--dockerfile", options.dockerfile),
+                        ("--with-launcher", options.with_launcher)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{show(value)} is not allowed: true or false", field=name)
+    if options.with_launcher and not options.dockerfile:
+        raise ConfigError("--with-launcher adds the launcher to the directory's own Dockerfile: give it with "
+                          "--dockerfile (rendered images always have it)", field="--with-launcher")
+    if options.dockerfile and options.mode != "container":
+        raise ConfigError("--dockerfile builds the directory's Dockerfile into a trainer image; --mode package runs an "
+                          "sdist on an executor image instead: give one of them", field="--dockerfile")
+    check_submit_options(options.submit)
+    directory = project.directory or (project.config.parent if project.config else Path.cwd())
+    conversion = None
+    if options.job.from_aiplatform is not None:  # its errors before any inference
+        from ..jobs import aiplatform
+
+        # The image autopackage builds runs the trainer: a package job (packageUris, pythonModule) needs no runtime image.
+        conversion = aiplatform.convert(options.job.from_aiplatform, aiplatform.Given(autopackage=True))
+    stages = _autopackage.Stages(reporter)
+    with stages.stage("infer") as out:
+        runtime = conversion.runtime if conversion is not None else None
+        inferred = _autopackage.infer(directory, project.config, dict(project.overrides), strict=options.strict,
+                                      dockerfile=options.dockerfile, with_launcher=options.with_launcher,
+                                      prefer=(runtime.framework, f"what runtimeVersion {runtime.version} ran")
+                                      if runtime else None,
+                                      module=conversion.module if conversion is not None else None)
+        out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
+        out[1] = not inferred.overrides
+    for note in inferred.notes:
+        reporter.message(f"note: {note}")
+    written = None
+    own_dockerfile = read_text(directory / inferred.dockerfile, "Dockerfile") if options.dockerfile else None
+    if own_dockerfile is not None and options.with_launcher:
+        from ..render import render_with_launcher
+
+        own_dockerfile = render_with_launcher(own_dockerfile, str(directory / inferred.dockerfile))
+    if options.write_config and not options.dry_run:
+        if inferred.config_file is not None:
+            raise ConfigError(f"{show(str(inferred.config_file))} exists: autopackage writes a config only where there "
+                              "is none", field="--write-config")
+        written = directory / "buildkit.yaml"
+        write_atomic(written, _autopackage.config_text(inferred))
+    legacy: tuple[tuple[str, Any], ...] = ()
+    if conversion is not None:
+        legacy = _legacy_build(project, directory, inferred, conversion, reporter)
+    project = replace(project, directory=directory, overrides=legacy + inferred.overrides + project.overrides)
+    loaded = load(project)  # the only load: each stage below gets what the one before resolved
+    config = replace(loaded, network=loaded.network or "host")  # as `run`: workers rendezvous over loopback
+    target = options.target or ("vertex" if options.job.project or (config.job and config.job.project) or any(
+        os.environ.get(n) for n in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")) else "local")
+    with stages.stage("render") as out:
+        # Planned and rendered once (with buildkit.lock's pins when a current lock is there): the content tag's digest
+        # and the build hash the same text, and the build's context gets the same locked requirements.
+        planned, dockerfile, _ = _build._inputs(config, builder_class(config.builder).supports_secrets, own_dockerfile,
+                                                make_plan(config))
+        refs, _ = _build.planned_refs(config, dockerfile, planned, git=False)  # refs[0] only: the content tag
+        fw = planned.framework
+        out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
+                  f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
+                  + (f"image {refs[0]}" if options.mode == "container" else "an executor image and an sdist of the trainer"))
+        if own_dockerfile is not None:
+            out[0] = f"{inferred.dockerfile} as it is{' with the launcher' if options.with_launcher else ''}, image {refs[0]}"
+    pushes = refs[0].registry != "docker.io"  # a registry named in the image; Docker Hub is never pushed to unasked
+    if target != "local":
+        if options.mode == "package":
+            raise ConfigError("--mode package submits only from `buildkit-py submit`: stage the sdist with "
+                              "`buildkit-py package --stage gs://...` and set job.python_package", field="--mode")
+        if not pushes:
+            raise ConfigError(f"--target {target} needs the image in a registry the service pulls from: pass --image "
+                              "REGION-docker.pkg.dev/PROJECT/REPO/NAME (or set image:)", field="--image")
+        if options.args:
+            raise ConfigError(f"trainer arguments after `--` are for a local run; a job's are `job.args` "
+                              f"(got {show(list(options.args))})", field="ARGS")
+        job_options = replace(options.job, image=str(refs[0]), target=target)
+        job_config, settings, _, _ = settings_for(loaded, job_options)
+        vertex_job(job_config, settings, job_options, planned)  # the spec's errors before any build
+    elif options.job.pipeline:
+        raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
+                          "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
+                          "autopackage runs the trainer here", field="--pipeline")
+    if options.dry_run:
+        what = "a training pipeline (the job, then the model's upload)" if options.job.pipeline else "it"
+        last = ("run it here as Vertex AI runs it (CLUSTER_SPEC, AIP_* directories, hypertune metric file)"
+                if target == "local" else f"submit {what} to the {target} API after `plan`'s checks")
+        steps = (f"build {refs[0]}", f"push {refs[0]}" if pushes else "no push: the image names no registry (--image)",
+                 last)
+        return AutopackageResult(inferred, tuple(stages.done), str(refs[0]), planned, steps, written=written)
+    with stages.stage("build") as out:
+        if options.mode == "package":
+            built = executor_build_for(config, replace(options.build, push=False), reporter)  # network: host, as `run`
+            refs = [parse_ref(built.tags[0], field="--tag")]
+            pushes = refs[0].registry != "docker.io"
+        else:
+            built = _build.build(config, replace(options.build, push=False), reporter, dockerfile, planned)
+        out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
+                  not built.built]
+    if pushes:
+        with stages.stage("push") as out:
+            # --skip-image-check: this machine's requests do not reach the registry (the engine's may): no lookup.
+            present = False
+            if not options.submit.skip_image_check:
+                try:
+                    preflight.manifest(refs[0])
+                    present = True
+                except RegistryError:
+                    pass  # not there, or not readable from here: pushed
+            if present:
+                out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
+            else:
+                builder = builder_class(config.builder).create(options.build.docker)
+                pushed = _build.push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
+                out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
+    if target != "local":
+        with stages.stage("submit") as out:
+            if built.tags[0] != job_options.image:  # the files changed during the build: the job runs what was built
+                job_options = replace(job_options, image=built.tags[0])
+                job_config, settings, _, _ = settings_for(loaded, job_options)
+            check_poll(options.submit)
+            submitted = submit_planned(job_config, settings, job_options, options.submit,
+                                        plan_job(job_config, settings, job_options, options.submit, planned),
+                                        lambda state, job: reporter.message(f"state {state}"), planned)
+            out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
+                f"; model {submitted.model}" if submitted.model else "")
+        return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, written=written,
+                                 submitted=submitted)
+    if options.mode == "package":
+        with stages.stage("package") as out:
+            sdist = build_sdist(config, cache_dir() / "sdists")  # byte-identical for the same files: left as it is
+            out[0] = f"sdist {sdist.path} ({sdist.size} bytes, sha256 {sdist.sha256[:16]}), module {sdist.module}"
+    with stages.stage("run") as out:
+        run_options = RunOptions(gpus=options.gpus, output=options.output or runs_dir(config), args=options.args,
+                                 build=options.build)
+        if options.mode == "package":
+            run_options = replace(run_options, executor=built.tags[0], packages=(str(sdist.path),))
+            check_run_options(run_options)
+            ran = run_sdists(loaded, run_options, reporter)
+        else:
+            ran = run_local(built.tags[0], gpus=options.gpus, output=run_options.output, args=options.args,
+                            reporter=reporter, network=config.network)
+        out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
+    return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, run=ran, written=written)

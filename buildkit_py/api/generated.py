@@ -1,0 +1,44 @@
+"""The files buildkit-py writes for other tools: buildkit.mk for Make, CI pipelines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError, show
+from ..fsutil import write_atomic
+from .project import Project, load
+
+
+@dataclass(frozen=True)
+class GeneratedFile:
+    text: str
+    written: Path | None = None
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.written)} if self.written else {"text": self.text}
+
+
+def _generated(text: str, output: Path | None) -> GeneratedFile:
+    if output is not None:
+        write_atomic(output, text)
+    return GeneratedFile(text, output)
+
+
+def make(project: Project, output: Path | None = None) -> GeneratedFile:
+    """buildkit.mk: Make targets that each run one buildkit-py command, for `include buildkit.mk`."""
+    from ..makefile import render_makefile
+
+    config = load(project)
+    return _generated(render_makefile(config, project.config, output.parent if output else Path.cwd()), output)
+
+
+def ci(project: Project, flavour: str, output: Path | None = None) -> GeneratedFile:
+    """A CI pipeline (github, cloudbuild or gitlab) that builds every variant with a registry cache and pushes."""
+    from ..ci import CI_FLAVOURS, render_ci
+
+    if flavour not in CI_FLAVOURS:
+        raise ConfigError(f"{show(flavour)} is not a CI flavour buildkit-py writes; one of {', '.join(CI_FLAVOURS)}",
+                          field="FLAVOUR")
+    config = load(project)
+    return _generated(render_ci(config, project.config, flavour), output)

@@ -1,0 +1,384 @@
+"""Vertex AI jobs: the spec, the preflight plan, submission, cancellation."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from .. import build as _build
+from .. import lock as _lock
+from ..config import Config, JobConfig, job_flag
+from ..errors import BuildkitError, ConfigError, ResolutionError, ServiceError, WaitInterrupted, show
+from ..fsutil import write_atomic
+from ..plan import Plan, check_accelerator, make_plan
+from ..refs import parse_ref
+from .project import Project, load
+
+# The modules below cost a command that does not use them (`dockerfile` must start in well under
+# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+if TYPE_CHECKING:
+    from ..jobs import preflight, vertex
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """The job's flags; each overrides the config key of the same name under `job:`."""
+
+    image: str | None = None
+    name: str | None = None
+    machine_type: str | None = None
+    accelerator_type: str | None = None
+    accelerator_count: int | None = None
+    replica_count: int | None = None  # total: one chief (pool 0) and N-1 workers (pool 1)
+    project: str | None = None
+    region: str | None = None
+    target: str = "vertex"  # or loopback: an API on this machine, where loopback images are allowed
+    from_aiplatform: Path | None = None  # a legacy AI Platform config.yaml instead of the config's job
+    # A TrainingPipeline: the job, then the model uploaded to the Model Registry with a serving image.
+    pipeline: bool = False
+    serving_image: str | None = None  # overrides model.serving_image: an image, or NAME==VERSION of a prebuilt one
+    model_name: str | None = None  # overrides model.name
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    api_endpoint: str | None = None  # default: $BUILDKIT_PY_API_ENDPOINT, else https://REGION-aiplatform.googleapis.com
+    wait: bool = False
+    poll_interval: float = 15.0  # seconds between state reads while waiting
+    timeout: float = 60.0  # seconds per request
+    # For a registry this machine cannot reach (VPC Service Controls, Google's network only): plan and submit skip
+    # the manifest HEAD, so the image is neither checked nor pinned by digest (the job names its tag); said as a warning.
+    skip_image_check: bool = False
+
+
+def check_submit_options(options: SubmitOptions) -> None:
+    from ..jobs.preflight import SKIP_IMAGE_CHECK
+
+    if not isinstance(options.skip_image_check, bool):
+        raise ConfigError(f"{show(options.skip_image_check)} is not allowed: true or false", field=SKIP_IMAGE_CHECK)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    job: vertex.VertexJob
+    text: str  # the resource as JSON or YAML
+    not_converted: tuple[str, ...] = ()  # legacy fields left behind (--from-aiplatform)
+    notes: tuple[str, ...] = ()
+    written: Path | None = None
+
+    def to_dict(self) -> dict:
+        return self.job.resource  # the CustomJob / HyperparameterTuningJob itself
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    job: vertex.VertexJob  # pinned to the image's digest when the registry gave one
+    method: str
+    url: str
+    project: str
+    region: str
+    checks: tuple[preflight.Check, ...]
+    warnings: tuple[str, ...] = ()  # what was not checked and why
+
+    @property
+    def failed(self) -> tuple[preflight.Check, ...]:
+        return tuple(c for c in self.checks if c.ok is False)
+
+    def to_dict(self) -> dict:
+        return {"request": {"method": self.method, "url": self.url, "body": self.job.resource},
+                "checks": [c.to_dict() for c in self.checks], "notes": list(self.job.notes), "ok": not self.failed,
+                "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    name: str  # projects/P/locations/R/customJobs/ID
+    console_url: str
+    state: str
+    tried: tuple[str, ...] = ()  # alternatives refused for capacity or quota before this one, with the reason
+    error: str | None = None  # the job's error, when it failed
+    model: str | None = None  # a pipeline's uploaded model (projects/P/locations/R/models/ID), once it succeeded
+    warnings: tuple[str, ...] = ()  # the plan's
+
+    @property
+    def failed(self) -> bool:
+        return self.state in ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED", "PIPELINE_STATE_FAILED",
+                              "PIPELINE_STATE_CANCELLED")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "console_url": self.console_url, "state": self.state, "tried": list(self.tried),
+                "error": self.error, "model": self.model, "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    name: str
+    state: str
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "state": self.state}
+
+
+def _job_settings(project: Project, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
+    """The config, and its job with the flags applied (each checked by its config key's validator)."""
+    return settings_for(load(project), options)
+
+
+def settings_for(config: Config, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
+    """_job_settings for a config already loaded: the job with the flags (and a legacy file's job) applied."""
+    left: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    flags = {key: job_flag(key, getattr(options, key)) for key in
+             ("image", "name", "project", "region", "machine_type", "accelerator_type", "accelerator_count", "replica_count")
+             if getattr(options, key) is not None}
+    if options.from_aiplatform is not None:
+        config, left, notes = _legacy_config(config, options.from_aiplatform, flags)
+    settings = config.job or JobConfig()
+    chief = {k: flags.pop(k) for k in list(flags) if k in ("machine_type", "accelerator_type", "accelerator_count",
+                                                              "replica_count")}
+    return config, replace(settings, chief=replace(settings.chief, **chief), **flags), left, notes
+
+
+# What a legacy file decides as a whole: its cluster (every pool's machines and GPUs) and what runs on it.
+_LEGACY_WHOLE = ("chief", "workers", "parameter_servers", "reduction_server", "evaluators", "python_package", "image",
+                 "command")
+
+
+def _legacy_config(config: Config, path: Path, flags: dict) -> tuple[Config, tuple[str, ...], tuple[str, ...]]:
+    """The config with the legacy file's job: the file decides its machines, GPUs and image; the local config's
+    job only fills the settings the file leaves out (project, service account, env...), as do flags."""
+    from ..jobs import aiplatform
+
+    given = aiplatform.Given(**{k: flags.get(k) for k in ("machine_type", "accelerator_type", "accelerator_count", "image")})
+    conversion = aiplatform.convert(path, given)
+    legacy: JobConfig = conversion.values["job"]
+    local = config.job or JobConfig()
+    filled = {}
+    for item in fields(JobConfig):
+        value = getattr(legacy, item.name)
+        if item.name in _LEGACY_WHOLE or value != item.default:
+            continue
+        if item.name == "image" and legacy.python_package is not None:
+            continue
+        if getattr(local, item.name) != item.default:
+            filled[item.name] = getattr(local, item.name)
+    if legacy.labels and local.labels:  # both kept, the legacy file's value where a key is in both
+        filled["labels"] = tuple({**dict(local.labels), **dict(legacy.labels)}.items())
+    notes = list(conversion.notes)
+    if filled:
+        notes.append(f"from {config.source}: {', '.join(f'job.{k}' for k in filled)} (the legacy file leaves them out)")
+    hyperparameters = conversion.values.get("hyperparameters")
+    if hyperparameters is None and config.hyperparameters is not None:
+        hyperparameters = config.hyperparameters
+        notes.append(f"hyperparameters from {config.source} (the legacy file has none): a tuning job")
+    if "image" in flags and legacy.python_package is not None:
+        legacy = replace(legacy, python_package=None)  # the image runs the trainer (noted by the conversion)
+    config = replace(config, job=replace(legacy, **filled), hyperparameters=hyperparameters)
+    return config, conversion.not_converted, tuple(notes)
+
+
+def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_plan: Plan | None = None,
+                **kwargs) -> vertex.VertexJob:
+    """build_plan: the config's plan where the caller has it already (autopackage), else resolved here when needed."""
+    from ..jobs import vertex
+
+    # Resolved once, for the GPU check and the serving image.
+    planned = functools.cache(lambda: build_plan or make_plan(config))
+    check = None
+    if config.source != "(defaults)" and config.trainer is not None:  # an image built from this config
+        def check(accelerator: str) -> tuple[str, ...]:
+            try:
+                return check_accelerator(planned(), accelerator)
+            except ResolutionError as exc:
+                if options.from_aiplatform is None:
+                    raise
+                # A legacy job is judged by what it says: its GPUs stand, the local config's build is only a remark.
+                return (f"the legacy job runs on {accelerator}, but {config.source} says otherwise: {exc}; an image "
+                        "built from that config would not use the GPU as the job expects",)
+    if not options.pipeline and (options.serving_image is not None or options.model_name is not None):
+        raise ConfigError("the serving image and model name are a training pipeline's: add --pipeline",
+                          field="--serving-image" if options.serving_image is not None else "--model-name")
+    # The lock the config's image is built from (none for an image not built from it, or built unlocked).
+    locked = _lock.apply(config, planned(), locked=False).lock if check is not None else None
+    made = vertex.build_job(config, settings, target=options.target, revision=_build.git_revision(config.root),
+                            check_accelerator=check, lock_digest=locked.digest if locked else None, **kwargs)
+    if not options.pipeline:
+        return made
+    from ..config import ModelConfig, model_flag
+    from ..jobs import pipeline as jobs_pipeline
+
+    flags = {"serving_image": ("--serving-image", options.serving_image), "name": ("--model-name", options.model_name)}
+    model = replace(config.model or ModelConfig(),
+                    **{k: model_flag(k, value, flag) for k, (flag, value) in flags.items() if value is not None})
+    framework = None
+    if model.serving_image is None and not config.framework.is_none:  # the prebuilt image for the trainer's release
+        installed = planned().framework
+        framework = (installed.name, installed.version) if installed else None
+    fallback = kwargs.get("fallback")
+    return jobs_pipeline.build_pipeline(made, model, framework, region=(fallback and fallback.region) or settings.region,
+                                        target=options.target)
+
+
+def job(project: Project, options: JobOptions, output: Path | None = None, as_json: bool = False) -> JobResult:
+    """The Vertex AI CustomJob (or HyperparameterTuningJob) for the config and flags, checked; nothing is sent.
+    As YAML, or JSON; written to output when given."""
+    config, settings, left, notes = _job_settings(project, options)
+    made = vertex_job(config, settings, options)
+    text = json.dumps(made.resource, indent=2) + "\n" if as_json else yaml.safe_dump(made.resource, sort_keys=False)
+    if output is not None:
+        write_atomic(output, text)
+    return JobResult(made, text, left, notes, output)
+
+
+def _project_id(settings: JobConfig) -> str:
+    from ..jobs import submit as jobs_submit
+
+    if settings.project:
+        return settings.project
+    for name in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"):
+        if os.environ.get(name):
+            return job_flag("project", os.environ[name])
+    try:
+        _, found = jobs_submit.default_credentials()
+    except ServiceError:
+        found = None  # said below: the project is what is missing here
+    if not found:
+        raise ConfigError("no project: pass --project, set job.project or GOOGLE_CLOUD_PROJECT (or use credentials "
+                          "that name one)", field="--project")
+    return job_flag("project", found)
+
+
+def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = SubmitOptions()) -> PlanResult:
+    """What submit would send, and each check with its result: the image in its registry (a HEAD against it),
+    its platform, accelerator and machine fit, strategy, staging, the console URL."""
+    check_submit_options(submit_options)
+    config, settings, _, _ = _job_settings(project, options)
+    return plan_job(config, settings, options, submit_options)
+
+
+def plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_options: SubmitOptions,
+              build_plan: Plan | None = None) -> PlanResult:
+    """plan() for a config already loaded and its job settings (settings_for)."""
+    from ..jobs import preflight, vertex
+    from ..jobs import submit as jobs_submit
+
+    planned = vertex_job(config, settings, options, build_plan)
+    region = settings.region or vertex.DEFAULT_REGION
+    project_id = _project_id(settings)
+    ref = parse_ref(planned.image, field="--image")
+    checks, digest = preflight.image_checks(planned, ref, skip=submit_options.skip_image_check)
+    warnings = (f"{ref} was not checked ({preflight.SKIP_IMAGE_CHECK}): this machine did not look for it in {ref.registry}, "
+                "and the job names it by tag, not pinned by digest: a tag pushed again later changes what runs",
+                ) if submit_options.skip_image_check else ()
+    if digest:
+        planned = vertex_job(config, settings, options, build_plan, digest=digest)
+    if options.pipeline:
+        from ..jobs import pipeline as jobs_pipeline
+
+        checks.append(jobs_pipeline.serving_check(planned))
+    base = jobs_submit.api_endpoint(submit_options.api_endpoint, region, dict(os.environ))
+    url = f"{base}/v1/projects/{project_id}/locations/{region}/{planned.kind}"
+    console = vertex.console_url(project_id, region, "ID")
+    checks += preflight.job_checks(planned, project=project_id, region=region, console=console.replace("ID", "<job id>"),
+                                   staging=settings.staging_bucket or settings.base_output_directory)
+    return PlanResult(planned, "POST", url, project_id, region, tuple(checks), warnings)
+
+
+def submit(project: Project, options: JobOptions, submit_options: SubmitOptions = SubmitOptions(),
+           on_state: Callable[[str, dict], None] | None = None) -> SubmitResult:
+    """Check (as plan), then create the job; on a refusal for capacity or quota, the config's `fallbacks:` in
+    order. With wait, follow its state to the end (on_state at each change)."""
+    check_poll(submit_options)
+    check_submit_options(submit_options)
+    config, settings, _, _ = _job_settings(project, options)
+    return submit_planned(config, settings, options, submit_options, plan_job(config, settings, options, submit_options),
+                           on_state)
+
+
+def check_poll(submit_options: SubmitOptions) -> None:
+    if not 0 < submit_options.poll_interval <= 3600 or not 0 < submit_options.timeout <= 600:
+        raise ConfigError("poll interval and timeout: seconds, more than 0 (at most 3600 and 600)", field="--poll")
+
+
+def submit_planned(config: Config, settings: JobConfig, options: JobOptions, submit_options: SubmitOptions,
+                    planned: PlanResult, on_state: Callable[[str, dict], None] | None = None,
+                    build_plan: Plan | None = None) -> SubmitResult:
+    """submit() once its plan is made: nothing is loaded or planned again."""
+    from ..jobs import submit as jobs_submit
+    from ..jobs import vertex
+
+    if planned.failed:
+        first = planned.failed[0]
+        error = BuildkitError(f"nothing was sent: check {first.name} failed: {first.detail}")
+        error.exit_code = first.exit_code  # the failed check's own (2: bad input, 7: registry...)
+        raise error
+    credentials, _ = jobs_submit.default_credentials()
+    tried: list[str] = []
+    digest = _digest_of(planned.job.image)
+    alternatives = (None, *config.fallbacks)
+    for i, fallback in enumerate(alternatives):
+        attempt = planned.job if fallback is None else vertex_job(config, settings, options, build_plan, digest=digest,
+                                                                    fallback=fallback)
+        region = (fallback and fallback.region) or planned.region
+        base = jobs_submit.api_endpoint(submit_options.api_endpoint, region, dict(os.environ))
+        client = jobs_submit.Client(base, planned.project, region, credentials, timeout=submit_options.timeout)
+        try:
+            created = client.create(attempt.kind, attempt.resource)
+            break
+        except ServiceError as exc:
+            if not jobs_submit.is_capacity(exc) or i == len(alternatives) - 1:
+                raise
+            tried.append(f"{attempt.accelerator or 'CPU'} {attempt.machine_type} {region} "
+                         f"{attempt.strategy or 'STANDARD'}: {exc}")
+    name = str(created.get("name", ""))
+    try:
+        _, _, _, job_id = jobs_submit.parse_name(name)
+    except ConfigError:
+        raise ServiceError(f"the Vertex AI API at {client.base} created a job but answered no job name: {show(name)}") from None
+    result = SubmitResult(name, vertex.console_url(planned.project, region, job_id), str(created.get("state")), tuple(tried),
+                          warnings=planned.warnings)
+    if not submit_options.wait:
+        return result
+    what = "the training pipeline" if options.pipeline else "the job"
+    try:
+        final = client.wait(name, on_state or (lambda state, job: None), poll=submit_options.poll_interval)
+    except KeyboardInterrupt:
+        raise WaitInterrupted(f"stopped following {name}; {what} keeps running. Cancel it with: "
+                              f"buildkit-py cancel {name}") from None
+    result = replace(result, state=str(final.get("state")), error=jobs_submit.job_error(final))
+    if options.pipeline and result.state == "PIPELINE_STATE_SUCCEEDED":
+        from ..jobs import pipeline as jobs_pipeline
+
+        model = jobs_pipeline.uploaded_model(final)
+        if model is None:
+            raise ServiceError(f"{name} succeeded but names no uploaded model (modelToUpload.name): see "
+                               f"{result.console_url}")
+        result = replace(result, model=model)
+    return result
+
+
+def _digest_of(image: str | None) -> str | None:
+    return parse_ref(image, field="--image").digest if image else None
+
+
+def cancel(name: str, submit_options: SubmitOptions = SubmitOptions(), *, project: str | None = None,
+           region: str | None = None) -> CancelResult:
+    """Ask the service to cancel the job; it ends in JOB_STATE_CANCELLED (or had already ended). NAME is the
+    resource name submit prints, or a custom job's ID with project and region."""
+    from ..jobs import submit as jobs_submit
+
+    if "/" not in name and project is not None and region is not None:
+        name = f"projects/{job_flag('project', project)}/locations/{job_flag('region', region)}/customJobs/{name}"
+    project_id, region, _, _ = jobs_submit.parse_name(name)
+    base = jobs_submit.api_endpoint(submit_options.api_endpoint, region, dict(os.environ))
+    credentials, _ = jobs_submit.default_credentials()
+    client = jobs_submit.Client(base, project_id, region, credentials, timeout=submit_options.timeout)
+    client.cancel(name)
+    return CancelResult(name, str(client.get(name).get("state")))

@@ -1,0 +1,59 @@
+"""The trainer as a reproducible sdist, staged for Vertex AI's prebuilt containers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import lock as _lock
+from ..config import distribution_name, pep440_version
+from ..errors import ConfigError
+from ..plan import make_plan
+from .project import Project, load
+
+# The modules below cost a command that does not use them (`dockerfile` must start in well under
+# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+if TYPE_CHECKING:
+    from ..packaging import Sdist
+    from ..staging import Staged
+
+
+@dataclass(frozen=True)
+class PackageOptions:
+    module: str | None = None  # default: the config's trainer
+    script: str | None = None  # a single script, packaged as Vertex AI's SDK packages one
+    name: str | None = None  # default: the config's package.name, else the directory's name
+    version: str | None = None  # default: the config's package.version, else 0.0.0
+    out: Path | None = None  # default: ./dist
+    stage: str | None = None  # gs://BUCKET/PREFIX, file:///DIR or a directory
+
+
+@dataclass(frozen=True)
+class PackageResult:
+    sdist: Sdist
+    staged: Staged | None
+
+    @property
+    def uri(self) -> str:
+        return self.staged.uri if self.staged else self.sdist.path.resolve().as_uri()
+
+    def to_dict(self) -> dict:
+        return {**self.sdist.to_dict(), "uri": self.uri, "uploaded": self.staged.uploaded if self.staged else None}
+
+
+def package(project: Project, options: PackageOptions) -> PackageResult:
+    """The trainer as a reproducible sdist (checked: the module is in it), staged when asked."""
+    from ..packaging import build_sdist
+    from ..staging import parse_stage, stage
+
+    if options.module and options.script:
+        raise ConfigError("give --module or --script, not both", field="--script")
+    name = distribution_name(options.name, "--name") if options.name is not None else None
+    version = pep440_version(options.version, "--version") if options.version is not None else None
+    where = parse_stage(options.stage) if options.stage is not None else None
+    trainer = {"module": options.module} if options.module else {"script": options.script} if options.script else None
+    config = load(replace(project, overrides=project.overrides + ((("trainer", trainer),) if trainer else ())))
+    pins = _lock.pins(config, make_plan(config)) if _lock.lock_path(config).is_file() else {}
+    sdist = build_sdist(config, options.out or Path("dist"), name=name, version=version, pins=pins)
+    return PackageResult(sdist, stage(sdist.path, sdist.sha256, where) if where else None)

@@ -1,0 +1,138 @@
+"""Local runs: the image (or sdists on an executor image) run on this machine as Vertex AI runs it, and doctor."""
+
+from __future__ import annotations
+
+import tempfile
+import urllib.parse
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import build as _build
+from ..build import BuildOptions
+from ..config import Config
+from ..errors import ConfigError, show
+from ..progress import Reporter
+from ..refs import parse_ref
+from .images import check_build_options
+from .project import MAX_GPUS, MAX_WORKERS, Project, check_count, load, runs_dir
+
+# The modules below cost a command that does not use them (`dockerfile` must start in well under
+# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+if TYPE_CHECKING:
+    from .. import doctor as _doctor
+    from ..jobs.local import RunResult
+
+
+def doctor(gpus: int | None = None) -> list[_doctor.Finding]:
+    from .. import doctor as _doctor
+
+    if gpus is not None:
+        check_count("--gpus", gpus, MAX_GPUS)
+    return _doctor.diagnose(gpus)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    image: str | None = None  # default: build the project's image first
+    gpus: int = 0
+    workers: int = 0
+    output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs, outside the trainer directory
+    args: tuple[str, ...] = ()  # replace the image's default trainer args
+    build: BuildOptions = field(default_factory=BuildOptions)
+    # A PythonPackageSpec instead of a trainer image: an executor (an image, or NAME==VERSION from the
+    # catalog of Google's prebuilt images), the packages to install at start and the module to run.
+    executor: str | None = None
+    packages: tuple[str, ...] = ()
+    module: str | None = None  # default: the config's trainer
+    region: str | None = None  # picks the catalog image's regional repository
+    legacy: bool = False  # as AI Platform Training ran it: TF_CONFIG (master, worker, ps) and --job-dir
+    parameter_servers: int = 0  # ps tasks, with legacy
+
+
+def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
+    """Run the image the way Vertex AI runs it, on this machine (building it first when no image is given)."""
+    from ..jobs.local import run_local
+
+    check_run_options(options)
+    if options.executor is not None or options.packages:
+        return _run_packages(project, options, reporter)
+    # Host networking by default, for the build's RUN steps and the containers alike: workers
+    # rendezvous over loopback, and engines without a bridge (CI's) can still run them.
+    config = load(project)
+    network = config.network or "host"
+    if options.image is not None:
+        image = str(parse_ref(options.image, field="IMAGE"))
+    else:
+        image = _build.build(replace(config, network=network), options.build, reporter).tags[0]
+    return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output or runs_dir(config),
+                     args=options.args, reporter=reporter, network=network, legacy=options.legacy,
+                     parameter_servers=options.parameter_servers)
+
+
+def check_run_options(options: RunOptions) -> None:
+    check_count("--gpus", options.gpus, MAX_GPUS)
+    check_count("--workers", options.workers, MAX_WORKERS)
+    check_count("--ps", options.parameter_servers, MAX_WORKERS)
+    if options.parameter_servers and not options.legacy:
+        raise ConfigError("parameter servers are AI Platform Training's: add --legacy (Vertex AI runs them in pool 2 "
+                          "of a job; see `buildkit-py job`)", field="--ps")
+    for i, arg in enumerate(options.args):
+        if "\0" in arg:
+            raise ConfigError(f"{show(arg)} is not allowed: NUL characters cannot be passed to a process", field=f"ARGS[{i}]")
+    if options.output is not None and options.output.exists() and not options.output.is_dir():
+        raise ConfigError(f"{show(str(options.output))} exists and is not a directory", field="--output")
+    check_build_options(options.build)
+
+
+def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
+    if options.image is not None:
+        raise ConfigError(f"give an IMAGE or --executor, not both (IMAGE is {show(options.image)})", field="--executor")
+    if options.executor is None:
+        raise ConfigError("--package needs --executor IMAGE (or NAME==VERSION of a prebuilt training image)",
+                          field="--package")
+    if not options.packages:
+        raise ConfigError("--executor needs at least one --package (an sdist: a path, file://, https:// or gs:// URI)",
+                          field="--package")
+    overrides = project.overrides + ((("trainer", {"module": options.module}),) if options.module else ())
+    return run_sdists(load(replace(project, overrides=overrides)), options, reporter)
+
+
+def run_sdists(config: Config, options: RunOptions, reporter: Reporter) -> RunResult:
+    """The sdists (options.packages) on the executor image, for a config already loaded (with --module applied)."""
+    from ..executors import is_spec, resolve_executor
+    from ..jobs.local import package_run, run_local
+    from ..packaging import SCRIPT_MODULE
+
+    trainer = config.trainer
+    module = trainer.module if trainer and trainer.module else SCRIPT_MODULE if trainer else None
+    if module is None:
+        raise ConfigError("no module to run: pass --module (e.g. trainer.task) or set trainer in the config", field="--module")
+    packages = tuple(_package_uri(p, i) for i, p in enumerate(options.packages))
+    catalog = is_spec(options.executor)
+    if catalog:
+        image = resolve_executor(options.executor, gpu=config.gpu, region=options.region).uri
+    else:
+        image = str(parse_ref(options.executor, field="--executor"))
+    network = config.network or "host"
+    with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
+        spec = package_run(packages, module, _build._secrets(config, Path(tmp)), mount_launcher=catalog)
+        # No ARGS: the config's trainer args, as an image's CMD would give them.
+        args = options.args or (trainer.args if trainer else ())
+        return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output or runs_dir(config),
+                         args=args, reporter=reporter, network=network, package=spec)
+
+
+def _package_uri(text: str, index: int) -> str:
+    """A package as the run passes it: a remote URI as given, a local file (path or file://) by its absolute path."""
+    where = f"--package[{index}]"
+    if any(ord(c) < 0x21 or ord(c) == 0x7F or c == "," for c in text):
+        raise ConfigError(f"{show(text)} is not allowed: spaces, commas and control characters", field=where)
+    if text.startswith(("gs://", "https://", "http://")):
+        return text
+    if "://" in text and not text.startswith("file://"):
+        raise ConfigError(f"{show(text)}: the schemes are gs://, https://, http:// and file://, or a path", field=where)
+    path = Path(urllib.parse.unquote(text[len("file://"):]) if text.startswith("file://") else text)
+    if not path.is_file():
+        raise ConfigError(f"{show(text)} is not a file (build one with `buildkit-py package`)", field=where)
+    return str(path.resolve())

@@ -1,0 +1,61 @@
+"""tune --local: the config's hyperparameter study, run on this machine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import build as _build
+from ..build import BuildOptions
+from ..errors import ConfigError, show
+from ..progress import Reporter
+from ..refs import parse_ref
+from .images import check_build_options
+from .project import MAX_GPUS, Project, check_count, load, runs_dir
+
+# The modules below cost a command that does not use them (`dockerfile` must start in well under
+# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+if TYPE_CHECKING:
+    from ..jobs import tune as jobs_tune
+
+MAX_TRIAL_TIMEOUT = 7 * 24 * 3600  # the service's longest job timeout
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    image: str | None = None  # default: build the project's image first
+    build: BuildOptions = field(default_factory=BuildOptions)
+    gpus: int = 0  # per trial
+    output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs; one trial-N directory each
+    args: tuple[str, ...] = ()  # the trainer's args before the parameters (default: the image's)
+    trial_timeout: float | None = None  # seconds (default: the config's job.timeout; none: no limit)
+    seed: int | None = None  # for random search and optuna's sampler
+
+
+def tune(project: Project, options: TuneOptions, reporter: Reporter) -> jobs_tune.Study:
+    """Run the config's `hyperparameters` study with the image, trials as local runs (see jobs/tune.py)."""
+    from ..jobs import tune as jobs_tune
+
+    check_count("--gpus", options.gpus, MAX_GPUS)
+    timeout = options.trial_timeout
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not 0 < timeout <= MAX_TRIAL_TIMEOUT):
+        raise ConfigError(f"{show(timeout)} is not allowed: seconds, more than 0 and at most {MAX_TRIAL_TIMEOUT}",
+                          field="--trial-timeout")
+    if options.output is not None and options.output.exists() and not options.output.is_dir():
+        raise ConfigError(f"{show(str(options.output))} exists and is not a directory", field="--output")
+    check_build_options(options.build)
+    config = load(project)
+    if config.hyperparameters is None:
+        raise ConfigError(f"{config.source} has no `hyperparameters:` study (metric, goal, max_trials, "
+                          "parallel_trials, params) to run", field="hyperparameters")
+    network = config.network or "host"
+    if options.image is not None:
+        image = str(parse_ref(options.image, field="IMAGE"))
+    else:
+        image = _build.build(replace(config, network=network), options.build, reporter).tags[0]
+    output = (options.output or runs_dir(config, "study")).resolve()
+    return jobs_tune.run_study(image, config.hyperparameters, args=options.args, output=output, reporter=reporter,
+                               network=network, gpus=options.gpus, seed=options.seed,
+                               timeout=timeout if timeout is not None else (config.job.timeout if config.job else None))
