@@ -1,3 +1,57 @@
-"""buildkit-py: ML trainers to container images and Vertex AI / AI Platform training jobs."""
+"""buildkit-py: ML trainers to container images and Vertex AI / AI Platform training jobs.
+
+The Python API, for notebooks and pipeline code (`import buildkit_py as bk`): the same calls the
+command line makes, one per stage (resolve, dockerfile, build, push, package, job, plan, submit,
+cancel, autopackage, tune). Keyword arguments are named like the config keys and flags, a config
+dict or path is accepted, results are typed and frozen, and errors are the typed exceptions of
+buildkit_py.errors (each with the field, the value and what is allowed). See the README's "Python
+API" section for what is public and stable.
+
+    import buildkit_py as bk
+    image = bk.build("examples/quickstart", image="127.0.0.1:5000/quickstart", push=True)
+    job = bk.submit("examples/quickstart", image=image.pushed[0].image, wait=True)
+
+Nothing heavy is imported until a call needs it (PEP 562): `buildkit-py --version` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+__all__ = ["__version__", "autopackage", "build", "cancel", "dockerfile", "job", "package", "plan", "push", "resolve",
+           "submit", "tune"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """Three calls share their names with modules of this package (build, plan, autopackage). Importing such a
+    module would set it here as an attribute, in place of the call: the import system's setattr is passed over for
+    those, so `bk.build` is always the call; code inside the package imports from the modules themselves
+    (`from .build import ...`), which reads sys.modules and not this attribute."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in __all__ and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+if TYPE_CHECKING:
+    from .api import autopackage, build, cancel, dockerfile, job, package, plan, push, resolve, submit, tune

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import BuildkitError, ConfigError
-from .progress import reporter
+from .progress import MODES, reporter
 
 
 def _lazy(name: str):
@@ -34,7 +34,6 @@ def _lazy(name: str):
 api = _lazy(f"{__package__}.api")
 VERSION = f"buildkit-py {__version__}"
 
-PROGRESS = ("auto", "plain", "tty", "json")
 LOCKED_HELP = "fail (exit 2) unless buildkit.lock is there and current (CI)"
 INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug of ours, not the user's input
 
@@ -91,7 +90,7 @@ def _build_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-cache", action="store_true", help="rebuild every layer")
     group.add_argument("--no-fast-path", action="store_false", dest="fast_path",
                        help="with --push: build and push through the engine even when only the code changed")
-    group.add_argument("--progress", choices=PROGRESS, default="auto",
+    group.add_argument("--progress", choices=MODES, default="auto",
                        help="progress display (auto: live on a terminal, plain lines otherwise)")
     _cloudbuild_flags(parser)
 
@@ -196,7 +195,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             print(f"variant {name}")
             _print_build(build, False)
         return 0
-    return _print_build(api.build(_project(args), _build_options(args), reporter(args.progress)), args.json)
+    return _print_build(api.build(_project(args), _build_options(args), progress=args.progress), args.json)
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
@@ -289,7 +288,7 @@ def cmd_executor_list(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    result = api.push(args.ref, reporter(args.progress))
+    result = api.push(args.ref, progress=args.progress)
     if args.json:
         print(json.dumps(result.__dict__))
     else:
@@ -313,7 +312,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              args=tuple(args.trainer_args), build=_build_options(args), executor=args.executor,
                              packages=tuple(args.packages or ()), module=args.module, region=args.region,
                              legacy=args.legacy, parameter_servers=args.ps)
-    result = api.run(_project(args), options, reporter(args.progress))
+    result = api.run(_project(args), options, progress=args.progress)
     if args.json:
         _print_json(result.to_dict())
     else:
@@ -459,7 +458,7 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
                                      job=api.JobOptions(project=args.project, region=args.region, pipeline=args.pipeline,
                                                         from_aiplatform=args.from_aiplatform,
                                                         serving_image=args.serving_image, model_name=args.model_name))
-    result = api.autopackage(_project(args), options, reporter("json" if args.json else args.progress))
+    result = api.autopackage(_project(args), options, progress="json" if args.json else args.progress)
     _print_warnings(result.submitted.warnings if result.submitted else ())
     if args.json:
         _print_json(result.to_dict())
@@ -496,7 +495,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                           "config's hyperparameters", field="--local")
     options = api.TuneOptions(image=args.run_image, build=_build_options(args), gpus=args.gpus, output=args.output,
                               args=tuple(args.trainer_args), trial_timeout=args.trial_timeout, seed=args.seed)
-    study = api.tune(_project(args), options, reporter("json" if args.json else args.progress))
+    study = api.tune(_project(args), options, progress="json" if args.json else args.progress)
     if args.json:
         _print_json(study.to_dict())
         return 0 if study.state == "SUCCEEDED" else 1
@@ -624,7 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("push", "push a local image to its registry and print the digest", cmd_push,
                 json_help="print image, digest and size as JSON")
     p.add_argument("ref", metavar="REF", help="e.g. us-central1-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG")
-    p.add_argument("--progress", choices=PROGRESS, default="auto")
+    p.add_argument("--progress", choices=MODES, default="auto")
 
     p = command("doctor", "run the launcher's GPU and cluster checks here, and check the build tools", cmd_doctor,
                 json_help="print the findings as JSON")

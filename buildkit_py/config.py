@@ -13,7 +13,7 @@ import os
 import re
 import tomllib
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -28,6 +28,7 @@ from .refs import ImageRef, parse_ref
 
 CONFIG_FILES = ("buildkit.yaml", "buildkit.yml")
 PYPROJECT_TABLE = "buildkit-py"
+DOCUMENT_SOURCE = "(config dict)"  # where the errors of a config given as a mapping (the Python API) point
 
 # Sizes: every rendered Dockerfile line stays far below BuildKit's 64 KiB line limit, and no
 # value is big enough to be anything but a mistake.
@@ -265,8 +266,9 @@ def _construct(node: yaml.Node, path: tuple, raw: _Raw, filename: str) -> Any:
         return node.value
 
 
-def load_raw(config_path: Path | None, directory: Path) -> tuple[_Raw, Path]:
-    """Read the config document; returns it and the context root."""
+def load_raw(config_path: Path | None, directory: Path, document: Mapping[str, Any] | None = None) -> tuple[_Raw, Path]:
+    """Read the config document (or take the one given as a mapping: the Python API's config dict); returns it
+    and the context root."""
     try:
         if config_path is not None and not config_path.is_file():
             state = "is not a file" if config_path.exists() else "does not exist"
@@ -276,6 +278,11 @@ def load_raw(config_path: Path | None, directory: Path) -> tuple[_Raw, Path]:
     except OSError as exc:  # a name too long, a loop of symlinks
         field_name = "--config" if config_path is not None else "--dir"
         raise ConfigError(f"{show(str(config_path or directory))}: {exc.strerror or exc}", field=field_name) from None
+    if document is not None:
+        if not isinstance(document, Mapping) or not all(isinstance(key, str) for key in document):
+            raise ConfigError(f"{show(document)} is not allowed: a mapping of config keys (strings) to values, or a path",
+                              field="config")
+        return _Raw(data=dict(document), source=DOCUMENT_SOURCE), directory.resolve()
     path = config_path or find_config(directory)
     if path is None:
         return _Raw(data={}, source="(defaults)"), directory.resolve()
@@ -1181,9 +1188,10 @@ def load_config(
     config_path: Path | None = None,
     directory: Path | None = None,
     overrides: dict[str, Any] | None = None,
+    document: Mapping[str, Any] | None = None,
 ) -> Config:
-    """Read, merge flag overrides over the file, validate; raise ConfigError on any bad value."""
-    raw, root = load_raw(config_path, directory or Path.cwd())
+    """Read (or take the document given), merge flag overrides over it, validate; raise ConfigError on any bad value."""
+    raw, root = load_raw(config_path, directory or Path.cwd(), document)
     for key, value in (overrides or {}).items():
         if value is not None and value != ():
             if key == "cloudbuild" and isinstance(value, dict):  # set key by key (--cloudbuild-KEY): the file's other keys stay

@@ -1,13 +1,18 @@
-"""How long operations report progress: a live display on a terminal, plain lines in CI, or JSON
-lines for machines. Producers call these methods; they never print themselves."""
+"""How long operations report progress: a live display on a terminal or in a Jupyter notebook, plain
+lines in CI, records of the `logging` module for pipelines (Airflow, Kubeflow), JSON lines for
+machines, or nothing (quiet). Producers call these methods; they never print themselves."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
+from collections import deque
 from typing import TextIO
+
+from .errors import ConfigError, show
 
 
 class Reporter:
@@ -41,6 +46,36 @@ class Reporter:
 
     def push_status(self, layer: str, status: str) -> None:
         self._write(f"push {layer[:12]}: {status}" if layer else f"push: {status}")
+
+    def job_state(self, name: str, state: str) -> None:
+        """A submitted job's state changed (submit with wait)."""
+        self._write(f"buildkit-py: {name}: {state}")
+
+    def finish(self) -> None:
+        """The operation ended (or failed): show what is still held back."""
+
+
+class QuietReporter(Reporter):
+    """Nothing: the result (or the error raised) says what happened."""
+
+    mode = "quiet"
+
+    def _write(self, text: str) -> None:
+        pass
+
+    def push_progress(self, layer: str, current: int, total: int | None, status: str) -> None:
+        pass
+
+
+class LogReporter(Reporter):
+    """Records of the `buildkit_py` logger (INFO), one per line as plain mode writes them: for pipeline code whose
+    runner (Airflow, a Kubeflow component) collects logging."""
+
+    mode = "log"
+    logger = logging.getLogger("buildkit_py")
+
+    def _write(self, text: str) -> None:
+        self.logger.info("%s", text)
 
 
 class TtyReporter(Reporter):
@@ -78,14 +113,92 @@ class JsonReporter(Reporter):
     def push_status(self, layer: str, status: str) -> None:
         self._event(event="push", layer=layer, status=status)
 
+    def job_state(self, name: str, state: str) -> None:
+        self._event(event="job-state", name=name, state=state)
+
+
+class NotebookReporter(Reporter):
+    """A live display in a Jupyter notebook: one output area, updated in place, with the latest build steps and
+    messages, each layer's push bytes and the job's state. Every text is escaped (notebook.html_table)."""
+
+    mode = "notebook"
+    TAIL = 12  # build lines and messages shown
+    INTERVAL = 0.25  # seconds between updates for build lines and byte counts; state changes show at once
+
+    def __init__(self, stream: TextIO | None = None):
+        super().__init__(stream)
+        self.lines: deque[str] = deque(maxlen=self.TAIL)
+        self.layers: dict[str, str] = {}
+        self.state: tuple[str, str] | None = None
+        self._handle = None
+        self._shown = 0.0
+
+    def message(self, text: str) -> None:
+        self.lines.append(text)
+        self._show(now=True)
+
+    def build_line(self, line: str) -> None:
+        self.lines.append(line)
+        self._show()
+
+    def push_progress(self, layer: str, current: int, total: int | None, status: str) -> None:
+        self.layers[layer[:12]] = f"{status} {_mib(current)}/{_mib(total)}" if total else f"{status} {_mib(current)}"
+        self._show()
+
+    def push_status(self, layer: str, status: str) -> None:
+        self.layers[layer[:12] or "push"] = status
+        self._show(now=True)
+
+    def job_state(self, name: str, state: str) -> None:
+        self.state = (name, state)
+        self._show(now=True)
+
+    def finish(self) -> None:
+        self._show(now=True)
+
+    def html(self) -> str:
+        from .notebook import html_table
+
+        rows = [("steps", "\n".join(self.lines))] if self.lines else []
+        rows += [(f"push {layer}", status) for layer, status in self.layers.items()]
+        rows += [("job", f"{self.state[0]}: {self.state[1]}")] if self.state else []
+        return html_table(rows, caption="buildkit-py").replace("\n", "<br>")
+
+    def _show(self, now: bool = False) -> None:
+        moment = time.monotonic()
+        if not now and moment - self._shown < self.INTERVAL:
+            return
+        self._shown = moment
+        from IPython.display import HTML, display
+
+        if self._handle is None:
+            self._handle = display(HTML(self.html()), display_id=True)
+        else:
+            self._handle.update(HTML(self.html()))
+
 
 def _mib(n: int | None) -> str:
     return "?" if n is None else f"{n / 1048576:.1f} MiB"
 
 
-def reporter(mode: str = "auto", stream: TextIO | None = None) -> Reporter:
-    """auto: live display on a terminal, plain lines otherwise (CI=true forces plain)."""
+REPORTERS: dict[str, type[Reporter]] = {
+    r.mode: r for r in (Reporter, TtyReporter, JsonReporter, NotebookReporter, LogReporter, QuietReporter)}
+MODES = ("auto", *REPORTERS)  # the values of --progress and of the API's progress= keyword
+
+
+def reporter(mode: str | Reporter | None = "auto", stream: TextIO | None = None) -> Reporter:
+    """A Reporter as given, or made for a mode. auto (or None): a live display in a Jupyter kernel or on a
+    terminal, plain lines otherwise (CI=true forces plain)."""
+    if isinstance(mode, Reporter):
+        return mode
+    if mode is None:
+        mode = "auto"
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ConfigError(f"{show(mode)} is not allowed: one of {', '.join(MODES)}, or a buildkit_py.progress.Reporter",
+                          field="--progress")
     stream = stream or sys.stderr
     if mode == "auto":
-        mode = "tty" if stream.isatty() and os.environ.get("CI", "").lower() not in ("1", "true") else "plain"
-    return {"plain": Reporter, "tty": TtyReporter, "json": JsonReporter}[mode](stream)
+        # A Jupyter kernel's streams are no terminals; its output area is the live display.
+        mode = ("notebook" if "ipykernel" in sys.modules
+                else "tty" if stream.isatty() and os.environ.get("CI", "").lower() not in ("1", "true") else "plain")
+    return REPORTERS[mode](stream)

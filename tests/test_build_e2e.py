@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import http.server
+import importlib
 import io
 import json
 import shutil
@@ -324,8 +325,9 @@ def test_a_file_written_during_the_whole_build_ships_as_read_and_the_tag_names_t
 def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(testenv, quickstart, monkeypatch):
     """In-process, so that the deletion lands exactly between the listing and the read of each file."""
     from buildkit_py import api
-    from buildkit_py import build as build_module
     from buildkit_py.progress import Reporter
+
+    build_module = importlib.import_module("buildkit_py.build")  # bk.build is the API's call of that name
 
     for key, value in testenv.items():
         monkeypatch.setenv(key, value)
@@ -341,7 +343,7 @@ def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(test
     monkeypatch.setattr(build_module, "staged", delete_then_stage)
     project = api.Project(config=quickstart / "buildkit.yaml", overrides=(("network", "host"),))
     log = io.StringIO()
-    result = api.build(project, api.BuildOptions(docker=testenv["BUILDKIT_DOCKER"]), Reporter(log))
+    result = api.build(project, api.BuildOptions(docker=testenv["BUILDKIT_DOCKER"]), progress=Reporter(log))
     assert result.built
     assert "buildkit-py: note: notes.txt was deleted while the build context was read: left out" in log.getvalue()
     listed = docker(testenv, "run", "--rm", "--network", "none", "--entrypoint", "ls", result.tags[0], "/app").stdout

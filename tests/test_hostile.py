@@ -412,7 +412,7 @@ def test_autopackage_options_of_the_wrong_type_exit_2(tmp_path):
     write(tmp_path, "trainer/task.py", "")
     for name in ("strict", "dockerfile", "with_launcher"):
         with pytest.raises(ConfigError) as caught:
-            api.autopackage(api.Project(directory=tmp_path), api.AutopackageOptions(**{name: "yes"}), Reporter())
+            api.autopackage(api.Project(directory=tmp_path), api.AutopackageOptions(**{name: "yes"}), progress=Reporter())
         assert caught.value.exit_code == 2 and f"--{name.replace('_', '-')}" in str(caught.value)
 SKIP_IMAGE_CHECK_VALUES = ["yes\n", "\u2028", "a" * 70000, os.fsdecode(b"\xff\xfe")]
 
@@ -435,7 +435,7 @@ def test_skip_image_check_of_another_type_is_refused_by_the_api(tmp_path):
     for wrong in ("true", 1, [True], None):
         options = api.SubmitOptions(skip_image_check=wrong)
         for call in (lambda o: api.plan(project, api.JobOptions(), o),
-                     lambda o: api.autopackage(project, api.AutopackageOptions(dry_run=True, submit=o), None)):
+                     lambda o: api.autopackage(project, api.AutopackageOptions(dry_run=True, submit=o))):
             with pytest.raises(BuildkitError) as caught:
                 call(options)
             assert caught.value.exit_code == 2 and "--skip-image-check" in str(caught.value)
@@ -549,8 +549,8 @@ def test_fast_path_of_another_type_is_refused_by_the_api(tmp_path):
 
     write(tmp_path, "trainer/task.py", "")
     for wrong in ("false", 0, [False], None):
-        for call in (lambda o: api.build(api.Project(directory=tmp_path), o, None),
-                     lambda o: api.run(api.Project(directory=tmp_path), api.RunOptions(build=o), None)):
+        for call in (lambda o: api.build(api.Project(directory=tmp_path), o),
+                     lambda o: api.run(api.Project(directory=tmp_path), api.RunOptions(build=o))):
             with pytest.raises(BuildkitError) as caught:
                 call(api.BuildOptions(push=True, fast_path=wrong))
             assert caught.value.exit_code == 2 and "--no-fast-path" in str(caught.value)

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import build as _build
-from ..build import BuildOptions
+from ..build import BuildOptions, _inputs, planned_refs, push_image
+from ..build import build as build_image
 from ..builders import builder_class
 from ..errors import ConfigError, RegistryError, show
 from ..fsutil import cache_dir, read_text, write_atomic
 from ..matrix import load_matrix
+from ..notebook import HtmlRepr
 from ..plan import Plan, closest_python, make_plan, usable_python
 from ..progress import Reporter
 from ..refs import parse_ref
@@ -29,13 +30,25 @@ from .jobs import (
     submit_planned,
     vertex_job,
 )
-from .project import MAX_GPUS, Project, check_count, load, runs_dir
+from .project import (
+    MAX_GPUS,
+    Progress,
+    Project,
+    Source,
+    check_count,
+    load,
+    option_names,
+    options_from,
+    project_from,
+    reporting,
+    runs_dir,
+)
 from .runs import RunOptions, check_run_options, run_sdists
 
 # The modules below cost a command that does not use them (`dockerfile` must start in well under
 # 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
 if TYPE_CHECKING:
-    from .. import autopackage as _autopackage
+    from ..autopackage import Inferred, Stage
     from ..jobs import aiplatform
     from ..jobs.local import RunResult
 
@@ -45,6 +58,9 @@ AUTOPACKAGE_MODES = ("container", "package")
 
 @dataclass(frozen=True)
 class AutopackageOptions:
+    """What autopackage does after inferring: its flags (each keyword of autopackage() sets the field of its name;
+    image= is the config's image, as --image is)."""
+
     # local: build, push to the image's registry when it names one, run here with the cloud's env; vertex: build,
     # push and submit. Default: vertex when a project is configured (job.project, $GOOGLE_CLOUD_PROJECT), else local.
     target: str | None = None
@@ -63,9 +79,11 @@ class AutopackageOptions:
 
 
 @dataclass(frozen=True)
-class AutopackageResult:
-    inferred: _autopackage.Inferred
-    stages: tuple[_autopackage.Stage, ...]
+class AutopackageResult(HtmlRepr):
+    """What was inferred, each stage with its time, the image, and the local run or the submitted job."""
+
+    inferred: Inferred
+    stages: tuple[Stage, ...]
     image: str
     plan: Plan
     next_steps: tuple[str, ...] = ()  # with dry_run: what would happen
@@ -75,6 +93,7 @@ class AutopackageResult:
 
     @property
     def exit_code(self) -> int:
+        """The run's exit code; 1 for a submitted job that failed; else 0."""
         return self.run.exit_code if self.run else 1 if self.submitted and self.submitted.failed else 0
 
     def to_dict(self) -> dict:
@@ -84,7 +103,7 @@ class AutopackageResult:
                 "submitted": self.submitted.to_dict() if self.submitted else None}
 
 
-def _legacy_build(project: Project, directory: Path, inferred: _autopackage.Inferred, conversion: aiplatform.Conversion,
+def _legacy_build(project: Project, directory: Path, inferred: Inferred, conversion: aiplatform.Conversion,
                   reporter: Reporter) -> tuple[tuple[str, Any], ...]:
     """The config keys a legacy config.yaml gives the image where the trainer directory, its config and the
     flags leave them out: the runtime's framework and Python, the master's GPU, masterConfig.imageUri's
@@ -137,9 +156,29 @@ def _legacy_build(project: Project, directory: Path, inferred: _autopackage.Infe
     return tuple(out.items())
 
 
-def autopackage(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
-    """Infer what the config leaves out, then render, build, push (when the image names a registry) and run."""
-    from .. import autopackage as _autopackage
+def autopackage(source: Source = None, /, options: AutopackageOptions | None = None, *, progress: Progress = None,
+                **settings: Any) -> AutopackageResult:
+    """Infer what the config leaves out, then render, build, push (when the image names a registry) and run here,
+    or submit (target="vertex"): each stage with its time, what was inferred, the run or the job.
+
+    source: a Project, the trainer directory or its config file, a config dict (its keys apply over the
+    directory's config as flags do), or None (the working directory).
+    options: AutopackageOptions; its fields, and those of its build, job and submit options, may also be keywords
+    (target=, mode=, dry_run=, push=, project=, region=, wait=...).
+    progress: as build's (the stages, build steps, push bytes, the job's states).
+    settings: config keys as their flags set them (image= names the config's image), config, dir, variant.
+    """
+    options = options_from(options or AutopackageOptions(), settings, config_keys=("image",))
+    project = project_from(source, settings, "autopackage", ["options", "progress", *option_names(options)])
+    if project.document is not None:  # inference reads the directory's own config: the dict's keys go over it
+        project = replace(project, document=None, overrides=(*project.document.items(), *project.overrides))
+    with reporting(progress) as reporter:
+        return _autopackage_with(project, options, reporter)
+
+
+def _autopackage_with(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
+    """autopackage() with its arguments taken apart."""
+    from ..autopackage import Stages, config_text, infer
     from ..jobs import preflight
     from ..jobs.local import run_local
     from ..packaging import build_sdist
@@ -169,10 +208,10 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
 
         # The image autopackage builds runs the trainer: a package job (packageUris, pythonModule) needs no runtime image.
         conversion = aiplatform.convert(options.job.from_aiplatform, aiplatform.Given(autopackage=True))
-    stages = _autopackage.Stages(reporter)
+    stages = Stages(reporter)
     with stages.stage("infer") as out:
         runtime = conversion.runtime if conversion is not None else None
-        inferred = _autopackage.infer(directory, project.config, dict(project.overrides), strict=options.strict,
+        inferred = infer(directory, project.config, dict(project.overrides), strict=options.strict,
                                       dockerfile=options.dockerfile, with_launcher=options.with_launcher,
                                       prefer=(runtime.framework, f"what runtimeVersion {runtime.version} ran")
                                       if runtime else None,
@@ -192,7 +231,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
             raise ConfigError(f"{show(str(inferred.config_file))} exists: autopackage writes a config only where there "
                               "is none", field="--write-config")
         written = directory / "buildkit.yaml"
-        write_atomic(written, _autopackage.config_text(inferred))
+        write_atomic(written, config_text(inferred))
     legacy: tuple[tuple[str, Any], ...] = ()
     if conversion is not None:
         legacy = _legacy_build(project, directory, inferred, conversion, reporter)
@@ -204,9 +243,9 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
     with stages.stage("render") as out:
         # Planned and rendered once (with buildkit.lock's pins when a current lock is there): the content tag's digest
         # and the build hash the same text, and the build's context gets the same locked requirements.
-        planned, dockerfile, _ = _build._inputs(config, builder_class(config.builder).supports_secrets, own_dockerfile,
+        planned, dockerfile, _ = _inputs(config, builder_class(config.builder).supports_secrets, own_dockerfile,
                                                 make_plan(config))
-        refs, _ = _build.planned_refs(config, dockerfile, planned, git=False)  # refs[0] only: the content tag
+        refs, _ = planned_refs(config, dockerfile, planned, git=False)  # refs[0] only: the content tag
         fw = planned.framework
         out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
                   f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
@@ -244,7 +283,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
             refs = [parse_ref(built.tags[0], field="--tag")]
             pushes = refs[0].registry != "docker.io"
         else:
-            built = _build.build(config, replace(options.build, push=False), reporter, dockerfile, planned)
+            built = build_image(config, replace(options.build, push=False), reporter, dockerfile, planned)
         out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
                   not built.built]
     if pushes:
@@ -261,7 +300,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
                 out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
             else:
                 builder = builder_class(config.builder).create(options.build.docker)
-                pushed = _build.push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
+                pushed = push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
                 out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
     if target != "local":
         with stages.stage("submit") as out:

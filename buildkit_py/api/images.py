@@ -10,19 +10,32 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import build as _build
 from .. import lock as _lock
-from ..build import BuildOptions, BuildResult
+from ..build import BuildOptions, BuildResult, _inputs, planned_refs, push_image
+from ..build import build as build_image
 from ..builders import builder_class
 from ..config import Config
 from ..errors import ConfigError, RegistryError, show
 from ..fsutil import write_atomic
+from ..notebook import HtmlRepr
 from ..plan import make_plan
 from ..progress import Reporter
 from ..refs import parse_ref
 from ..render import render_dockerfile, render_project_dockerignore
 from ..resources import LAUNCHER_CONTEXT_DIR, launcher_sources
-from .project import Project, load, variant_configs
+from .project import (
+    Progress,
+    Project,
+    Source,
+    checked,
+    load,
+    option_names,
+    options_from,
+    project_from,
+    refuse_unknown,
+    reporting,
+    variant_configs,
+)
 
 # The modules below cost a command that does not use them (`dockerfile` must start in well under
 # 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
@@ -31,7 +44,9 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class DockerfileResult:
+class DockerfileResult(HtmlRepr):
+    """The rendered Dockerfile and .dockerignore, and the paths written (with output)."""
+
     dockerfile: str
     dockerignore: str
     written: tuple[Path, ...] = ()  # the Dockerfile, its .dockerignore and the launcher directory, when written
@@ -42,10 +57,15 @@ class DockerfileResult:
         return {"dockerfile": self.dockerfile, "dockerignore": self.dockerignore}
 
 
-def dockerfile(project: Project, output: Path | None = None) -> DockerfileResult:
+def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None, **settings: Any) -> DockerfileResult:
     """The Dockerfile and its .dockerignore; with output, also written there (and the launcher,
-    which the Dockerfile copies, into the trainer directory)."""
-    config = load(project)
+    which the Dockerfile copies, into the trainer directory).
+
+    source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
+    settings: config keys as their flags set them (framework=, cuda=, base_image=...), config, dir, variant.
+    """
+    output = checked(output, "Path | None", "output")
+    config = load(project_from(source, settings, "dockerfile", ["output"]))
     plan = _lock.apply(config, make_plan(config), locked=False)
     text = render_dockerfile(plan, root=config.root)
     ignore = render_project_dockerignore(config.root)
@@ -60,13 +80,28 @@ def dockerfile(project: Project, output: Path | None = None) -> DockerfileResult
     return DockerfileResult(text, ignore, (output, ignore_path, config.root / LAUNCHER_CONTEXT_DIR))
 
 
-def build(project: Project, options: BuildOptions, reporter: Reporter) -> BuildResult:
+def build(source: Source = None, /, options: BuildOptions | None = None, *, progress: Progress = None,
+          **settings: Any) -> BuildResult:
+    """Build the trainer image with BuildKit (and push every tag with push=True): its ID, tags and, pushed,
+    each tag's repository@digest.
+
+    source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
+    options: BuildOptions; its fields may also be given as keywords (push=True, no_cache=True, cache_ref=...).
+    progress: auto (a live display in a notebook or on a terminal, else plain lines), plain, tty, json,
+    notebook, log (the `buildkit_py` logger), quiet, or a Reporter.
+    settings: config keys as their flags set them (image=, tags=[...], framework=...), config, dir, variant.
+    """
+    options = options_from(options or BuildOptions(), settings)
+    project = project_from(source, settings, "build", ["options", "progress", *option_names(options)])
     check_build_options(options)
-    return _build.build(load(project), options, reporter)
+    with reporting(progress) as reporter:
+        return build_image(load(project), options, reporter)
 
 
 @dataclass(frozen=True)
-class VariantsResult:
+class VariantsResult(HtmlRepr):
+    """Each variant's build."""
+
     builds: tuple[tuple[str, BuildResult], ...]  # (variant name, its build), in config order
 
     def to_dict(self) -> dict:
@@ -84,7 +119,7 @@ def build_variants(project: Project, options: BuildOptions, reporter: Reporter) 
         from ..variant_builds import build_at_once
 
         return VariantsResult(build_at_once(configs, options, reporter))
-    return VariantsResult(tuple((c.variant or "", _build.build(c, options, reporter)) for c in configs))
+    return VariantsResult(tuple((c.variant or "", build_image(c, options, reporter)) for c in configs))
 
 
 def lock(project: Project, options: _lock.LockOptions) -> _lock.LockResult:
@@ -97,7 +132,7 @@ def lock(project: Project, options: _lock.LockOptions) -> _lock.LockResult:
 
 
 def _lock_digest(config: Config) -> str:
-    plan = _build._inputs(config, builder_class(config.builder).supports_secrets)[0]
+    plan = _inputs(config, builder_class(config.builder).supports_secrets)[0]
     if plan.lock is None:
         raise ConfigError(f"the build of this config is not locked: no current {_lock.LOCK_NAME} beside it "
                           "(`buildkit-py lock` writes one)", field="NAME")
@@ -119,10 +154,18 @@ def check_build_options(options: BuildOptions) -> None:
         parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False)
 
 
-def push(ref: str, reporter: Reporter) -> PushResult:
+def push(ref: str, *, progress: Progress = None, **settings: Any) -> PushResult:
+    """Push a local image (REPOSITORY:TAG) from the Docker engine to its registry: repository@digest and size.
+
+    progress: as build's (push bytes per layer).
+    """
     from ..builders.engine_images import EngineImages
 
-    return _build.push_image(EngineImages().push, [parse_ref(ref, field="REF", allow_digest=False)], reporter)[0]
+    refuse_unknown(settings, "push", ["progress"])
+
+    parsed = parse_ref(checked(ref, "str", "REF"), field="REF", allow_digest=False)
+    with reporting(progress) as reporter:
+        return push_image(EngineImages().push, [parsed], reporter)[0]
 
 
 def executor_build(project: Project, options: BuildOptions, reporter: Reporter) -> BuildResult:
@@ -144,12 +187,12 @@ def executor_build_for(config: Config, options: BuildOptions, reporter: Reporter
             shutil.copyfile(config.root / rel, root / rel)
         image = config.image or (None if config.tags else "buildkit-py/executor")
         executor = replace(config, root=root, executor=True, trainer=None, image=image)
-        return _build.build(executor, options, reporter)
+        return build_image(executor, options, reporter)
 
 
 def _digest(config: Config) -> str:
     """repository@digest of the content tag as the engine recorded its push."""
-    ref = _build.planned_refs(config, git=False)[0][0]
+    ref = planned_refs(config, git=False)[0][0]
     if getattr(builder_class(config.builder), "remote", False):  # pushed where it was built: the registry knows
         from ..jobs import preflight
 
@@ -171,11 +214,11 @@ def _digest(config: Config) -> str:
 
 # What `buildkit-py print NAME` gives: one value for Make and shell scripts.
 PRINTABLE: dict[str, Any] = {
-    "image-uri": lambda c: str(_build.planned_refs(c, git=False)[0][0]),
-    "image-tag": lambda c: _build.planned_refs(c, git=False)[0][0].tag,
-    "image": lambda c: _build.planned_refs(c, git=False)[0][0].repository,
-    "tags": lambda c: " ".join(map(str, _build.planned_refs(c)[0])),
-    "content-digest": lambda c: _build.planned_refs(c, git=False)[1],
+    "image-uri": lambda c: str(planned_refs(c, git=False)[0][0]),
+    "image-tag": lambda c: planned_refs(c, git=False)[0][0].tag,
+    "image": lambda c: planned_refs(c, git=False)[0][0].repository,
+    "tags": lambda c: " ".join(map(str, planned_refs(c)[0])),
+    "content-digest": lambda c: planned_refs(c, git=False)[1],
     "lock-digest": _lock_digest,
     "digest": _digest,
     "base-image": lambda c: make_plan(c).base_image,

@@ -8,18 +8,19 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .. import build as _build
 from .. import lock as _lock
+from ..build import git_revision
 from ..config import Config, JobConfig, job_flag
 from ..errors import BuildkitError, ConfigError, ResolutionError, ServiceError, WaitInterrupted, show
 from ..fsutil import write_atomic
+from ..notebook import HtmlRepr
 from ..plan import Plan, check_accelerator, make_plan
 from ..refs import parse_ref
-from .project import Project, load
+from .project import Progress, Project, Source, checked, load, option_names, options_from, project_from, refuse_unknown, reporting
 
 # The modules below cost a command that does not use them (`dockerfile` must start in well under
 # 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
@@ -49,6 +50,8 @@ class JobOptions:
 
 @dataclass(frozen=True)
 class SubmitOptions:
+    """How plan, submit and cancel talk to the Vertex AI API: their flags (each keyword sets the field of its name)."""
+
     api_endpoint: str | None = None  # default: $BUILDKIT_PY_API_ENDPOINT, else https://REGION-aiplatform.googleapis.com
     wait: bool = False
     poll_interval: float = 15.0  # seconds between state reads while waiting
@@ -66,7 +69,9 @@ def check_submit_options(options: SubmitOptions) -> None:
 
 
 @dataclass(frozen=True)
-class JobResult:
+class JobResult(HtmlRepr):
+    """The job resource (a CustomJob or HyperparameterTuningJob), as text, and what a legacy file left behind."""
+
     job: vertex.VertexJob
     text: str  # the resource as JSON or YAML
     not_converted: tuple[str, ...] = ()  # legacy fields left behind (--from-aiplatform)
@@ -78,7 +83,9 @@ class JobResult:
 
 
 @dataclass(frozen=True)
-class PlanResult:
+class PlanResult(HtmlRepr):
+    """What submit would send (method, URL, the job) and each check with its result."""
+
     job: vertex.VertexJob  # pinned to the image's digest when the registry gave one
     method: str
     url: str
@@ -89,6 +96,7 @@ class PlanResult:
 
     @property
     def failed(self) -> tuple[preflight.Check, ...]:
+        """The checks that failed: submit sends nothing while there is one."""
         return tuple(c for c in self.checks if c.ok is False)
 
     def to_dict(self) -> dict:
@@ -98,7 +106,9 @@ class PlanResult:
 
 
 @dataclass(frozen=True)
-class SubmitResult:
+class SubmitResult(HtmlRepr):
+    """The submitted job: its resource name, console URL and state (its last, with wait)."""
+
     name: str  # projects/P/locations/R/customJobs/ID
     console_url: str
     state: str
@@ -109,6 +119,7 @@ class SubmitResult:
 
     @property
     def failed(self) -> bool:
+        """The job (or pipeline) ended failed, cancelled or expired."""
         return self.state in ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED", "PIPELINE_STATE_FAILED",
                               "PIPELINE_STATE_CANCELLED")
 
@@ -118,7 +129,9 @@ class SubmitResult:
 
 
 @dataclass(frozen=True)
-class CancelResult:
+class CancelResult(HtmlRepr):
+    """The job asked to cancel, and its state after the request."""
+
     name: str
     state: str
 
@@ -207,7 +220,7 @@ def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_p
                           field="--serving-image" if options.serving_image is not None else "--model-name")
     # The lock the config's image is built from (none for an image not built from it, or built unlocked).
     locked = _lock.apply(config, planned(), locked=False).lock if check is not None else None
-    made = vertex.build_job(config, settings, target=options.target, revision=_build.git_revision(config.root),
+    made = vertex.build_job(config, settings, target=options.target, revision=git_revision(config.root),
                             check_accelerator=check, lock_digest=locked.digest if locked else None, **kwargs)
     if not options.pipeline:
         return made
@@ -226,11 +239,22 @@ def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_p
                                         target=options.target)
 
 
-def job(project: Project, options: JobOptions, output: Path | None = None, as_json: bool = False) -> JobResult:
+def job(source: Source = None, /, options: JobOptions | None = None, output: str | os.PathLike | None = None,
+        as_json: bool = False, **settings: Any) -> JobResult:
     """The Vertex AI CustomJob (or HyperparameterTuningJob) for the config and flags, checked; nothing is sent.
-    As YAML, or JSON; written to output when given."""
-    config, settings, left, notes = _job_settings(project, options)
-    made = vertex_job(config, settings, options)
+    As YAML, or JSON; written to output when given.
+
+    source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
+    options: JobOptions; its fields may also be keywords (image= is the job's image, machine_type=,
+    accelerator_type=, project=, region=...).
+    settings: config keys as their flags set them, config, dir, variant.
+    """
+    options = options_from(options or JobOptions(), settings)
+    project = project_from(source, settings, "job", ["options", "output", "as_json", *option_names(options)])
+    output = checked(output, "Path | None", "output")
+    as_json = checked(as_json, "bool", "as_json")
+    config, job_settings, left, notes = _job_settings(project, options)
+    made = vertex_job(config, job_settings, options)
     text = json.dumps(made.resource, indent=2) + "\n" if as_json else yaml.safe_dump(made.resource, sort_keys=False)
     if output is not None:
         write_atomic(output, text)
@@ -255,12 +279,21 @@ def _project_id(settings: JobConfig) -> str:
     return job_flag("project", found)
 
 
-def plan(project: Project, options: JobOptions, submit_options: SubmitOptions = SubmitOptions()) -> PlanResult:
+def plan(source: Source = None, /, options: JobOptions | None = None, submit_options: SubmitOptions | None = None,
+         **settings: Any) -> PlanResult:
     """What submit would send, and each check with its result: the image in its registry (a HEAD against it),
-    its platform, accelerator and machine fit, strategy, staging, the console URL."""
+    its platform, accelerator and machine fit, strategy, staging, the console URL.
+
+    source, options, settings: as job's; submit_options: SubmitOptions, or its fields as keywords
+    (api_endpoint=, timeout=, skip_image_check=).
+    """
+    options = options_from(options or JobOptions(), settings)
+    submit_options = options_from(submit_options or SubmitOptions(), settings)
+    project = project_from(source, settings, "plan", ["options", "submit_options",
+                                                        *option_names(options, submit_options)])
     check_submit_options(submit_options)
-    config, settings, _, _ = _job_settings(project, options)
-    return plan_job(config, settings, options, submit_options)
+    config, job_settings, _, _ = _job_settings(project, options)
+    return plan_job(config, job_settings, options, submit_options)
 
 
 def plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_options: SubmitOptions,
@@ -291,15 +324,28 @@ def plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_op
     return PlanResult(planned, "POST", url, project_id, region, tuple(checks), warnings)
 
 
-def submit(project: Project, options: JobOptions, submit_options: SubmitOptions = SubmitOptions(),
-           on_state: Callable[[str, dict], None] | None = None) -> SubmitResult:
+def submit(source: Source = None, /, options: JobOptions | None = None, submit_options: SubmitOptions | None = None,
+           on_state: Callable[[str, dict], None] | None = None, *, progress: Progress = None,
+           **settings: Any) -> SubmitResult:
     """Check (as plan), then create the job; on a refusal for capacity or quota, the config's `fallbacks:` in
-    order. With wait, follow its state to the end (on_state at each change)."""
+    order. With wait=True, follow its state to the end: the result then holds the last state (and the job's error).
+
+    source, options, submit_options, settings: as plan's (wait=, poll_interval= too).
+    on_state: called with (state, job resource) at each change while waiting; default: progress shows it.
+    progress: as build's (the job's states).
+    """
+    options = options_from(options or JobOptions(), settings)
+    submit_options = options_from(submit_options or SubmitOptions(), settings)
+    project = project_from(source, settings, "submit", ["options", "submit_options", "on_state", "progress",
+                                                          *option_names(options, submit_options)])
+    on_state = checked(on_state, "Callable[[str, dict], None] | None", "on_state")
     check_poll(submit_options)
     check_submit_options(submit_options)
-    config, settings, _, _ = _job_settings(project, options)
-    return submit_planned(config, settings, options, submit_options, plan_job(config, settings, options, submit_options),
-                           on_state)
+    config, job_settings, _, _ = _job_settings(project, options)
+    planned = plan_job(config, job_settings, options, submit_options)
+    with reporting(progress) as reporter:
+        return submit_planned(config, job_settings, options, submit_options, planned,
+                              on_state or (lambda state, job: reporter.job_state(str(job.get("name", "")), state)))
 
 
 def check_poll(submit_options: SubmitOptions) -> None:
@@ -368,11 +414,19 @@ def _digest_of(image: str | None) -> str | None:
     return parse_ref(image, field="--image").digest if image else None
 
 
-def cancel(name: str, submit_options: SubmitOptions = SubmitOptions(), *, project: str | None = None,
-           region: str | None = None) -> CancelResult:
+def cancel(name: str, submit_options: SubmitOptions | None = None, *, project: str | None = None,
+           region: str | None = None, **settings: Any) -> CancelResult:
     """Ask the service to cancel the job; it ends in JOB_STATE_CANCELLED (or had already ended). NAME is the
-    resource name submit prints, or a custom job's ID with project and region."""
+    resource name submit prints, or a custom job's ID with project and region.
+
+    submit_options: SubmitOptions, or its fields as keywords (api_endpoint=, timeout=).
+    """
     from ..jobs import submit as jobs_submit
+
+    submit_options = options_from(submit_options or SubmitOptions(), settings)
+    refuse_unknown(settings, "cancel", ["submit_options", "project", "region", *option_names(submit_options)])
+    name = checked(name, "str", "NAME")
+    project, region = checked(project, "str | None", "--project"), checked(region, "str | None", "--region")
 
     if "/" not in name and project is not None and region is not None:
         name = f"projects/{job_flag('project', project)}/locations/{job_flag('region', region)}/customJobs/{name}"

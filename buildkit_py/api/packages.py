@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import lock as _lock
 from ..config import distribution_name, pep440_version
 from ..errors import ConfigError
+from ..notebook import HtmlRepr
 from ..plan import make_plan
-from .project import Project, load
+from .project import Source, load, option_names, options_from, project_from
 
 # The modules below cost a command that does not use them (`dockerfile` must start in well under
 # 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PackageOptions:
+    """What `package` makes: its flags (each keyword of package() sets the field of its name)."""
+
     module: str | None = None  # default: the config's trainer
     script: str | None = None  # a single script, packaged as Vertex AI's SDK packages one
     name: str | None = None  # default: the config's package.name, else the directory's name
@@ -30,22 +33,33 @@ class PackageOptions:
 
 
 @dataclass(frozen=True)
-class PackageResult:
+class PackageResult(HtmlRepr):
+    """The sdist (path, sha256, size, module) and, when staged, where it went."""
+
     sdist: Sdist
     staged: Staged | None
 
     @property
     def uri(self) -> str:
+        """Where a job finds the sdist: the stage's URI, else the file's."""
         return self.staged.uri if self.staged else self.sdist.path.resolve().as_uri()
 
     def to_dict(self) -> dict:
         return {**self.sdist.to_dict(), "uri": self.uri, "uploaded": self.staged.uploaded if self.staged else None}
 
 
-def package(project: Project, options: PackageOptions) -> PackageResult:
-    """The trainer as a reproducible sdist (checked: the module is in it), staged when asked."""
+def package(source: Source = None, /, options: PackageOptions | None = None, **settings: Any) -> PackageResult:
+    """The trainer as a reproducible sdist (checked: the module is in it), staged when asked.
+
+    source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
+    options: PackageOptions; its fields may also be keywords (module=, script=, name=, version=, out=, stage=).
+    settings: config keys as their flags set them, config, dir, variant.
+    """
     from ..packaging import build_sdist
     from ..staging import parse_stage, stage
+
+    options = options_from(options or PackageOptions(), settings)
+    project = project_from(source, settings, "package", ["options", *option_names(options)])
 
     if options.module and options.script:
         raise ConfigError("give --module or --script, not both", field="--script")

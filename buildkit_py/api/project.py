@@ -1,17 +1,27 @@
-"""Where the trainer and its config are (Project), how it is loaded, and the checks every stage shares."""
+"""Where the trainer and its config are (Project), how it is loaded, how a call's keyword arguments become
+its options and config keys, and the checks every stage shares."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from .. import build as _build
-from ..config import Config, load_config
+from ..build import _slug
+from ..config import KEYS, Config, load_config
 from ..errors import ConfigError, ResolutionError, show
 from ..fsutil import cache_dir
 from ..plan import Plan, make_plan
+from ..progress import Reporter, reporter
+
+# progress=: a mode of --progress (auto, plain, tty, json, notebook, log, quiet) or a Reporter of one's own.
+Progress = str | Reporter | None
+Options = TypeVar("Options")
 
 MAX_GPUS = 16  # the most GPUs one Vertex AI machine has
 MAX_WORKERS = 64  # local runs start one container per worker
@@ -25,11 +35,18 @@ class Project:
     directory: Path | None = None  # the trainer directory (default: the config's, else the working directory)
     overrides: tuple[tuple[str, Any], ...] = ()
     variant: str | None = None  # one of the config's variants (its overrides applied, its name in the tags)
+    document: Mapping[str, Any] | None = None  # the config itself (the API's config dict), instead of a file
+
+
+# What a call's first argument may be: a Project, the trainer directory or the config file (a path), the config
+# itself (a mapping of config keys), or None (the working directory).
+Source = Project | str | os.PathLike | Mapping[str, Any] | None
 
 
 def load(project: Project) -> Config:
+    """The project's config, validated (with its variant applied when it names one)."""
     directory = project.directory or (project.config.parent if project.config else Path.cwd())
-    config = load_config(project.config, directory, dict(project.overrides))
+    config = load_config(project.config, directory, dict(project.overrides), project.document)
     variants = variant_configs(config)
     if project.variant is None:
         return config
@@ -54,8 +71,133 @@ def variant_configs(config: Config) -> list[Config]:
     return out
 
 
-def resolve(project: Project) -> Plan:
-    return make_plan(load(project))
+def resolve(source: Source = None, /, **settings: Any) -> Plan:
+    """The resolved plan: base image, CUDA, cuDNN, Python, the framework wheel and its index, hypertune.
+
+    source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
+    settings: config keys, as their flags set them (framework="torch==2.5.1", python="3.11", cuda="12.4"...),
+    and config (a path or a dict), dir and variant as the flags of those names.
+    """
+    return make_plan(load(project_from(source, settings, "resolve")))
+
+
+def project_from(source: Source, settings: dict[str, Any], call: str, allowed: Iterable[str] = ()) -> Project:
+    """The Project a call names: its first argument, then config=, dir= and variant= and the config keys among the
+    keywords (each as its flag sets it; `tags=["a"]` as `--tag a`). Takes what it uses from settings; any keyword
+    left is unknown to the call and refused, naming what it allows."""
+    config, directory = settings.pop("config", None), settings.pop("dir", None)
+    variant = settings.pop("variant", None)
+    if isinstance(source, Project):
+        project = source
+    elif source is None or isinstance(source, Mapping):
+        project = Project(document=source)
+    else:
+        path = _path(source, "project")
+        project = Project(directory=path) if path.is_dir() else Project(config=path)
+    if config is not None:
+        if source is not None:
+            raise ConfigError(f"give the project as the first argument or config=, not both (config={show(config)})",
+                              field="config")
+        if not isinstance(config, (Mapping, str, os.PathLike)):
+            raise ConfigError(f"{show(config)} is not allowed: a path or a mapping of config keys", field="config")
+        project = replace(project, document=config) if isinstance(config, Mapping) else replace(
+            project, config=_path(config, "config"))
+    if directory is not None:
+        project = replace(project, directory=_path(directory, "dir"))
+    if variant is not None:
+        project = replace(project, variant=checked(variant, "str", "variant"))
+    refuse_unknown({k: v for k, v in settings.items() if k not in KEYS}, call,
+                   [*allowed, "config", "dir", "variant", f"the config keys ({', '.join(KEYS)})"])
+    overrides = tuple((key, tuple(value) if isinstance(value, list) else value) for key, value in settings.items())
+    settings.clear()
+    return replace(project, overrides=project.overrides + overrides) if overrides else project
+
+
+def refuse_unknown(settings: Mapping[str, Any], call: str, allowed: Iterable[str]) -> None:
+    """A keyword that no option and no config key of the call takes: refused, naming what it allows."""
+    for name in settings:
+        raise ConfigError(f"{show(name)} is not a keyword of {call}(); allowed: {', '.join(dict.fromkeys(allowed))}", field=name)
+
+
+def option_names(*options: Any) -> list[str]:
+    """The keywords a call's options take: their fields, and the fields of the options they hold."""
+    out: list[str] = []
+    for item in options:
+        for f in dataclasses.fields(item):
+            value = getattr(item, f.name)
+            out += option_names(value) if dataclasses.is_dataclass(value) else [f.name]
+    return out
+
+
+def options_from(options: Options, settings: dict[str, Any], config_keys: tuple[str, ...] = ()) -> Options:
+    """options (a frozen dataclass instance) with the fields that settings name replaced, each checked against its
+    type; a field holding options of its own (RunOptions.build) takes their fields from the same keywords. Takes
+    what it uses from settings; config_keys stay there for project_from (a call's `image` may be the config's)."""
+    values: dict[str, Any] = {}
+    for item in dataclasses.fields(options):  # type: ignore[arg-type]
+        current = getattr(options, item.name)
+        if dataclasses.is_dataclass(current):
+            if item.name in settings:  # the options themselves (build=BuildOptions(...)), then their fields
+                given = settings.pop(item.name)
+                if not isinstance(given, type(current)):
+                    raise ConfigError(f"{show(given)} is not allowed: a {type(current).__name__}", field=item.name)
+                current = values[item.name] = given
+            nested = options_from(current, settings, config_keys)
+            if nested is not current:
+                values[item.name] = nested
+            continue
+        if item.name in settings and item.name not in config_keys:
+            values[item.name] = checked(settings.pop(item.name), str(item.type), item.name)
+    return replace(options, **values) if values else options  # type: ignore[type-var]
+
+
+_KINDS = {"bool": "True or False", "int": "a whole number", "float": "a number", "str": "a string", "Path": "a path",
+          "None": "None", "tuple[str, ...]": "a list of strings", "Callable[[str, dict], None]": "a function"}
+
+
+def checked(value: Any, hint: str, name: str) -> Any:
+    """A keyword's value against its field's annotation (the few types options hold); a path may be given as a
+    string and a tuple as a list. Anything else names the keyword, the value and the type allowed."""
+    kinds = [kind.strip() for kind in hint.split("|")]
+    if value is None and "None" in kinds:
+        return None
+    for kind in kinds:
+        if kind == "bool" and isinstance(value, bool):
+            return value
+        if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if kind == "str" and isinstance(value, str):
+            return value
+        if kind == "Path" and isinstance(value, (str, os.PathLike)):
+            return _path(value, name)
+        if kind == "tuple[str, ...]" and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        if kind == "Callable[[str, dict], None]" and callable(value):
+            return value
+    allowed = " or ".join(_KINDS.get(k, k) for k in kinds)
+    raise ConfigError(f"{show(value)} is not allowed: {allowed}", field=name)
+
+
+def _path(value: Any, name: str) -> Path:
+    if not isinstance(value, (str, os.PathLike)):
+        raise ConfigError(f"{show(value)} is not allowed: a path (str or os.PathLike)", field=name)
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text or "\0" in text:
+        raise ConfigError(f"{show(value)} is not allowed: a path, not empty, without NUL characters", field=name)
+    return Path(text)
+
+
+@contextmanager
+def reporting(progress: Progress) -> Iterator[Reporter]:
+    """The call's Reporter (progress=), told when the work ends, however it ends: a notebook's display then shows
+    the last lines it held back."""
+    out = reporter(progress)
+    try:
+        yield out
+    finally:
+        out.finish()
 
 
 def check_count(name: str, value: int, limit: int) -> None:
@@ -67,4 +209,4 @@ def runs_dir(config: Config, kind: str = "run") -> Path:
     """Where a run's or a study's outputs go unless --output names a place: under the cache dir, outside the
     trainer directory, whose next build would send them (and get a new content tag)."""
     when = f"{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}"  # two runs in one second apart
-    return cache_dir() / "runs" / f"{_build._slug(config.root.name)}-{kind}-{when}"
+    return cache_dir() / "runs" / f"{_slug(config.root.name)}-{kind}-{when}"

@@ -6,16 +6,29 @@ import tempfile
 import urllib.parse
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .. import build as _build
-from ..build import BuildOptions
+from ..build import BuildOptions, _secrets
+from ..build import build as build_image
 from ..config import Config
 from ..errors import ConfigError, show
 from ..progress import Reporter
 from ..refs import parse_ref
 from .images import check_build_options
-from .project import MAX_GPUS, MAX_WORKERS, Project, check_count, load, runs_dir
+from .project import (
+    MAX_GPUS,
+    MAX_WORKERS,
+    Progress,
+    Project,
+    Source,
+    check_count,
+    load,
+    option_names,
+    options_from,
+    project_from,
+    reporting,
+    runs_dir,
+)
 
 # The modules below cost a command that does not use them (`dockerfile` must start in well under
 # 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
@@ -34,6 +47,8 @@ def doctor(gpus: int | None = None) -> list[_doctor.Finding]:
 
 @dataclass(frozen=True)
 class RunOptions:
+    """How `run` runs the trainer here: its flags (each keyword of run() sets the field of its name)."""
+
     image: str | None = None  # default: build the project's image first
     gpus: int = 0
     workers: int = 0
@@ -50,11 +65,29 @@ class RunOptions:
     parameter_servers: int = 0  # ps tasks, with legacy
 
 
-def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
-    """Run the image the way Vertex AI runs it, on this machine (building it first when no image is given)."""
+def run(source: Source = None, /, options: RunOptions | None = None, *, progress: Progress = None,
+        **settings: Any) -> RunResult:
+    """Run the image the way Vertex AI runs it, on this machine (building it first when no image is given):
+    CLUSTER_SPEC, the AIP_* directories, the hypertune metric file. The result holds each container's exit code
+    and the metrics reported.
+
+    source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
+    options: RunOptions; its fields, and its build's, may also be keywords (image= is the image to run,
+    gpus=, workers=, args=[...], push=...).
+    progress: as build's.
+    settings: config keys as their flags set them, config, dir, variant.
+    """
+    options = options_from(options or RunOptions(), settings)
+    project = project_from(source, settings, "run", ["options", "progress", *option_names(options)])
+    check_run_options(options)
+    with reporting(progress) as reporter:
+        return _run(project, options, reporter)
+
+
+def _run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
+    """run() once its options are checked."""
     from ..jobs.local import run_local
 
-    check_run_options(options)
     if options.executor is not None or options.packages:
         return _run_packages(project, options, reporter)
     # Host networking by default, for the build's RUN steps and the containers alike: workers
@@ -64,7 +97,7 @@ def run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
     if options.image is not None:
         image = str(parse_ref(options.image, field="IMAGE"))
     else:
-        image = _build.build(replace(config, network=network), options.build, reporter).tags[0]
+        image = build_image(replace(config, network=network), options.build, reporter).tags[0]
     return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output or runs_dir(config),
                      args=options.args, reporter=reporter, network=network, legacy=options.legacy,
                      parameter_servers=options.parameter_servers)
@@ -116,7 +149,7 @@ def run_sdists(config: Config, options: RunOptions, reporter: Reporter) -> RunRe
         image = str(parse_ref(options.executor, field="--executor"))
     network = config.network or "host"
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
-        spec = package_run(packages, module, _build._secrets(config, Path(tmp)), mount_launcher=catalog)
+        spec = package_run(packages, module, _secrets(config, Path(tmp)), mount_launcher=catalog)
         # No ARGS: the config's trainer args, as an image's CMD would give them.
         args = options.args or (trainer.args if trainer else ())
         return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output or runs_dir(config),

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .. import build as _build
 from ..build import BuildOptions
+from ..build import build as build_image
 from ..errors import ConfigError, show
-from ..progress import Reporter
 from ..refs import parse_ref
 from .images import check_build_options
-from .project import MAX_GPUS, Project, check_count, load, runs_dir
+from .project import (
+    MAX_GPUS,
+    Progress,
+    Source,
+    check_count,
+    load,
+    option_names,
+    options_from,
+    project_from,
+    reporting,
+    runs_dir,
+)
 
 # The modules below cost a command that does not use them (`dockerfile` must start in well under
 # 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
@@ -24,6 +34,8 @@ MAX_TRIAL_TIMEOUT = 7 * 24 * 3600  # the service's longest job timeout
 
 @dataclass(frozen=True)
 class TuneOptions:
+    """How `tune --local` runs the study: its flags (each keyword of tune() sets the field of its name)."""
+
     image: str | None = None  # default: build the project's image first
     build: BuildOptions = field(default_factory=BuildOptions)
     gpus: int = 0  # per trial
@@ -33,9 +45,21 @@ class TuneOptions:
     seed: int | None = None  # for random search and optuna's sampler
 
 
-def tune(project: Project, options: TuneOptions, reporter: Reporter) -> jobs_tune.Study:
-    """Run the config's `hyperparameters` study with the image, trials as local runs (see jobs/tune.py)."""
+def tune(source: Source = None, /, options: TuneOptions | None = None, *, progress: Progress = None,
+         **settings: Any) -> jobs_tune.Study:
+    """Run the config's `hyperparameters` study on this machine with the image, trials as local runs (see
+    jobs/tune.py): the study's trials (parameters, state, metric) and the best.
+
+    source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
+    options: TuneOptions; its fields, and its build's, may also be keywords (image= is the image to run, gpus=,
+    trial_timeout=, seed=...).
+    progress: as build's.
+    settings: config keys as their flags set them (hyperparameters={...} too), config, dir, variant.
+    """
     from ..jobs import tune as jobs_tune
+
+    options = options_from(options or TuneOptions(), settings)
+    project = project_from(source, settings, "tune", ["options", "progress", *option_names(options)])
 
     check_count("--gpus", options.gpus, MAX_GPUS)
     timeout = options.trial_timeout
@@ -51,11 +75,12 @@ def tune(project: Project, options: TuneOptions, reporter: Reporter) -> jobs_tun
         raise ConfigError(f"{config.source} has no `hyperparameters:` study (metric, goal, max_trials, "
                           "parallel_trials, params) to run", field="hyperparameters")
     network = config.network or "host"
-    if options.image is not None:
-        image = str(parse_ref(options.image, field="IMAGE"))
-    else:
-        image = _build.build(replace(config, network=network), options.build, reporter).tags[0]
-    output = (options.output or runs_dir(config, "study")).resolve()
-    return jobs_tune.run_study(image, config.hyperparameters, args=options.args, output=output, reporter=reporter,
-                               network=network, gpus=options.gpus, seed=options.seed,
-                               timeout=timeout if timeout is not None else (config.job.timeout if config.job else None))
+    with reporting(progress) as reporter:
+        if options.image is not None:
+            image = str(parse_ref(options.image, field="IMAGE"))
+        else:
+            image = build_image(replace(config, network=network), options.build, reporter).tags[0]
+        output = (options.output or runs_dir(config, "study")).resolve()
+        return jobs_tune.run_study(image, config.hyperparameters, args=options.args, output=output, reporter=reporter,
+                                   network=network, gpus=options.gpus, seed=options.seed,
+                                   timeout=timeout if timeout is not None else (config.job.timeout if config.job else None))
