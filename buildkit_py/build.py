@@ -25,6 +25,7 @@ from .errors import BuildError, BuildkitError, ConfigError, EngineError, Registr
 from .fsutil import read_text
 from .lock import STALE_LOCK
 from .lock import apply as apply_lock
+from .notebook import HtmlRepr
 from .plan import LABEL_PREFIX, Plan, make_plan
 from .progress import Reporter
 from .refs import ImageRef, parse_ref
@@ -66,7 +67,9 @@ class BuildOptions:
 
 
 @dataclass(frozen=True)
-class BuildResult:
+class BuildResult(HtmlRepr):
+    """A built image: its ID, tags, content digest and plan; pushed, each tag's repository@digest."""
+
     image_id: str
     tags: tuple[str, ...]
     built: bool  # False: an image with the same content tag already existed

@@ -1129,6 +1129,7 @@ def _cloudbuild(raw: _Raw, path: tuple, value: Any) -> CloudBuildConfig:
 
 
 def cloudbuild_flag_name(key: str) -> str:
+    """The flag that sets a key of `cloudbuild:` (--cloudbuild-KEY)."""
     return "--cloudbuild-" + key.replace("_", "-")
 
 

@@ -19,6 +19,8 @@ _REGION = re.compile(r"[a-z]{2,24}(?:-[a-z0-9]{1,24}){0,3}", re.ASCII)  # us-cen
 
 @dataclass(frozen=True)
 class Executor:
+    """One of Google's prebuilt training images (base_images/executors.yaml), in a region's repository."""
+
     framework: str  # canonical name, "torch"
     version: str  # the series the image carries, "2.4" (its latest patch)
     python: str

@@ -23,6 +23,7 @@ import yaml
 from .config import Config, default_ca_bundle, read_yaml
 from .errors import BuildError, ConfigError, RegistryError, show
 from .fsutil import cache_dir, read_text, write_atomic
+from .notebook import HtmlRepr
 from .plan import Plan, PlanLock
 from .refs import parse_ref
 from .resources import resource_dir
@@ -101,13 +102,17 @@ class Lock:
 
 @dataclass(frozen=True)
 class LockOptions:
+    """What `lock` does: upgrade every pin or the packages named, or only check (write nothing)."""
+
     upgrade: bool = False
     upgrade_packages: tuple[str, ...] = ()
     check: bool = False  # report staleness, write nothing
 
 
 @dataclass(frozen=True)
-class LockResult:
+class LockResult(HtmlRepr):
+    """The lock file and each image it pins; with check, what makes it stale."""
+
     path: Path
     written: bool
     stale: tuple[str, ...]  # with check: what changed since the lock was written

@@ -38,6 +38,7 @@ from .matrix import (
     minor,
     version_key,
 )
+from .notebook import HtmlRepr
 from .refs import parse_ref
 from .resources import LAUNCHER_MODULE
 
@@ -80,7 +81,9 @@ class PlanLock:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(HtmlRepr):
+    """The resolved build: base image, CUDA, cuDNN, Python, the framework wheel and its index, hypertune."""
+
     base_image: str
     base_kind: str  # "cuda" | "cpu" | "custom"
     template: str  # the variant template in templates/

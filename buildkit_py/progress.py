@@ -5,7 +5,6 @@ machines, or nothing (quiet). Producers call these methods; they never print the
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import time
@@ -72,10 +71,11 @@ class LogReporter(Reporter):
     runner (Airflow, a Kubeflow component) collects logging."""
 
     mode = "log"
-    logger = logging.getLogger("buildkit_py")
 
     def _write(self, text: str) -> None:
-        self.logger.info("%s", text)
+        import logging  # here: every command imports this module, and only this mode needs logging
+
+        logging.getLogger("buildkit_py").info("%s", text)
 
 
 class TtyReporter(Reporter):

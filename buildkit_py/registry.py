@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from .engine import engine_client
 from .errors import EngineError, RegistryError, show
+from .notebook import HtmlRepr
 from .progress import Reporter
 from .refs import DOCKER_HUB, ImageRef, is_loopback_host, registry_host
 
@@ -63,7 +64,9 @@ class Credentials:
 
 
 @dataclass(frozen=True)
-class PushResult:
+class PushResult(HtmlRepr):
+    """A pushed tag: repository@digest, the tag, the digest and the size the registry holds."""
+
     image: str  # repository@digest
     tag: str
     digest: str

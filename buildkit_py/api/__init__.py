@@ -33,16 +33,19 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "..executors": ("Executor",),
     "..registry": ("PushResult",),
     "..jobs.local": ("RunResult",),
+    "..jobs.tune": ("Study", "Trial"),
+    "..plan": ("Plan",),
 }
 _HOMES = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = ["AutopackageOptions", "AutopackageResult", "BuildOptions", "BuildResult", "CancelResult",
     "DockerfileResult", "Executor", "GeneratedFile", "JobOptions", "JobResult", "LockOptions", "LockResult",
-    "MatrixOptions", "PRINTABLE", "PackageOptions", "PackageResult", "PlanResult", "Project", "PushResult",
-    "RunOptions", "RunResult", "SeriesVersions", "SubmitOptions", "SubmitResult", "TuneOptions", "VariantsResult",
-    "Versions", "autopackage", "build", "build_variants", "cancel", "ci", "cloudbuild_flag_name", "dockerfile",
-    "doctor", "executor_build", "executors", "job", "load", "lock", "make", "matrix_check", "matrix_refresh",
-    "package", "plan", "print_value", "push", "resolve", "run", "submit", "tune", "variant_configs", "versions"]
+    "MatrixOptions", "PRINTABLE", "PackageOptions", "PackageResult", "Plan", "PlanResult", "Project", "PushResult",
+    "RunOptions", "RunResult", "SeriesVersions", "Study", "SubmitOptions", "SubmitResult", "Trial", "TuneOptions",
+    "VariantsResult", "Versions", "autopackage", "build", "build_variants", "cancel", "ci", "cloudbuild_flag_name",
+    "dockerfile", "doctor", "executor_build", "executors", "job", "load", "lock", "make", "matrix_check",
+    "matrix_refresh", "package", "plan", "print_value", "push", "resolve", "run", "submit", "tune", "variant_configs",
+    "versions"]
 
 
 def __getattr__(name: str) -> Any:
@@ -62,7 +65,9 @@ if TYPE_CHECKING:
     from ..config import cloudbuild_flag_name
     from ..executors import Executor
     from ..jobs.local import RunResult
+    from ..jobs.tune import Study, Trial
     from ..lock import LockOptions, LockResult
+    from ..plan import Plan
     from ..registry import PushResult
     from .autopackaging import AutopackageOptions, AutopackageResult, autopackage
     from .catalog import MatrixOptions, SeriesVersions, Versions, executors, matrix_check, matrix_refresh, versions

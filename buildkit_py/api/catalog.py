@@ -11,6 +11,7 @@ from ..config import default_ca_bundle
 from ..errors import ConfigError, ResolutionError, show
 from ..launcher.gpu import arch_supports
 from ..matrix import SHIPPED, load_matrix, version_key
+from ..notebook import HtmlRepr
 from ..plan import accelerator_named, tpu_named, tpu_releases
 from .project import Project, load
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SeriesVersions:
+    """One release series of a framework: its releases, CUDA builds and Pythons, and where they are known from."""
+
     series: str
     releases: tuple[str, ...]
     cuda: tuple[str, ...]
@@ -34,7 +37,9 @@ class SeriesVersions:
 
 
 @dataclass(frozen=True)
-class Versions:
+class Versions(HtmlRepr):
+    """The releases buildkit-py knows, by framework (with an accelerator: only the builds with kernels for it)."""
+
     frameworks: tuple[tuple[str, tuple[SeriesVersions, ...]], ...]
     accelerator: str | None = None  # the listing keeps only the builds with kernels for it
 
@@ -91,6 +96,8 @@ def versions(framework: str | None = None, accelerator: str | None = None) -> Ve
 
 @dataclass(frozen=True)
 class MatrixOptions:
+    """Which frameworks `matrix check|refresh` reads from the package index, and its timeout per request."""
+
     frameworks: tuple[str, ...] = ()  # default: all
     timeout: float | None = None  # seconds per request (None: index_metadata.TIMEOUT)
 

@@ -7,11 +7,14 @@ from pathlib import Path
 
 from ..errors import ConfigError, show
 from ..fsutil import write_atomic
+from ..notebook import HtmlRepr
 from .project import Project, load
 
 
 @dataclass(frozen=True)
-class GeneratedFile:
+class GeneratedFile(HtmlRepr):
+    """A generated file's text, and where it was written (with output)."""
+
     text: str
     written: Path | None = None
 

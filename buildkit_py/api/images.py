@@ -230,6 +230,7 @@ PRINTABLE: dict[str, Any] = {
 
 
 def print_value(project: Project, name: str) -> str:
+    """One value for Make and shell scripts (`buildkit-py print NAME`): one of PRINTABLE."""
     if name not in PRINTABLE:
         raise ConfigError(f"{show(name)} is not a value buildkit-py prints; one of {', '.join(PRINTABLE)}", field="NAME")
     return PRINTABLE[name](load(project))

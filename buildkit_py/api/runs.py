@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 
 def doctor(gpus: int | None = None) -> list[_doctor.Finding]:
+    """The launcher's GPU and cluster checks on this machine, and the build tools (with gpus: that many usable)."""
     from .. import doctor as _doctor
 
     if gpus is not None:

@@ -16,6 +16,7 @@ from ..engine import engine_client
 from ..errors import RunError
 from ..fsutil import make_output_dir
 from ..launcher.constants import EXPECT_GPUS_ENV, PACKAGE_URIS_ENV, PYTHON_MODULE_ENV
+from ..notebook import HtmlRepr
 from ..progress import Reporter
 from ..resources import LAUNCHER_MODULE, launcher_sources
 
@@ -37,7 +38,9 @@ class Task:
 
 
 @dataclass(frozen=True)
-class RunResult:
+class RunResult(HtmlRepr):
+    """A local run: its job ID, output directory, each container's exit code and the metrics reported."""
+
     job_id: str
     output_dir: str
     exit_codes: dict[str, int]

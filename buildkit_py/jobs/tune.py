@@ -24,6 +24,7 @@ from ..config import Hyperparameters, Param
 from ..engine import engine_client
 from ..errors import ConfigError, RunError
 from ..fsutil import make_output_dir
+from ..notebook import HtmlRepr
 from ..progress import Reporter
 from .local import RunResult, run_local
 
@@ -32,7 +33,9 @@ TRIAL_ENV = "CLOUD_ML_TRIAL_ID"
 
 
 @dataclass(frozen=True)
-class Trial:
+class Trial(HtmlRepr):
+    """One trial of a study: its parameters, state, metric, time, outputs and error."""
+
     id: str
     params: tuple[tuple[str, Any], ...]
     state: str  # SUCCEEDED | FAILED
@@ -49,7 +52,9 @@ class Trial:
 
 
 @dataclass(frozen=True)
-class Study:
+class Study(HtmlRepr):
+    """A study run here: its trials and the best of them (best) by the metric and goal."""
+
     metric: str
     goal: str
     algorithm: str  # what actually searched (e.g. "optuna TPE")
@@ -60,6 +65,7 @@ class Study:
 
     @property
     def best(self) -> Trial | None:
+        """The succeeded trial with the best metric (None when none succeeded)."""
         done = [t for t in self.trials if t.state == "SUCCEEDED" and t.metric is not None]
         if not done:
             return None
