@@ -30,7 +30,8 @@ def __getattr__(name: str) -> Any:
     if name in __all__:
         from . import api
 
-        return getattr(api, name)
+        value = globals()[name] = getattr(api, name)  # found once: later lookups do not come here
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
