@@ -92,3 +92,24 @@ def assert_secrets_absent(secrets: tuple[str, ...], texts: tuple[str, ...], save
         assert not any(secret in text for text in texts), secret
         assert not any(secret.encode() in blob for blob in contents), secret
 
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """A Vertex AI API on loopback (tests/vertex_loopback.py), which the client and its credentials point at through
+    the environment (so a kernel or a script started from the test does too)."""
+    from vertex_loopback import FakeVertex, new_key_file
+
+    from buildkit_py.jobs import submit as jobs_submit
+
+    server = FakeVertex()
+    key, public = new_key_file(tmp_path, f"{server.url}/token")
+    server.public_key = public
+    for name in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "BUILDKIT_PY_REGISTRY_USERNAME",
+                 "BUILDKIT_PY_REGISTRY_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    monkeypatch.setenv(jobs_submit.ENDPOINT_ENV, server.url)
+    monkeypatch.setattr(jobs_submit, "RETRIES", 1)  # one retry, after 1 s: enough to show what a retry does
+    with server:
+        yield server

@@ -17,7 +17,7 @@ import time
 import pytest
 import requests
 from google.cloud import aiplatform_v1
-from vertex_loopback import FakeVertex, new_key_file, status
+from vertex_loopback import new_key_file, status
 
 from buildkit_py import cli
 from buildkit_py.errors import ServiceError
@@ -68,21 +68,6 @@ def images():
                 "auth": push_image(AUTH_REGISTRY, REPO_NAME, "amd64", auth=AUTH)}
     except requests.RequestException as exc:
         pytest.fail(f"the loopback registries are not up (scripts/testenv.sh up): {exc}")
-
-
-@pytest.fixture
-def fake(tmp_path, monkeypatch):
-    server = FakeVertex()
-    key, public = new_key_file(tmp_path, f"{server.url}/token")
-    server.public_key = public
-    for name in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT", "BUILDKIT_PY_REGISTRY_USERNAME",
-                 "BUILDKIT_PY_REGISTRY_PASSWORD"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
-    monkeypatch.setenv(jobs_submit.ENDPOINT_ENV, server.url)
-    monkeypatch.setattr(jobs_submit, "RETRIES", 1)  # one retry, after 1 s: enough to show what a retry does
-    with server:
-        yield server
 
 
 @pytest.fixture
