@@ -16,6 +16,7 @@ Nothing heavy is imported until a call needs it (PEP 562): `buildkit-py --versio
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -27,10 +28,9 @@ __all__ = ["__version__", "autopackage", "build", "cancel", "dockerfile", "job",
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from . import api
-
-        value = globals()[name] = getattr(api, name)  # found once: later lookups do not come here
+    if name in __all__ or name == "api":  # bk.api: the options and result types, before any call imported it
+        api = importlib.import_module(f"{__name__}.api")
+        value = globals()[name] = api if name == "api" else getattr(api, name)  # found once: not asked again
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

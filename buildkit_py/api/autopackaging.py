@@ -310,7 +310,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
             check_poll(options.submit)
             submitted = submit_planned(job_config, settings, job_options, options.submit,
                                         plan_job(job_config, settings, job_options, options.submit, planned),
-                                        lambda state, job: reporter.message(f"state {state}"), planned)
+                                        lambda state, job: reporter.job_state(str(job.get("name", "")), state), planned)
             out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
                 f"; model {submitted.model}" if submitted.model else "")
         return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, written=written,
