@@ -132,6 +132,7 @@ class NotebookReporter(Reporter):
         self.state: tuple[str, str] | None = None
         self._handle = None
         self._shown = 0.0
+        self._held = False  # an update waits for the next (INTERVAL)
 
     def message(self, text: str) -> None:
         self.lines.append(text)
@@ -154,7 +155,8 @@ class NotebookReporter(Reporter):
         self._show(now=True)
 
     def finish(self) -> None:
-        self._show(now=True)
+        if self._held:
+            self._show(now=True)
 
     def html(self) -> str:
         from .notebook import html_table
@@ -166,7 +168,8 @@ class NotebookReporter(Reporter):
 
     def _show(self, now: bool = False) -> None:
         moment = time.monotonic()
-        if not now and moment - self._shown < self.INTERVAL:
+        self._held = not now and moment - self._shown < self.INTERVAL
+        if self._held:
             return
         self._shown = moment
         from IPython.display import HTML, display
@@ -179,6 +182,13 @@ class NotebookReporter(Reporter):
 
 def _mib(n: int | None) -> str:
     return "?" if n is None else f"{n / 1048576:.1f} MiB"
+
+
+def _in_kernel() -> bool:
+    """This code runs in a Jupyter kernel (IPython's shell there has a kernel; a terminal IPython's has none)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and hasattr(shell, "kernel")
 
 
 REPORTERS: dict[str, type[Reporter]] = {
@@ -199,6 +209,6 @@ def reporter(mode: str | Reporter | None = "auto", stream: TextIO | None = None)
     stream = stream or sys.stderr
     if mode == "auto":
         # A Jupyter kernel's streams are no terminals; its output area is the live display.
-        mode = ("notebook" if "ipykernel" in sys.modules
+        mode = ("notebook" if _in_kernel()
                 else "tty" if stream.isatty() and os.environ.get("CI", "").lower() not in ("1", "true") else "plain")
     return REPORTERS[mode](stream)

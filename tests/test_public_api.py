@@ -230,6 +230,17 @@ def test_the_notebook_reporter_shows_steps_pushes_and_states_escaped(monkeypatch
     last = shown[-1]
     assert "build started" in last and "#5 RUN pip install &lt;script&gt;" in last and "<script>" not in last
     assert "push sha256:abcde" in last and "Pushed" in last and "JOB_STATE_RUNNING" in last
+    count = len(shown)
+    out.finish()  # nothing held back: no update
+    assert len(shown) == count
+    out.build_line("#6 DONE")  # within INTERVAL of the last update: held back, then shown by finish
+    assert len(shown) == count
+    out.finish()
+    assert "#6 DONE" in shown[-1]
+
+
+def test_auto_is_the_notebook_display_only_in_a_kernel():
+    assert type(reporter("auto", io.StringIO())) is Reporter  # IPython imported (by the test above), no kernel
 
 
 def test_quiet_says_nothing_and_log_goes_to_the_logger(caplog):

@@ -30,23 +30,10 @@ from .jobs import (
     submit_planned,
     vertex_job,
 )
-from .project import (
-    MAX_GPUS,
-    Progress,
-    Project,
-    Source,
-    check_count,
-    load,
-    option_names,
-    options_from,
-    project_from,
-    reporting,
-    runs_dir,
-)
+from .project import MAX_GPUS, Progress, Project, Source, arguments, check_count, load, reporting, runs_dir
 from .runs import RunOptions, check_run_options, run_sdists
 
-# The modules below cost a command that does not use them (`dockerfile` must start in well under
-# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+# Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
     from ..autopackage import Inferred, Stage
     from ..jobs import aiplatform
@@ -168,8 +155,8 @@ def autopackage(source: Source = None, /, options: AutopackageOptions | None = N
     progress: as build's (the stages, build steps, push bytes, the job's states).
     settings: config keys as their flags set them (image= names the config's image), config, dir, variant.
     """
-    options = options_from(options or AutopackageOptions(), settings, config_keys=("image",))
-    project = project_from(source, settings, "autopackage", ["options", "progress", *option_names(options)])
+    project, options = arguments("autopackage", source, settings, options or AutopackageOptions(),
+                                 takes=("options", "progress"), config_keys=("image",))
     if project.document is not None:  # inference reads the directory's own config: the dict's keys go over it
         project = replace(project, document=None, overrides=(*project.document.items(), *project.overrides))
     with reporting(progress) as reporter:

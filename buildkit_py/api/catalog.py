@@ -15,8 +15,7 @@ from ..notebook import HtmlRepr
 from ..plan import accelerator_named, tpu_named, tpu_releases
 from .project import Project, load
 
-# The modules below cost a command that does not use them (`dockerfile` must start in well under
-# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+# Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
     from .. import index_metadata
     from ..executors import Executor

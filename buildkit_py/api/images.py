@@ -23,22 +23,9 @@ from ..progress import Reporter
 from ..refs import parse_ref
 from ..render import render_dockerfile, render_project_dockerignore
 from ..resources import LAUNCHER_CONTEXT_DIR, launcher_sources
-from .project import (
-    Progress,
-    Project,
-    Source,
-    checked,
-    load,
-    option_names,
-    options_from,
-    project_from,
-    refuse_unknown,
-    reporting,
-    variant_configs,
-)
+from .project import Progress, Project, Source, arguments, checked, load, project_from, refuse_unknown, reporting, variant_configs
 
-# The modules below cost a command that does not use them (`dockerfile` must start in well under
-# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+# Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
     from ..registry import PushResult
 
@@ -91,8 +78,7 @@ def build(source: Source = None, /, options: BuildOptions | None = None, *, prog
     notebook, log (the `buildkit_py` logger), quiet, or a Reporter.
     settings: config keys as their flags set them (image=, tags=[...], framework=...), config, dir, variant.
     """
-    options = options_from(options or BuildOptions(), settings)
-    project = project_from(source, settings, "build", ["options", "progress", *option_names(options)])
+    project, options = arguments("build", source, settings, options or BuildOptions(), takes=("options", "progress"))
     check_build_options(options)
     with reporting(progress) as reporter:
         return build_image(load(project), options, reporter)

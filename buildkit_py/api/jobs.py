@@ -20,10 +20,9 @@ from ..fsutil import write_atomic
 from ..notebook import HtmlRepr
 from ..plan import Plan, check_accelerator, make_plan
 from ..refs import parse_ref
-from .project import Progress, Project, Source, checked, load, option_names, options_from, project_from, refuse_unknown, reporting
+from .project import Progress, Project, Source, arguments, checked, load, option_names, options_from, refuse_unknown, reporting
 
-# The modules below cost a command that does not use them (`dockerfile` must start in well under
-# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+# Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
     from ..jobs import preflight, vertex
 
@@ -249,8 +248,7 @@ def job(source: Source = None, /, options: JobOptions | None = None, output: str
     accelerator_type=, project=, region=...).
     settings: config keys as their flags set them, config, dir, variant.
     """
-    options = options_from(options or JobOptions(), settings)
-    project = project_from(source, settings, "job", ["options", "output", "as_json", *option_names(options)])
+    project, options = arguments("job", source, settings, options or JobOptions(), takes=("options", "output", "as_json"))
     output = checked(output, "Path | None", "output")
     as_json = checked(as_json, "bool", "as_json")
     config, job_settings, left, notes = _job_settings(project, options)
@@ -287,10 +285,8 @@ def plan(source: Source = None, /, options: JobOptions | None = None, submit_opt
     source, options, settings: as job's; submit_options: SubmitOptions, or its fields as keywords
     (api_endpoint=, timeout=, skip_image_check=).
     """
-    options = options_from(options or JobOptions(), settings)
-    submit_options = options_from(submit_options or SubmitOptions(), settings)
-    project = project_from(source, settings, "plan", ["options", "submit_options",
-                                                        *option_names(options, submit_options)])
+    project, options, submit_options = arguments("plan", source, settings, options or JobOptions(),
+                                                 submit_options or SubmitOptions(), takes=("options", "submit_options"))
     check_submit_options(submit_options)
     config, job_settings, _, _ = _job_settings(project, options)
     return plan_job(config, job_settings, options, submit_options)
@@ -334,10 +330,9 @@ def submit(source: Source = None, /, options: JobOptions | None = None, submit_o
     on_state: called with (state, job resource) at each change while waiting; default: progress shows it.
     progress: as build's (the job's states).
     """
-    options = options_from(options or JobOptions(), settings)
-    submit_options = options_from(submit_options or SubmitOptions(), settings)
-    project = project_from(source, settings, "submit", ["options", "submit_options", "on_state", "progress",
-                                                          *option_names(options, submit_options)])
+    project, options, submit_options = arguments("submit", source, settings, options or JobOptions(),
+                                                 submit_options or SubmitOptions(),
+                                                 takes=("options", "submit_options", "on_state", "progress"))
     on_state = checked(on_state, "Callable[[str, dict], None] | None", "on_state")
     check_poll(submit_options)
     check_submit_options(submit_options)

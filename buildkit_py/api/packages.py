@@ -11,10 +11,9 @@ from ..config import distribution_name, pep440_version
 from ..errors import ConfigError
 from ..notebook import HtmlRepr
 from ..plan import make_plan
-from .project import Source, load, option_names, options_from, project_from
+from .project import Source, arguments, load
 
-# The modules below cost a command that does not use them (`dockerfile` must start in well under
-# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+# Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
     from ..packaging import Sdist
     from ..staging import Staged
@@ -58,8 +57,7 @@ def package(source: Source = None, /, options: PackageOptions | None = None, **s
     from ..packaging import build_sdist
     from ..staging import parse_stage, stage
 
-    options = options_from(options or PackageOptions(), settings)
-    project = project_from(source, settings, "package", ["options", *option_names(options)])
+    project, options = arguments("package", source, settings, options or PackageOptions(), takes=("options",))
 
     if options.module and options.script:
         raise ConfigError("give --module or --script, not both", field="--script")

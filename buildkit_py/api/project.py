@@ -113,6 +113,15 @@ def project_from(source: Source, settings: dict[str, Any], call: str, allowed: I
     return replace(project, overrides=project.overrides + overrides) if overrides else project
 
 
+def arguments(call: str, source: Source, settings: dict[str, Any], *options: Any, takes: Iterable[str] = (),
+              config_keys: tuple[str, ...] = ()) -> tuple[Any, ...]:
+    """A call's Project and its options: each options object with the fields that keywords name (options_from),
+    then the Project (project_from), which refuses a keyword left over, naming the call's parameters (takes), the
+    options' fields and the config keys."""
+    filled = tuple(options_from(o, settings, config_keys) for o in options)
+    return (project_from(source, settings, call, [*takes, *option_names(*filled)]), *filled)
+
+
 def refuse_unknown(settings: Mapping[str, Any], call: str, allowed: Iterable[str]) -> None:
     """A keyword that no option and no config key of the call takes: refused, naming what it allows."""
     for name in settings:

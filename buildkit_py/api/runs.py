@@ -15,23 +15,9 @@ from ..errors import ConfigError, show
 from ..progress import Reporter
 from ..refs import parse_ref
 from .images import check_build_options
-from .project import (
-    MAX_GPUS,
-    MAX_WORKERS,
-    Progress,
-    Project,
-    Source,
-    check_count,
-    load,
-    option_names,
-    options_from,
-    project_from,
-    reporting,
-    runs_dir,
-)
+from .project import MAX_GPUS, MAX_WORKERS, Progress, Project, Source, arguments, check_count, load, reporting, runs_dir
 
-# The modules below cost a command that does not use them (`dockerfile` must start in well under
-# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+# Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
     from .. import doctor as _doctor
     from ..jobs.local import RunResult
@@ -78,8 +64,7 @@ def run(source: Source = None, /, options: RunOptions | None = None, *, progress
     progress: as build's.
     settings: config keys as their flags set them, config, dir, variant.
     """
-    options = options_from(options or RunOptions(), settings)
-    project = project_from(source, settings, "run", ["options", "progress", *option_names(options)])
+    project, options = arguments("run", source, settings, options or RunOptions(), takes=("options", "progress"))
     check_run_options(options)
     with reporting(progress) as reporter:
         return _run(project, options, reporter)

@@ -11,21 +11,9 @@ from ..build import build as build_image
 from ..errors import ConfigError, show
 from ..refs import parse_ref
 from .images import check_build_options
-from .project import (
-    MAX_GPUS,
-    Progress,
-    Source,
-    check_count,
-    load,
-    option_names,
-    options_from,
-    project_from,
-    reporting,
-    runs_dir,
-)
+from .project import MAX_GPUS, Progress, Source, arguments, check_count, load, reporting, runs_dir
 
-# The modules below cost a command that does not use them (`dockerfile` must start in well under
-# 0.3 s): each is imported in the functions that need it. tests/test_startup.py keeps it so.
+# Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
     from ..jobs import tune as jobs_tune
 
@@ -58,8 +46,7 @@ def tune(source: Source = None, /, options: TuneOptions | None = None, *, progre
     """
     from ..jobs import tune as jobs_tune
 
-    options = options_from(options or TuneOptions(), settings)
-    project = project_from(source, settings, "tune", ["options", "progress", *option_names(options)])
+    project, options = arguments("tune", source, settings, options or TuneOptions(), takes=("options", "progress"))
 
     check_count("--gpus", options.gpus, MAX_GPUS)
     timeout = options.trial_timeout
