@@ -163,6 +163,11 @@ WRONG = [  # values the command line cannot give (its flags are strings): typed 
     (lambda: bk.build(QUICKSTART, progress="loud"), "--progress", "one of auto, plain"),
     (lambda: api.run(QUICKSTART, build="yes"), "build", "a BuildOptions"),
     (lambda: bk.dockerfile(QUICKSTART, output=["x"]), "output", "a path"),
+    (lambda: bk.resolve(dir="trainer\0"), "dir", "without NUL characters"),
+    (lambda: bk.resolve(QUICKSTART, dir=""), "dir", "not empty"),
+    (lambda: bk.build(QUICKSTART, progress="p" * 70000), "--progress", "... (70000 characters)"),
+    (lambda: bk.resolve({"framework": "t" * 70000}), "framework", "(70000 characters)"),
+    (lambda: bk.submit(QUICKSTART, poll_interval=float("inf"), wait=True), "--poll", "seconds, more than 0"),
 ]
 
 
@@ -194,6 +199,26 @@ def test_keywords_set_options_nested_ones_too(tmp_path):
     options = options_from(api.AutopackageOptions(), settings := {"image": "r/x", "region": "europe-west4"},
                                config_keys=("image",))
     assert options.job.region == "europe-west4" and options.job.image is None and settings == {"image": "r/x"}
+
+
+COMMANDS = {  # each call's command, with what it needs to reach the call
+    "resolve": ["resolve"], "dockerfile": ["dockerfile"], "build": ["build"], "push": ["push", "r/x:1"],
+    "package": ["package"], "job": ["job"], "plan": ["plan"], "submit": ["submit"], "cancel": ["cancel", "x"],
+    "autopackage": ["autopackage"], "tune": ["tune", "--local"]}
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_each_command_is_the_call_of_its_name(capsys, monkeypatch, name):
+    """The CLI is a shell over these calls: each command parses, makes exactly this call and prints its result."""
+    made = []
+
+    def call(*args, **kwargs):
+        made.append((args, kwargs))
+        raise ConfigError("the call was made", field="probe")
+
+    monkeypatch.setattr(api, name, call)
+    assert cli.main(COMMANDS[name]) == 2
+    assert capsys.readouterr().err == "buildkit-py: error: probe: the call was made\n" and len(made) == 1
 
 
 # ---------------------------------------------------------------------------------------------
