@@ -481,7 +481,7 @@ def test_run_after_a_fast_path_push_pulls_and_runs_the_edited_trainer(testenv, b
     assert f"edited {token}" in ran.stdout + ran.stderr
 
 
-def test_with_an_engine_its_tags_move_to_the_appended_image(testenv, base, tmp_path):
+def test_with_an_engine_its_stale_tags_are_removed_and_a_pull_brings_the_appended_image(testenv, base, tmp_path):
     proxy, _, _, repo = base
     root, cache = _edited(base, tmp_path, f"engine tags {uuid.uuid4().hex}")
     docker = [testenv["BUILDKIT_DOCKER"]]
@@ -491,7 +491,8 @@ def test_with_an_engine_its_tags_move_to_the_appended_image(testenv, base, tmp_p
     proc = build(testenv, root, cache, "--tag", repo, "--tag", f"{repo}:latest-{uuid.uuid4().hex[:8]}")
     assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
     assert "local engine" not in proc.stderr
-    # `latest` names the older image in the engine, as after a full build: it moves to the new one.
+    # `latest` names the older image in the engine, as after a full build: a later `docker run` of it must not
+    # start the old code. The name goes; the older image's layers stay, so the pull fetches the code layer only.
     older = subprocess.run(docker + ["images", "-q", "--filter", f"reference={proxy.upstream}/{repo.split('/', 1)[1]}"],
                            capture_output=True, text=True, env=denv).stdout.split()[0]  # the base's full build
     subprocess.run(docker + ["tag", older, f"{repo}:latest"], check=True, capture_output=True, env=denv)
@@ -499,12 +500,18 @@ def test_with_an_engine_its_tags_move_to_the_appended_image(testenv, base, tmp_p
         handle.write("# once more\n")
     proc = build(testenv, root, cache, "--tag", repo, "--tag", f"{repo}:latest")
     assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
-    assert "the local engine has it too" in proc.stderr and "building " not in proc.stderr
+    assert f"the local engine's {repo}:latest named the previous image: untagged" in proc.stderr
+    assert "building " not in proc.stderr
+    gone = subprocess.run(docker + ["image", "inspect", f"{repo}:latest"], capture_output=True, text=True, env=denv)
+    assert gone.returncode != 0 and "No such image" in gone.stderr
+    assert subprocess.run(docker + ["image", "inspect", older], capture_output=True, env=denv).returncode == 0
     result = json.loads(proc.stdout)
-    for tag in result["tags"]:  # a later `docker run` or `buildkit-py push` of a tag uses the new image, not an old one
-        inspected = subprocess.run(docker + ["image", "inspect", "--format", "{{.Id}}", tag], capture_output=True,
-                                   text=True, env=denv)
-        assert inspected.stdout.strip() == result["image_id"], (tag, inspected.stderr, proc.stderr)
+    pulled = subprocess.run(docker + ["pull", f"{repo}:latest"], capture_output=True, text=True, env=denv)
+    assert pulled.returncode == 0, pulled.stderr
+    assert pulled.stdout.count("Pull complete") == 1, pulled.stdout  # the code layer; the rest was kept
+    inspected = subprocess.run(docker + ["image", "inspect", "--format", "{{.Id}}", f"{repo}:latest"],
+                               capture_output=True, text=True, env=denv)
+    assert inspected.stdout.strip() == result["image_id"], (inspected.stderr, proc.stderr)
 
 
 def test_a_previous_image_gone_from_the_registry_takes_the_full_build_and_says_so(testenv, base, tmp_path):
