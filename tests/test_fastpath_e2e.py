@@ -558,7 +558,7 @@ def test_transient_refusals_and_a_dropped_connection_are_tried_again(testenv, ba
 
     def flaky(method, path, headers):
         kind = "upload" if method == "PUT" and "/blobs/uploads/" in path else \
-            "manifest" if method == "PUT" and "/manifests/sha256:" in path else None
+            "manifest" if method == "PUT" and "/manifests/" in path else None
         return faults[kind].pop(0) if kind and faults[kind] else None
 
     proxy.fault = flaky
@@ -587,3 +587,28 @@ def test_the_htpasswd_registry_takes_the_append_with_the_right_credentials_only(
     fast = build(testenv, root, cache, "--tag", repo, env={**right, **nowhere})
     assert fast.returncode == 0 and "appended the code layer" in fast.stderr, fast.stderr[-3000:]
     assert "s3cret-pass" not in fast.stderr + fast.stdout
+
+
+def test_the_next_edit_reads_nothing_back_and_a_spoilt_copy_is_read_again(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, f"kept {uuid.uuid4().hex}")
+    first = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert first.returncode == 0 and "appended the code layer" in first.stderr, first.stderr[-2000:]
+    reads = [(m, p) for m, p in proxy.seen if m == "GET" and ("/manifests/" in p or "/blobs/sha256" in p)]
+    assert len(reads) == 2, proxy.seen  # the full build's image: its manifest and config, once
+    for edit, spoil in (("again", False), ("spoilt", True)):
+        if spoil:  # a kept copy that no longer hashes to its name is not trusted: read from the registry
+            for kept in (cache / "registry-json").iterdir():
+                kept.write_bytes(kept.read_bytes().replace(b'"', b"'", 1))
+        with (root / "trainer" / "task.py").open("a") as handle:
+            handle.write(f"# {edit}\n")
+        proxy.seen[:] = []
+        proc = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+        assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
+        reads = [(m, p) for m, p in proxy.seen if m == "GET"]
+        assert len(reads) == (2 if spoil else 0), proxy.seen
+        result = json.loads(proc.stdout)
+        path = repo.split("/", 1)[1]
+        manifest = json.loads(fetch(proxy.upstream, f"{path}/manifests/{result['tags'][0].rsplit(':', 1)[1]}")[1])
+        assert manifest["config"]["digest"] == result["image_id"]
+    assert not [p for p in (cache / "registry-json").iterdir() if p.name.startswith(".")]  # no half-written copy
