@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import socket
 import urllib.parse
 
 from .errors import EngineError
@@ -23,17 +21,6 @@ def engine_may_answer() -> bool:
     return not host.startswith("unix://") or os.path.exists(host.removeprefix("unix://"))
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, socket_path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = socket_path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.socket_path)
-
-
 def socket_call(method: str, path: str, timeout: float = 30.0) -> tuple[int, dict | list | None] | None:
     """The status and JSON answer of one call to the engine's API over its unix socket, with the standard library:
     the Docker SDK's import alone (0.1 s) is a code edit's budget. None where DOCKER_HOST is not a unix socket
@@ -41,10 +28,16 @@ def socket_call(method: str, path: str, timeout: float = 30.0) -> tuple[int, dic
     host = os.environ.get("DOCKER_HOST") or DEFAULT_HOST
     if not host.startswith("unix://"):
         return None
+    import http.client
+    import socket
+
     from .transport import USER_AGENT
 
-    conn = _UnixConnection(host.removeprefix("unix://"), timeout)
+    conn = http.client.HTTPConnection("localhost", timeout=timeout)
     try:
+        conn.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a connection with a socket connects no more
+        conn.sock.settimeout(timeout)
+        conn.sock.connect(host.removeprefix("unix://"))
         conn.request(method, path, headers={"User-Agent": USER_AGENT})
         answer = conn.getresponse()
         body = answer.read()
