@@ -43,7 +43,7 @@ from .lock import LockOptions, LockResult
 from .matrix import SHIPPED, load_matrix, version_key
 from .plan import Plan, accelerator_named, check_accelerator, closest_python, make_plan, tpu_named, tpu_releases, usable_python
 from .progress import Reporter
-from .refs import parse_ref
+from .refs import ImageRef, parse_ref
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 
@@ -1061,7 +1061,6 @@ def _legacy_build(project: Project, directory: Path, inferred: _autopackage.Infe
 def autopackage(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
     """Infer what the config leaves out, then render, build, push (when the image names a registry) and run."""
     from . import autopackage as _autopackage
-    from .jobs import preflight
     from .jobs.local import run_local
     from .packaging import build_sdist
 
@@ -1165,24 +1164,22 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
             refs = [parse_ref(built.tags[0], field="--tag")]
             pushes = refs[0].registry != "docker.io"
         else:
-            built = _build.build(config, replace(options.build, push=False), reporter, dockerfile, planned)
+            # For the service the build pushes itself: a code-only edit is then appended in the registry (the fast
+            # path), with no engine build or push. A local run needs the image in the engine: built there.
+            built = _build.build(config, replace(options.build, push=pushes and target != "local"), reporter,
+                                 dockerfile, planned)
         out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
                   not built.built]
     if pushes:
         with stages.stage("push") as out:
+            pushed = built.pushed  # the build's own push (a code-only edit: appended in the registry)
             # --skip-image-check: this machine's requests do not reach the registry (the engine's may): no lookup.
-            present = False
-            if not options.submit.skip_image_check:
-                try:
-                    preflight.manifest(refs[0])
-                    present = True
-                except RegistryError:
-                    pass  # not there, or not readable from here: pushed
-            if present:
+            if not pushed and not options.submit.skip_image_check and _in_registry(refs[0]):
                 out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
             else:
-                builder = builder_class(config.builder).create(options.build.docker)
-                pushed = _build.push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
+                if not pushed:
+                    builder = builder_class(config.builder).create(options.build.docker)
+                    pushed = _build.push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
                 out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
     if target != "local":
         with stages.stage("submit") as out:
@@ -1213,6 +1210,16 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
                             reporter=reporter, network=config.network)
         out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
     return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, run=ran, written=written)
+
+
+def _in_registry(ref: ImageRef) -> bool:
+    from .jobs import preflight
+
+    try:
+        preflight.manifest(ref)
+    except RegistryError:
+        return False  # not there, or not readable from here: pushed
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
