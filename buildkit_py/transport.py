@@ -69,36 +69,49 @@ class Transport:
 
     def __init__(self, timeout: float):
         self.timeout = timeout
-        # (scheme, host) -> the connection, and whether its request lines name the whole URL (plain http via a proxy)
-        self._connections: dict[tuple[str, str], tuple[http.client.HTTPConnection, bool]] = {}
+        # (scheme, host) -> the connection, and for plain http through a proxy the headers the proxy wants (its
+        # request lines then name the whole URL); None: straight to the host, or tunnelled
+        self._connections: dict[tuple[str, str], tuple[http.client.HTTPConnection, dict[str, str] | None]] = {}
         self._tls = None
 
-    def _connection(self, scheme: str, netloc: str) -> tuple[http.client.HTTPConnection, bool]:
+    def _connection(self, scheme: str, netloc: str) -> tuple[http.client.HTTPConnection, dict[str, str] | None]:
         key = (scheme, netloc)
         if key in self._connections:
             return self._connections[key]
         proxy = _proxy(scheme, netloc.rsplit(":", 1)[0])
-        target = urllib.parse.urlsplit(proxy).netloc if proxy else netloc
+        target, proxy_auth = netloc, {}
+        if proxy:
+            userinfo, _, target = urllib.parse.urlsplit(proxy).netloc.rpartition("@")
+            if userinfo:
+                import base64
+
+                pair = urllib.parse.unquote(userinfo).encode()
+                proxy_auth = {"Proxy-Authorization": "Basic " + base64.b64encode(pair).decode()}
         if scheme == "https":
             if self._tls is None:
                 import ssl
 
-                self._tls = ssl.create_default_context(cafile=_ca_file())
+                cafile = _ca_file()
+                try:
+                    self._tls = ssl.create_default_context(cafile=cafile)
+                except (OSError, ssl.SSLError) as exc:
+                    raise TransportError(f"cannot use the CA bundle {cafile}: {exc}") from None
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(target, timeout=self.timeout,
                                                                            context=self._tls)
             if proxy:
-                conn.set_tunnel(netloc)
+                conn.set_tunnel(netloc, headers=proxy_auth)
         else:
             conn = http.client.HTTPConnection(target, timeout=self.timeout)
-        self._connections[key] = (conn, bool(proxy) and scheme == "http")
+        self._connections[key] = (conn, proxy_auth if proxy and scheme == "http" else None)
         return self._connections[key]
 
     def _once(self, method: str, url: str, headers: dict[str, str], data: bytes | None) -> Response:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise TransportError(f"not an http(s) URL: {url[:200]}")
-        conn, absolute = self._connection(parts.scheme, parts.netloc)
-        target = url if absolute else urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        conn, via_proxy = self._connection(parts.scheme, parts.netloc)
+        target = url if via_proxy is not None else urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        headers = {**headers, **(via_proxy or {})}
         body = data if data is not None else (b"" if method in ("POST", "PUT", "PATCH") else None)
         for attempt in (1, 2):
             try:

@@ -3,8 +3,11 @@ the server dropped, proxies, refusals, against real HTTP servers on loopback."""
 
 from __future__ import annotations
 
+import base64
 import http.server
 import socket
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -102,3 +105,73 @@ def test_plain_http_goes_through_the_proxy_the_environment_names(monkeypatch):
         monkeypatch.delenv("no_proxy", raising=False)
         got = Transport(5).request("GET", "http://registry.invalid/v2/")
     assert got.content == b"via proxy" and seen[0][1] == "http://registry.invalid/v2/"
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    """An https server on loopback with its own CA-less self-signed certificate for 127.0.0.1."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    handler = type("H", (Handler,), {"routes": {"/v2/": (200, {}, b"over tls")}, "seen": [], "close_after": False})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{httpd.server_address[1]}", cert
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_https_is_verified_against_the_ca_bundle_requests_would_use(tls_server, monkeypatch):
+    host, cert = tls_server
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert))
+    assert Transport(5).request("GET", f"https://{host}/v2/").content == b"over tls"
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE")  # certifi's bundle does not know this certificate
+    with pytest.raises(TransportError, match="CERTIFICATE_VERIFY_FAILED"):
+        Transport(5).request("GET", f"https://{host}/v2/")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert) + ".missing")
+    with pytest.raises(TransportError, match="cannot use the CA bundle"):
+        Transport(5).request("GET", f"https://{host}/v2/")
+
+
+def test_https_goes_through_the_proxy_as_a_tunnel_with_the_proxys_credentials(tls_server, monkeypatch):
+    host, cert = tls_server
+    tunnels: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def proxy() -> None:
+        client, _ = listener.accept()
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += client.recv(4096)
+        tunnels.append(request)
+        target_host, _, target_port = request.split(b" ")[1].decode().rpartition(":")
+        upstream = socket.create_connection((target_host, int(target_port)))
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+        def pipe(a: socket.socket, b: socket.socket) -> None:
+            try:
+                while chunk := a.recv(65536):
+                    b.sendall(chunk)
+            except OSError:
+                pass
+            finally:
+                b.close()
+
+        threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+        pipe(client, upstream)
+
+    threading.Thread(target=proxy, daemon=True).start()
+    monkeypatch.setenv("HTTPS_PROXY", f"http://user%40corp:p%3Ass@127.0.0.1:{listener.getsockname()[1]}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert))
+    assert Transport(5).request("GET", f"https://{host}/v2/").content == b"over tls"
+    assert tunnels[0].startswith(f"CONNECT {host} HTTP/1.".encode())
+    assert f"Proxy-Authorization: Basic {base64.b64encode(b'user@corp:p:ss').decode()}".encode() in tunnels[0]
+    listener.close()
