@@ -486,22 +486,27 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     }
     body = json.dumps(new_manifest, indent=3).encode()
     digest = "sha256:" + _sha(body)
-    results: list[PushResult] = []
+    headers = {"Content-Type": media}
     # The first tag's PUT stores the manifest: a registry checks it whole (media type, every blob) before it
-    # tags, so a refusal there leaves no tag, with one round trip fewer than storing it by digest first.
-    for target in refs:
-        tagged = _send(client, "PUT", f"manifests/{target.tag}", {"Content-Type": media}, body)
-        if not results and (tagged.status_code == 415 or tagged.status_code == 400 and any(
-                code in tagged.text for code in ("MANIFEST_INVALID", "UNSUPPORTED"))):
-            raise Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(tagged)})")
+    # tags, so a refusal there leaves no tag, with one round trip fewer than storing it by digest first. The
+    # other tags then go at once, each on its own connection.
+    tagged = _send(client, "PUT", f"manifests/{ref.tag}", headers, body)
+    if tagged.status_code == 415 or tagged.status_code == 400 and any(
+            code in tagged.text for code in ("MANIFEST_INVALID", "UNSUPPORTED")):
+        raise Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(tagged)})")
+    _check(client, tagged, ref, f"the tag {ref.tag}", (201, 200))
+    others = [(t, _in_background(_send, client.fork(), "PUT", f"manifests/{t.tag}", headers, body)) for t in refs[1:]]
+    results = [PushResult(f"{ref.repository}@{digest}", ref.tag or "latest", digest, len(body))]
+    refused = []
+    for target, waiting in others:
         try:
-            _check(client, tagged, target, f"the tag {target.tag}", (201, 200))
+            _check(client, waiting(), target, f"the tag {target.tag}", (201, 200))
         except RegistryError as exc:
-            if not results:
-                raise
-            raise PartlyTagged(f"{exc}; {', '.join(r.tag for r in results)} already name the whole new image {digest}") \
-                from None
+            refused.append(str(exc))
+            continue
         results.append(PushResult(f"{target.repository}@{digest}", target.tag or "latest", digest, len(body)))
+    if refused:
+        raise PartlyTagged(f"{'; '.join(refused)}; {', '.join(r.tag for r in results)} already name the whole new image {digest}")
     timings.append(("manifest", time.perf_counter() - started))
     _keep(digest, body)  # the next edit appends to this image: it reads nothing back
     _keep(new_config_digest, config_bytes)
