@@ -21,7 +21,7 @@ from .builders.base import BuildRequest
 from .config import Config, default_ca_bundle
 from .context import BuildContext, ContextListing, hash_context, list_context, staged
 from .engine import engine_may_answer
-from .errors import BuildError, BuildkitError, ConfigError, EngineError, RegistryError
+from .errors import BuildError, BuildkitError, ConfigError, RegistryError
 from .fsutil import read_text
 from .lock import STALE_LOCK
 from .lock import apply as apply_lock
@@ -280,29 +280,29 @@ def _fast_path(config: Config, options: BuildOptions, record: fastpath.Record | 
     return appended, parts
 
 
-def _sync_engine(refs: Sequence[ImageRef], reporter: Reporter) -> None:
-    """After an append, the engine's own tags of these names would still name older images (a later `docker run`
-    or `buildkit-py push` of one would use the stale image): where an engine has such a tag, it pulls the new
-    image (it has the lower layers from the build of the older one: only the code layer travels) and the tags
-    move to it. An engine without any of them (a CI runner's) pulls nothing: a CUDA image is gigabytes."""
+def _sync_engine(refs: Sequence[ImageRef], appended: fastpath.Appended, reporter: Reporter) -> None:
+    """After an append, an engine's own tags of these names would still name older images (a later `docker run`
+    or `buildkit-py push` of one would use the stale image): such tags are removed, the layers kept, so that the
+    next use pulls the new image and only its code layer travels. Pulling it here would cost the edit more than
+    its whole append; an engine without any of these tags (a CI runner's) is only asked."""
     if not engine_may_answer():
         return
     from .builders.engine_images import EngineImages
 
-    started = time.perf_counter()
+    images, new = EngineImages(), {appended.image_id, appended.pushed[0].digest}
+    stale: list[ImageRef] = []
     try:
-        images = EngineImages()
-        if all(images.image_id(ref) is None for ref in refs):
-            return
-        image_id = images.pull(refs[0])
-        if image_id is None:
-            raise EngineError(f"the engine could not pull {refs[0]}")
-        images.tag(image_id, refs)
+        for ref in refs:
+            if images.image_id(ref) not in (None, *new):
+                images.untag(ref)
+                stale.append(ref)
     except BuildkitError as exc:
-        reporter.message(f"note: the local engine's tags still name older images ({exc}); "
+        reporter.message(f"note: the local engine's tags may still name older images ({exc}); "
                          f"`docker pull {refs[0]}` brings the new one")
         return
-    reporter.message(f"the local engine has it too: pulled in {time.perf_counter() - started:.2f} s (the code layer only)")
+    if stale:
+        reporter.message(f"the local engine's {', '.join(map(str, stale))} named the previous image: untagged, so "
+                         "`docker run` and `buildkit-py run` pull the new one (its code layer only)")
 
 
 def _pull_appended(builder, record: fastpath.Record | None, ref: ImageRef, reporter: Reporter) -> str | None:
@@ -375,7 +375,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                                                                               refs, labels, secrets, platform, reporter)
             if appended is not None:
                 if config.builder != "buildah":  # buildah keeps images in its own storage, not the engine's
-                    _sync_engine(refs, reporter)
+                    _sync_engine(refs, appended, reporter)
                 return BuildResult(appended.image_id, tuple(str(r) for r in refs), True, snapshot.digest, plan,
                                    appended.pushed, (("scan", scan), *appended.timings))
             builder = creating.result() if creating is not None else backend.create(options.docker)

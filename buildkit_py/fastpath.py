@@ -19,6 +19,7 @@ import io
 import json
 import os
 import posixpath
+import re
 import shlex
 import stat
 import tarfile
@@ -285,6 +286,49 @@ def _check(client: RegistryClient, response, ref: ImageRef, action: str, ok: Ite
     raise RegistryError(f"{ref.registry} refused {action} for {ref.repository} ({_refusal(response)})")
 
 
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
+
+
+def _kept_path(digest: str) -> Path | None:
+    return cache_dir() / "registry-json" / digest.replace(":", "-") if _DIGEST.fullmatch(digest) else None
+
+
+def _kept(digest: str) -> dict | None:
+    """A manifest or image config this machine read or wrote by DIGEST: content-addressed, so a copy whose
+    bytes still hash to it is the registry's too."""
+    path = _kept_path(digest)
+    try:
+        data = path.read_bytes() if path else b""
+        found = json.loads(data) if "sha256:" + _sha(data) == digest else None
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _keep(digest: str, data: bytes) -> None:
+    path = _kept_path(digest)
+    if path is None or "sha256:" + _sha(data) != digest:
+        return
+    try:
+        write_atomic(path, data.decode("utf-8"))
+    except (OutputError, UnicodeDecodeError):
+        pass  # only a cache: the next edit reads it from the registry
+
+
+def _manifest(client: RegistryClient, ref: ImageRef, digest: str, what: str) -> tuple[dict, str]:
+    """A manifest by digest and its media type, kept from an earlier read or write where it names its type."""
+    kept = _kept(digest)
+    if kept is not None and isinstance(kept.get("mediaType"), str):
+        return kept, kept["mediaType"]
+    got = _send(client, "GET", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
+    if got.status_code == 404:
+        raise Refused(f"{what} is gone from the registry")
+    _check(client, got, ref, f"the read of {what}", (200,))
+    manifest = _json_body(got, "manifest", digest)
+    _keep(digest, got.content)
+    return manifest, manifest.get("mediaType") or got.headers.get("Content-Type", "").split(";")[0]
+
+
 def _platform_manifest(client: RegistryClient, ref: ImageRef, index: dict, platform: str | None) -> tuple[str, str]:
     """The digest and media type of the build platform's manifest in an index."""
     os_name, _, arch = (platform or "linux/amd64").partition("/")
@@ -384,23 +428,20 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     providers = list(providers) if providers is not None else default_providers()
     ref = refs[0]
     client = RegistryClient(ref, providers)
-    got = _send(client, "GET", f"manifests/{record.manifest}", {"Accept": MANIFEST_TYPES})
-    if got.status_code == 404:
-        raise Refused(f"the previous image {ref.repository}@{record.manifest} is gone from the registry")
-    _check(client, got, ref, f"the read of the previous image {record.manifest}", (200,))
-    manifest, media = _json_body(got, "manifest", record.manifest), got.headers.get("Content-Type", "").split(";")[0]
-    media = manifest.get("mediaType") or media
+    manifest, media = _manifest(client, ref, record.manifest, f"the previous image {ref.repository}@{record.manifest}")
     if media in INDEX_TYPES:
         digest, media = _platform_manifest(client, ref, manifest, platform)
-        got = _send(client, "GET", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
-        _check(client, got, ref, f"the read of manifest {digest}", (200,))
-        manifest = _json_body(got, "manifest", digest)
+        manifest, media = _manifest(client, ref, digest, f"manifest {digest}")
     if media not in LAYER_TYPES:
         raise Refused(f"the previous image's manifest is {show(media)}, which the fast path does not write")
     config_descriptor = manifest.get("config") or {}
-    got = _send(client, "GET", f"blobs/{config_descriptor.get('digest')}", {})
-    _check(client, got, ref, "the read of the previous image's config", (200,))
-    config = _json_body(got, "image config", config_descriptor.get("digest"))
+    config_digest = str(config_descriptor.get("digest"))
+    config = _kept(config_digest)
+    if config is None:
+        got = _send(client, "GET", f"blobs/{config_digest}", {})
+        _check(client, got, ref, "the read of the previous image's config", (200,))
+        config = _json_body(got, "image config", config_digest)
+        _keep(config_digest, got.content)
     layers = list(manifest.get("layers") or [])
     diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
     history = list(config.get("history") or [])
@@ -427,8 +468,8 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     new_labels.update(labels)
     new_config.setdefault("config", {})["Labels"] = new_labels
     config_bytes = json.dumps(new_config, separators=(",", ":"), ensure_ascii=False).encode()
-    config_digest = "sha256:" + _sha(config_bytes)
-    config_sent = _in_background(_upload, client.fork(), ref, config_digest, config_bytes)
+    new_config_digest = "sha256:" + _sha(config_bytes)
+    config_sent = _in_background(_upload, client.fork(), ref, new_config_digest, config_bytes)
     sent = _upload(client, ref, blob_digest, blob)
     config_sent()
     timings.append(("upload", time.perf_counter() - started))
@@ -440,28 +481,35 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     started = time.perf_counter()
     new_manifest = {
         "schemaVersion": 2, "mediaType": media,
-        "config": {"mediaType": config_descriptor["mediaType"], "size": len(config_bytes), "digest": config_digest},
+        "config": {"mediaType": config_descriptor["mediaType"], "size": len(config_bytes), "digest": new_config_digest},
         "layers": layers[:-1] + [{"mediaType": LAYER_TYPES[media], "size": len(blob), "digest": blob_digest}],
     }
     body = json.dumps(new_manifest, indent=3).encode()
     digest = "sha256:" + _sha(body)
-    put = _send(client, "PUT", f"manifests/{digest}", {"Content-Type": media}, body)
-    if put.status_code in (400, 415) and any(code in put.text for code in ("MANIFEST_INVALID", "UNSUPPORTED")) \
-            or put.status_code == 415:
-        raise Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(put)})")
-    _check(client, put, ref, f"the manifest {digest}", (201, 200))
-    results: list[PushResult] = []
-    for target in refs:
-        tagged = _send(client, "PUT", f"manifests/{target.tag}", {"Content-Type": media}, body)
+    headers = {"Content-Type": media}
+    # The first tag's PUT stores the manifest: a registry checks it whole (media type, every blob) before it
+    # tags, so a refusal there leaves no tag, with one round trip fewer than storing it by digest first. The
+    # other tags then go at once, each on its own connection.
+    tagged = _send(client, "PUT", f"manifests/{ref.tag}", headers, body)
+    if tagged.status_code == 415 or tagged.status_code == 400 and any(
+            code in tagged.text for code in ("MANIFEST_INVALID", "UNSUPPORTED")):
+        raise Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(tagged)})")
+    _check(client, tagged, ref, f"the tag {ref.tag}", (201, 200))
+    others = [(t, _in_background(_send, client.fork(), "PUT", f"manifests/{t.tag}", headers, body)) for t in refs[1:]]
+    results = [PushResult(f"{ref.repository}@{digest}", ref.tag or "latest", digest, len(body))]
+    refused = []
+    for target, waiting in others:
         try:
-            _check(client, tagged, target, f"the tag {target.tag}", (201, 200))
+            _check(client, waiting(), target, f"the tag {target.tag}", (201, 200))
         except RegistryError as exc:
-            if not results:
-                raise
-            raise PartlyTagged(f"{exc}; {', '.join(r.tag for r in results)} already name the whole new image {digest}") \
-                from None
+            refused.append(str(exc))
+            continue
         results.append(PushResult(f"{target.repository}@{digest}", target.tag or "latest", digest, len(body)))
+    if refused:
+        raise PartlyTagged(f"{'; '.join(refused)}; {', '.join(r.tag for r in results)} already name the whole new image {digest}")
     timings.append(("manifest", time.perf_counter() - started))
+    _keep(digest, body)  # the next edit appends to this image: it reads nothing back
+    _keep(new_config_digest, config_bytes)
     reporter.message(f"appended the code layer ({len(blob)} bytes{'' if sent else ', already in the registry'}) to "
                      f"{ref.repository}@{record.manifest}: {ref} is {digest}")
-    return Appended(config_digest, tuple(results), tuple(timings))
+    return Appended(new_config_digest, tuple(results), tuple(timings))

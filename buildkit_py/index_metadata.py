@@ -40,6 +40,7 @@ from .errors import ConfigError, OutputError, PackageIndexError, ResolutionError
 from .fsutil import write_atomic
 from .matrix import OVERLAY_ENV, SHIPPED, Framework, FrameworkSeries, Matrix, load_matrix, overlay_path, version_key
 from .resources import resource_dir
+from .transport import USER_AGENT
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 TIMEOUT = 20.0  # seconds per request
@@ -147,7 +148,7 @@ class Index:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https"):
             raise PackageIndexError(f"the index links to {show(url[:200])}, not an http(s) URL")
-        request = urllib.request.Request(url, headers={"User-Agent": "buildkit-py", **headers})
+        request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **headers})
         if self._auth and parts.netloc == self._host:
             request.add_header("Authorization", self._auth)
         try:

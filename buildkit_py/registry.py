@@ -26,6 +26,7 @@ import selectors
 import signal
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -517,6 +518,10 @@ MANIFEST_TYPES = ", ".join(("application/vnd.oci.image.index.v1+json",
 _CHALLENGE = re.compile(r'([A-Za-z_]+)="([^"]*)"', re.ASCII)
 
 
+def _basic(creds: Credentials) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()}
+
+
 class Unreachable(RegistryError):
     """The registry did not answer (refused or reset connection, timeout): a try again may pass."""
 
@@ -526,10 +531,10 @@ class RegistryClient:
     challenge asks (the scope it names: pull, or pull and push), with the credentials this module finds."""
 
     def __init__(self, ref: ImageRef, providers: Iterable[AuthProvider] | None = None):
-        import requests
+        from .transport import Transport
 
-        self.ref, self.providers, self.requests = ref, providers, requests
-        self.session = requests.Session()
+        self.ref, self.providers = ref, providers
+        self.transport = Transport(HTTP_TIMEOUT)
         host = "registry-1.docker.io" if ref.registry == DOCKER_HUB else ref.registry
         # Docker talks plain http to loopback registries (insecure by default); so do we.
         self.origin = f"{'http' if is_loopback_host(registry_host(host)) else 'https'}://{host}"
@@ -553,10 +558,9 @@ class RegistryClient:
         same = url.startswith(self.origin + "/")
         for _ in range(2):
             try:
-                response = self.session.request(method, url, headers={**headers, **(self.auth if same else {})},
-                                                data=data, timeout=HTTP_TIMEOUT)
-            except self.requests.exceptions.RequestException as exc:
-                raise Unreachable(f"cannot reach the registry {self.ref.registry}: {type(exc).__name__}") from None
+                response = self.transport.request(method, url, {**headers, **(self.auth if same else {})}, data)
+            except OSError as exc:
+                raise Unreachable(f"cannot reach the registry {self.ref.registry}: {exc}") from None
             if response.status_code != 401:
                 return response
             self.auth = self._authorize(response.headers.get("WWW-Authenticate", ""))
@@ -570,8 +574,7 @@ class RegistryClient:
             if creds is None:
                 raise RegistryError(f"{self.ref.registry} wants credentials and none were found (set "
                                     "BUILDKIT_PY_REGISTRY_USERNAME/_PASSWORD, docker login, or Google ADC)")
-            pair = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
-            return {"Authorization": f"Basic {pair}"}
+            return _basic(creds)
         if not challenge:
             raise RegistryError(f"{self.ref.registry} answered HTTP 401 without saying how to authenticate "
                                 "(no WWW-Authenticate header)")
@@ -584,10 +587,10 @@ class RegistryClient:
             raise RegistryError(f"{self.ref.registry} names a token service that is not https: {show(realm[:100])}")
         params.setdefault("scope", f"repository:{self.ref.path}:pull")
         try:
-            answer = self.session.get(realm, params=params, timeout=HTTP_TIMEOUT,
-                                      auth=(creds.username, creds.password) if creds else None)
+            answer = self.transport.request(
+                "GET", realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(params), _basic(creds) if creds else {})
             token = (answer.json().get("token") or answer.json().get("access_token")) if answer.ok else None
-        except (self.requests.exceptions.RequestException, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError):
             token = None
         if not token:
             raise RegistryError(f"{self.ref.registry}'s token service refused a token for {params['scope']}"

@@ -8,16 +8,17 @@ immutable sandbox: a template from a pull request cannot run code on the machine
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import os
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-
-import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from typing import TYPE_CHECKING
 
 from . import __version__
-from .errors import ConfigError, RenderError, show
-from .fsutil import cache_dir, read_text
+from .errors import ConfigError, OutputError, RenderError, show
+from .fsutil import cache_dir, read_text, write_atomic
 from .matrix import load_matrix
 from .plan import Plan
 from .resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
@@ -27,6 +28,9 @@ MAX_LINE_BYTES = 65535  # BuildKit's Dockerfile scanner refuses longer lines ("t
 # Characters str.splitlines() breaks on: BuildKit splits only on \n, but a value must not look
 # like two lines to any tool that reads the file (editors, linters, diff, our own tidy step).
 LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+if TYPE_CHECKING:
+    import jinja2
 
 
 def _one_line(value: str) -> str:
@@ -58,31 +62,35 @@ def exec_form(values) -> str:
     return json.dumps(list(values), ensure_ascii=True)
 
 
-class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
-    """Compiled templates kept between runs: compiling ours took about 130 ms of every command that
-    renders. Keyed by each template's source, so an edited template is compiled again; the code only
-    calls back into the sandboxed environment, which still checks every access. A cache that cannot
-    be written only makes the next run slower."""
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
-
-
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    import jinja2
+
+    class CompiledTemplates(jinja2.FileSystemBytecodeCache):
+        """Compiled templates kept between runs: compiling ours took about 130 ms of every command that
+        renders. Keyed by each template's source, so an edited template is compiled again; the code only
+        calls back into the sandboxed environment, which still checks every access. A cache that cannot
+        be written only makes the next run slower."""
+
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:
+                pass
+
     directory = cache_dir() / "templates"
     try:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError:
         return None
-    return _CompiledTemplates(str(directory))
+    return CompiledTemplates(str(directory))
 
 
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """One environment per process, and compiled templates kept on disk between processes."""
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
     env = ImmutableSandboxedEnvironment(
         bytecode_cache=_bytecode_cache(),
         loader=jinja2.FileSystemLoader(str(resource_dir("templates"))),
@@ -113,6 +121,13 @@ def render_dockerfile(plan: Plan, *, root: Path | None = None, buildkit: bool = 
     """Render the plan's variant template, or the user's template (relative to root) over it."""
     if not plan.entrypoint:
         raise ConfigError("the config has no trainer (module or script) to run as the ENTRYPOINT", field="trainer")
+    user = read_text((root or Path.cwd()) / plan.user_template, "template") if plan.user_template else None
+    return _kept(("dockerfile", plan.to_dict(), buildkit, user), lambda: _render_plan(plan, user, buildkit))
+
+
+def _render_plan(plan: Plan, user: str | None, buildkit: bool) -> str:
+    import jinja2
+
     env = environment()
     context = {
         "plan": plan,
@@ -125,9 +140,8 @@ def render_dockerfile(plan: Plan, *, root: Path | None = None, buildkit: bool = 
         "uv_requirement": load_matrix().tools.uv_requirement,  # the builds' installer (base_images/tools.yaml)
     }
     try:
-        if plan.user_template:
-            path = (root or Path.cwd()) / plan.user_template
-            template = env.from_string(read_text(path, "template"))
+        if user is not None:
+            template = env.from_string(user)
         else:
             template = env.get_template(plan.template)
         text = template.render(context)
@@ -137,6 +151,37 @@ def render_dockerfile(plan: Plan, *, root: Path | None = None, buildkit: bool = 
     except (jinja2.TemplateError, RecursionError) as exc:
         raise RenderError(f"cannot render {plan.user_template or plan.template}: {exc}") from None
     return _check_lines(_tidy(text), plan.user_template or plan.template)
+
+
+@functools.lru_cache(maxsize=1)
+def _templates_digest() -> str:
+    """Every template file's name and bytes, with this version: any change to one is another key below."""
+    digest = hashlib.sha256(__version__.encode())
+    top = resource_dir("templates")
+    for folder, dirs, files in sorted(os.walk(top)):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(folder) / name
+            digest.update(f"\0{path.relative_to(top)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _kept(inputs: object, render: Callable[[], str]) -> str:
+    """RENDER's text, kept in the cache under the digest of its inputs and of every template: a render is a pure
+    function of them, and a command that finds its text kept neither imports Jinja nor compiles a template
+    (most of what `print image-uri`, `dockerfile` and a code edit's build spend before their own work)."""
+    key = hashlib.sha256((_templates_digest() + json.dumps(inputs, sort_keys=True, default=str)).encode()).hexdigest()
+    path = cache_dir() / "rendered" / key
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    text = render()
+    try:
+        write_atomic(path, text)
+    except OutputError:
+        pass  # only a cache
+    return text
 
 
 def _tidy(text: str) -> str:
@@ -170,7 +215,7 @@ def render_project_dockerignore(root: Path) -> str:
 def render_dockerignore(user_dockerignore: str | None = None) -> str:
     # Split as the Docker CLI reads the file: on \n, with a trailing \r dropped.
     lines = [ln.rstrip("\r").rstrip() for ln in (user_dockerignore or "").split("\n") if ln.strip()]
-    return environment().get_template(DOCKERIGNORE_TEMPLATE).render(user_lines=lines)
+    return _kept(("dockerignore", lines), lambda: environment().get_template(DOCKERIGNORE_TEMPLATE).render(user_lines=lines))
 
 
 WITH_LAUNCHER_TEMPLATE = "with-launcher.Dockerfile.j2"

@@ -157,6 +157,31 @@ def test_vertex_target_builds_pushes_and_submits_to_the_api(testenv, trainer_cop
         assert refused.returncode != 0 and "127.0.0.1" in refused.stderr and len(server.bodies) == 1
 
 
+def test_a_code_edit_for_the_service_is_appended_in_the_registry_with_no_engine(testenv, trainer_copy, tmp_path):
+    """autopackage for the service pushes through the build: after one full build, a code-only edit is a code layer
+    appended in the registry (the fast path), which needs no engine at all."""
+    server = FakeVertex()
+    key, server.public_key = new_key_file(tmp_path, f"{server.url}/token")
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "GOOGLE_APPLICATION_CREDENTIALS": str(key),
+           ENDPOINT_ENV: server.url, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    args = ("autopackage", str(trainer_copy), "--image", f"{registry}/autopkg-fast/quick-{time.time_ns()}", "--project",
+            "fake-project", "--target", "loopback", "--json")
+    with server:
+        first = run_cli(*args, env=env)
+        assert first.returncode == 0 and "appended" not in first.stderr, first.stderr[-3000:]
+        task = trainer_copy / "trainer" / "task.py"
+        task.write_text(task.read_text() + f"# edited {time.time_ns()}\n")
+        edited = run_cli(*args, env={**env, "DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+        assert edited.returncode == 0 and "appended the code layer" in edited.stderr, edited.stderr[-3000:]
+        out = json.loads(edited.stdout)
+        stages = {s["stage"]: s for s in out["stages"]}
+        assert stages["push"]["detail"].startswith("pushed ") and not stages["push"]["reused"]
+        assert out["image"] != json.loads(first.stdout)["image"]
+        container = server.bodies[-1]["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
+        assert container["imageUri"].startswith(out["image"] + "@sha256:")  # the appended image, pinned by digest
+
+
 def test_vertex_target_with_pipeline_builds_pushes_submits_and_reports_the_uploaded_model(testenv, trainer_copy,
                                                                                           tmp_path):
     (trainer_copy / "buildkit.yaml").write_text("job: {base_output_directory: gs://bucket/quick}\n")

@@ -481,7 +481,7 @@ def test_run_after_a_fast_path_push_pulls_and_runs_the_edited_trainer(testenv, b
     assert f"edited {token}" in ran.stdout + ran.stderr
 
 
-def test_with_an_engine_its_tags_move_to_the_appended_image(testenv, base, tmp_path):
+def test_with_an_engine_its_stale_tags_are_removed_and_a_pull_brings_the_appended_image(testenv, base, tmp_path):
     proxy, _, _, repo = base
     root, cache = _edited(base, tmp_path, f"engine tags {uuid.uuid4().hex}")
     docker = [testenv["BUILDKIT_DOCKER"]]
@@ -491,7 +491,8 @@ def test_with_an_engine_its_tags_move_to_the_appended_image(testenv, base, tmp_p
     proc = build(testenv, root, cache, "--tag", repo, "--tag", f"{repo}:latest-{uuid.uuid4().hex[:8]}")
     assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
     assert "local engine" not in proc.stderr
-    # `latest` names the older image in the engine, as after a full build: it moves to the new one.
+    # `latest` names the older image in the engine, as after a full build: a later `docker run` of it must not
+    # start the old code. The name goes; the older image's layers stay, so the pull fetches the code layer only.
     older = subprocess.run(docker + ["images", "-q", "--filter", f"reference={proxy.upstream}/{repo.split('/', 1)[1]}"],
                            capture_output=True, text=True, env=denv).stdout.split()[0]  # the base's full build
     subprocess.run(docker + ["tag", older, f"{repo}:latest"], check=True, capture_output=True, env=denv)
@@ -499,12 +500,18 @@ def test_with_an_engine_its_tags_move_to_the_appended_image(testenv, base, tmp_p
         handle.write("# once more\n")
     proc = build(testenv, root, cache, "--tag", repo, "--tag", f"{repo}:latest")
     assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
-    assert "the local engine has it too" in proc.stderr and "building " not in proc.stderr
+    assert f"the local engine's {repo}:latest named the previous image: untagged" in proc.stderr
+    assert "building " not in proc.stderr
+    gone = subprocess.run(docker + ["image", "inspect", f"{repo}:latest"], capture_output=True, text=True, env=denv)
+    assert gone.returncode != 0 and "No such image" in gone.stderr
+    assert subprocess.run(docker + ["image", "inspect", older], capture_output=True, env=denv).returncode == 0
     result = json.loads(proc.stdout)
-    for tag in result["tags"]:  # a later `docker run` or `buildkit-py push` of a tag uses the new image, not an old one
-        inspected = subprocess.run(docker + ["image", "inspect", "--format", "{{.Id}}", tag], capture_output=True,
-                                   text=True, env=denv)
-        assert inspected.stdout.strip() == result["image_id"], (tag, inspected.stderr, proc.stderr)
+    pulled = subprocess.run(docker + ["pull", f"{repo}:latest"], capture_output=True, text=True, env=denv)
+    assert pulled.returncode == 0, pulled.stderr
+    assert pulled.stdout.count("Pull complete") == 1, pulled.stdout  # the code layer; the rest was kept
+    inspected = subprocess.run(docker + ["image", "inspect", "--format", "{{.Id}}", f"{repo}:latest"],
+                               capture_output=True, text=True, env=denv)
+    assert inspected.stdout.strip() == result["image_id"], (inspected.stderr, proc.stderr)
 
 
 def test_a_previous_image_gone_from_the_registry_takes_the_full_build_and_says_so(testenv, base, tmp_path):
@@ -551,7 +558,7 @@ def test_transient_refusals_and_a_dropped_connection_are_tried_again(testenv, ba
 
     def flaky(method, path, headers):
         kind = "upload" if method == "PUT" and "/blobs/uploads/" in path else \
-            "manifest" if method == "PUT" and "/manifests/sha256:" in path else None
+            "manifest" if method == "PUT" and "/manifests/" in path else None
         return faults[kind].pop(0) if kind and faults[kind] else None
 
     proxy.fault = flaky
@@ -580,3 +587,28 @@ def test_the_htpasswd_registry_takes_the_append_with_the_right_credentials_only(
     fast = build(testenv, root, cache, "--tag", repo, env={**right, **nowhere})
     assert fast.returncode == 0 and "appended the code layer" in fast.stderr, fast.stderr[-3000:]
     assert "s3cret-pass" not in fast.stderr + fast.stdout
+
+
+def test_the_next_edit_reads_nothing_back_and_a_spoilt_copy_is_read_again(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, f"kept {uuid.uuid4().hex}")
+    first = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert first.returncode == 0 and "appended the code layer" in first.stderr, first.stderr[-2000:]
+    reads = [(m, p) for m, p in proxy.seen if m == "GET" and ("/manifests/" in p or "/blobs/sha256" in p)]
+    assert len(reads) == 2, proxy.seen  # the full build's image: its manifest and config, once
+    for edit, spoil in (("again", False), ("spoilt", True)):
+        if spoil:  # a kept copy that no longer hashes to its name is not trusted: read from the registry
+            for kept in (cache / "registry-json").iterdir():
+                kept.write_bytes(kept.read_bytes().replace(b'"', b"'", 1))
+        with (root / "trainer" / "task.py").open("a") as handle:
+            handle.write(f"# {edit}\n")
+        proxy.seen[:] = []
+        proc = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+        assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
+        reads = [(m, p) for m, p in proxy.seen if m == "GET"]
+        assert len(reads) == (2 if spoil else 0), proxy.seen
+        result = json.loads(proc.stdout)
+        path = repo.split("/", 1)[1]
+        manifest = json.loads(fetch(proxy.upstream, f"{path}/manifests/{result['tags'][0].rsplit(':', 1)[1]}")[1])
+        assert manifest["config"]["digest"] == result["image_id"]
+    assert not [p for p in (cache / "registry-json").iterdir() if p.name.startswith(".")]  # no half-written copy

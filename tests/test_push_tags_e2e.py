@@ -18,6 +18,7 @@ from buildkit_py.errors import RegistryError
 from buildkit_py.progress import Reporter
 from buildkit_py.refs import parse_ref
 from buildkit_py.registry import EnvProvider, PushResult, add_tags
+from buildkit_py.transport import USER_AGENT
 from conftest import REPO, run_cli
 
 AUTH_USER, AUTH_PASSWORD = "tester", "s3cret-pass"
@@ -113,7 +114,7 @@ def test_autopackage_uploads_the_image_once_and_adds_the_git_tag_as_a_manifest(t
     # and the engine never came back to check the layers for a second tag.
     requests = [line for line in log.read_text().splitlines() if '"PUT /v2/quickstart/manifests/' in line]
     engine = [line for line in requests if line.endswith(')"') and '"docker/' in line]
-    ours = [line for line in requests if '"python-requests/' in line]
+    ours = [line for line in requests if f'"{USER_AGENT}"' in line]
     assert len(engine) == 1 and len(ours) == 1, requests
     assert "/manifests/git-" in ours[0] and "/manifests/bk-" in engine[0]
     tags = json.load(registry_get(registry, "quickstart/tags/list"))["tags"]

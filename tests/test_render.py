@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -106,7 +107,7 @@ def test_executor_images_and_keep_pip_keep_pip_in_the_venv(change):
 
 
 def test_compiled_templates_are_kept_between_runs_and_an_unwritable_cache_only_costs_time(tmp_path):
-    """The bytecode cache (render._CompiledTemplates) is filled by the first run, used by the next, and a
+    """The bytecode cache (render._bytecode_cache) is filled by the first run, used by the next, and a
     cache directory that cannot be made or written never fails a render."""
     def dockerfile(cache: Path) -> str:
         env = {**os.environ, "BUILDKIT_PY_CACHE_DIR": str(cache), "PYTHONPATH": str(HERE.parent)}
@@ -127,7 +128,7 @@ def test_compiled_templates_are_kept_between_runs_and_an_unwritable_cache_only_c
     # A cache that goes away (or fills up) between the read and the write: the write is dropped.
     bucket = jinja2.bccache.Bucket(render.environment(), "k", "checksum")
     bucket.code = compile("x = 1", "<t>", "exec")
-    render._CompiledTemplates(str(tmp_path / "gone")).dump_bytecode(bucket)
+    type(render.environment().bytecode_cache)(str(tmp_path / "gone")).dump_bytecode(bucket)
     assert not (tmp_path / "gone").exists()
 
 
@@ -352,3 +353,33 @@ def test_the_build_passes_pip_conf_and_uv_toml_as_private_secret_files(project, 
     assert tomllib.loads(secrets[UV_CONF_SECRET].read_text()) == {"index-url": "https://u:Tok3n@mirror.example/simple"}
     assert "index-url = https://u:Tok3n@mirror.example/simple" in secrets[PIP_CONF_SECRET].read_text()
     assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in secrets.values())
+
+
+def test_a_render_kept_in_the_cache_needs_no_jinja_and_any_input_change_renders_again(tmp_path):
+    """The rendered text is kept under the digest of its inputs and of every template: the next run with the
+    same inputs imports no Jinja; another input, or an edited template, renders anew."""
+    root = tmp_path / "trainer"
+    shutil.copytree(HERE.parent / "examples" / "quickstart", root)
+    probe = ("import sys, io, contextlib; from buildkit_py.cli import main; out = io.StringIO()\n"
+             "with contextlib.redirect_stdout(out): rc = main(['dockerfile', '--dir', sys.argv[1], *sys.argv[2:]])\n"
+             "print(rc, 'jinja2' in sys.modules); print(out.getvalue(), end='')")
+
+    def dockerfile(*flags: str) -> tuple[bool, str]:
+        env = {**os.environ, "BUILDKIT_PY_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(HERE.parent)}
+        proc = subprocess.run([sys.executable, "-c", probe, str(root), *flags], env=env, capture_output=True, text=True,
+                              timeout=60)
+        status, _, text = proc.stdout.partition("\n")
+        assert status.split()[0] == "0", proc.stderr
+        return status.split()[1] == "True", text
+
+    used, first = dockerfile()
+    assert used and "FROM " in first
+    assert dockerfile() == (False, first)
+    used, other = dockerfile("--python", "3.12")
+    assert used and other != first
+    for marker in ("first", "second"):  # the user's template is an input too: read each run, its edit renders anew
+        (root / "my.Dockerfile.j2").write_text("{% extends base_template %}{% block header %}# marker " + marker
+                                               + "\n{{ super() }}{% endblock %}\n")
+        used, own = dockerfile("--template", "my.Dockerfile.j2")
+        assert used and f"# marker {marker}\n" in own
+        assert dockerfile("--template", "my.Dockerfile.j2") == (False, own)

@@ -5,13 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..engine import engine_client
-from ..errors import BuildError
+from ..engine import engine_client, image_path, socket_call
+from ..errors import BuildError, EngineError, show
 from ..progress import Reporter
 from ..refs import ImageRef
 
 if TYPE_CHECKING:
     from ..registry import PushResult
+
+
+def _message(body) -> str:
+    return show(str(body.get("message", ""))[:300]) if isinstance(body, dict) else ""
 
 
 class EngineImages:
@@ -24,7 +28,31 @@ class EngineImages:
         return self._client
 
     def image_id(self, ref: ImageRef) -> str | None:
-        return self._engine_image_id(ref)
+        answer = socket_call("GET", image_path(str(ref)) + "/json")
+        if answer is None:
+            return self._engine_image_id(ref)
+        status, body = answer
+        if status == 404:
+            return None
+        if status != 200 or not isinstance(body, dict) or not isinstance(body.get("Id"), str):
+            raise EngineError(f"the engine could not look up {ref}: HTTP {status} {_message(body)}")
+        return body["Id"]
+
+    def untag(self, ref: ImageRef) -> None:
+        """Remove this name from the engine, keeping the image's layers (a later pull of the name fetches only
+        what changed)."""
+        answer = socket_call("DELETE", image_path(str(ref)) + "?noprune=1")
+        if answer is None:
+            from docker.errors import APIError, ImageNotFound
+
+            try:
+                self.client.api.remove_image(str(ref), noprune=True)
+            except ImageNotFound:
+                pass
+            except APIError as exc:
+                raise EngineError(f"the engine kept {ref}: {exc.explanation or exc}") from None
+        elif answer[0] not in (200, 404):
+            raise EngineError(f"the engine kept {ref}: HTTP {answer[0]} {_message(answer[1])}")
 
     def _engine_image_id(self, ref: ImageRef) -> str | None:
         from docker.errors import ImageNotFound

@@ -1,0 +1,153 @@
+"""HTTP/1.1 for the registry API on the standard library: importing `requests` alone costs a code-only edit more
+than its whole upload. Kept-alive connections per origin; TLS verified against the CA bundle that `requests` would
+use (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, else certifi's); HTTP(S)_PROXY and NO_PROXY as `requests` reads them;
+redirects followed for reads, with no credentials sent to another host."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+from . import __version__
+
+USER_AGENT = f"buildkit-py/{__version__}"  # every request this tool makes says who sends it
+MAX_REDIRECTS = 5
+_REDIRECTS = frozenset((301, 302, 303, 307, 308))
+
+
+class TransportError(OSError):
+    """No answer: refused, reset or timed-out connection, bad TLS, a redirect loop."""
+
+
+@dataclass(frozen=True)
+class Response:
+    status_code: int
+    headers: http.client.HTTPMessage  # case-insensitive .get
+    content: bytes
+    url: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code < 400
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+def _ca_file() -> str | None:
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        if os.environ.get(name):
+            return os.environ[name]
+    try:
+        import certifi
+    except ImportError:
+        return None  # the system's store
+    return certifi.where()
+
+
+def _proxy(scheme: str, host: str) -> str | None:
+    if not any(k.lower() in ("http_proxy", "https_proxy", "all_proxy") for k in os.environ):
+        return None  # the common case, without urllib.request's imports
+    import urllib.request
+
+    if urllib.request.proxy_bypass(host):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(scheme) or proxies.get("all")
+
+
+class Transport:
+    """Connections of one client, one per origin; not for use from two threads at once (fork a client)."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        # (scheme, host) -> the connection, and for plain http through a proxy the headers the proxy wants (its
+        # request lines then name the whole URL); None: straight to the host, or tunnelled
+        self._connections: dict[tuple[str, str], tuple[http.client.HTTPConnection, dict[str, str] | None]] = {}
+        self._tls = None
+
+    def _connection(self, scheme: str, netloc: str) -> tuple[http.client.HTTPConnection, dict[str, str] | None]:
+        key = (scheme, netloc)
+        if key in self._connections:
+            return self._connections[key]
+        proxy = _proxy(scheme, netloc.rsplit(":", 1)[0])
+        target, proxy_auth = netloc, {}
+        if proxy:
+            userinfo, _, target = urllib.parse.urlsplit(proxy).netloc.rpartition("@")
+            if userinfo:
+                import base64
+
+                pair = urllib.parse.unquote(userinfo).encode()
+                proxy_auth = {"Proxy-Authorization": "Basic " + base64.b64encode(pair).decode()}
+        if scheme == "https":
+            if self._tls is None:
+                import ssl
+
+                cafile = _ca_file()
+                try:
+                    self._tls = ssl.create_default_context(cafile=cafile)
+                except (OSError, ssl.SSLError) as exc:
+                    raise TransportError(f"cannot use the CA bundle {cafile}: {exc}") from None
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(target, timeout=self.timeout,
+                                                                           context=self._tls)
+            if proxy:
+                conn.set_tunnel(netloc, headers=proxy_auth)
+        else:
+            conn = http.client.HTTPConnection(target, timeout=self.timeout)
+        self._connections[key] = (conn, proxy_auth if proxy and scheme == "http" else None)
+        return self._connections[key]
+
+    def _once(self, method: str, url: str, headers: dict[str, str], data: bytes | None) -> Response:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise TransportError(f"not an http(s) URL: {url[:200]}")
+        conn, via_proxy = self._connection(parts.scheme, parts.netloc)
+        target = url if via_proxy is not None else urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        headers = {**headers, **(via_proxy or {})}
+        body = data if data is not None else (b"" if method in ("POST", "PUT", "PATCH") else None)
+        for attempt in (1, 2):
+            try:
+                conn.request(method, target, body=body, headers=headers)
+                answer = conn.getresponse()
+                content = answer.read()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                conn.close()  # a kept-alive connection the server had closed: once more on a new one
+                if attempt == 2:
+                    raise TransportError(f"{type(exc).__name__}: {exc}") from None
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                raise TransportError(f"{type(exc).__name__}: {exc}") from None
+        if answer.will_close:
+            conn.close()
+        return Response(answer.status, answer.headers, content, url)
+
+    def request(self, method: str, url: str, headers: dict[str, str] | None = None, data: bytes | None = None,
+                strip_on_redirect: tuple[str, ...] = ("Authorization",)) -> Response:
+        """The answer, after redirects: reads follow every kind; writes follow only 307/308 (which keep the body).
+        Headers named in strip_on_redirect are not sent to another origin than the first."""
+        headers = {"User-Agent": USER_AGENT, **(headers or {})}
+        origin = urllib.parse.urlsplit(url)[:2]
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self._once(method, url, headers, data)
+            location = response.headers.get("Location")
+            follows = method in ("GET", "HEAD") or response.status_code in (307, 308)
+            if response.status_code not in _REDIRECTS or not location or not follows:
+                return response
+            url = urllib.parse.urljoin(url, location)
+            if urllib.parse.urlsplit(url)[:2] != origin:
+                headers = {k: v for k, v in headers.items() if k not in strip_on_redirect}
+        raise TransportError(f"more than {MAX_REDIRECTS} redirects")
+
+    def close(self) -> None:
+        for conn, _ in self._connections.values():
+            conn.close()
+        self._connections.clear()
