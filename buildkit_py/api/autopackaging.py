@@ -17,7 +17,7 @@ from ..matrix import load_matrix
 from ..notebook import HtmlRepr
 from ..plan import Plan, closest_python, make_plan, usable_python
 from ..progress import Reporter
-from ..refs import parse_ref
+from ..refs import ImageRef, parse_ref
 from .images import check_build_options, executor_build_for
 from .jobs import (
     JobOptions,
@@ -166,7 +166,6 @@ def autopackage(source: Source = None, /, options: AutopackageOptions | None = N
 def _autopackage_with(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
     """autopackage() with its arguments taken apart."""
     from ..autopackage import Stages, config_text, infer
-    from ..jobs import preflight
     from ..jobs.local import run_local
     from ..packaging import build_sdist
 
@@ -270,24 +269,22 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
             refs = [parse_ref(built.tags[0], field="--tag")]
             pushes = refs[0].registry != "docker.io"
         else:
-            built = build_image(config, replace(options.build, push=False), reporter, dockerfile, planned)
+            # For the service the build pushes itself: a code-only edit is then appended in the registry (the fast
+            # path), with no engine build or push. A local run needs the image in the engine: built there.
+            built = build_image(config, replace(options.build, push=pushes and target != "local"), reporter,
+                                dockerfile, planned)
         out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
                   not built.built]
     if pushes:
         with stages.stage("push") as out:
+            pushed = built.pushed  # the build's own push (a code-only edit: appended in the registry)
             # --skip-image-check: this machine's requests do not reach the registry (the engine's may): no lookup.
-            present = False
-            if not options.submit.skip_image_check:
-                try:
-                    preflight.manifest(refs[0])
-                    present = True
-                except RegistryError:
-                    pass  # not there, or not readable from here: pushed
-            if present:
+            if not pushed and not options.submit.skip_image_check and _in_registry(refs[0]):
                 out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
             else:
-                builder = builder_class(config.builder).create(options.build.docker)
-                pushed = push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
+                if not pushed:
+                    builder = builder_class(config.builder).create(options.build.docker)
+                    pushed = push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
                 out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
     if target != "local":
         with stages.stage("submit") as out:
@@ -318,3 +315,13 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
                             reporter=reporter, network=config.network)
         out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
     return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, run=ran, written=written)
+
+
+def _in_registry(ref: ImageRef) -> bool:
+    from ..jobs import preflight
+
+    try:
+        preflight.manifest(ref)
+    except RegistryError:
+        return False  # not there, or not readable from here: pushed
+    return True
