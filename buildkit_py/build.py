@@ -251,6 +251,7 @@ def _fast_path(config: Config, options: BuildOptions, record: fastpath.Record | 
     """The appended image when only the code changed, else why not (said) and the record parts to keep after
     the full build (None where this build cannot have a record)."""
     from . import fastpath
+    from .registry import Unreachable
 
     if not options.push:
         return None, None
@@ -271,6 +272,9 @@ def _fast_path(config: Config, options: BuildOptions, record: fastpath.Record | 
         appended = fastpath.append(refs, record, step, ctx.directory, labels, BUILD_LABELS, platform, reporter)
     except fastpath.Refused as exc:
         reporter.message(f"{exc}: full build")
+        return None, parts
+    except Unreachable as exc:  # nothing was tagged: the engine's own network may reach the registry
+        reporter.message(f"{exc} from this machine: full build")
         return None, parts
     except fastpath.PartlyTagged as exc:
         raise RegistryError(f"the fast path failed: {exc}") from None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
@@ -113,3 +114,15 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setattr(jobs_submit, "RETRIES", 1)  # one retry, after 1 s: enough to show what a retry does
     with server:
         yield server
+
+
+class socket_closed:  # noqa: N801 - a context manager read as a phrase
+    """A loopback URL where nothing listens."""
+
+    def __enter__(self) -> str:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()

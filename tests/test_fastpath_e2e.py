@@ -28,7 +28,7 @@ import pytest
 
 from buildkit_py import fastpath
 from buildkit_py.fsutil import CACHE_ENV
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, socket_closed
 
 ACCEPT = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
@@ -612,3 +612,24 @@ def test_the_next_edit_reads_nothing_back_and_a_spoilt_copy_is_read_again(testen
         manifest = json.loads(fetch(proxy.upstream, f"{path}/manifests/{result['tags'][0].rsplit(':', 1)[1]}")[1])
         assert manifest["config"]["digest"] == result["image_id"]
     assert not [p for p in (cache / "registry-json").iterdir() if p.name.startswith(".")]  # no half-written copy
+
+
+def test_a_registry_only_the_engine_reaches_gets_the_full_build_and_the_engines_push(testenv, tmp_path):
+    """This machine's requests go through a proxy that is down; the engine's do not: the fast path cannot reach
+    the registry before it writes anything, says so, and the full build's engine push lands the image."""
+    registry = "localhost:" + testenv["BUILDKIT_TEST_REGISTRY"].rsplit(":", 1)[1]  # a name the proxy is not bypassed for
+    root, cache = trainer(tmp_path, "quickstart"), tmp_path / "cache"
+    repo = f"{registry}/fastpath-proxy/quickstart-{uuid.uuid4().hex[:8]}"
+    first = build(testenv, root, cache, "--tag", repo)
+    assert first.returncode == 0 and "no previous image: full build" in first.stderr, first.stderr[-3000:]
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write(f"# {uuid.uuid4().hex}\n")
+    with socket_closed() as dead:
+        proc = build(testenv, root, cache, "--tag", repo, env={"HTTP_PROXY": dead, "http_proxy": dead, "NO_PROXY": "",
+                                                                "no_proxy": ""})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "cannot reach the registry localhost:" in proc.stderr and "from this machine: full build" in proc.stderr
+    result = json.loads(proc.stdout)
+    tag = result["tags"][0].rsplit(":", 1)[1]
+    status, body, _ = fetch(testenv["BUILDKIT_TEST_REGISTRY"], f"{repo.split('/', 1)[1]}/manifests/{tag}")
+    assert status == 200 and "sha256:" + hashlib.sha256(body).hexdigest() == result["pushed"][0]["digest"]

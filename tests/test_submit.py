@@ -24,7 +24,7 @@ from buildkit_py.errors import ServiceError
 from buildkit_py.jobs import pipeline as jobs_pipeline
 from buildkit_py.jobs import submit as jobs_submit
 from buildkit_py.launcher.constants import EXPECT_GPUS_ENV
-from conftest import REPO
+from conftest import REPO, socket_closed
 
 REGISTRY = os.environ.get("BUILDKIT_TEST_REGISTRY", "127.0.0.1:5000")
 AUTH_REGISTRY = os.environ.get("BUILDKIT_TEST_AUTH_REGISTRY", "127.0.0.1:5001")
@@ -295,20 +295,6 @@ def test_the_vertex_target_refuses_loopback_images_before_sending(fake, trainer,
     code, out, err = main(capsys, "submit", "--dir", str(trainer), "--image", image())
     assert code == 2 and "Vertex AI cannot reach" in err
     assert not fake.calls
-
-
-class socket_closed:  # noqa: N801 - a context manager read as a phrase
-    """A loopback URL where nothing listens."""
-
-    def __enter__(self) -> str:
-        import socket
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def __exit__(self, *exc) -> None:
-        self.sock.close()
 
 
 # --- training pipelines (submit --pipeline): the job, then its model uploaded with a serving image --------

@@ -270,9 +270,10 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
             pushes = refs[0].registry != "docker.io"
         else:
             # For the service the build pushes itself: a code-only edit is then appended in the registry (the fast
-            # path), with no engine build or push. A local run needs the image in the engine: built there.
-            built = build_image(config, replace(options.build, push=pushes and target != "local"), reporter,
-                                dockerfile, planned)
+            # path), with no engine build or push. A local run needs the image in the engine: built there; so does
+            # a registry only the engine reaches (--skip-image-check): the engine pushes.
+            through_build = pushes and target != "local" and not options.submit.skip_image_check
+            built = build_image(config, replace(options.build, push=through_build), reporter, dockerfile, planned)
         out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
                   not built.built]
     if pushes:
