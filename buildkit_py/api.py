@@ -1097,7 +1097,8 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
                                       dockerfile=options.dockerfile, with_launcher=options.with_launcher,
                                       prefer=(runtime.framework, f"what runtimeVersion {runtime.version} ran")
                                       if runtime else None,
-                                      module=conversion.module if conversion is not None else None)
+                                      module=conversion.module if conversion is not None else None,
+                                      legacy_gpu=aiplatform.master_gpus(conversion) if conversion is not None else None)
         out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
         out[1] = not inferred.overrides
     for note in inferred.notes:

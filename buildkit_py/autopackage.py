@@ -28,7 +28,7 @@ from .api_usage import notes as removed_notes
 from .config import bad_character, find_config, load_raw
 from .errors import ConfigError, show
 from .fsutil import read_text
-from .matrix import Matrix, load_matrix, version_key
+from .matrix import Framework, Matrix, load_matrix, version_key
 from .progress import Reporter
 
 # Where a trainer is looked for, in order: Vertex AI's package layout, a lone script at the top, then
@@ -408,7 +408,9 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
         if not spec.contains(version, prereleases=True):
             raise ConfigError(f"conflicting framework requirements: {show(chosen + '==' + version)} is outside "
                               f"{show(chosen + str(spec))} ({where})", field="framework")
-        return _Choice(f"{chosen}=={version}", where, spec, reason, ())
+        # A local version label (torch==2.5.1+cpu) names a build of the release, which the plan's index choice makes.
+        public = Version(version).public if _parses(f"x=={version}") and "+" in version else version
+        return _Choice(f"{chosen}=={public}", where, spec, reason, ())
     known = [(s, r) for s in fw.series for r in s.releases] if fw else []
     narrowed = [(w, r) for w, r in limits if r.name == chosen]
     limited = spec
@@ -439,6 +441,48 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
     return _Choice(f"{chosen}=={picked}", where, spec, reason, (*limit_notes,
         f"{chosen}{spec} ({where}): {picked}, the newest known release inside the range"
         f"{' for Python ' + python if python else ''}",))
+
+
+def _cpu_index_urls(fw: Framework) -> tuple[str, ...]:
+    """The framework's CPU-only indexes: a cpu_index_url that is not also its GPU index (PyTorch's
+    download.pytorch.org/whl/cpu; jax's one index serves both)."""
+    found = []
+    for series in (*fw.series, *([fw.nightly] if fw.nightly else [])):
+        spec = series.install
+        if spec.cpu_index_url and spec.cpu_index_url != spec.gpu_index_url:
+            found.append(spec.cpu_index_url.rstrip("/"))
+    return tuple(dict.fromkeys(found))
+
+
+def _cpu_only(matrix: Matrix, chosen: str, parsed: Sequence[tuple[str, Requirement]],
+              options: Sequence[tuple[str, str, str]]) -> list[str]:
+    """Where the trainer declares the CPU-only build of the framework that decides the base, each as
+    "where: what" (base_images/cpu_builds.yaml; an index option naming the framework's CPU index)."""
+    from .resources import read_data, resource_dir
+
+    data = read_data(resource_dir("base_images") / "cpu_builds.yaml", "base_images/cpu_builds.yaml")
+    rules = data["frameworks"].get(chosen) or {}
+    distributions = {canonicalize_name(d) for d in rules.get("distributions", ())}
+    extras, labels = set(rules.get("extras", ())), set(rules.get("local_versions", ()))
+    found = []
+    for where, req in parsed:
+        if _framework_of(matrix, req) != chosen:
+            continue
+        local = [Version(s.version).local for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version
+                 and _parses(f"x=={s.version}")]
+        if canonicalize_name(req.name) in distributions:
+            found.append(f"{where}: {req.name} is the CPU-only build of {chosen}")
+        elif req.extras & extras:
+            found.append(f"{where}: {req.name}[{','.join(sorted(req.extras & extras))}] installs {chosen} for CPU only")
+        elif any(lv and lv.split(".")[0] in labels for lv in local):
+            found.append(f"{where}: {req} is a CPU-only wheel of {chosen} (local version +{local[0]})")
+    fw = matrix.framework(chosen)
+    cpu_indexes = _cpu_index_urls(fw) if fw else ()
+    for option, value, where in options:
+        url = value.rstrip("/")
+        if any(url == i or url.startswith(i + "/") for i in cpu_indexes):
+            found.append(f"{where}: {option} {value} is {chosen}'s CPU-only index")
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -742,13 +786,14 @@ def _requirement(text: str, where: str) -> Requirement | None:
 
 def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
           dockerfile: bool = False, with_launcher: bool = False, prefer: tuple[str, str] | None = None,
-          module: str | None = None) -> Inferred:
+          module: str | None = None, legacy_gpu: str | None = None) -> Inferred:
     """What the directory says about the keys neither the config file nor a flag sets. A framework pin in
     the requirements that disagrees with the config's (or --framework): exit 2 naming both. strict: an
     import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
     own Dockerfile is built as it is, so nothing else is inferred. prefer: (NAME==VERSION, why) the release a
     legacy runtimeVersion ran, taken where the trainer's requirements and imports leave the release open. module: the
-    legacy file's pythonModule, the trainer where the config names none."""
+    legacy file's pythonModule, the trainer where the config names none. legacy_gpu: the GPUs a legacy job's master
+    asks for ("NVIDIA_TESLA_T4 x1"), refused beside a CPU-only framework build unless a flag sets gpu or accelerator."""
     raw, _ = load_raw(config_path, directory)
     config_file = config_path or find_config(directory)
     if dockerfile:
@@ -877,6 +922,21 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     choice = _pin(matrix, parsed + [(w, Requirement(d)) for d, w in missing.items()],
                   str(python) if python is not None else None, limits, prefer)
     chosen = choice.pin.partition("==")[0] if choice else None
+    if chosen and (cpu := _cpu_only(matrix, chosen, parsed, read.options if read else ())):
+        flagged = {k for k, v in flags.items() if v is not None}
+        gpu_value = flags.get("gpu") if "gpu" in flagged else raw.data.get("gpu")
+        accelerator = flags.get("accelerator") if "accelerator" in flagged else raw.data.get("accelerator")
+        asked = (f"gpu: true ({where_set['gpu']})" if gpu_value is True else
+                 f"accelerator {accelerator} ({where_set['accelerator']})"
+                 if isinstance(accelerator, str) and not accelerator.upper().startswith("TPU") else
+                 f"the legacy job's {legacy_gpu}" if legacy_gpu and not {"gpu", "accelerator"} & flagged else None)
+        if asked:
+            raise ConfigError(f"{cpu[0]}, but {asked} asks for a GPU, which that build cannot use; declare {chosen} "
+                              "itself (its GPU build) to train on the GPU, or drop the GPU for a CPU job",
+                              field="framework")
+        if "gpu" not in given:
+            overrides["gpu"] = False
+            notes.append(f"{'; '.join(cpu)}: the image is built for CPU (gpu: false; base_images/cpu_builds.yaml)")
     for dist, where in missing.items():
         sources.append(Source(dist, where))
         if dist == chosen and "framework" not in given:

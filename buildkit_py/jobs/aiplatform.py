@@ -81,6 +81,14 @@ class Conversion:
 RUNTIMES_FILE = "aiplatform_runtimes.yaml"
 
 
+def master_gpus(conversion: Conversion) -> str | None:
+    """The GPUs the legacy job's master asks for, as words ("NVIDIA_TESLA_T4 x1"); None: none."""
+    chief = conversion.values["job"].chief
+    if chief.accelerator_type and chief.accelerator_count:
+        return f"{chief.accelerator_type} x{chief.accelerator_count} (trainingInput master)"
+    return None
+
+
 def runtime_table() -> dict[str, dict]:
     return read_data(resource_dir("base_images") / RUNTIMES_FILE)["runtimes"]
 

@@ -1,0 +1,106 @@
+"""autopackage and what a trainer declares beyond its requirement names: CPU-only framework builds, hash-pinned
+requirements, its own package (entry points, package data), and the frameworks of a legacy runtimeVersion."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import REPO, run_cli
+
+LEGACY = REPO / "tests" / "data" / "legacy"
+
+
+def dry(root, *args: str) -> dict:
+    proc = run_cli("autopackage", str(root), "--dry-run", "--json", "--target", "local", *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def refused(root, *args: str) -> str:
+    proc = run_cli("autopackage", str(root), "--dry-run", "--target", "local", *args)
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    return proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU-only framework builds (base_images/cpu_builds.yaml)
+
+
+@pytest.mark.parametrize("requirements,code,framework,index", [
+    ("tensorflow-cpu==2.15.1\n", "import tensorflow as tf\n", "tensorflow==2.15.1", None),
+    ("--extra-index-url https://download.pytorch.org/whl/cpu\ntorch==2.5.1+cpu\n", "import torch\n", "torch==2.5.1",
+     "https://download.pytorch.org/whl/cpu"),
+    ("-f https://download.pytorch.org/whl/cpu/torch_stable.html\ntorch==2.0.1\n", "import torch\n", "torch==2.0.1",
+     "https://download.pytorch.org/whl/cpu"),
+    ("jax[cpu]==0.4.30\n", "import jax\n", "jax==0.4.30", None),
+])
+def test_a_cpu_only_framework_build_gets_a_cpu_image(project, requirements, code, framework, index):
+    root = project({"train.py": code, "requirements.txt": requirements})
+    out = dry(root)
+    assert out["inferred"]["config_keys"]["gpu"] is False
+    assert out["plan"]["gpu"] is False and out["plan"]["base_kind"] == "cpu", out["plan"]
+    assert not out["plan"]["base_image"].startswith("nvidia/cuda")
+    assert out["plan"]["framework"]["requirement"] == framework and out["plan"]["framework"]["index_url"] == index
+    assert any("built for CPU" in n and "requirements.txt:" in n for n in out["inferred"]["notes"])
+
+
+@pytest.mark.parametrize("requirements,code", [
+    ("tensorflow==2.15.1\n", "import tensorflow\n"),
+    ("torch==2.5.1\n", "import torch\n"),
+    ("jax[cuda12]==0.4.30\n", "import jax\n"),
+    ("--extra-index-url https://download.pytorch.org/whl/cpuX\ntorch==2.5.1\n", "import torch\n"),  # not the CPU index
+    ("torch==2.5.1\ntensorflow-cpu==2.15.1\n", "import torch\n"),  # the CPU build of a helper beside torch
+])
+def test_gpu_builds_stay_gpu_images(project, requirements, code):
+    out = dry(project({"train.py": code, "requirements.txt": requirements}))
+    assert out["plan"]["gpu"] is True and "gpu" not in out["inferred"]["config_keys"], out["inferred"]
+
+
+@pytest.mark.parametrize("args,said", [
+    (("--gpu",), "gpu: true (--gpu)"),
+    (("--accelerator", "NVIDIA_TESLA_T4"), "accelerator NVIDIA_TESLA_T4 (--accelerator)"),
+])
+def test_a_gpu_asked_for_beside_a_cpu_only_build_is_refused_naming_both(project, args, said):
+    root = project({"train.py": "import tensorflow\n", "requirements.txt": "tensorflow-cpu==2.15.1\n"})
+    err = refused(root, *args)
+    assert "requirements.txt:1: tensorflow-cpu is the CPU-only build of tensorflow" in err and said in err, err
+    assert "declare tensorflow itself" in err
+
+
+def test_a_config_gpu_true_beside_a_cpu_only_build_is_refused(project):
+    root = project({"train.py": "import jax\n", "requirements.txt": "jax[cpu]==0.4.30\n", "buildkit.yaml": "gpu: true\n"})
+    assert "buildkit.yaml" in refused(root) and "jax[cpu]" in refused(root)
+
+
+def test_a_legacy_gpu_job_beside_a_cpu_only_build_is_refused_and_no_gpu_builds_for_cpu(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "import tensorflow\n",
+                    "requirements.txt": "tensorflow-cpu==2.11.0\n"})
+    legacy = str(LEGACY / "config_runtime_2_11.yaml")  # its master has an NVIDIA_TESLA_T4
+    err = refused(root, "--from-aiplatform", legacy)
+    assert "the legacy job's NVIDIA_TESLA_T4 x1" in err, err
+    out = dry(root, "--from-aiplatform", legacy, "--no-gpu")  # the flag decides, as over the legacy file elsewhere
+    assert out["plan"]["gpu"] is False
+
+
+@pytest.mark.parametrize("line", [
+    "torch==2.5.1+cpu.cxx11.abi",  # a CPU build's longer local label
+    "torch===2.5.1+cpu",  # arbitrary equality
+    "torch==2.5.*",  # a wildcard: no local label
+    "torch>=2.4,<2.6",
+    "torch==2.5.1+cu121",  # a CUDA build: stays a GPU image
+    "jax[cpu,cuda12]==0.4.30",
+    "tensorflow-cpu",  # unpinned
+])
+def test_odd_framework_lines_end_in_an_image_or_a_clear_refusal(project, line):
+    code = "import jax\n" if line.startswith("jax") else "import tensorflow\n" if "tensorflow" in line else "import torch\n"
+    root = project({"train.py": code, "requirements.txt": line + "\n"})
+    proc = run_cli("autopackage", str(root), "--dry-run", "--json", "--target", "local")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode in (0, 2), proc.stderr
+    if proc.returncode == 0:
+        plan = json.loads(proc.stdout)["plan"]
+        cpu = "+cpu" in line or "[cpu" in line or "tensorflow-cpu" in line
+        assert plan["gpu"] is (not cpu), (line, plan)
