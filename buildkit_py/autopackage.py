@@ -117,6 +117,7 @@ class _RequirementsFile:
     options: tuple[tuple[str, str, str], ...]  # (option, value, where) that uv honours in the copied file
     installs_self: str | None  # where a line installs the trainer itself (-e ., .)
     included: tuple[str, ...]  # files named by -r: the copied file cannot reach them
+    hashed: str | None = None  # where a line asks for hash checking (--hash, --require-hashes)
 
 
 def _option(text: str) -> tuple[str, str]:
@@ -140,14 +141,16 @@ def _refuse_extras(text: str, where: str) -> None:
 def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -> _RequirementsFile:
     """Every line of a requirements file checked as pip would read it: an invalid requirement, an option the
     image's installer cannot honour from a file copied alone, and a local path exit 2 naming the line."""
-    from .packaging import requirement_lines
+    from .requirements_file import hash_checked, requirement_lines
 
     path = directory / name
     lines: list[tuple[str, str]] = []
     options: list[tuple[str, str, str]] = []
     included: list[str] = []
     installs_self = None
-    for text, where in requirement_lines(read_text(path, "requirements file"), name):
+    content = read_text(path, "requirements file")
+    hashed = hash_checked(content, name)
+    for text, where in requirement_lines(content, name):
         _checked_text(text, where)
         if text.startswith("-"):
             option, value = _option(text)
@@ -173,6 +176,7 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
                 options += inner.options
                 included += [rel, *inner.included]
                 installs_self = installs_self or inner.installs_self
+                hashed = hashed or inner.hashed
             elif option in ("-f", "--find-links") and value.startswith(("https://", "http://")):
                 options.append((option, value, where))
             elif option in ("-f", "--find-links"):
@@ -211,7 +215,7 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
             raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {str(exc)[:200]}; current pip "
                               "refuses it too", where=where) from None
         lines.append((text, where))
-    return _RequirementsFile(tuple(lines), tuple(options), installs_self, tuple(included))
+    return _RequirementsFile(tuple(lines), tuple(options), installs_self, tuple(included), hashed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -839,6 +843,13 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
             raise ConfigError(f"{show(requirements)} ({where_set['requirements']}) {what}, which the image's install of "
                               "the file, copied alone, cannot do; leave `requirements` unset and autopackage installs its "
                               "requirements and the trainer's declared dependencies", field="requirements")
+        if read.hashed:  # the config's pip entries are install arguments, which take no hashes
+            raise ConfigError(f"the line asks for hash checking (--hash, --require-hashes), and {show(requirements)} "
+                              f"{what}: its lines would join the config's pip entries, which carry no hashes; keep the "
+                              "hash-pinned requirements in a file without `-e .` or `-r` (the image installs such a file "
+                              "as it is, hashes checked: `requirements:` in buildkit.yaml), or pin the image's packages "
+                              "with `buildkit-py lock`",
+                              where=read.hashed)
         if read.installs_self and package is None:
             raise ConfigError(f"{read.installs_self}: the line installs the trainer directory as a package, but it has no "
                               "setup.py, setup.cfg or pyproject.toml [project] to install", where=str(directory))

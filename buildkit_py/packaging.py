@@ -40,6 +40,7 @@ from .errors import BuildError, ConfigError, OutputError, show
 from .fsutil import cache_dir, read_text, write_atomic
 from .matrix import load_matrix
 from .render import render_project_dockerignore
+from .requirements_file import requirement_lines
 
 # The generated pyproject's backend, pinned: the sdist's bytes (PKG-INFO, SOURCES.txt) depend on its version.
 SETUPTOOLS_REQUIREMENT = "setuptools==80.9.0"
@@ -105,25 +106,6 @@ def dependency(text: str, where: str) -> str:
             raise ConfigError(f"the requirement {req.name!r} has credentials in its URL; they would be published with "
                               "the package: use a pip.conf or keyring for the index instead", where=where)
     return text
-
-
-def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
-    """(requirement, "file:line") for each requirement of a requirements file; continuations joined,
-    comments dropped, as pip reads them."""
-    out: list[tuple[str, str]] = []
-    pending, start = "", 0
-    for number, raw in enumerate(text.split("\n"), 1):
-        line = raw.rstrip("\r")
-        if not pending:
-            start = number
-        if line.endswith("\\"):
-            pending += line[:-1]
-            continue
-        line = re.sub(r"(^|\s)#.*", "", pending + line).strip()
-        pending = ""
-        if line:
-            out.append((line, f"{source}:{start}"))
-    return out
 
 
 def _pinned(text: str, pins: dict[str, str]) -> str:

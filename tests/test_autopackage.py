@@ -411,11 +411,13 @@ def test_invalid_requirement_lines_exit_2_naming_the_line(project):
         root.joinpath("requirements.txt").write_text(text)
         assert fragment in refused(root), text
     root.joinpath("requirements.txt").write_text("--index-url https://mirror.example/simple\n-r base.txt\n")
-    root.joinpath("base.txt").write_text("six==1.16.0 --hash=sha256:" + "a" * 64 + "\n")
+    root.joinpath("base.txt").write_text("six==1.16.0\n")
     assert "'--index-url https://mirror.example/simple'" in refused(root)  # an included file goes through pip:
     root.joinpath("requirements.txt").write_text("-r base.txt\n")
     out = dry(root)
     assert out["inferred"]["pip"] == ["six==1.16.0"] and sources(out) == {"six==1.16.0": "base.txt:1"}
+    root.joinpath("base.txt").write_text("six==1.16.0 --hash=sha256:" + "a" * 64 + "\n")  # never folded without it
+    assert "base.txt:1: the line asks for hash checking" in refused(root)
 
 
 def test_a_real_trainer_layout_builds_and_its_image_imports_what_the_trainer_imports(testenv, project, tmp_path):

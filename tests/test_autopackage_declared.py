@@ -104,3 +104,58 @@ def test_odd_framework_lines_end_in_an_image_or_a_clear_refusal(project, line):
         plan = json.loads(proc.stdout)["plan"]
         cpu = "+cpu" in line or "[cpu" in line or "tensorflow-cpu" in line
         assert plan["gpu"] is (not cpu), (line, plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hash-pinned requirements
+
+SIX_WHEEL_SHA256 = "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254"  # six-1.16.0-py2.py3-none-any.whl
+
+
+@pytest.mark.parametrize("requirements,where", [
+    (f"-e .\nsix==1.16.0 --hash=sha256:{SIX_WHEEL_SHA256}\n", "requirements.txt:2"),
+    (f".\nsix==1.16.0 \\\n    --hash=sha256:{SIX_WHEEL_SHA256}\n", "requirements.txt:2"),
+    ("-e .\n--require-hashes\nsix==1.16.0\n", "requirements.txt:2"),
+])
+def test_hash_pinned_lines_beside_install_self_are_refused_naming_the_line(project, requirements, where):
+    root = project({"train.py": "import six\n", "requirements.txt": requirements,
+                    "setup.py": "from setuptools import setup\nsetup(name='t', version='1', install_requires=['pyyaml'])\n"})
+    err = refused(root)
+    assert f"{where}: the line asks for hash checking" in err and "carry no hashes" in err, err
+
+
+def test_hash_pinned_lines_in_an_included_file_are_refused_naming_that_file(project):
+    root = project({"train.py": "import six\n", "requirements.txt": "-r locked.txt\n",
+                    "locked.txt": f"six==1.16.0 --hash=sha256:{SIX_WHEEL_SHA256}\n"})
+    assert "locked.txt:1: the line asks for hash checking" in refused(root)
+
+
+def test_a_hash_pinned_file_installed_as_it_is_reinstalls_what_it_names(project):
+    root = project({"train.py": "import six\n", "requirements.txt": f"six==1.16.0 --hash=sha256:{SIX_WHEEL_SHA256}\n"})
+    out = dry(root)
+    assert out["inferred"]["config_keys"]["requirements"] == "requirements.txt" and out["plan"]["requirements_hashed"]
+    (root / "buildkit.yaml").write_text("trainer:\n  script: train.py\nrequirements: requirements.txt\n")
+    dockerfile = run_cli("dockerfile", "--dir", str(root))
+    assert dockerfile.returncode == 0, dockerfile.stderr
+    assert "uv pip install --reinstall -r /tmp/buildkit-py/requirements.txt" in dockerfile.stdout
+    (root / "requirements.txt").write_text("six==1.16.0  # --hash in a comment is no hash\n")
+    plain = run_cli("dockerfile", "--dir", str(root))
+    assert "--reinstall" not in plain.stdout and "pins hashes" not in plain.stdout
+
+
+def test_the_image_checks_the_hashes_of_packages_an_earlier_step_installed(testenv, project, tmp_path):
+    """six is installed first by the config's pip entries (no hash); the requirements file pins it with a hash: a wrong
+    hash fails the build with uv's own message, the right one builds an image that imports it."""
+    bad = "0" * 64
+    root = project({"train.py": "import six\nprint('SIX', six.__version__)\n", "buildkit.yaml": "pip: [six==1.16.0]\n",
+                    "requirements.txt": f"six==1.16.0 --hash=sha256:{bad}\n"})
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-hashes/trainer", "--progress", "plain",
+                   env=env)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert bad in proc.stderr and SIX_WHEEL_SHA256 in proc.stderr, proc.stderr[-3000:]  # expected vs computed
+    (root / "requirements.txt").write_text(f"six==1.16.0 --hash=sha256:{SIX_WHEEL_SHA256}\n")
+    proc = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-hashes/trainer", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["run"]["exit_code"] == 0 and "SIX 1.16.0" in proc.stderr
