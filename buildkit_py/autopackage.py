@@ -23,8 +23,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .api_usage import directory_uses
 from .api_usage import notes as removed_notes
+from .api_usage import removed_uses
 from .config import bad_character, find_config, load_raw
 from .errors import ConfigError, show
 from .fsutil import read_text
@@ -554,21 +554,44 @@ class _Scan:
     found: dict[str, str]  # distribution -> first place it is imported
     unknown: dict[str, str]  # import without a known distribution -> first place
     notes: tuple[str, ...]  # Python 2 code: files that do not parse, implicit relative imports
-    unparsed: dict[str, str]  # file -> "line N: why", for each .py file that does not parse as Python 3
 
 
-def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
-    """The trainer's third-party imports. Read: the .py files the image gets (the build context's ignore rules),
-    tests left out (the job never runs them); dropped: the standard library and the trainer's own top-level modules
-    and packages (and, for a script in a folder, that folder's: it is first on the script's sys.path). Python 2
-    code is said, not refused: a file that does not parse, and `import model` inside trainer/ meaning
-    trainer/model.py (Python 2's implicit relative import, which Python 3 takes as a top-level name)."""
+@dataclass(frozen=True)
+class _Code:
+    """The trainer's Python files, read and parsed once (AST, nothing executed) for the import scan and the removed-API
+    scan: the .py files the image gets (the build context's ignore rules), tests and setup.py left out (the job never
+    runs them), at most MAX_SCANNED."""
+
+    listed: tuple[str, ...]  # every file the image gets
+    trees: dict[str, ast.AST]  # .py file -> its module
+    unparsed: dict[str, str]  # .py file -> "line N: why", for each that does not parse as Python 3
+
+
+def _read_code(directory: Path) -> _Code:
     from .context import included_files
     from .render import render_project_dockerignore
 
-    table = _import_names()
-    listed = included_files(directory, render_project_dockerignore(directory))
+    listed = tuple(included_files(directory, render_project_dockerignore(directory)))
     files = [f for f in listed if f.endswith(".py") and not _TEST_FILE.search(f) and f != "setup.py"]
+    trees: dict[str, ast.AST] = {}
+    unparsed: dict[str, str] = {}
+    for rel in files[:MAX_SCANNED]:
+        try:
+            trees[rel] = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
+        except SyntaxError as exc:
+            unparsed[rel] = f"line {exc.lineno}: {exc.msg}"  # the file fails where it runs, with Python's own message
+        except (ValueError, ConfigError):
+            continue
+    return _Code(listed, trees, unparsed)
+
+
+def _scan_imports(directory: Path, code: _Code, script_dir: str | None) -> _Scan:
+    """The trainer's third-party imports in `code`; dropped: the standard library and the trainer's own top-level
+    modules and packages (and, for a script in a folder, that folder's: it is first on the script's sys.path). Python 2
+    code is said, not refused: a file that does not parse, and `import model` inside trainer/ meaning trainer/model.py
+    (Python 2's implicit relative import, which Python 3 takes as a top-level name)."""
+    table = _import_names()
+    listed = code.listed
     own = {f.split("/")[0].removesuffix(".py") for f in listed}
     if script_dir:
         own |= {f[len(script_dir) + 1:].split("/")[0].removesuffix(".py") for f in listed if f.startswith(script_dir + "/")}
@@ -581,18 +604,11 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
             rest = f"{tail}/{rest}"
     found: dict[str, str] = {}
     unknown: dict[str, str] = {}
-    unparsed: dict[str, str] = {}
+    unparsed = code.unparsed  # their imports are not read: said below
     relative: dict[str, str] = {}
     renamed: dict[str, str] = {}
     by_name: dict[str, str] = {}  # imports naming the trainer directory itself
-    for rel in files[:MAX_SCANNED]:
-        try:
-            tree = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
-        except SyntaxError as exc:
-            unparsed[rel] = f"line {exc.lineno}: {exc.msg}"
-            continue  # the file fails where it runs, with Python's own message
-        except (ValueError, ConfigError):
-            continue
+    for rel, tree in code.trees.items():
         folder = rel.rpartition("/")[0]
         for names, statement, line in _imports(tree):
             top = names[-1].split(".")[0]
@@ -634,7 +650,7 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
     if renamed:
         notes.append(f"{len(renamed)} import(s) of Python 2 standard-library modules that Python 3 renamed or removed "
                      f"(PEP 3108): {places(renamed)}; the trainer fails there until it is ported")
-    return _Scan(found, unknown, tuple(notes), unparsed)
+    return _Scan(found, unknown, tuple(notes))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -879,11 +895,12 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     trainer_value = overrides.get("trainer") or flags.get("trainer") or raw.data.get("trainer")
     script = trainer_value.get("script") if isinstance(trainer_value, dict) else None
     script_dir = script.rsplit("/", 1)[0] if isinstance(script, str) and "/" in script else None
-    scan = _scan_imports(directory, script_dir)
+    code = _read_code(directory)
+    scan = _scan_imports(directory, code, script_dir)
     module = trainer_value.get("module") if isinstance(trainer_value, dict) else None
     entry = script if isinstance(script, str) else module.replace(".", "/") + ".py" if isinstance(module, str) else None
-    if entry in scan.unparsed:  # the job would die at its first line: no image is worth building
-        raise ConfigError(f"{show(entry)}, the trainer's entry point, does not parse as Python 3 ({scan.unparsed[entry]}): "
+    if entry in code.unparsed:  # the job would die at its first line: no image is worth building
+        raise ConfigError(f"{show(entry)}, the trainer's entry point, does not parse as Python 3 ({code.unparsed[entry]}): "
                           "Python 2 code must be ported before an image can run it (2to3 or "
                           "python-modernize, then `buildkit-py run` to try it)", where=str(directory / entry))
     imported, unknown = scan.found, scan.unknown
@@ -927,7 +944,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     python = flags.get("python") or raw.data.get("python")
     # Removed APIs (base_images/removed_apis.yaml): a framework the requirements leave open gets the newest
     # release that still has what the code calls; an exact pin is kept, and the note names the call that breaks.
-    removed = directory_uses(directory)
+    removed = removed_uses(code.trees)
     limits = [(f"{u.where} uses {u.api.api} (removed in {u.api.removed_in})", Requirement(f"{u.api.framework}<{u.api.removed_in}"))
               for u in removed]
     choice = _pin(matrix, parsed + [(w, Requirement(d)) for d, w in missing.items()],
