@@ -1095,8 +1095,7 @@ def autopackage(project: Project, options: AutopackageOptions, reporter: Reporte
         runtime = conversion.runtime if conversion is not None else None
         inferred = _autopackage.infer(directory, project.config, dict(project.overrides), strict=options.strict,
                                       dockerfile=options.dockerfile, with_launcher=options.with_launcher,
-                                      prefer=(runtime.framework, f"what runtimeVersion {runtime.version} ran")
-                                      if runtime else None,
+                                      prefer=runtime.preferred if runtime else (),
                                       module=conversion.module if conversion is not None else None,
                                       legacy_gpu=aiplatform.master_gpus(conversion) if conversion is not None else None)
         out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"

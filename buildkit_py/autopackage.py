@@ -361,6 +361,16 @@ def _framework_of(matrix: Matrix, requirement: Requirement) -> str | None:
     return None
 
 
+def _release_pythons(matrix: Matrix, pin: str) -> list[str]:
+    """The Pythons an image can have that the release's wheels support (NAME==VERSION); [] where it is not known."""
+    from .plan import usable_python
+
+    name, _, version = pin.partition("==")
+    fw = matrix.framework(name)
+    series = next((s.for_release(version) for s in fw.series if version in s.releases), None) if fw else None
+    return usable_python(matrix, series) if series else []
+
+
 def _listed(releases: list[str], shown: int = 12) -> str:
     ordered = sorted(releases, key=version_key, reverse=True)
     return ", ".join(ordered[:shown]) + (f" and {len(ordered) - shown} older" if len(ordered) > shown else "")
@@ -375,22 +385,32 @@ class _Choice:
     notes: tuple[str, ...]
 
 
-def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | None,
-         limits: Sequence[tuple[str, Requirement]] = (), prefer: tuple[str, str] | None = None) -> _Choice | None:
-    """The framework that decides the base, by FRAMEWORK_ORDER, pinned to the newest known release inside
-    every range declared for it (for the image's Python when it is set). Two different exact pins, or a range
-    no known release meets: exit 2. `limits` narrow a framework that is not pinned exactly (the code uses an
-    API later releases removed); `prefer` (NAME==VERSION, why) is taken where nothing pins the release and it
-    lies inside the range (what a legacy runtimeVersion ran)."""
+def _by_framework(matrix: Matrix, found: Sequence[tuple[str, Requirement]]) -> dict[str, list[tuple[str, Requirement]]]:
     by_fw: dict[str, list[tuple[str, Requirement]]] = {}
     for where, req in found:
         name = _framework_of(matrix, req)
         if name is not None:
             by_fw.setdefault(name, []).append((where, req))
+    return by_fw
+
+
+def _deciding(frameworks: Sequence[str] | dict) -> str:
+    """The framework that decides the base among several, by FRAMEWORK_ORDER, then by name."""
+    rank = {n: i for i, n in enumerate(FRAMEWORK_ORDER)}
+    return min(frameworks, key=lambda n: (rank.get(n, len(rank)), n))
+
+
+def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | None,
+         limits: Sequence[tuple[str, Requirement]] = (), prefer: Sequence[tuple[str, str]] = ()) -> _Choice | None:
+    """The framework that decides the base, by FRAMEWORK_ORDER, pinned to the newest known release inside
+    every range declared for it (for the image's Python when it is set). Two different exact pins, or a range
+    no known release meets: exit 2. `limits` narrow a framework that is not pinned exactly (the code uses an
+    API later releases removed); a `prefer` entry (NAME==VERSION, why) is taken where nothing pins the release and it
+    lies inside the range (what a legacy runtimeVersion ran)."""
+    by_fw = _by_framework(matrix, found)
     if not by_fw:
         return None
-    rank = {n: i for i, n in enumerate(FRAMEWORK_ORDER)}
-    chosen = min(by_fw, key=lambda n: (rank.get(n, len(rank)), n))
+    chosen = _deciding(by_fw)
     declared = by_fw[chosen]
     where = ", ".join(w for w, _ in declared)
     exact = [(s.version, w) for w, r in declared for s in r.specifier if s.operator in ("==", "===") and "*" not in s.version]
@@ -426,11 +446,12 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
     else:
         narrowed = []
     limit_notes = tuple(f"{w}: {chosen}{r.specifier} keeps it" for w, r in narrowed)
-    if prefer is not None and prefer[0].partition("==")[0] == chosen:
-        version = prefer[0].partition("==")[2]
+    wanted = next(((pin, why) for pin, why in prefer if pin.partition("==")[0] == chosen and "==" in pin), None)
+    if wanted is not None:
+        version = wanted[0].partition("==")[2]
         if spec.contains(version, prereleases=True):
-            return _Choice(prefer[0], where, spec, reason, (*limit_notes, f"{chosen} ({where}): {version}, {prefer[1]}"))
-    if not str(spec):
+            return _Choice(wanted[0], where, spec, reason, (*limit_notes, f"{chosen} ({where}): {version}, {wanted[1]}"))
+    if not str(spec) and python is None:  # with the image's Python known, its newest known release is taken below
         return _Choice(chosen, where, spec, reason, (
             f"{chosen} ({where}) is not pinned: the framework is pinned to the release that resolves (see `resolve`), "
             "write it as ==VERSION to keep it",))
@@ -443,7 +464,7 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
             "known release with --framework", field="framework")
     picked = max(inside, key=version_key)
     return _Choice(f"{chosen}=={picked}", where, spec, reason, (*limit_notes,
-        f"{chosen}{spec} ({where}): {picked}, the newest known release inside the range"
+        f"{chosen}{spec} ({where}): {picked}, the newest known release {'inside the range' if str(spec) else 'of it'}"
         f"{' for Python ' + python if python else ''}",))
 
 
@@ -805,13 +826,14 @@ def _requirement(text: str, where: str) -> Requirement | None:
 
 
 def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
-          dockerfile: bool = False, with_launcher: bool = False, prefer: tuple[str, str] | None = None,
+          dockerfile: bool = False, with_launcher: bool = False, prefer: Sequence[tuple[str, str]] = (),
           module: str | None = None, legacy_gpu: str | None = None) -> Inferred:
     """What the directory says about the keys neither the config file nor a flag sets. A framework pin in
     the requirements that disagrees with the config's (or --framework): exit 2 naming both. strict: an
     import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
-    own Dockerfile is built as it is, so nothing else is inferred. prefer: (NAME==VERSION, why) the release a
-    legacy runtimeVersion ran, taken where the trainer's requirements and imports leave the release open. module: the
+    own Dockerfile is built as it is, so nothing else is inferred. prefer: (NAME==VERSION, why) the releases a
+    legacy runtimeVersion ran, each taken where the trainer's requirements and imports leave that release open (an import
+    nothing declares gets it as its pin); (NAME, why) where the runtime shipped NAME in a release not recorded. module: the
     legacy file's pythonModule, the trainer where the config names none. legacy_gpu: the GPUs a legacy job's master
     asks for ("NVIDIA_TESLA_T4 x1"), refused beside a CPU-only framework build unless a flag sets gpu or accelerator."""
     raw, _ = load_raw(config_path, directory)
@@ -947,7 +969,17 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     removed = removed_uses(code.trees)
     limits = [(f"{u.where} uses {u.api.api} (removed in {u.api.removed_in})", Requirement(f"{u.api.framework}<{u.api.removed_in}"))
               for u in removed]
-    choice = _pin(matrix, parsed + [(w, Requirement(d)) for d, w in missing.items()],
+    runtime_pins = {canonicalize_name(pin.partition("==")[0]): (pin, why) for pin, why in prefer}
+    found = parsed + [(w, Requirement(d)) for d, w in missing.items()]
+    deciding = _by_framework(matrix, found)
+    deciding_name = _deciding(deciding) if deciding else None
+    if python is None:  # a plain import the legacy runtime gave a release of: the oldest Python an image can have with it
+        python = next((fits[0] for d in missing if _framework_of(matrix, Requirement(d)) != deciding_name
+                       and "==" in (ran := runtime_pins.get(canonicalize_name(d), ("",)))[0]
+                       and (fits := _release_pythons(matrix, ran[0]))), None)
+        if python is not None:
+            overrides["python"] = python
+    choice = _pin(matrix, found,
                   str(python) if python is not None else None, limits, prefer)
     chosen = choice.pin.partition("==")[0] if choice else None
     if chosen and (cpu := _cpu_only(matrix, chosen, parsed, read.options if read else ())):
@@ -971,8 +1003,23 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
             notes.append(f"{dist} is the framework: {where}, by default on {dist}" if dist == backend_of
                          else f"{dist} is imported ({where}) but not declared: it is the framework")
             continue
+        ran = runtime_pins.get(canonicalize_name(dist))
+        unpinned = None  # why the runtime's release of the import is not the image's
+        if ran and "==" in ran[0]:  # the release the legacy runtime gave the import, where the image's Python has it
+            if str(python) in _release_pythons(matrix, ran[0]):
+                extra.append((ran[0], where))
+                notes.append(f"{dist} is imported ({where}) but not declared: added to the image's packages as "
+                             f"{ran[0]}, {ran[1]}" + (f" (on Python {python}, which its wheels support)"
+                                                      if overrides.get("python") == python else ""))
+                continue
+            unpinned = (f"{ran[1]}, which has no wheels for Python {python} in the version data (buildkit-py versions "
+                        f"{dist}): {dist} is added unpinned")
+        elif ran:
+            unpinned = (f"{ran[1]}: which {dist} release it had is not recorded (base_images/aiplatform_runtimes.yaml); "
+                        "pin the one the trainer's saved models need in requirements.txt")
         extra.append((dist, where))
         notes.append(f"{dist} is imported ({where}) but not declared: added to the image's packages")
+        notes += [unpinned] if unpinned else []
     for name, where in sorted(unknown.items()):
         notes.append(f"{name} is imported ({where}), and no declared requirement or known distribution provides it "
                      "(base_images/import_names.yaml): the image may fail at that import; add its distribution to "
@@ -993,6 +1040,10 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     if choice is not None:
         framework, framework_from, reason = choice.pin, choice.where, choice.reason
         notes += [*choice.notes, *([reason] if reason else [])]
+        ran = runtime_pins.get(canonicalize_name(chosen))
+        if ran and "==" not in ran[0] and not any(x.operator in ("==", "===") for x in choice.spec):
+            notes.append(f"{ran[1]}: which {chosen} release it had is not recorded (base_images/aiplatform_runtimes.yaml); "
+                         f"building {framework}: pin the one the trainer's saved models need in requirements.txt")
         if "framework" in given:
             version = configured_text.partition("==")[2]
             if configured_fw is not None and configured_fw.name != chosen:

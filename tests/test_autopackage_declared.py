@@ -159,3 +159,53 @@ def test_the_image_checks_the_hashes_of_packages_an_earlier_step_installed(teste
     proc = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-hashes/trainer", "--json", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["run"]["exit_code"] == 0 and "SIX 1.16.0" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# The other frameworks of a legacy runtimeVersion (base_images/aiplatform_runtimes.yaml)
+
+
+def legacy(root, runtime: str) -> str:
+    path = root / "config.yaml"
+    path.write_text(f"trainingInput:\n  scaleTier: BASIC\n  runtimeVersion: '{runtime}'\n  pythonVersion: '3.7'\n"
+                    "  pythonModule: trainer.task\n")
+    return str(path)
+
+
+def test_a_scikit_learn_trainer_on_runtime_2_1_gets_the_scikit_learn_it_ran(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "from sklearn import svm\n"})
+    out = dry(root, "--from-aiplatform", legacy(root, "2.1"))
+    assert out["plan"]["framework"]["requirement"] == "scikit-learn==0.22.1", out["plan"]["framework"]
+    assert out["plan"]["python"]["version"] == "3.8" and out["plan"]["gpu"] is False
+    assert any("runtimeVersion 2.1 ran scikit-learn==0.22.1" in n for n in out["inferred"]["notes"])
+    (root / "requirements.txt").write_text("scikit-learn==1.0.2\n")  # the trainer's own pin wins
+    assert dry(root, "--from-aiplatform", legacy(root, "2.1"))["plan"]["framework"]["requirement"] == "scikit-learn==1.0.2"
+
+
+def test_scikit_learn_beside_xgboost_on_runtime_2_1_is_pinned_with_a_python_both_have(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "import sklearn\nimport xgboost\n"})
+    out = dry(root, "--from-aiplatform", legacy(root, "2.1"))
+    inferred = out["inferred"]
+    assert inferred["pip"] == ["scikit-learn==0.22.1"] and inferred["config_keys"]["python"] == "3.8", inferred
+    fw = out["plan"]["framework"]
+    assert fw["name"] == "xgboost" and out["plan"]["python"]["version"] == "3.8", fw  # a release that has 3.8 wheels
+    # A Python the runtime's release has no wheels for: the import stays unpinned, and the note says why.
+    out = dry(root, "--from-aiplatform", legacy(root, "2.1"), "--python", "3.11")
+    assert out["inferred"]["pip"] == ["scikit-learn"] and out["plan"]["python"]["version"] == "3.11"
+    assert any("scikit-learn==0.22.1, which has no wheels for Python 3.11" in n for n in out["inferred"]["notes"])
+
+
+def test_a_runtime_that_records_no_release_of_an_import_says_so(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "import xgboost\nimport sklearn\n"})
+    notes = dry(root, "--from-aiplatform", legacy(root, "2.5"))["inferred"]["notes"]
+    for name in ("scikit-learn", "xgboost"):
+        assert any(f"runtimeVersion 2.5 shipped {name}: which {name} release it had is not recorded" in n
+                   for n in notes), notes
+
+
+def test_an_unpinned_framework_with_a_python_gets_its_newest_release_for_that_python(project):
+    root = project({"train.py": "import xgboost\n"})
+    out = dry(root, "--python", "3.8")
+    assert out["inferred"]["framework"] == out["plan"]["framework"]["requirement"], out["inferred"]
+    assert out["plan"]["python"]["version"] == "3.8"
+    assert dry(root)["inferred"]["framework"] == "xgboost"  # no Python given: the plan resolves it
