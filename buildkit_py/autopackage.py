@@ -252,7 +252,8 @@ def _entry_points(value: Any) -> dict[str, list[str]] | None:
     import configparser
 
     if isinstance(value, str):
-        parser = configparser.ConfigParser(interpolation=None, delimiters=("\0",))  # entries keep their `=`
+        # Each line whole (its `=` kept), as the option of its group.
+        parser = configparser.ConfigParser(interpolation=None, delimiters=("\0",), allow_no_value=True)
         parser.optionxform = str  # type: ignore[assignment,method-assign]
         try:
             parser.read_string(value)
@@ -436,7 +437,7 @@ def _declared(directory: Path) -> _Own:
         notes.append("the trainer's dependencies are computed by its build: read through the PEP 517 metadata hook "
                      "in an isolated build environment (nothing of it runs in the image)")
     return _Own(name if isinstance(name, str) and name else None, deps, notes,
-                version if isinstance(version, str) else None,
+                version if isinstance(version, str) and version else None,
                 {} if entry_points is _UNSET else entry_points if isinstance(entry_points, dict) else None)
 
 

@@ -273,11 +273,15 @@ def test_computed_install_requires_goes_through_the_metadata_hook(project, tmp_p
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     root = project({"deps.txt": "scikit-learn==1.5.2\npandas\n",
                     "setup.py": "from setuptools import setup\nsetup(name='computed', version='1', py_modules=['task'],\n"
-                                "      install_requires=open('deps.txt').read().split())\n",
+                                "      install_requires=open('deps.txt').read().split(),\n"
+                                "      entry_points={'console_scripts': ['fit = task:main']})\n",
                     "task.py": "import sklearn\nimport pandas\n"})
     before = tree(root)
     out = dry(root)
     assert out["inferred"]["package"] == "computed" and out["inferred"]["framework"] == "scikit-learn==1.5.2"
+    # The hook's metadata also gives the package's own (trainer_package: installed before the code layer).
+    assert out["inferred"]["config_keys"]["trainer_package"] == {
+        "name": "computed", "version": "1", "entry_points": {"console_scripts": ["fit = task:main"]}}
     assert sources(out)["scikit-learn==1.5.2"].startswith("metadata hook (prepare_metadata_for_build_wheel)")
     assert out["inferred"]["pip"] == ["scikit-learn==1.5.2", "pandas"]
     assert tree(root) == before  # built from a copy: no egg-info left in the trainer

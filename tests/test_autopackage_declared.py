@@ -245,6 +245,15 @@ def test_a_package_trainer_gets_its_metadata_and_entry_points_from_each_layout(p
     assert any("is installed before the code layer" in n for n in inferred["notes"])
 
 
+def test_entry_points_as_setuptools_ini_text(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "",
+                    "setup.py": "from setuptools import setup\nENTRY = '''\n[console_scripts]\nfit = trainer.task:main\n"
+                                "[census.plugins]\nbasic = trainer.task\n'''\n"
+                                "setup(name='t', version='2.0', install_requires=[], entry_points=ENTRY)\n"})
+    assert dry(root)["inferred"]["config_keys"]["trainer_package"]["entry_points"] == {
+        "console_scripts": ["fit = trainer.task:main"], "census.plugins": ["basic = trainer.task"]}
+
+
 def test_a_computed_version_is_said_and_nothing_of_the_package_is_installed(project):
     root = project({"trainer/__init__.py": "__version__ = '1.0'\n", "trainer/task.py": "print(1)\n",
                     "setup.py": "from setuptools import setup\nfrom trainer import __version__\n"
