@@ -1,14 +1,12 @@
 """Uses of framework APIs that later releases removed (base_images/removed_apis.yaml), found in the
-trainer's Python files by their AST (nothing executed): `tf.estimator.X` where `import tensorflow as
-tf`, `from tensorflow import estimator`, `import tensorflow.contrib.slim`, `from tensorflow.contrib
-import layers`."""
+trainer's parsed modules (autopackage parses the files the image gets once, for this and its import
+scan): `tf.estimator.X` where `import tensorflow as tf`, `from tensorflow import estimator`,
+`import tensorflow.contrib.slim`, `from tensorflow.contrib import layers`."""
 
 from __future__ import annotations
 
 import ast
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from .errors import DataError
 from .resources import read_data, resource_dir
@@ -74,15 +72,21 @@ def _used_names(tree: ast.AST) -> list[tuple[str, int]]:
 
 
 def find_removed(sources: dict[str, str], apis: tuple[RemovedApi, ...] | None = None) -> tuple[RemovedUse, ...]:
-    """The removed APIs the sources (path -> text) use, first use of each; unparsable files are skipped
-    (the build reports them)."""
-    apis = removed_apis() if apis is None else apis
-    seen: dict[str, RemovedUse] = {}
-    for path, text in sorted(sources.items()):
+    """The removed APIs the sources (path -> text) use; unparsable files are skipped (the build reports them)."""
+    trees = {}
+    for path, text in sources.items():
         try:
-            tree = ast.parse(text)
+            trees[path] = ast.parse(text)
         except (SyntaxError, ValueError):
             continue
+    return removed_uses(trees, apis)
+
+
+def removed_uses(trees: dict[str, ast.AST], apis: tuple[RemovedApi, ...] | None = None) -> tuple[RemovedUse, ...]:
+    """The removed APIs the parsed modules (path -> AST) use, the first use of each (by path, then line)."""
+    apis = removed_apis() if apis is None else apis
+    seen: dict[str, RemovedUse] = {}
+    for path, tree in sorted(trees.items()):
         for name, line in _used_names(tree):
             for api in apis:
                 if (name == api.api or name.startswith(api.api + ".")) and api.api not in seen:
@@ -93,23 +97,3 @@ def find_removed(sources: dict[str, str], apis: tuple[RemovedApi, ...] | None = 
 def notes(uses: tuple[RemovedUse, ...]) -> tuple[str, ...]:
     return tuple(f"{u.where} uses {u.api.api}, which {u.api.framework} removed in {u.api.removed_in} ({u.api.source}): "
                  f"pin {u.api.framework}<{u.api.removed_in} or that call breaks" for u in uses)
-
-
-def directory_uses(directory: Path, limit: int = 2000) -> tuple[RemovedUse, ...]:
-    """find_removed() for the trainer's own .py files (hidden and virtual-environment folders skipped)."""
-    sources = {}
-    # os.walk with the skipped folders pruned, stopped at `limit` files: a huge tree (data, a virtual
-    # environment) is never walked to its end.
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("venv", "site-packages", "node_modules"))
-        for name in sorted(f for f in files if f.endswith(".py")):
-            if len(sources) >= limit:
-                return find_removed(sources)
-            path = Path(root) / name
-            if path.is_symlink() or not path.is_file():
-                continue  # a FIFO would block the read; a link may point out of the directory
-            try:
-                sources[path.relative_to(directory).as_posix()] = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-    return find_removed(sources)

@@ -23,12 +23,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .api_usage import directory_uses
 from .api_usage import notes as removed_notes
+from .api_usage import removed_uses
 from .config import bad_character, find_config, load_raw
 from .errors import ConfigError, show
 from .fsutil import read_text
-from .matrix import Matrix, load_matrix, version_key
+from .matrix import Framework, Matrix, load_matrix, version_key
 from .progress import Reporter
 
 # Where a trainer is looked for, in order: Vertex AI's package layout, a lone script at the top, then
@@ -117,6 +117,7 @@ class _RequirementsFile:
     options: tuple[tuple[str, str, str], ...]  # (option, value, where) that uv honours in the copied file
     installs_self: str | None  # where a line installs the trainer itself (-e ., .)
     included: tuple[str, ...]  # files named by -r: the copied file cannot reach them
+    hashed: str | None = None  # where a line asks for hash checking (--hash, --require-hashes)
 
 
 def _option(text: str) -> tuple[str, str]:
@@ -140,14 +141,16 @@ def _refuse_extras(text: str, where: str) -> None:
 def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -> _RequirementsFile:
     """Every line of a requirements file checked as pip would read it: an invalid requirement, an option the
     image's installer cannot honour from a file copied alone, and a local path exit 2 naming the line."""
-    from .packaging import requirement_lines
+    from .requirements_file import hash_checked, requirement_lines
 
     path = directory / name
     lines: list[tuple[str, str]] = []
     options: list[tuple[str, str, str]] = []
     included: list[str] = []
     installs_self = None
-    for text, where in requirement_lines(read_text(path, "requirements file"), name):
+    content = read_text(path, "requirements file")
+    hashed = hash_checked(content, name)
+    for text, where in requirement_lines(content, name):
         _checked_text(text, where)
         if text.startswith("-"):
             option, value = _option(text)
@@ -173,6 +176,7 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
                 options += inner.options
                 included += [rel, *inner.included]
                 installs_self = installs_self or inner.installs_self
+                hashed = hashed or inner.hashed
             elif option in ("-f", "--find-links") and value.startswith(("https://", "http://")):
                 options.append((option, value, where))
             elif option in ("-f", "--find-links"):
@@ -211,7 +215,7 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
             raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {str(exc)[:200]}; current pip "
                               "refuses it too", where=where) from None
         lines.append((text, where))
-    return _RequirementsFile(tuple(lines), tuple(options), installs_self, tuple(included))
+    return _RequirementsFile(tuple(lines), tuple(options), installs_self, tuple(included), hashed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,9 +243,38 @@ def _literal(node: ast.AST | None, names: dict[str, ast.AST], depth: int = 0) ->
 _UNSET = object()
 
 
-def _setup_py(path: Path) -> tuple[Any, Any]:
-    """(name, install_requires) of setup.py's setup() call, read with ast: each a value, None when computed,
-    or _UNSET when the call does not pass it."""
+_SETUP_KEYS = ("name", "install_requires", "version", "entry_points")
+
+
+def _entry_points(value: Any) -> dict[str, list[str]] | None:
+    """Entry points as setuptools takes them (a mapping of group -> entries or an ini text), as group -> entries;
+    None for anything else."""
+    import configparser
+
+    if isinstance(value, str):
+        # Each line whole (its `=` kept), as the option of its group.
+        parser = configparser.ConfigParser(interpolation=None, delimiters=("\0",), allow_no_value=True)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]
+        try:
+            parser.read_string(value)
+        except configparser.Error:
+            return None
+        return {g: [e for e in parser[g]] for g in parser.sections()}
+    if isinstance(value, dict) and all(isinstance(g, str) for g in value):
+        out = {}
+        for group, entries in value.items():
+            if isinstance(entries, str):
+                entries = entries.splitlines()
+            if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+                return None
+            out[group] = [e.strip() for e in entries if e.strip()]
+        return out
+    return None
+
+
+def _setup_py(path: Path) -> dict[str, Any]:
+    """name, install_requires, version and entry_points of setup.py's setup() call, read with ast: each a value,
+    None when computed, or _UNSET when the call does not pass it."""
     text = read_text(path, "setup.py")
     try:
         tree = ast.parse(text, filename=str(path))
@@ -260,15 +293,35 @@ def _setup_py(path: Path) -> tuple[Any, Any]:
         (isinstance(n.func, ast.Name) and n.func.id == "setup") or
         (isinstance(n.func, ast.Attribute) and n.func.attr == "setup"))]
     if len(calls) != 1 or any(k.arg is None for k in calls[0].keywords):  # setup(**kwargs): only running it tells
-        return None, None
+        return dict.fromkeys(_SETUP_KEYS)
     given = {k.arg: k.value for k in calls[0].keywords}
-    found = [_literal(given[k], names) if k in given else _UNSET for k in ("name", "install_requires")]
-    return (found[0] if isinstance(found[0], str) or found[0] is _UNSET else None,
-            found[1] if isinstance(found[1], list) or found[1] is _UNSET else None)
+    found: dict[str, Any] = {}
+    for key in _SETUP_KEYS:
+        node = given.get(key)
+        if key not in given:
+            found[key] = _UNSET
+        elif key == "entry_points":
+            found[key] = _entry_points(_literal_map(node, names))
+        else:
+            value = _literal(node, names)
+            found[key] = value if isinstance(value, list if key == "install_requires" else str) else None
+    return found
 
 
-def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None]:
-    """(name, install_requires) of setup.cfg; install_requires None when it is a `file:` directive."""
+def _literal_map(node: ast.AST | None, names: dict[str, ast.AST]) -> Any:
+    """A mapping of strings to literals (entry_points={...}), or what _literal reads."""
+    if isinstance(node, ast.Name):
+        node = names.get(node.id)
+    if isinstance(node, ast.Dict) and all(k is not None for k in node.keys):
+        keys = [_literal(k, names) for k in node.keys]
+        return {k: _literal(v, names) for k, v in zip(keys, node.values, strict=True)} \
+            if all(isinstance(k, str) for k in keys) else None
+    return _literal(node, names)
+
+
+def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None, Any, Any]:
+    """(name, install_requires, version, entry_points) of setup.cfg; install_requires None when it is a `file:`
+    directive, version None when `attr:` or `file:`; version and entry_points _UNSET when not given."""
     import configparser
 
     parser = configparser.ConfigParser(interpolation=None)
@@ -277,9 +330,17 @@ def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None]:
     except configparser.Error as exc:
         raise ConfigError(f"setup.cfg does not parse: {str(exc)[:300]}", where=str(path)) from None
     name = parser.get("metadata", "name", fallback=None)
+    version: Any = parser.get("metadata", "version", fallback=_UNSET)
+    if isinstance(version, str) and version.strip().startswith(("attr:", "file:")):
+        version = None
+    entry_points: Any = _UNSET
+    if parser.has_section("options.entry_points"):
+        entry_points = {g: v for g, v in parser.items("options.entry_points")}
+        entry_points = None if any(v.strip().startswith("file:") for v in entry_points.values()) \
+            else _entry_points(entry_points)
     value = parser.get("options", "install_requires", fallback="")
     if value.strip().startswith("file:"):
-        return name, None
+        return name, None, version, entry_points
     deps = [ln.split(" #", 1)[0].strip() for ln in value.replace(";", "\n;").splitlines()]
     # A marker continues its requirement (`pkg; python_version<"3.9"` may be split by the parser above).
     joined: list[str] = []
@@ -288,11 +349,12 @@ def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None]:
             joined[-1] += dep
         elif dep and not dep.startswith("#"):
             joined.append(dep)
-    return name, joined
+    return name, joined, version, entry_points
 
 
-def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool]:
-    """(name, [project] dependencies, whether dependencies are dynamic: only the build backend tells)."""
+def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool, Any, Any]:
+    """(name, [project] dependencies, whether dependencies are dynamic: only the build backend tells, version, entry
+    points); version and entry points None when dynamic, _UNSET when not given."""
     try:
         document = tomllib.loads(read_text(path, "pyproject.toml"))
     except tomllib.TOMLDecodeError as exc:
@@ -303,32 +365,62 @@ def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool]:
         raise ConfigError(f"[project] dependencies must be a list of strings, not {show(deps)}", where=str(path))
     dynamic = project.get("dynamic") if isinstance(project.get("dynamic"), list) else []
     name = project.get("name") if isinstance(project.get("name"), str) else None
-    return name, deps, "dependencies" in dynamic
+    version = None if "version" in dynamic else project.get("version", _UNSET)
+    groups: dict[str, Any] = {"console_scripts": project.get("scripts"), "gui_scripts": project.get("gui-scripts")}
+    groups.update(project.get("entry-points") if isinstance(project.get("entry-points"), dict) else {})
+    entry_points: Any = _UNSET
+    if {"scripts", "gui-scripts", "entry-points"} & set(dynamic):
+        entry_points = None
+    elif any(v is not None for v in groups.values()):
+        tables = {g: v for g, v in groups.items() if v is not None}
+        entry_points = _entry_points({g: [f"{k} = {e}" for k, e in v.items()] for g, v in tables.items()}) \
+            if all(isinstance(v, dict) and all(isinstance(e, str) for e in v.values()) for v in tables.values()) else None
+    return name, deps, "dependencies" in dynamic, version, entry_points
 
 
-def _declared(directory: Path) -> tuple[str | None, list[tuple[str, str]], list[str]]:
-    """The trainer's own package: (its name, [(requirement, where)], notes). setup.py and setup.cfg are read
-    without running anything where they state the list; otherwise the PEP 517 metadata hook runs, as
-    `pip install .` (what gcloud's autopackaging ran) would."""
+@dataclass(frozen=True)
+class _Own:
+    """The trainer directory's own distribution."""
+
+    name: str | None
+    deps: list[tuple[str, str]]  # (requirement, where)
+    notes: list[str]
+    version: str | None = None  # None: computed by its build, not read
+    entry_points: dict[str, list[str]] | None = None  # group -> entries; None: computed by its build, not read
+
+
+def _declared(directory: Path) -> _Own:
+    """The trainer's own package: its name, requirements (with where), version and entry points. setup.py and
+    setup.cfg are read without running anything where they state them; where the requirements are computed, the
+    PEP 517 metadata hook runs, as `pip install .` (what gcloud's autopackaging ran) would."""
     setup_py, setup_cfg, pyproject = (directory / n for n in ("setup.py", "setup.cfg", "pyproject.toml"))
     name: Any = None
+    version: Any = _UNSET
+    entry_points: Any = _UNSET
     deps: list[tuple[str, str]] = []
     notes: list[str] = []
     computed = False
+
+    def later(old: Any, new: Any) -> Any:  # a later file's value where it gives one (setup.py wins, as setuptools)
+        return old if new is _UNSET else new
+
     if pyproject.is_file():
-        pname, pdeps, dynamic = _pyproject(pyproject)
+        pname, pdeps, dynamic, version, entry_points = _pyproject(pyproject)
         name = pname
         deps = [(d, f"pyproject.toml:[project] dependencies[{i}]") for i, d in enumerate(pdeps or [])]
         computed = dynamic and not setup_py.is_file() and not setup_cfg.is_file()
     if setup_cfg.is_file():
-        cname, cdeps = _setup_cfg(setup_cfg)
+        cname, cdeps, cversion, centry = _setup_cfg(setup_cfg)
         name = name or cname
+        version, entry_points = later(version, cversion), later(entry_points, centry)
         if cdeps is None:
             computed = True
         elif cdeps:
             deps = [(d, f"setup.cfg:[options] install_requires[{i}]") for i, d in enumerate(cdeps)]
     if setup_py.is_file():
-        sname, sdeps = _setup_py(setup_py)
+        found = _setup_py(setup_py)
+        sname, sdeps = found["name"], found["install_requires"]
+        version, entry_points = later(version, found["version"]), later(entry_points, found["entry_points"])
         if isinstance(sname, str):
             name = sname
         if sdeps is None or (sname is None and not name):
@@ -338,11 +430,15 @@ def _declared(directory: Path) -> tuple[str | None, list[tuple[str, str]], list[
     if computed:
         from .packaging import declared_metadata
 
-        name, found = declared_metadata(directory)
-        deps = [(d, f"metadata hook (prepare_metadata_for_build_wheel):Requires-Dist[{i}]") for i, d in enumerate(found)]
+        meta = declared_metadata(directory)
+        name, version, entry_points = meta.name, meta.version, _entry_points(meta.entry_points)
+        deps = [(d, f"metadata hook (prepare_metadata_for_build_wheel):Requires-Dist[{i}]")
+                for i, d in enumerate(meta.requires)]
         notes.append("the trainer's dependencies are computed by its build: read through the PEP 517 metadata hook "
                      "in an isolated build environment (nothing of it runs in the image)")
-    return (name if isinstance(name, str) and name else None), deps, notes
+    return _Own(name if isinstance(name, str) and name else None, deps, notes,
+                version if isinstance(version, str) and version else None,
+                {} if entry_points is _UNSET else entry_points if isinstance(entry_points, dict) else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,6 +451,16 @@ def _framework_of(matrix: Matrix, requirement: Requirement) -> str | None:
         if name in {canonicalize_name(n) for n in (fw.name, fw.wheel_package, *fw.aliases) if n}:
             return fw.name
     return None
+
+
+def _release_pythons(matrix: Matrix, pin: str) -> list[str]:
+    """The Pythons an image can have that the release's wheels support (NAME==VERSION); [] where it is not known."""
+    from .plan import usable_python
+
+    name, _, version = pin.partition("==")
+    fw = matrix.framework(name)
+    series = next((s.for_release(version) for s in fw.series if version in s.releases), None) if fw else None
+    return usable_python(matrix, series) if series else []
 
 
 def _listed(releases: list[str], shown: int = 12) -> str:
@@ -371,22 +477,32 @@ class _Choice:
     notes: tuple[str, ...]
 
 
-def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | None,
-         limits: Sequence[tuple[str, Requirement]] = (), prefer: tuple[str, str] | None = None) -> _Choice | None:
-    """The framework that decides the base, by FRAMEWORK_ORDER, pinned to the newest known release inside
-    every range declared for it (for the image's Python when it is set). Two different exact pins, or a range
-    no known release meets: exit 2. `limits` narrow a framework that is not pinned exactly (the code uses an
-    API later releases removed); `prefer` (NAME==VERSION, why) is taken where nothing pins the release and it
-    lies inside the range (what a legacy runtimeVersion ran)."""
+def _by_framework(matrix: Matrix, found: Sequence[tuple[str, Requirement]]) -> dict[str, list[tuple[str, Requirement]]]:
     by_fw: dict[str, list[tuple[str, Requirement]]] = {}
     for where, req in found:
         name = _framework_of(matrix, req)
         if name is not None:
             by_fw.setdefault(name, []).append((where, req))
+    return by_fw
+
+
+def _deciding(frameworks: Sequence[str] | dict) -> str:
+    """The framework that decides the base among several, by FRAMEWORK_ORDER, then by name."""
+    rank = {n: i for i, n in enumerate(FRAMEWORK_ORDER)}
+    return min(frameworks, key=lambda n: (rank.get(n, len(rank)), n))
+
+
+def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | None,
+         limits: Sequence[tuple[str, Requirement]] = (), prefer: Sequence[tuple[str, str]] = ()) -> _Choice | None:
+    """The framework that decides the base, by FRAMEWORK_ORDER, pinned to the newest known release inside
+    every range declared for it (for the image's Python when it is set). Two different exact pins, or a range
+    no known release meets: exit 2. `limits` narrow a framework that is not pinned exactly (the code uses an
+    API later releases removed); a `prefer` entry (NAME==VERSION, why) is taken where nothing pins the release and it
+    lies inside the range (what a legacy runtimeVersion ran)."""
+    by_fw = _by_framework(matrix, found)
     if not by_fw:
         return None
-    rank = {n: i for i, n in enumerate(FRAMEWORK_ORDER)}
-    chosen = min(by_fw, key=lambda n: (rank.get(n, len(rank)), n))
+    chosen = _deciding(by_fw)
     declared = by_fw[chosen]
     where = ", ".join(w for w, _ in declared)
     exact = [(s.version, w) for w, r in declared for s in r.specifier if s.operator in ("==", "===") and "*" not in s.version]
@@ -408,7 +524,9 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
         if not spec.contains(version, prereleases=True):
             raise ConfigError(f"conflicting framework requirements: {show(chosen + '==' + version)} is outside "
                               f"{show(chosen + str(spec))} ({where})", field="framework")
-        return _Choice(f"{chosen}=={version}", where, spec, reason, ())
+        # A local version label (torch==2.5.1+cpu) names a build of the release, which the plan's index choice makes.
+        public = Version(version).public if _parses(f"x=={version}") and "+" in version else version
+        return _Choice(f"{chosen}=={public}", where, spec, reason, ())
     known = [(s, r) for s in fw.series for r in s.releases] if fw else []
     narrowed = [(w, r) for w, r in limits if r.name == chosen]
     limited = spec
@@ -420,11 +538,12 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
     else:
         narrowed = []
     limit_notes = tuple(f"{w}: {chosen}{r.specifier} keeps it" for w, r in narrowed)
-    if prefer is not None and prefer[0].partition("==")[0] == chosen:
-        version = prefer[0].partition("==")[2]
+    wanted = next(((pin, why) for pin, why in prefer if pin.partition("==")[0] == chosen and "==" in pin), None)
+    if wanted is not None:
+        version = wanted[0].partition("==")[2]
         if spec.contains(version, prereleases=True):
-            return _Choice(prefer[0], where, spec, reason, (*limit_notes, f"{chosen} ({where}): {version}, {prefer[1]}"))
-    if not str(spec):
+            return _Choice(wanted[0], where, spec, reason, (*limit_notes, f"{chosen} ({where}): {version}, {wanted[1]}"))
+    if not str(spec) and python is None:  # with the image's Python known, its newest known release is taken below
         return _Choice(chosen, where, spec, reason, (
             f"{chosen} ({where}) is not pinned: the framework is pinned to the release that resolves (see `resolve`), "
             "write it as ==VERSION to keep it",))
@@ -437,8 +556,50 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
             "known release with --framework", field="framework")
     picked = max(inside, key=version_key)
     return _Choice(f"{chosen}=={picked}", where, spec, reason, (*limit_notes,
-        f"{chosen}{spec} ({where}): {picked}, the newest known release inside the range"
+        f"{chosen}{spec} ({where}): {picked}, the newest known release {'inside the range' if str(spec) else 'of it'}"
         f"{' for Python ' + python if python else ''}",))
+
+
+def _cpu_index_urls(fw: Framework) -> tuple[str, ...]:
+    """The framework's CPU-only indexes: a cpu_index_url that is not also its GPU index (PyTorch's
+    download.pytorch.org/whl/cpu; jax's one index serves both)."""
+    found = []
+    for series in (*fw.series, *([fw.nightly] if fw.nightly else [])):
+        spec = series.install
+        if spec.cpu_index_url and spec.cpu_index_url != spec.gpu_index_url:
+            found.append(spec.cpu_index_url.rstrip("/"))
+    return tuple(dict.fromkeys(found))
+
+
+def _cpu_only(matrix: Matrix, chosen: str, parsed: Sequence[tuple[str, Requirement]],
+              options: Sequence[tuple[str, str, str]]) -> list[str]:
+    """Where the trainer declares the CPU-only build of the framework that decides the base, each as
+    "where: what" (base_images/cpu_builds.yaml; an index option naming the framework's CPU index)."""
+    from .resources import read_data, resource_dir
+
+    data = read_data(resource_dir("base_images") / "cpu_builds.yaml", "base_images/cpu_builds.yaml")
+    rules = data["frameworks"].get(chosen) or {}
+    distributions = {canonicalize_name(d) for d in rules.get("distributions", ())}
+    extras, labels = set(rules.get("extras", ())), set(rules.get("local_versions", ()))
+    found = []
+    for where, req in parsed:
+        if _framework_of(matrix, req) != chosen:
+            continue
+        local = [Version(s.version).local for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version
+                 and _parses(f"x=={s.version}")]
+        if canonicalize_name(req.name) in distributions:
+            found.append(f"{where}: {req.name} is the CPU-only build of {chosen}")
+        elif req.extras & extras:
+            found.append(f"{where}: {req.name}[{','.join(sorted(req.extras & extras))}] installs {chosen} for CPU only")
+        elif any(lv and lv.split(".")[0] in labels for lv in local):
+            found.append(f"{where}: {req} is a CPU-only wheel of {chosen} (local version +{local[0]})")
+    fw = matrix.framework(chosen)
+    cpu_indexes = _cpu_index_urls(fw) if fw else ()
+    for option, value, where in options:
+        url = value.rstrip("/")
+        if any(url == i or url.startswith(i + "/") for i in cpu_indexes):
+            found.append(f"{where}: {option} {value} is {chosen}'s CPU-only index")
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -506,21 +667,44 @@ class _Scan:
     found: dict[str, str]  # distribution -> first place it is imported
     unknown: dict[str, str]  # import without a known distribution -> first place
     notes: tuple[str, ...]  # Python 2 code: files that do not parse, implicit relative imports
-    unparsed: dict[str, str]  # file -> "line N: why", for each .py file that does not parse as Python 3
 
 
-def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
-    """The trainer's third-party imports. Read: the .py files the image gets (the build context's ignore rules),
-    tests left out (the job never runs them); dropped: the standard library and the trainer's own top-level modules
-    and packages (and, for a script in a folder, that folder's: it is first on the script's sys.path). Python 2
-    code is said, not refused: a file that does not parse, and `import model` inside trainer/ meaning
-    trainer/model.py (Python 2's implicit relative import, which Python 3 takes as a top-level name)."""
+@dataclass(frozen=True)
+class _Code:
+    """The trainer's Python files, read and parsed once (AST, nothing executed) for the import scan and the removed-API
+    scan: the .py files the image gets (the build context's ignore rules), tests and setup.py left out (the job never
+    runs them), at most MAX_SCANNED."""
+
+    listed: tuple[str, ...]  # every file the image gets
+    trees: dict[str, ast.AST]  # .py file -> its module
+    unparsed: dict[str, str]  # .py file -> "line N: why", for each that does not parse as Python 3
+
+
+def _read_code(directory: Path) -> _Code:
     from .context import included_files
     from .render import render_project_dockerignore
 
-    table = _import_names()
-    listed = included_files(directory, render_project_dockerignore(directory))
+    listed = tuple(included_files(directory, render_project_dockerignore(directory)))
     files = [f for f in listed if f.endswith(".py") and not _TEST_FILE.search(f) and f != "setup.py"]
+    trees: dict[str, ast.AST] = {}
+    unparsed: dict[str, str] = {}
+    for rel in files[:MAX_SCANNED]:
+        try:
+            trees[rel] = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
+        except SyntaxError as exc:
+            unparsed[rel] = f"line {exc.lineno}: {exc.msg}"  # the file fails where it runs, with Python's own message
+        except (ValueError, ConfigError):
+            continue
+    return _Code(listed, trees, unparsed)
+
+
+def _scan_imports(directory: Path, code: _Code, script_dir: str | None) -> _Scan:
+    """The trainer's third-party imports in `code`; dropped: the standard library and the trainer's own top-level
+    modules and packages (and, for a script in a folder, that folder's: it is first on the script's sys.path). Python 2
+    code is said, not refused: a file that does not parse, and `import model` inside trainer/ meaning trainer/model.py
+    (Python 2's implicit relative import, which Python 3 takes as a top-level name)."""
+    table = _import_names()
+    listed = code.listed
     own = {f.split("/")[0].removesuffix(".py") for f in listed}
     if script_dir:
         own |= {f[len(script_dir) + 1:].split("/")[0].removesuffix(".py") for f in listed if f.startswith(script_dir + "/")}
@@ -533,18 +717,11 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
             rest = f"{tail}/{rest}"
     found: dict[str, str] = {}
     unknown: dict[str, str] = {}
-    unparsed: dict[str, str] = {}
+    unparsed = code.unparsed  # their imports are not read: said below
     relative: dict[str, str] = {}
     renamed: dict[str, str] = {}
     by_name: dict[str, str] = {}  # imports naming the trainer directory itself
-    for rel in files[:MAX_SCANNED]:
-        try:
-            tree = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
-        except SyntaxError as exc:
-            unparsed[rel] = f"line {exc.lineno}: {exc.msg}"
-            continue  # the file fails where it runs, with Python's own message
-        except (ValueError, ConfigError):
-            continue
+    for rel, tree in code.trees.items():
         folder = rel.rpartition("/")[0]
         for names, statement, line in _imports(tree):
             top = names[-1].split(".")[0]
@@ -586,7 +763,7 @@ def _scan_imports(directory: Path, script_dir: str | None) -> _Scan:
     if renamed:
         notes.append(f"{len(renamed)} import(s) of Python 2 standard-library modules that Python 3 renamed or removed "
                      f"(PEP 3108): {places(renamed)}; the trainer fails there until it is ported")
-    return _Scan(found, unknown, tuple(notes), unparsed)
+    return _Scan(found, unknown, tuple(notes))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -720,6 +897,30 @@ def _other_dockerfiles(directory: Path) -> list[str]:
 # Inference
 
 
+def _own_package(found: _Own, given: set[str], where_set: dict[str, str], overrides: dict[str, Any]) -> str:
+    """What becomes of the trainer's own distribution where gcloud ran `pip install .`: its declared dependencies are
+    installed, its code is the copied code on PYTHONPATH, and its metadata (dist-info, entry points, console scripts)
+    is installed before the code layer (`trainer_package`) where its version and entry points are read; the note."""
+    said = (f"the trainer directory is the package {show(found.name)}: where gcloud ran `pip install .`, its declared "
+            "dependencies are installed and its code is copied into the image, importable on PYTHONPATH")
+    if "trainer_package" in given:
+        return f"{said}; trainer_package ({where_set['trainer_package']}) says what is installed of its metadata"
+    missing = [what for what, value in (("version", found.version), ("entry points", found.entry_points))
+               if value is None]
+    if missing:
+        return (f"{said}; its {' and '.join(missing)} are computed by its build and were not read, so the package itself "
+                "is not installed (importlib.metadata does not find it, no console scripts): state them in setup.py, "
+                "setup.cfg or pyproject.toml, or set trainer_package")
+    groups = found.entry_points or {}
+    value = {"name": found.name, "version": found.version, "entry_points": groups}
+    overrides["trainer_package"] = value
+    scripts = [e.partition("=")[0].strip() for g in ("console_scripts", "gui_scripts") for e in groups.get(g, ())]
+    return (f"{said}; its metadata ({found.name} {found.version}"
+            + (f", entry points: {', '.join(groups)}" if groups else "")
+            + (f", console scripts: {', '.join(scripts)}" if scripts else "")
+            + ") is installed before the code layer, so importlib.metadata finds it and a code edit stays one layer")
+
+
 def _checked_text(text: str, where: str) -> None:
     bad = bad_character(text)
     if bad:
@@ -741,14 +942,16 @@ def _requirement(text: str, where: str) -> Requirement | None:
 
 
 def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
-          dockerfile: bool = False, with_launcher: bool = False, prefer: tuple[str, str] | None = None,
-          module: str | None = None) -> Inferred:
+          dockerfile: bool = False, with_launcher: bool = False, prefer: Sequence[tuple[str, str]] = (),
+          module: str | None = None, legacy_gpu: str | None = None) -> Inferred:
     """What the directory says about the keys neither the config file nor a flag sets. A framework pin in
     the requirements that disagrees with the config's (or --framework): exit 2 naming both. strict: an
     import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
-    own Dockerfile is built as it is, so nothing else is inferred. prefer: (NAME==VERSION, why) the release a
-    legacy runtimeVersion ran, taken where the trainer's requirements and imports leave the release open. module: the
-    legacy file's pythonModule, the trainer where the config names none."""
+    own Dockerfile is built as it is, so nothing else is inferred. prefer: (NAME==VERSION, why) the releases a
+    legacy runtimeVersion ran, each taken where the trainer's requirements and imports leave that release open (an import
+    nothing declares gets it as its pin); (NAME, why) where the runtime shipped NAME in a release not recorded. module: the
+    legacy file's pythonModule, the trainer where the config names none. legacy_gpu: the GPUs a legacy job's master
+    asks for ("NVIDIA_TESLA_T4 x1"), refused beside a CPU-only framework build unless a flag sets gpu or accelerator."""
     raw, _ = load_raw(config_path, directory)
     config_file = config_path or find_config(directory)
     if dockerfile:
@@ -778,9 +981,10 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     matrix = load_matrix()
 
     # Declared: the requirements file, and the trainer's own package (what gcloud's `pip install .` installed).
-    package, declared, declared_notes = _declared(directory)
+    own_package = _declared(directory)
+    package, declared = own_package.name, own_package.deps
     own = canonicalize_name(package) if package else None
-    notes += declared_notes
+    notes += own_package.notes
     requirements = raw.data.get("requirements") if isinstance(raw.data.get("requirements"), str) else None
     if "requirements" not in given and (directory / REQUIREMENTS).is_file():
         requirements = REQUIREMENTS
@@ -794,6 +998,13 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
             raise ConfigError(f"{show(requirements)} ({where_set['requirements']}) {what}, which the image's install of "
                               "the file, copied alone, cannot do; leave `requirements` unset and autopackage installs its "
                               "requirements and the trainer's declared dependencies", field="requirements")
+        if read.hashed:  # the config's pip entries are install arguments, which take no hashes
+            raise ConfigError(f"the line asks for hash checking (--hash, --require-hashes), and {show(requirements)} "
+                              f"{what}: its lines would join the config's pip entries, which carry no hashes; keep the "
+                              "hash-pinned requirements in a file without `-e .` or `-r` (the image installs such a file "
+                              "as it is, hashes checked: `requirements:` in buildkit.yaml), or pin the image's packages "
+                              "with `buildkit-py lock`",
+                              where=read.hashed)
         if read.installs_self and package is None:
             raise ConfigError(f"{read.installs_self}: the line installs the trainer directory as a package, but it has no "
                               "setup.py, setup.cfg or pyproject.toml [project] to install", where=str(directory))
@@ -813,9 +1024,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         overrides["requirements"] = requirements
     if package:
         extra = [(t, w) for t, w in extra if not (_parses(t) and canonicalize_name(Requirement(t).name) == own)]
-        notes.append(f"the trainer directory is the package {show(package)}: where gcloud ran `pip install .`, its declared "
-                     "dependencies are installed and its code is copied into the image, importable on PYTHONPATH (the "
-                     "package itself is not installed: no entry points or dist-info of its own)")
+        notes.append(_own_package(own_package, given, where_set, overrides))
     parsed = [(s.source, r) for s in sources if (r := _requirement(s.requirement, s.source)) is not None]
     parsed = [(w, r) for w, r in parsed if canonicalize_name(r.name) != own]
 
@@ -823,11 +1032,12 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     trainer_value = overrides.get("trainer") or flags.get("trainer") or raw.data.get("trainer")
     script = trainer_value.get("script") if isinstance(trainer_value, dict) else None
     script_dir = script.rsplit("/", 1)[0] if isinstance(script, str) and "/" in script else None
-    scan = _scan_imports(directory, script_dir)
+    code = _read_code(directory)
+    scan = _scan_imports(directory, code, script_dir)
     module = trainer_value.get("module") if isinstance(trainer_value, dict) else None
     entry = script if isinstance(script, str) else module.replace(".", "/") + ".py" if isinstance(module, str) else None
-    if entry in scan.unparsed:  # the job would die at its first line: no image is worth building
-        raise ConfigError(f"{show(entry)}, the trainer's entry point, does not parse as Python 3 ({scan.unparsed[entry]}): "
+    if entry in code.unparsed:  # the job would die at its first line: no image is worth building
+        raise ConfigError(f"{show(entry)}, the trainer's entry point, does not parse as Python 3 ({code.unparsed[entry]}): "
                           "Python 2 code must be ported before an image can run it (2to3 or "
                           "python-modernize, then `buildkit-py run` to try it)", where=str(directory / entry))
     imported, unknown = scan.found, scan.unknown
@@ -871,20 +1081,60 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     python = flags.get("python") or raw.data.get("python")
     # Removed APIs (base_images/removed_apis.yaml): a framework the requirements leave open gets the newest
     # release that still has what the code calls; an exact pin is kept, and the note names the call that breaks.
-    removed = directory_uses(directory)
+    removed = removed_uses(code.trees)
     limits = [(f"{u.where} uses {u.api.api} (removed in {u.api.removed_in})", Requirement(f"{u.api.framework}<{u.api.removed_in}"))
               for u in removed]
-    choice = _pin(matrix, parsed + [(w, Requirement(d)) for d, w in missing.items()],
+    runtime_pins = {canonicalize_name(pin.partition("==")[0]): (pin, why) for pin, why in prefer}
+    found = parsed + [(w, Requirement(d)) for d, w in missing.items()]
+    deciding = _by_framework(matrix, found)
+    deciding_name = _deciding(deciding) if deciding else None
+    if python is None:  # a plain import the legacy runtime gave a release of: the oldest Python an image can have with it
+        python = next((fits[0] for d in missing if _framework_of(matrix, Requirement(d)) != deciding_name
+                       and "==" in (ran := runtime_pins.get(canonicalize_name(d), ("",)))[0]
+                       and (fits := _release_pythons(matrix, ran[0]))), None)
+        if python is not None:
+            overrides["python"] = python
+    choice = _pin(matrix, found,
                   str(python) if python is not None else None, limits, prefer)
     chosen = choice.pin.partition("==")[0] if choice else None
+    if chosen and (cpu := _cpu_only(matrix, chosen, parsed, read.options if read else ())):
+        flagged = {k for k, v in flags.items() if v is not None}
+        gpu_value = flags.get("gpu") if "gpu" in flagged else raw.data.get("gpu")
+        accelerator = flags.get("accelerator") if "accelerator" in flagged else raw.data.get("accelerator")
+        asked = (f"gpu: true ({where_set['gpu']})" if gpu_value is True else
+                 f"accelerator {accelerator} ({where_set['accelerator']})"
+                 if isinstance(accelerator, str) and not accelerator.upper().startswith("TPU") else
+                 f"the legacy job's {legacy_gpu}" if legacy_gpu and not {"gpu", "accelerator"} & flagged else None)
+        if asked:
+            raise ConfigError(f"{cpu[0]}, but {asked} asks for a GPU, which that build cannot use; declare {chosen} "
+                              "itself (its GPU build) to train on the GPU, or drop the GPU for a CPU job",
+                              field="framework")
+        if "gpu" not in given:
+            overrides["gpu"] = False
+            notes.append(f"{'; '.join(cpu)}: the image is built for CPU (gpu: false; base_images/cpu_builds.yaml)")
     for dist, where in missing.items():
         sources.append(Source(dist, where))
         if dist == chosen and "framework" not in given:
             notes.append(f"{dist} is the framework: {where}, by default on {dist}" if dist == backend_of
                          else f"{dist} is imported ({where}) but not declared: it is the framework")
             continue
+        ran = runtime_pins.get(canonicalize_name(dist))
+        unpinned = None  # why the runtime's release of the import is not the image's
+        if ran and "==" in ran[0]:  # the release the legacy runtime gave the import, where the image's Python has it
+            if str(python) in _release_pythons(matrix, ran[0]):
+                extra.append((ran[0], where))
+                notes.append(f"{dist} is imported ({where}) but not declared: added to the image's packages as "
+                             f"{ran[0]}, {ran[1]}" + (f" (on Python {python}, which its wheels support)"
+                                                      if overrides.get("python") == python else ""))
+                continue
+            unpinned = (f"{ran[1]}, which has no wheels for Python {python} in the version data (buildkit-py versions "
+                        f"{dist}): {dist} is added unpinned")
+        elif ran:
+            unpinned = (f"{ran[1]}: which {dist} release it had is not recorded (base_images/aiplatform_runtimes.yaml); "
+                        "pin the one the trainer's saved models need in requirements.txt")
         extra.append((dist, where))
         notes.append(f"{dist} is imported ({where}) but not declared: added to the image's packages")
+        notes += [unpinned] if unpinned else []
     for name, where in sorted(unknown.items()):
         notes.append(f"{name} is imported ({where}), and no declared requirement or known distribution provides it "
                      "(base_images/import_names.yaml): the image may fail at that import; add its distribution to "
@@ -905,6 +1155,10 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     if choice is not None:
         framework, framework_from, reason = choice.pin, choice.where, choice.reason
         notes += [*choice.notes, *([reason] if reason else [])]
+        ran = runtime_pins.get(canonicalize_name(chosen))
+        if ran and "==" not in ran[0] and not any(x.operator in ("==", "===") for x in choice.spec):
+            notes.append(f"{ran[1]}: which {chosen} release it had is not recorded (base_images/aiplatform_runtimes.yaml); "
+                         f"building {framework}: pin the one the trainer's saved models need in requirements.txt")
         if "framework" in given:
             version = configured_text.partition("==")[2]
             if configured_fw is not None and configured_fw.name != chosen:

@@ -91,6 +91,24 @@ class PackageMeta:
 
 
 @dataclass(frozen=True)
+class TrainerPackage:
+    """The trainer directory's own distribution (setup.py, setup.cfg, pyproject.toml), as gcloud's `pip install .` left
+    it in the image: its metadata, entry points and console scripts, installed before the code layer (the code itself
+    is that layer, on PYTHONPATH), so importlib.metadata finds it and a code edit stays one layer."""
+
+    name: str
+    version: str
+    entry_points: tuple[tuple[str, tuple[str, ...]], ...] = ()  # group -> "name = module:attr" entries
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "version": self.version, "entry_points": {g: list(e) for g, e in self.entry_points}}
+
+    def json(self) -> str:
+        """What the image's launcher (buildkit_launcher.distinfo) reads: one ASCII line."""
+        return json.dumps(self.to_dict(), ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
 class Variant:
     """A named set of overrides of the top-level keys (e.g. cuda: "12.8"), validated like them."""
 
@@ -117,6 +135,7 @@ class Config:
     keep_pip: bool = False  # leave pip in the image's venv (uv installs without it), for trainers that run pip
     trainer: Trainer | None = None
     package: PackageMeta | None = None
+    trainer_package: TrainerPackage | None = None
     template: str | None = None
     image: str | None = None  # the repository the content and git tags go on
     python_mirror: str | None = None  # where uv downloads standalone Pythons (UV_PYTHON_INSTALL_MIRROR)
@@ -607,6 +626,57 @@ def _package(raw, path, value) -> PackageMeta:
         except ConfigError as exc:  # restated with the file position
             raise _err(raw, path + (key,), exc.detail) from None
     return PackageMeta(**out)
+
+
+# An entry point as setuptools writes it: NAME = module[:attr[.attr]] [extras]; a console or GUI script's name becomes a
+# file in the venv's bin/, so it has no path separator.
+_ENTRY_GROUP = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", re.ASCII)
+_ENTRY = re.compile(r"([A-Za-z0-9_.-][A-Za-z0-9_. -]{0,99}?) ?= ?[A-Za-z_][A-Za-z0-9_.]{0,199}"
+                    r"(?::[A-Za-z_][A-Za-z0-9_.]{0,199})?(?: ?\[[A-Za-z0-9_., -]{0,200}\])?", re.ASCII)
+_SCRIPT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", re.ASCII)
+MAX_ENTRY_GROUPS = 50
+MAX_ENTRIES = 200  # per group
+
+
+def _trainer_package(raw, path, value) -> TrainerPackage:
+    if not isinstance(value, dict):
+        raise _err(raw, path, f"{show(value)} must be a mapping with name, version and entry_points")
+    for key in value:
+        if key not in ("name", "version", "entry_points"):
+            raise _unknown_key(raw, path, key, ["name", "version", "entry_points"])
+    out: dict[str, Any] = {}
+    for key, check in (("name", distribution_name), ("version", pep440_version)):
+        if value.get(key) is None:
+            raise _err(raw, path + (key,), f"the trainer package needs its {key}")
+        text = _string(raw, path + (key,), value[key], allow_numbers=key == "version")
+        try:
+            out[key] = check(text, _dotted(path + (key,)))
+        except ConfigError as exc:
+            raise _err(raw, path + (key,), exc.detail) from None
+    groups = value.get("entry_points") or {}
+    if not isinstance(groups, dict) or len(groups) > MAX_ENTRY_GROUPS:
+        raise _err(raw, path + ("entry_points",), f"{show(groups)} must be a mapping of at most {MAX_ENTRY_GROUPS} "
+                                                  "entry point groups, each a list of `NAME = module:attr` entries")
+    entries = []
+    for group, items in groups.items():
+        at = path + ("entry_points", group)
+        if not isinstance(group, str) or not _ENTRY_GROUP.fullmatch(group):
+            raise _err(raw, at, f"{show(group)} is not an entry point group name (ASCII letters, digits, _ . -, e.g. "
+                                "console_scripts)")
+        if not isinstance(items, list) or len(items) > MAX_ENTRIES:
+            raise _err(raw, at, f"{show(items)} must be a list of at most {MAX_ENTRIES} `NAME = module:attr` entries")
+        texts = []
+        for i, item in enumerate(items):
+            text = _string(raw, at + (i,), item, limit=500)
+            if not _ENTRY.fullmatch(text):
+                raise _err(raw, at + (i,), f"{show(text)} is not an entry point: NAME = module:attr")
+            name = text.partition("=")[0].strip()
+            if group in ("console_scripts", "gui_scripts") and (not _SCRIPT_NAME.fullmatch(name) or ":" not in text):
+                raise _err(raw, at + (i,), f"{show(text)} is not a script: NAME = module:function, NAME of ASCII "
+                                           "letters, digits, _ . -")
+            texts.append(text)
+        entries.append((group, tuple(texts)))
+    return TrainerPackage(out["name"], out["version"], tuple(entries))
 
 
 def _image(raw, path, value) -> str:
@@ -1154,6 +1224,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "keep_pip": _bool,
         "trainer": lambda r, p, v: _trainer(r, p, v, root),
         "package": _package,
+        "trainer_package": _trainer_package,
         "template": lambda r, p, v: _relative_file(r, p, v, root, "template"),
         "image": _image,
         "python_mirror": _mirror_url,

@@ -40,6 +40,7 @@ from .errors import BuildError, ConfigError, OutputError, show
 from .fsutil import cache_dir, read_text, write_atomic
 from .matrix import load_matrix
 from .render import render_project_dockerignore
+from .requirements_file import requirement_lines
 
 # The generated pyproject's backend, pinned: the sdist's bytes (PKG-INFO, SOURCES.txt) depend on its version.
 SETUPTOOLS_REQUIREMENT = "setuptools==80.9.0"
@@ -105,25 +106,6 @@ def dependency(text: str, where: str) -> str:
             raise ConfigError(f"the requirement {req.name!r} has credentials in its URL; they would be published with "
                               "the package: use a pip.conf or keyring for the index instead", where=where)
     return text
-
-
-def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
-    """(requirement, "file:line") for each requirement of a requirements file; continuations joined,
-    comments dropped, as pip reads them."""
-    out: list[tuple[str, str]] = []
-    pending, start = "", 0
-    for number, raw in enumerate(text.split("\n"), 1):
-        line = raw.rstrip("\r")
-        if not pending:
-            start = number
-        if line.endswith("\\"):
-            pending += line[:-1]
-            continue
-        line = re.sub(r"(^|\s)#.*", "", pending + line).strip()
-        pending = ""
-        if line:
-            out.append((line, f"{source}:{start}"))
-    return out
 
 
 def _pinned(text: str, pins: dict[str, str]) -> str:
@@ -303,10 +285,18 @@ def _metadata_key(root: Path) -> str:
     return digest.hexdigest()[:24]
 
 
-def declared_metadata(root: Path) -> tuple[str, tuple[str, ...]]:
-    """(name, Requires-Dist) of the trainer's own build, from the PEP 517 metadata hook
-    (prepare_metadata_for_build_wheel) run in the isolated build environment on a temporary copy; for a
-    setup.py whose install_requires is computed. Kept in the cache by the top-level files' content."""
+@dataclass(frozen=True)
+class DeclaredMetadata:
+    name: str
+    requires: tuple[str, ...]  # Requires-Dist, extras' requirements left out
+    version: str
+    entry_points: str  # entry_points.txt as the build wrote it ("" for none)
+
+
+def declared_metadata(root: Path) -> DeclaredMetadata:
+    """The trainer's own build's metadata, from the PEP 517 metadata hook (prepare_metadata_for_build_wheel) run in
+    the isolated build environment on a temporary copy; for a setup.py whose install_requires is computed. Kept in the
+    cache by the top-level files' content."""
     import email.parser
 
     import build
@@ -314,7 +304,7 @@ def declared_metadata(root: Path) -> tuple[str, tuple[str, ...]]:
     cached = cache_dir() / "metadata" / f"{_metadata_key(root)}.json"
     try:
         data = json.loads(cached.read_text(encoding="utf-8"))
-        return data["name"], tuple(data["requires"])
+        return DeclaredMetadata(data["name"], tuple(data["requires"]), data["version"], data["entry_points"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
     files = included_files(root, render_project_dockerignore(root))
@@ -329,6 +319,8 @@ def declared_metadata(root: Path) -> tuple[str, tuple[str, ...]]:
             env.install(set(builder.get_requires_for_build("wheel")) - requires)
             info = Path(builder.metadata_path(Path(tmp) / "out"))
             meta = email.parser.Parser().parsestr((info / "METADATA").read_text(encoding="utf-8"))
+            entry_points = (info / "entry_points.txt").read_text(encoding="utf-8") \
+                if (info / "entry_points.txt").is_file() else ""
         except build.BuildBackendException as exc:
             cause = exc.exception
             output = (cause.stdout or "") + (cause.stderr or "") if isinstance(cause, subprocess.CalledProcessError) \
@@ -339,10 +331,11 @@ def declared_metadata(root: Path) -> tuple[str, tuple[str, ...]]:
             raise BuildError(f"reading the trainer's metadata (setup.py's install_requires) failed: {exc}") from None
     # Requirements of extras (`; extra == "gpu"`) are not what `pip install .` installs.
     found = tuple(r for r in meta.get_all("Requires-Dist") or () if "extra ==" not in r.replace("extra==", "extra =="))
-    name = str(meta.get("Name") or "")
+    out = DeclaredMetadata(str(meta.get("Name") or ""), found, str(meta.get("Version") or ""), entry_points)
     cached.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(cached, json.dumps({"name": name, "requires": list(found)}))
-    return name, found
+    write_atomic(cached, json.dumps({"name": out.name, "requires": list(found), "version": out.version,
+                                     "entry_points": entry_points}))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

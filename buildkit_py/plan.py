@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from . import __version__
-from .config import Config
+from .config import Config, TrainerPackage
 from .errors import ResolutionError, show
 from .launcher.constants import (
     COMPAT_DRIVER_ENV,
@@ -119,6 +119,11 @@ class Plan(HtmlRepr):
     tpu_companion: str | None = None  # installed with the framework (also in pip): "torch_xla[tpu]==2.8.1"
     tpu_link: str | None = None  # the wheel's libtpu.so, linked to tpu_runtime (TensorFlow's /lib/libtpu.so)
     lock: PlanLock | None = None
+    # The requirements file asks for hash checking: its install reinstalls what it names, since uv checks the hashes
+    # only of what it installs, and the framework step installed some of them (with their dependencies) unchecked.
+    requirements_hashed: bool = False
+    # The trainer's own distribution, metadata only (config.TrainerPackage): installed before the code layer.
+    trainer_package: TrainerPackage | None = None
 
     @property
     def from_image(self) -> str:
@@ -613,6 +618,8 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         # PyTorch/XLA resolves with torch, in the framework's install step
         pip=((build.companion,) if build.companion else ()) + config.pip,
         requirements=config.requirements,
+        requirements_hashed=_hash_checked(config),
+        trainer_package=config.trainer_package,
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,
@@ -625,6 +632,18 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         tpu_companion=build.companion,
         tpu_link=wheel_libtpu if build.system_libtpu else None,
     )
+
+
+def _hash_checked(config: Config) -> bool:
+    if not config.requirements:
+        return False
+    from .requirements_file import hash_checked
+
+    try:
+        text = (config.root / config.requirements).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False  # the build's COPY and install say what is wrong with it
+    return hash_checked(text, config.requirements) is not None
 
 
 def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
@@ -716,6 +735,8 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         system_packages=config.system_packages,
         pip=(series.companions if series and fw else ()) + config.pip,  # companions: what the release needs beside it
         requirements=config.requirements,
+        requirements_hashed=_hash_checked(config),
+        trainer_package=config.trainer_package,
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,

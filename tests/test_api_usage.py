@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from pathlib import Path
+import ast
 
-from buildkit_py.api_usage import directory_uses, find_removed, notes
+from buildkit_py.api_usage import find_removed, notes, removed_uses
 
 
 def _apis(uses):
@@ -28,11 +28,9 @@ def test_lookalikes_are_not_uses():
     assert find_removed(sources) == ()
 
 
-def test_directory_notes_name_the_call_and_the_pin(tmp_path: Path):
-    (tmp_path / "trainer").mkdir()
-    (tmp_path / "trainer" / "task.py").write_text("import tensorflow as tf\ntf.estimator.RunConfig()\n")
-    (tmp_path / ".venv").mkdir()
-    (tmp_path / ".venv" / "x.py").write_text("import tensorflow.contrib\n")
-    (note,) = notes(directory_uses(tmp_path))
-    assert note.startswith("trainer/task.py:2 uses tensorflow.estimator, which tensorflow removed in 2.16")
+def test_notes_name_the_call_and_the_pin_from_parsed_modules():
+    trees = {"trainer/task.py": ast.parse("import tensorflow as tf\ntf.estimator.RunConfig()\n"),
+             "trainer/a.py": ast.parse("import tensorflow as tf\n\n\ntf.estimator.Estimator\n")}
+    (note,) = notes(removed_uses(trees))
+    assert note.startswith("trainer/a.py:4 uses tensorflow.estimator, which tensorflow removed in 2.16")  # by path
     assert "pin tensorflow<2.16" in note

@@ -298,11 +298,15 @@ def test_computed_install_requires_goes_through_the_metadata_hook(project, tmp_p
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     root = project({"deps.txt": "scikit-learn==1.5.2\npandas\n",
                     "setup.py": "from setuptools import setup\nsetup(name='computed', version='1', py_modules=['task'],\n"
-                                "      install_requires=open('deps.txt').read().split())\n",
+                                "      install_requires=open('deps.txt').read().split(),\n"
+                                "      entry_points={'console_scripts': ['fit = task:main']})\n",
                     "task.py": "import sklearn\nimport pandas\n"})
     before = tree(root)
     out = dry(root)
     assert out["inferred"]["package"] == "computed" and out["inferred"]["framework"] == "scikit-learn==1.5.2"
+    # The hook's metadata also gives the package's own (trainer_package: installed before the code layer).
+    assert out["inferred"]["config_keys"]["trainer_package"] == {
+        "name": "computed", "version": "1", "entry_points": {"console_scripts": ["fit = task:main"]}}
     assert sources(out)["scikit-learn==1.5.2"].startswith("metadata hook (prepare_metadata_for_build_wheel)")
     assert out["inferred"]["pip"] == ["scikit-learn==1.5.2", "pandas"]
     assert tree(root) == before  # built from a copy: no egg-info left in the trainer
@@ -436,11 +440,13 @@ def test_invalid_requirement_lines_exit_2_naming_the_line(project):
         root.joinpath("requirements.txt").write_text(text)
         assert fragment in refused(root), text
     root.joinpath("requirements.txt").write_text("--index-url https://mirror.example/simple\n-r base.txt\n")
-    root.joinpath("base.txt").write_text("six==1.16.0 --hash=sha256:" + "a" * 64 + "\n")
+    root.joinpath("base.txt").write_text("six==1.16.0\n")
     assert "'--index-url https://mirror.example/simple'" in refused(root)  # an included file goes through pip:
     root.joinpath("requirements.txt").write_text("-r base.txt\n")
     out = dry(root)
     assert out["inferred"]["pip"] == ["six==1.16.0"] and sources(out) == {"six==1.16.0": "base.txt:1"}
+    root.joinpath("base.txt").write_text("six==1.16.0 --hash=sha256:" + "a" * 64 + "\n")  # never folded without it
+    assert "base.txt:1: the line asks for hash checking" in refused(root)
 
 
 def test_a_real_trainer_layout_builds_and_its_image_imports_what_the_trainer_imports(testenv, project, tmp_path):
@@ -683,16 +689,33 @@ def test_a_removed_api_of_a_framework_beside_the_chosen_one_is_named(project):
     assert not any("sklearn.externals" in n for n in dry(root)["inferred"]["notes"])
 
 
-def test_the_removed_api_scan_stops_at_its_limit_in_a_huge_tree(tmp_path):
-    from buildkit_py.api_usage import directory_uses
+def test_the_code_is_read_once_for_imports_and_removed_apis_as_the_image_gets_it(project, monkeypatch):
+    """One pass over the files the image gets, tests left out: code the build context ignores (.dockerignore, a
+    virtual environment) or tests never narrow the framework; each module is read once; MAX_SCANNED stops the pass."""
+    import buildkit_py.autopackage as autopackage
 
-    (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "m.py").write_text("import tensorflow as tf\ntf.contrib.layers\n")
-    (tmp_path / "z").mkdir()
-    for i in range(30):
-        (tmp_path / "z" / f"f{i}.py").write_text("import tensorflow as tf\ntf.estimator.Estimator\n")
-    assert [u.api.api for u in directory_uses(tmp_path, limit=1)] == ["tensorflow.contrib"]  # z/ never read
-    assert {u.api.api for u in directory_uses(tmp_path)} == {"tensorflow.contrib", "tensorflow.estimator"}
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "import tensorflow as tf\nfrom trainer import model\n",
+                    "trainer/model.py": "import tensorflow as tf\ntf.estimator.Estimator\n",
+                    "tests/test_model.py": "import tensorflow as tf\ntf.contrib.layers\n",
+                    "old/legacy.py": "import tensorflow as tf\ntf.contrib.slim\nimport lightgbm\n",
+                    ".venv/lib/x.py": "import tensorflow.contrib\n", ".dockerignore": "old/\n"})
+    reads: list[str] = []
+    original = autopackage.read_text
+
+    def counting(path, what):
+        reads.append(Path(path).relative_to(root).as_posix())
+        return original(path, what)
+
+    monkeypatch.setattr(autopackage, "read_text", counting)
+    inferred = infer(root, None, {})
+    assert inferred.framework == "tensorflow==2.15.1", inferred  # trainer/model.py's estimator: not tests/ or old/
+    assert not any("contrib" in n or "lightgbm" in n for n in inferred.notes), inferred.notes
+    code = [r for r in reads if r.endswith(".py")]
+    assert sorted(code) == ["trainer/__init__.py", "trainer/model.py", "trainer/task.py"], reads
+    monkeypatch.setattr(autopackage, "MAX_SCANNED", 1)
+    reads.clear()
+    infer(root, None, {})
+    assert len([r for r in reads if r.endswith(".py")]) == 1, reads
 
 
 def test_a_fifo_named_like_a_module_does_not_hang_the_inference(project):

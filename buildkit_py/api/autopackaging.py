@@ -198,10 +198,10 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
     with stages.stage("infer") as out:
         runtime = conversion.runtime if conversion is not None else None
         inferred = infer(directory, project.config, dict(project.overrides), strict=options.strict,
-                                      dockerfile=options.dockerfile, with_launcher=options.with_launcher,
-                                      prefer=(runtime.framework, f"what runtimeVersion {runtime.version} ran")
-                                      if runtime else None,
-                                      module=conversion.module if conversion is not None else None)
+                         dockerfile=options.dockerfile, with_launcher=options.with_launcher,
+                         prefer=runtime.preferred if runtime else (),
+                         module=conversion.module if conversion is not None else None,
+                         legacy_gpu=aiplatform.master_gpus(conversion) if conversion is not None else None)
         out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
         out[1] = not inferred.overrides
     for note in inferred.notes:

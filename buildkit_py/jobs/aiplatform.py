@@ -67,6 +67,13 @@ class Runtime:
     version: str
     framework: str  # NAME==VERSION, e.g. tensorflow==2.11.0
     python: str  # the job's pythonVersion, else the runtime's newest Python
+    others: tuple[str, ...] = ()  # the other frameworks it shipped: NAME==VERSION, or NAME where not recorded
+
+    @property
+    def preferred(self) -> tuple[tuple[str, str], ...]:
+        """(NAME==VERSION or NAME, why) for autopackage's inference: the releases this runtime gave a trainer."""
+        return tuple((pin, f"runtimeVersion {self.version} ran {pin}" if "==" in pin else
+                      f"runtimeVersion {self.version} shipped {pin}") for pin in (self.framework, *self.others))
 
 
 @dataclass(frozen=True)
@@ -81,8 +88,20 @@ class Conversion:
 RUNTIMES_FILE = "aiplatform_runtimes.yaml"
 
 
+def master_gpus(conversion: Conversion) -> str | None:
+    """The GPUs the legacy job's master asks for, as words ("NVIDIA_TESLA_T4 x1"); None: none."""
+    chief = conversion.values["job"].chief
+    if chief.accelerator_type and chief.accelerator_count:
+        return f"{chief.accelerator_type} x{chief.accelerator_count} (trainingInput master)"
+    return None
+
+
 def runtime_table() -> dict[str, dict]:
     return read_data(resource_dir("base_images") / RUNTIMES_FILE)["runtimes"]
+
+
+def _shipped() -> list[str]:
+    return read_data(resource_dir("base_images") / RUNTIMES_FILE)["shipped"]
 
 
 class _Converter:
@@ -276,10 +295,13 @@ def _runtime(conv: _Converter, raw: Any, ti: dict) -> Runtime | None:
         if python not in pythons:
             raise conv.bad("trainingInput.pythonVersion", python, f"a Python runtime {version} had: {', '.join(pythons)}")
     framework = f"tensorflow=={row['tensorflow']}"
+    recorded = row.get("frameworks", {})
+    others = tuple(f"{name}=={recorded[name]}" if name in recorded else name for name in _shipped())
     conv.notes.append(f"runtimeVersion {version}"
                       + (f", pythonVersion {python}" if "pythonVersion" in ti else f" (Python {python}, its newest)")
-                      + f": AI Platform ran {framework} on Python {python} (base_images/{RUNTIMES_FILE})")
-    return Runtime(version, framework, python)
+                      + f": AI Platform ran {framework} on Python {python}"
+                      + "".join(f", with {pin}" for pin in others if "==" in pin) + f" (base_images/{RUNTIMES_FILE})")
+    return Runtime(version, framework, python, others)
 
 
 def _hyperparameters(conv: _Converter, raw: Any, hp: dict) -> dict:
