@@ -692,8 +692,7 @@ def test_a_removed_api_of_a_framework_beside_the_chosen_one_is_named(project):
 def test_the_code_is_read_once_for_imports_and_removed_apis_as_the_image_gets_it(project, monkeypatch):
     """One pass over the files the image gets, tests left out: code the build context ignores (.dockerignore, a
     virtual environment) or tests never narrow the framework; each module is read once; MAX_SCANNED stops the pass."""
-    import buildkit_py.autopackage as autopackage
-
+    autopackage = importlib.import_module("buildkit_py.autopackage")  # the module: `bk.autopackage` is the API call
     root = project({"trainer/__init__.py": "", "trainer/task.py": "import tensorflow as tf\nfrom trainer import model\n",
                     "trainer/model.py": "import tensorflow as tf\ntf.estimator.Estimator\n",
                     "tests/test_model.py": "import tensorflow as tf\ntf.contrib.layers\n",
