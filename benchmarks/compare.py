@@ -375,8 +375,8 @@ def table(medians: dict[str, dict[str, float]]) -> str:
         m = medians[way.name]
         rows.append(f"| {way.name} | {m['cold_s'] / ours['cold_s']:.2f}x | {m['edit_s'] / ours['edit_s']:.1f}x | "
                     f"{m['requirements_s'] / ours['requirements_s']:.2f}x |")
-    rows += ["", "buildkit-py's one-line edit is the fast path (the code layer appended in the registry; the engine "
-             "holds no older image under its new content tag, so it pulls nothing). The same edit "
+    rows += ["", "buildkit-py's one-line edit is the fast path (the code layer appended in the registry; the engine's "
+             "tag of the older image is removed, nothing is pulled). The same edit "
              f"with no engine reachable: {ours['edit_no_engine_s']:.2f} s; with --no-fast-path (BuildKit build, engine "
              f"push): {ours['edit_engine_s']:.2f} s ({fmt_bytes(ours['edit_engine_bytes'])} stored). Fast-path stages "
              f"(no engine): start-up {ours['startup_s'] * 1000:.0f} ms (`buildkit-py --version`), scan "
