@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from .config import Config
+from .lock import LOCK_NAME
 from .makefile import config_path, word
 from .render import environment
 
@@ -37,4 +38,6 @@ def render_ci(config: Config, given_config: Path | None, flavour: str) -> str:
         steps=[{"id": _yaml(f"image-{v}" if v else "image"), "submit_id": _yaml(f"submit-{v}" if v else "submit"),
                 "variant": _yaml(f"VARIANT={v}")} for v in variants or [""]],
         cache_tag=CACHE_TAG,
+        # A project that locks its images builds them only from a current lock in CI: a stale one fails the job.
+        locked=(config.root / LOCK_NAME).is_file(),
     )

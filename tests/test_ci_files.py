@@ -94,6 +94,19 @@ def test_github_workflow_passes_actionlint(testenv, project, tmp_path, variants)
     assert any("untrusted" in finding["message"] for finding in actionlint(testenv, bad))
 
 
+@pytest.mark.parametrize("flavour", list(SCHEMAS))
+def test_a_project_with_a_lock_builds_only_from_a_current_lock_in_ci(project, tmp_path, flavour):
+    root = project({"buildkit.yaml": CONFIG, "trainer/task.py": ""})
+    assert "--locked" not in generate(root, flavour, tmp_path / "unlocked.yml")
+    (root / "buildkit.lock").write_text("version: 1\n")
+    out = tmp_path / "locked.yml"
+    text = generate(root, flavour, out)
+    builds = [line for line in text.splitlines() if "buildkit-py build" in line or "--push" in line]
+    assert any("--push --locked" in line for line in builds), builds
+    proc = check_jsonschema(flavour, out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_unknown_flavour_is_exit_2_with_what_is_allowed(project):
     root = project({"buildkit.yaml": CONFIG, "trainer/task.py": ""})
     proc = run_cli("ci", "jenkins", "--config", str(root / "buildkit.yaml"))
