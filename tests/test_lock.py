@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from buildkit_py import cli, lock
+from buildkit_py import cli, lock, resources
 from buildkit_py.config import load_config
 from buildkit_py.plan import make_plan
 from conftest import hadolint
@@ -229,3 +230,23 @@ def test_each_variant_builds_from_its_own_section(root, capsys):
         code, out, err = main(capsys, "print", "lock-digest", "--dir", str(root), *(["--variant", variant] if variant else []))
         digests.add(out.strip())
     assert len(digests) == 2
+
+
+def test_only_the_dockerfile_templates_can_make_a_lock_stale(tmp_path, monkeypatch):
+    """The lock records a digest of the shipped templates that render Dockerfiles: an edit to a CI or Make template
+    keeps every lock current, an edit to a Dockerfile template does not."""
+    root = tmp_path / "trainer"
+    (root / "trainer").mkdir(parents=True)
+    (root / "buildkit.yaml").write_text("framework: none\ntrainer: {module: trainer.task}\n")
+    config = load_config(root / "buildkit.yaml")
+    plan = make_plan(config)
+    shipped = tmp_path / "templates"
+    shutil.copytree(resources.resource_dir("templates"), shipped)
+    monkeypatch.setattr(lock, "resource_dir", lambda name: shipped if name == "templates" else resources.resource_dir(name))
+    before = lock._template_digest(config, plan)
+    for folder in ("ci", "make"):
+        for path in (shipped / folder).glob("*.j2"):
+            path.write_text(path.read_text() + "# edited\n")
+    assert lock._template_digest(config, plan) == before
+    (shipped / "base.Dockerfile.j2").write_text((shipped / "base.Dockerfile.j2").read_text() + "# edited\n")
+    assert lock._template_digest(config, plan) != before

@@ -39,7 +39,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
-# The locked package set (buildkit.lock sha256:b4ef7313540535b8127332b801ab181cb5d154c66a1d8884e138939b047fd24a): the framework, hypertune, the config's
+# The locked package set (buildkit.lock sha256:fd65c62141eeabe8d33815d415fcde58419c572326f7e49e5cfe20dd84e6a9f0): the framework, hypertune, the config's
 # packages and the requirements, each file checked against its sha256
 COPY [".buildkit-py/locked-requirements.txt", "/tmp/buildkit-py/locked-requirements.txt"]
 RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
@@ -74,7 +74,7 @@ LABEL org.opencontainers.image.base.name="127.0.0.1:5000/lock/base:1" \
     dev.buildkit-py.cuda="none" \
     dev.buildkit-py.cudnn="none" \
     org.opencontainers.image.base.digest="sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd" \
-    dev.buildkit-py.lock-digest="sha256:b4ef7313540535b8127332b801ab181cb5d154c66a1d8884e138939b047fd24a" \
+    dev.buildkit-py.lock-digest="sha256:fd65c62141eeabe8d33815d415fcde58419c572326f7e49e5cfe20dd84e6a9f0" \
     dev.buildkit-py.plan="{\"accelerator\":null,\"base_image\":\"127.0.0.1:5000/lock/base:1\",\"cuda\":null,\"cuda_archs\":[],\"cuda_flavor\":null,\"cudnn\":null,\"framework\":null,\"gpu\":false,\"index_url\":null,\"python\":\"3.11\"}"
 ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "-m", "trainer.task"]
 CMD []
