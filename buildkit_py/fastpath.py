@@ -429,9 +429,11 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     ref = refs[0]
     client = RegistryClient(ref, providers)
     manifest, media = _manifest(client, ref, record.manifest, f"the previous image {ref.repository}@{record.manifest}")
+    read = [record.manifest]
     if media in INDEX_TYPES:
         digest, media = _platform_manifest(client, ref, manifest, platform)
         manifest, media = _manifest(client, ref, digest, f"manifest {digest}")
+        read.append(digest)
     if media not in LAYER_TYPES:
         raise Refused(f"the previous image's manifest is {show(media)}, which the fast path does not write")
     config_descriptor = manifest.get("config") or {}
@@ -510,6 +512,10 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     timings.append(("manifest", time.perf_counter() - started))
     _keep(digest, body)  # the next edit appends to this image: it reads nothing back
     _keep(new_config_digest, config_bytes)
+    for old in {*read, config_digest} - {digest, new_config_digest}:  # this image's are kept: the older ones go
+        path = _kept_path(old)
+        if path is not None:
+            path.unlink(missing_ok=True)
     reporter.message(f"appended the code layer ({len(blob)} bytes{'' if sent else ', already in the registry'}) to "
                      f"{ref.repository}@{record.manifest}: {ref} is {digest}")
     return Appended(new_config_digest, tuple(results), tuple(timings))
