@@ -362,6 +362,7 @@ def _in_background(function: Callable[..., T], *args) -> Callable[[], T]:
     return result
 
 
+LAYER_CHECKS = 4  # connections that ask at once whether the lower layers are still there
 ATTEMPTS = 4  # as the engine's push: a rate limit, a 5xx or a dropped connection is tried again, with back-off
 BACKOFF, MAX_WAIT = 0.5, 30.0
 _TRANSIENT = frozenset((408, 429, 500, 502, 503, 504))
@@ -452,8 +453,10 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
             or not str(history[layered[-1]].get("created_by", "")).startswith(step.instruction):
         raise Refused(f"the previous image's last layer is not made by `{step.instruction}`")
     # Lower layers must still be there (a manifest naming a lost blob would be an image nobody can pull): checked
-    # while the code layer is made and sent, and before the manifest is written.
-    lost = _in_background(_lost_layer, client.fork(), [layer["digest"] for layer in layers[:-1]])
+    # while the code layer is made and sent, and before the manifest is written, over a few connections at once
+    # (one round trip per layer to a remote registry would otherwise add up to more than the upload).
+    lower = [layer["digest"] for layer in layers[:-1]]
+    lost = [_in_background(_lost_layer, client.fork(), lower[i::LAYER_CHECKS]) for i in range(LAYER_CHECKS) if lower[i:]]
 
     timings = [("base", time.perf_counter() - started)]
     started = time.perf_counter()
@@ -475,7 +478,7 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     sent = _upload(client, ref, blob_digest, blob)
     config_sent()
     timings.append(("upload", time.perf_counter() - started))
-    missing = lost()
+    missing = next((d for d in (check() for check in lost) if d), None)
     if missing:
         raise RegistryError(f"{ref.registry} has lost layer {missing} of the previous image {ref.repository}@"
                             f"{record.manifest}; run with --no-fast-path to build and push every layer again")
