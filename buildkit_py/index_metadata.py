@@ -14,7 +14,6 @@ Everything the index sends is untrusted: sizes are capped, names and versions pa
 
 from __future__ import annotations
 
-import base64
 import datetime
 import email.parser
 import html.parser
@@ -40,7 +39,7 @@ from .errors import ConfigError, OutputError, PackageIndexError, ResolutionError
 from .fsutil import write_atomic
 from .matrix import OVERLAY_ENV, SHIPPED, Framework, FrameworkSeries, Matrix, load_matrix, overlay_path, version_key
 from .resources import resource_dir
-from .transport import USER_AGENT
+from .transport import USER_AGENT, basic_token
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 TIMEOUT = 20.0  # seconds per request
@@ -135,7 +134,7 @@ class Index:
         if parts.username is not None:  # credentials go only to the index's own host, never into messages
             user = urllib.parse.unquote(parts.username)
             password = urllib.parse.unquote(parts.password or "")
-            self._auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            self._auth = "Basic " + basic_token(user, password)
         self.url = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/", "", ""))
         self._host = netloc
         self.timeout = timeout

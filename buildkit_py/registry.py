@@ -519,7 +519,9 @@ _CHALLENGE = re.compile(r'([A-Za-z_]+)="([^"]*)"', re.ASCII)
 
 
 def _basic(creds: Credentials) -> dict[str, str]:
-    return {"Authorization": "Basic " + base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()}
+    from .transport import basic_token
+
+    return {"Authorization": "Basic " + basic_token(creds.username, creds.password)}
 
 
 class Unreachable(RegistryError):

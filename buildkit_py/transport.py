@@ -42,6 +42,13 @@ class Response:
         return json.loads(self.content)
 
 
+def basic_token(user: str, password: str) -> str:
+    """The base64 `user:password` of HTTP Basic authentication (and of a Docker auth file's `auth`)."""
+    import base64
+
+    return base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
 def _ca_file() -> str | None:
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         if os.environ.get(name):
@@ -81,12 +88,11 @@ class Transport:
         proxy = _proxy(scheme, netloc.rsplit(":", 1)[0])
         target, proxy_auth = netloc, {}
         if proxy:
-            userinfo, _, target = urllib.parse.urlsplit(proxy).netloc.rpartition("@")
-            if userinfo:
-                import base64
-
-                pair = urllib.parse.unquote(userinfo).encode()
-                proxy_auth = {"Proxy-Authorization": "Basic " + base64.b64encode(pair).decode()}
+            parts = urllib.parse.urlsplit(proxy)
+            target = parts.netloc.rpartition("@")[2]
+            if parts.username is not None:
+                proxy_auth = {"Proxy-Authorization": "Basic " + basic_token(urllib.parse.unquote(parts.username),
+                                                                            urllib.parse.unquote(parts.password or ""))}
         if scheme == "https":
             if self._tls is None:
                 import ssl
@@ -130,10 +136,9 @@ class Transport:
             conn.close()
         return Response(answer.status, answer.headers, content, url)
 
-    def request(self, method: str, url: str, headers: dict[str, str] | None = None, data: bytes | None = None,
-                strip_on_redirect: tuple[str, ...] = ("Authorization",)) -> Response:
+    def request(self, method: str, url: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> Response:
         """The answer, after redirects: reads follow every kind; writes follow only 307/308 (which keep the body).
-        Headers named in strip_on_redirect are not sent to another origin than the first."""
+        Authorization is not sent to another origin than the first."""
         headers = {"User-Agent": USER_AGENT, **(headers or {})}
         origin = urllib.parse.urlsplit(url)[:2]
         for _ in range(MAX_REDIRECTS + 1):
@@ -144,10 +149,5 @@ class Transport:
                 return response
             url = urllib.parse.urljoin(url, location)
             if urllib.parse.urlsplit(url)[:2] != origin:
-                headers = {k: v for k, v in headers.items() if k not in strip_on_redirect}
+                headers.pop("Authorization", None)
         raise TransportError(f"more than {MAX_REDIRECTS} redirects")
-
-    def close(self) -> None:
-        for conn, _ in self._connections.values():
-            conn.close()
-        self._connections.clear()

@@ -4,7 +4,6 @@ secret mounts, tags, labels and push, with no Docker engine. Images live in buil
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -79,6 +78,7 @@ class BuildahBuilder:
 
     def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
         from ..registry import PushResult, credentials_for  # a push's only: choosing a backend does not load it
+        from ..transport import basic_token
 
         with tempfile.TemporaryDirectory(prefix="buildkit-py-push-") as tmp:
             digestfile = Path(tmp) / "digest"
@@ -88,7 +88,7 @@ class BuildahBuilder:
             creds = credentials_for(ref.registry)
             if creds:  # an auth file, never argv: other users can read a process's arguments
                 auth = Path(tmp) / "auth.json"
-                token = base64.b64encode(f"{creds.username}:{creds.password}".encode()).decode()
+                token = basic_token(creds.username, creds.password)
                 fd = os.open(auth, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "w") as handle:
                     json.dump({"auths": {ref.registry: {"auth": token}}}, handle)
