@@ -26,7 +26,7 @@ from .fsutil import cache_dir, read_text, write_atomic
 from .notebook import HtmlRepr
 from .plan import Plan, PlanLock
 from .refs import parse_ref
-from .resources import resource_dir
+from .render import dockerfile_templates_digest
 
 LOCK_NAME = "buildkit.lock"
 SCHEMA_VERSION = 1
@@ -144,17 +144,10 @@ def _config_file(config: Config) -> Path | None:
 
 
 def _template_digest(config: Config, plan: Plan) -> str:
-    """The user's template, or every shipped Dockerfile template: any of them can change the install steps (the
-    CI and Make templates cannot, and their edits must not make every lock stale)."""
+    """The user's template, or every shipped Dockerfile template: any of them can change the install steps."""
     if plan.user_template:
         return _sha256_file(config.root / plan.user_template)
-    digest = hashlib.sha256()
-    root = resource_dir("templates")
-    for path in sorted(root.rglob("*.j2")):
-        if path.relative_to(root).parts[0] in ("ci", "make"):
-            continue
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return "sha256:" + digest.hexdigest()
+    return dockerfile_templates_digest()
 
 
 def _plan_digest(config: Config, plan: Plan) -> str:

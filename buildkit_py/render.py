@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -154,23 +153,24 @@ def _render_plan(plan: Plan, user: str | None, buildkit: bool) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _templates_digest() -> str:
-    """Every template file's name and bytes, with this version: any change to one is another key below."""
-    digest = hashlib.sha256(__version__.encode())
-    top = resource_dir("templates")
-    for folder, dirs, files in sorted(os.walk(top)):
-        dirs.sort()
-        for name in sorted(files):
-            path = Path(folder) / name
-            digest.update(f"\0{path.relative_to(top)}\0".encode() + path.read_bytes())
-    return digest.hexdigest()
+def dockerfile_templates_digest() -> str:
+    """Every shipped template a Dockerfile or .dockerignore renders from, names and bytes: the CI and Make templates
+    cannot change an image (nor, through buildkit.lock's record of this digest, make a lock stale)."""
+    digest = hashlib.sha256()
+    root = resource_dir("templates")
+    for path in sorted(root.rglob("*.j2")):
+        if path.relative_to(root).parts[0] in ("ci", "make"):
+            continue
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return "sha256:" + digest.hexdigest()
 
 
 def _kept(inputs: object, render: Callable[[], str]) -> str:
-    """RENDER's text, kept in the cache under the digest of its inputs and of every template: a render is a pure
+    """RENDER's text, kept in the cache under the digest of its inputs and of the templates: a render is a pure
     function of them, and a command that finds its text kept neither imports Jinja nor compiles a template
     (most of what `print image-uri`, `dockerfile` and a code edit's build spend before their own work)."""
-    key = hashlib.sha256((_templates_digest() + json.dumps(inputs, sort_keys=True, default=str)).encode()).hexdigest()
+    key = hashlib.sha256((__version__ + dockerfile_templates_digest() + json.dumps(inputs, sort_keys=True, default=str))
+                         .encode()).hexdigest()
     path = cache_dir() / "rendered" / key
     try:
         return path.read_text(encoding="utf-8")

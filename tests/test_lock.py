@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit_py import cli, lock, resources
+from buildkit_py import cli, lock, render, resources
 from buildkit_py.config import load_config
 from buildkit_py.plan import make_plan
 from conftest import hadolint
@@ -242,11 +242,17 @@ def test_only_the_dockerfile_templates_can_make_a_lock_stale(tmp_path, monkeypat
     plan = make_plan(config)
     shipped = tmp_path / "templates"
     shutil.copytree(resources.resource_dir("templates"), shipped)
-    monkeypatch.setattr(lock, "resource_dir", lambda name: shipped if name == "templates" else resources.resource_dir(name))
-    before = lock._template_digest(config, plan)
+    monkeypatch.setattr(render, "resource_dir", lambda name: shipped if name == "templates" else resources.resource_dir(name))
+
+    def digest() -> str:
+        render.dockerfile_templates_digest.cache_clear()  # once per process otherwise
+        return lock._template_digest(config, plan)
+
+    before = digest()
     for folder in ("ci", "make"):
         for path in (shipped / folder).glob("*.j2"):
             path.write_text(path.read_text() + "# edited\n")
-    assert lock._template_digest(config, plan) == before
+    assert digest() == before
     (shipped / "base.Dockerfile.j2").write_text((shipped / "base.Dockerfile.j2").read_text() + "# edited\n")
-    assert lock._template_digest(config, plan) != before
+    assert digest() != before
+    render.dockerfile_templates_digest.cache_clear()
