@@ -6,28 +6,29 @@ tag; the staged context and every temporary file live in one temp dir that is al
 
 from __future__ import annotations
 
+import json
 import os
-import re
-import subprocess
+import pickle
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .builders import builder_class
 from .builders.base import BuildRequest
+from .buildtypes import BuildOptions, BuildResult
 from .config import Config, default_ca_bundle
-from .context import BuildContext, ContextListing, hash_context, list_context, staged
-from .engine import engine_may_answer
-from .errors import BuildError, BuildkitError, ConfigError, RegistryError
+from .context import ContextListing, hash_context, list_context
+from .errors import BuildError, ConfigError, RegistryError
+from .fastbuild import appended_result, attempt, git_revision, prepared
 from .fsutil import read_text
 from .lock import STALE_LOCK
 from .lock import apply as apply_lock
-from .notebook import HtmlRepr
-from .plan import LABEL_PREFIX, Plan, make_plan
+from .plan import Plan, make_plan
 from .progress import Reporter
+from .recipe import Recipe
+from .recipe import image_refs as _image_refs
 from .refs import ImageRef, parse_ref
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import launcher_sources
@@ -36,104 +37,25 @@ if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser 
     from . import fastpath
     from .registry import PushResult
 
-# The labels a build sets itself (--label), beside the Dockerfile's.
-CONTENT_LABEL = f"{LABEL_PREFIX}.content-digest"
-REVISION_LABEL = "org.opencontainers.image.revision"
-VARIANT_LABEL = f"{LABEL_PREFIX}.variant"
-BUILD_LABELS = (CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL)
-
 CA_SECRET = "buildkit-ca"
 PIP_CONF_SECRET = "buildkit-pip-conf"
 # The same index settings for uv (the build's installer), which does not read pip.conf: a uv.toml.
 UV_CONF_SECRET = "buildkit-uv-conf"
 
 
-@dataclass(frozen=True)
-class BuildOptions:
-    """What this one build does; how images are built (tags, platform, network, CA bundle, pip
-    index, builder, allowed files) is in the Config, from the config file or flags."""
-
-    push: bool = False
-    docker: str | None = None  # the docker client that runs BuildKit (default: $BUILDKIT_PY_DOCKER or found)
-    no_cache: bool = False
-    # A registry image to reuse layers from and refresh (e.g. REPO:buildcache): what CI runners with
-    # an empty engine need. BuildKit keeps the cache inline in that image; buildah in that repository.
-    cache_ref: str | None = None
-    locked: bool = False  # buildkit.lock must be there and current (CI): else exit 2 naming what changed
-    cloudbuild_endpoint: str | None = None  # builder cloudbuild: the API (default: $BUILDKIT_PY_CLOUDBUILD_ENDPOINT or Google's)
-    # A pushed code-only edit is appended to the last pushed image in the registry (fastpath.py); False: always
-    # build and push every changed layer through the engine.
-    fast_path: bool = True
-
-
-@dataclass(frozen=True)
-class BuildResult(HtmlRepr):
-    """A built image: its ID, tags, content digest and plan; pushed, each tag's repository@digest."""
-
-    image_id: str
-    tags: tuple[str, ...]
-    built: bool  # False: an image with the same content tag already existed
-    content_digest: str
-    plan: Plan
-    pushed: tuple[PushResult, ...] = field(default=())
-    # (stage, seconds) of a fast-path append: scan, base (reading the previous image), tar, upload,
-    # manifest; empty for a build by the engine
-    timings: tuple[tuple[str, float], ...] = field(default=())
-
-    def to_dict(self) -> dict:
-        return {
-            "image_id": self.image_id,
-            "tags": list(self.tags),
-            "built": self.built,
-            "content_digest": self.content_digest,
-            "pushed": [p.__dict__ for p in self.pushed],
-            "fast_path": dict(self.timings) if self.timings else None,
-            "plan": self.plan.to_dict(),
-        }
-
-
-def git_revision(root: Path) -> str | None:
-    """The commit of the trainer's checkout, with -dirty when its files have local changes."""
-    try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, timeout=20)
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "."],
-                               capture_output=True, text=True, timeout=20).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return head.stdout.strip() + ("-dirty" if dirty else "")
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "trainer"
-
-
 def image_refs(config: Config, content_tag: str, revision: str | None) -> list[ImageRef]:
-    """The content tag (and git tag) on the primary repository, then every tag as given; a tag
-    without a tag part gets the content tag. Tags were checked when the config was loaded."""
-    extra = [parse_ref(t, field="--tag", allow_digest=False) for t in config.tags]
-    primary = config.image or (extra[0].repository if extra else f"buildkit-py/{_slug(config.root.name)}")
-    repo = parse_ref(primary, field="image")
-    # A variant's tags carry its name, so variants of one config never share a tag.
-    suffix = f"-{config.variant}" if config.variant else ""
-    refs = [ImageRef(repo.registry, repo.path, content_tag + suffix)]
-    if revision:
-        refs.append(ImageRef(repo.registry, repo.path, f"git-{revision}{suffix}"))
-    for ref in extra:
-        refs.append(ImageRef(ref.registry, ref.path, (ref.tag or content_tag) + suffix))
-    unique = {str(r): r for r in refs}
-    return list(unique.values())
+    return _image_refs(config.image, config.tags, config.root, config.variant, content_tag, revision)
 
 
-def _secrets(config: Config, tmp: Path) -> tuple[tuple[str, Path], ...]:
-    """Secret files for the build, copied under fixed names into a private temp dir: the path the
-    builder is given can then hold no character that would add a field to its --secret spec."""
+_SECRET_FILES = {CA_SECRET: "ca.pem", PIP_CONF_SECRET: "pip.conf", UV_CONF_SECRET: "uv.toml"}
+
+
+def secret_sources(config: Config) -> tuple[tuple[str, bytes], ...]:
+    """(secret id, content) of each secret the build passes: the CA bundle and the index settings."""
     secrets = []
     ca = config.ca_cert or default_ca_bundle()
     if ca:
-        secrets.append((CA_SECRET, _private_copy(ca.read_bytes(), tmp / "ca.pem")))
+        secrets.append((CA_SECRET, ca.read_bytes()))
     if config.pip_index_url:
         # The URL is one line of printable ASCII (checked in config), so it cannot add a section.
         pip_conf = f"[global]\nindex-url = {config.pip_index_url}\n"
@@ -141,10 +63,16 @@ def _secrets(config: Config, tmp: Path) -> tuple[tuple[str, Path], ...]:
         pip_conf = read_text(config.pip_conf, "pip.conf")
     else:
         return tuple(secrets)
-    secrets.append((PIP_CONF_SECRET, _private_copy(pip_conf.encode(), tmp / "pip.conf")))
-    uv_toml = uv_config(pip_conf, str(config.pip_conf or "pip_index_url"))
-    secrets.append((UV_CONF_SECRET, _private_copy(uv_toml.encode(), tmp / "uv.toml")))
+    secrets.append((PIP_CONF_SECRET, pip_conf.encode()))
+    secrets.append((UV_CONF_SECRET, uv_config(pip_conf, str(config.pip_conf or "pip_index_url")).encode()))
     return tuple(secrets)
+
+
+def _secrets(config: Config, tmp: Path, sources: Sequence[tuple[str, bytes]] | None = None) -> tuple[tuple[str, Path], ...]:
+    """Secret files for the build, copied under fixed names into a private temp dir: the path the
+    builder is given can then hold no character that would add a field to its --secret spec."""
+    return tuple((name, _private_copy(data, tmp / _SECRET_FILES[name]))
+                 for name, data in (secret_sources(config) if sources is None else sources))
 
 
 # pip.conf keys an install reads ([install] over [global]) -> uv.toml keys; uv takes lists where pip
@@ -220,10 +148,31 @@ def planned_refs(config: Config, dockerfile: str | None = None, plan: Plan | Non
     return image_refs(config, f"bk-{digest[:16]}", git_revision(config.root) if git else None), digest
 
 
+def _extras(plan: Plan) -> list[tuple[str, Path]]:
+    """What buildkit-py adds to the context: the launcher, and the lock's requirements file."""
+    return launcher_sources() + ([(plan.lock.requirements, plan.lock.source)] if plan.lock else [])
+
+
 def _listing(config: Config, dockerfile: str, ignore: str, plan: Plan) -> ContextListing:
-    locked = [(plan.lock.requirements, plan.lock.source)] if plan.lock else []
     return list_context(config.root, dockerfile, ignore, allow_secrets=config.allow_secrets,
-                        allow_large=config.allow_large, extras=launcher_sources() + locked)
+                        allow_large=config.allow_large, extras=_extras(plan))
+
+
+def make_recipe(config: Config, locked: bool = False, dockerfile: str | None = None, plan: Plan | None = None) -> Recipe:
+    """config -> plan -> render for one build: all that the stages after them take (see _inputs for the rest)."""
+    from .fastpath import index_digest
+
+    backend = builder_class(config.builder)
+    plan, text, ignore = _inputs(config, backend.supports_secrets, dockerfile, plan, locked)
+    remote = getattr(backend, "remote", False)  # builds and pushes where it runs, with the secrets found there
+    return Recipe(
+        root=config.root, dockerfile=text, ignore=ignore, plan=json.loads(json.dumps(plan.to_dict(), default=str)),
+        plan_pickle=pickle.dumps(plan), notes=tuple(n for n in plan.notes if n.startswith(STALE_LOCK)),
+        image=config.image, tags=tuple(config.tags), variant=config.variant, builder=config.builder, remote=remote,
+        # A lock's wheels are for its platform (linux/amd64 unless the config names one): the build targets the same.
+        platform=config.platform or ("linux/amd64" if plan.gpu or plan.lock else None),
+        index=index_digest(() if remote else secret_sources(config)), allow_secrets=tuple(config.allow_secrets),
+        allow_large=tuple(config.allow_large), extras=tuple(_extras(plan)))
 
 
 def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[ImageRef],
@@ -245,70 +194,6 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
     return (first, *(added.get(str(r)) or push(r, reporter) for r in refs[1:]))
 
 
-def _fast_path(config: Config, options: BuildOptions, record: fastpath.Record | None, plan: Plan, dockerfile: str,
-               ctx: BuildContext, refs: list[ImageRef], labels: list[tuple[str, str]], secrets, platform: str | None,
-               reporter: Reporter) -> tuple[fastpath.Appended | None, tuple | None]:
-    """The appended image when only the code changed, else why not (said) and the record parts to keep after
-    the full build (None where this build cannot have a record)."""
-    from . import fastpath
-    from .registry import Unreachable
-
-    if not options.push:
-        return None, None
-    step = fastpath.code_step(dockerfile)
-    if isinstance(step, str):
-        reporter.message(f"{step}: full build")
-        return None, None
-    parts = fastpath.record_parts(plan, dockerfile, step, ctx.snapshot, secrets, config.builder, platform)
-    if not options.fast_path or options.no_cache:
-        reporter.message(f"{'--no-fast-path' if not options.fast_path else '--no-cache'}: full build")
-        return None, parts
-    same = [r for r in refs if r.repository == refs[0].repository]
-    why = "a tag is in another repository" if len(same) != len(refs) else fastpath.full_build_reason(record, parts)
-    if why:
-        reporter.message(f"{why}: full build")
-        return None, parts
-    try:
-        appended = fastpath.append(refs, record, step, ctx.directory, labels, BUILD_LABELS, platform, reporter)
-    except fastpath.Refused as exc:
-        reporter.message(f"{exc}: full build")
-        return None, parts
-    except Unreachable as exc:  # nothing was tagged: the engine's own network may reach the registry
-        reporter.message(f"{exc} from this machine: full build")
-        return None, parts
-    except fastpath.PartlyTagged as exc:
-        raise RegistryError(f"the fast path failed: {exc}") from None
-    except RegistryError as exc:
-        raise RegistryError(f"the fast path failed: {exc}; no tag was changed") from None
-    fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or ""), reporter)
-    return appended, parts
-
-
-def _sync_engine(refs: Sequence[ImageRef], appended: fastpath.Appended, reporter: Reporter) -> None:
-    """After an append, an engine's own tags of these names would still name older images (a later `docker run`
-    or `buildkit-py push` of one would use the stale image): such tags are removed, the layers kept, so that the
-    next use pulls the new image and only its code layer travels. Pulling it here would cost the edit more than
-    its whole append; an engine without any of these tags (a CI runner's) is only asked."""
-    if not engine_may_answer():
-        return
-    from .builders.engine_images import EngineImages
-
-    images, new = EngineImages(), {appended.image_id, appended.pushed[0].digest}
-    stale: list[ImageRef] = []
-    try:
-        for ref in refs:
-            if images.image_id(ref) not in (None, *new):
-                images.untag(ref)
-                stale.append(ref)
-    except BuildkitError as exc:
-        reporter.message(f"note: the local engine's tags may still name older images ({exc}); "
-                         f"`docker pull {refs[0]}` brings the new one")
-        return
-    if stale:
-        reporter.message(f"the local engine's {', '.join(map(str, stale))} named the previous image: untagged, so "
-                         "`docker run` and `buildkit-py run` pull the new one (its code layer only)")
-
-
 def _pull_appended(builder, record: fastpath.Record | None, ref: ImageRef, reporter: Reporter) -> str | None:
     """The image the fast path pushed with this very content, pulled into the engine (which has the layers below
     the code layer from the full build, so only the code layer travels); None when there is none to pull."""
@@ -323,7 +208,9 @@ def _pull_appended(builder, record: fastpath.Record | None, ref: ImageRef, repor
 
 
 def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None,
-          plan: Plan | None = None) -> BuildResult:
+          plan: Plan | None = None, *, recipe: Recipe | None = None, fast_path_said: str | None = None) -> BuildResult:
+    """recipe: config -> plan -> render's result, where the caller made it (api.build keeps it for the next
+    command); fast_path_said: why the fast path of a kept recipe could not take this build (said already)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from . import fastpath
@@ -336,16 +223,13 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
     # it is made only if the build turns out to be a full one.
     record = fastpath.load_record(image_refs(config, "latest", None)[0].repository, config.variant) \
         if options.fast_path and not remote_builder else None
-    eager = not (options.push and record)
+    eager = not (options.push and record) or fast_path_said is not None
     with ThreadPoolExecutor(max_workers=2) as pool:
         creating = pool.submit(backend.create, options.docker) if eager else None
         describing = pool.submit(git_revision, config.root)
-        plan, dockerfile, ignore = _inputs(config, backend.supports_secrets, dockerfile, plan, options.locked)
-        revision = describing.result()
+        recipe = recipe or make_recipe(config, options.locked, dockerfile, plan)
         if creating is not None:
             creating.result()
-    # A lock's wheels are for its platform (linux/amd64 unless the config names one): the build targets the same.
-    platform = config.platform or ("linux/amd64" if plan.gpu or plan.lock else None)
     cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None
     # A remote builder's settings, checked before anything is uploaded; its secrets come from where it runs.
     remote = backend.settings(config, options.cloudbuild_endpoint) if remote_builder else None
@@ -358,30 +242,12 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                 "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
                 "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
             )
-        # Each file is read once, copied and hashed as it is copied: the content tag names exactly what the
-        # builder gets, whatever changes in the directory meanwhile (the build's own log). An image already
-        # built from the same content makes the copy a waste, yet a small one next to hashing every file anyway.
-        with staged(_listing(config, dockerfile, ignore, plan)) as ctx:
+        with prepared(recipe, describing.result, reporter) as (ctx, refs, labels):
             snapshot = ctx.snapshot
-            for note in plan.notes:
-                if note.startswith(STALE_LOCK):
-                    reporter.message(f"note: {note}")
-            for note in snapshot.notes:
-                reporter.message(f"note: {note}")
-            refs = image_refs(config, f"bk-{snapshot.digest[:16]}", revision)
-            labels = [(CONTENT_LABEL, snapshot.digest)]
-            if revision:
-                labels.append((REVISION_LABEL, revision))
-            if config.variant:
-                labels.append((VARIANT_LABEL, config.variant))
             scan = time.perf_counter() - started  # plan, render, listing, reading and staging the files
-            appended, parts = (None, None) if remote_builder else _fast_path(config, options, record, plan, dockerfile, ctx,
-                                                                              refs, labels, secrets, platform, reporter)
+            appended, parts, _ = attempt(recipe, options, record, ctx, refs, labels, reporter, said=fast_path_said)
             if appended is not None:
-                if config.builder != "buildah":  # buildah keeps images in its own storage, not the engine's
-                    _sync_engine(refs, appended, reporter)
-                return BuildResult(appended.image_id, tuple(str(r) for r in refs), True, snapshot.digest, plan,
-                                   appended.pushed, (("scan", scan), *appended.timings))
+                return appended_result(recipe, ctx, refs, appended, scan, reporter)
             builder = creating.result() if creating is not None else backend.create(options.docker)
             image_id = None if options.no_cache else builder.image_id(refs[0]) or _pull_appended(builder, record, refs[0],
                                                                                                reporter)
@@ -392,7 +258,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                     context_dir=ctx.directory,
                     dockerfile=ctx.dockerfile,
                     labels=tuple(labels),
-                    platform=platform,
+                    platform=recipe.platform,
                     network=config.network,
                     secrets=secrets,
                     no_cache=options.no_cache,
@@ -416,4 +282,4 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
         if parts is not None:  # what the next code-only edit appends to
             fastpath.save_record(fastpath.Record(refs[0].repository, config.variant, parts, pushed[0].digest,
                                                  refs[0].tag or ""), reporter)
-    return BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, plan, pushed)
+    return BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, pushed)

@@ -365,7 +365,7 @@ def _job_options(args: argparse.Namespace) -> api.JobOptions:
 
 def _submit_options(args: argparse.Namespace) -> api.SubmitOptions:
     return api.SubmitOptions(api_endpoint=args.api_endpoint, wait=getattr(args, "wait", False),
-                             poll_interval=getattr(args, "poll", api.SubmitOptions.poll_interval),
+                             **({"poll_interval": args.poll} if getattr(args, "poll", None) is not None else {}),
                              skip_image_check=getattr(args, "skip_image_check", False))
 
 
@@ -563,7 +563,9 @@ def _skip_image_check_flag(parser: argparse.ArgumentParser) -> None:
                         "network only): the image is not checked and the job names it by tag, not pinned by digest")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only: the command given, whose shared flags alone are added (each command's own few are added
+    anyway): about 600 arguments are most of a short command's parsing time."""
     parser = argparse.ArgumentParser(
         prog="buildkit-py",
         description="Turn an ML trainer into a container image and a Vertex AI / AI Platform training job.",
@@ -574,8 +576,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help_text: str, func, *, config: bool = False, build: bool = False, json_help: str = "",
-                parent=sub):
+                parent=sub, under: str | None = None):
         p = parent.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func, takes_trailing=False)
+        if only is not None and (under or name) != only:
+            return p
         _common(p)
         if config:
             _config_flags(p)
@@ -583,7 +588,6 @@ def build_parser() -> argparse.ArgumentParser:
             _build_flags(p)
         if json_help:
             p.add_argument("--json", action="store_true", help=json_help)
-        p.set_defaults(func=func, takes_trailing=False)
         return p
 
     command("resolve", "print the resolved plan: base image, CUDA, cuDNN, Python, framework wheel", cmd_resolve,
@@ -665,11 +669,11 @@ def build_parser() -> argparse.ArgumentParser:
     executor = p.add_subparsers(dest="executor_command", required=True, metavar="SUBCOMMAND")
     p = command("build", "build an executor image: framework, hypertune and the launcher, no trainer code",
                 cmd_executor_build, config=True, build=True, json_help="print the result (image, tags, digests) as JSON",
-                parent=executor)
+                parent=executor, under="executor")
     p.add_argument("--push", action="store_true", help="push every tag after the build")
     p.add_argument("--locked", action="store_true", help=LOCKED_HELP)
     p = command("list", "list Google's prebuilt training images (base_images/executors.yaml)", cmd_executor_list,
-                json_help="print as JSON", parent=executor)
+                json_help="print as JSON", parent=executor, under="executor")
     p.add_argument("framework", nargs="?", help="one framework (default: all)")
     p.add_argument("--region", help="the job's region: picks the us, europe or asia repository")
 
@@ -687,7 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dir", type=Path, default=None, help="directory to find the config in (default: .)")
     p.add_argument("--pip-index-url", help="the index to read (default: pip_index_url, $PIP_INDEX_URL, else PyPI)")
     p.add_argument("--ca-cert", help="CA bundle for the index (default: PIP_CERT, REQUESTS_CA_BUNDLE, SSL_CERT_FILE)")
-    p.add_argument("--timeout", type=float, default=api.MatrixOptions.timeout, help="seconds per request")
+    p.add_argument("--timeout", type=float, help="seconds per request")
 
     p = command("autopackage", "from a trainer directory to a running job: infer the module, requirements and "
                 "framework pin, then build, push and run locally", cmd_autopackage, config=True, build=True,
@@ -703,7 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="with vertex: follow the job until it ends; exit 1 when it fails")
     _legacy_flag(p)
     _pipeline_flags(p)
-    p.add_argument("--poll", type=float, default=api.SubmitOptions.poll_interval, help=argparse.SUPPRESS)
+    p.add_argument("--poll", type=float, help=argparse.SUPPRESS)
     _api_flags(p)
     _skip_image_check_flag(p)
     p.add_argument("--dry-run", action="store_true", help="infer and print the plan; build, push and run nothing")
@@ -749,7 +753,7 @@ def build_parser() -> argparse.ArgumentParser:
     _skip_image_check_flag(p)
     p.add_argument("--wait", action="store_true", help="follow the job's state until it ends; exit 1 when it fails")
     p.add_argument("--dry-run", action="store_true", help="only the plan: nothing is sent")
-    p.add_argument("--poll", type=float, default=api.SubmitOptions.poll_interval, help=argparse.SUPPRESS)
+    p.add_argument("--poll", type=float, help=argparse.SUPPRESS)
 
     p = command("cancel", "cancel a Vertex AI job", cmd_cancel, json_help="print name and state as JSON")
     p.add_argument("job_name", metavar="NAME", help="projects/P/locations/R/customJobs/ID as submit prints it, or an ID "
@@ -767,7 +771,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if "--" in argv:
         cut = argv.index("--")
         argv, trailing = argv[:cut], argv[cut + 1:]
-    parser = build_parser()
+    # The command is the first word: no option before it takes a value.
+    parser = build_parser(next((word for word in argv if not word.startswith("-")), None))
     args = parser.parse_args(argv)
     if trailing is not None and not args.takes_trailing:
         parser.error(f"`{args.command}` takes no trainer arguments after `--`")

@@ -23,7 +23,8 @@ from packaging.version import InvalidVersion, Version
 
 from .builders import BUILDERS
 from .errors import ConfigError, show
-from .fsutil import read_text
+from .flags import cloudbuild_flag_name, flag_name
+from .fsutil import consult, read_text
 from .refs import ImageRef, parse_ref
 
 CONFIG_FILES = ("buildkit.yaml", "buildkit.yml")
@@ -190,9 +191,11 @@ class _Raw:
 
 def find_config(directory: Path) -> Path | None:
     for name in CONFIG_FILES:
+        consult(directory / name)
         if (directory / name).is_file():
             return directory / name
     pyproject = directory / "pyproject.toml"
+    consult(pyproject)
     if pyproject.is_file() and isinstance(_tool_table(pyproject), dict):
         return pyproject
     return None
@@ -436,6 +439,7 @@ def _framework(raw, path, value) -> FrameworkRequest:
 
 def _inside(raw: _Raw, path: tuple, text: str, target: Path, root: Path) -> None:
     """The file, after every symlink, must be a regular file inside the trainer directory."""
+    consult(target)
     try:
         real = target.resolve(strict=True)
         inside = real.is_relative_to(root.resolve())
@@ -473,6 +477,7 @@ def _host_file(raw: _Raw, path: tuple, value: Any, root: Path) -> Path:
     if path[0] not in raw.flags:
         _inside(raw, path, text, root / text, root)
     target = (Path.cwd() if path[0] in raw.flags else root) / text
+    consult(target)
     try:
         ok = target.is_file()
     except OSError as exc:
@@ -484,6 +489,7 @@ def _host_file(raw: _Raw, path: tuple, value: Any, root: Path) -> Path:
 
 def ca_bundle_problem(path: Path) -> str | None:
     """Why a file cannot serve as a CA bundle, or None: PEM certificates and nothing secret."""
+    consult(path)
     try:
         with open(path, "rb") as handle:
             head = handle.read(16 << 20)
@@ -1198,11 +1204,6 @@ def _cloudbuild(raw: _Raw, path: tuple, value: Any) -> CloudBuildConfig:
     return CloudBuildConfig(**{k: _CLOUDBUILD_FIELDS[k](raw, path + (k,), v) for k, v in data.items()})
 
 
-def cloudbuild_flag_name(key: str) -> str:
-    """The flag that sets a key of `cloudbuild:` (--cloudbuild-KEY)."""
-    return "--cloudbuild-" + key.replace("_", "-")
-
-
 def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
     patterns = "fnmatch patterns of context paths, e.g. keys/*.pem"
     validators: dict[str, Callable[[_Raw, tuple, Any], Any]] = {
@@ -1248,12 +1249,6 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
 
 
 KEYS = tuple(_validators(Path(".")))
-_FLAG_NAMES = {"tags": "--tag", "allow_secrets": "--allow-secret", "allow_large": "--allow-large"}
-
-
-def flag_name(key: str) -> str:
-    """The command-line flag that sets a config key."""
-    return _FLAG_NAMES.get(key) or "--" + key.replace("_", "-")
 
 
 def load_config(
@@ -1298,6 +1293,8 @@ def default_ca_bundle(env: dict[str, str] | None = None) -> Path | None:
     env = dict(os.environ) if env is None else env
     for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
         value = env.get(name)
+        if value:
+            consult(value)
         if value and Path(value).is_file():
             problem = ca_bundle_problem(Path(value))
             if problem:

@@ -29,12 +29,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .context import FIXED_MTIME, Snapshot
 from .errors import OutputError, RegistryError, show
 from .fsutil import cache_dir, write_atomic
-from .plan import Plan
 from .progress import Reporter
 from .refs import ImageRef
 from .registry import MANIFEST_TYPES, AuthProvider, PushResult, RegistryClient, Unreachable, default_providers, retry_delay
@@ -45,6 +44,9 @@ OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
 LAYER_TYPES = {DOCKER_MANIFEST: "application/vnd.docker.image.rootfs.diff.tar.gzip",
                OCI_MANIFEST: "application/vnd.oci.image.layer.v1.tar+gzip"}
+if TYPE_CHECKING:
+    from .recipe import Recipe
+
 T = TypeVar("T")
 GZIP_LEVEL = 6  # fixed: another level gives another blob digest for the same code
 # Instructions that change the image config but add no layer: allowed after the code COPY.
@@ -152,19 +154,22 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def record_parts(plan: Plan, dockerfile: str, step: CodeStep, snapshot: Snapshot,
-                 secrets: Sequence[tuple[str, Path]], builder: str, platform: str | None) -> tuple[tuple[str, str], ...]:
+def index_digest(secrets: Sequence[tuple[str, bytes]]) -> str:
+    """The digest of the index settings and CA bundle a build passes as secrets ((id, content) each): the record
+    and a kept recipe hold this, never the text."""
+    return _sha(b"".join(_sha(name.encode() + b"\0" + data).encode() for name, data in secrets))
+
+
+def record_parts(recipe: Recipe, step: CodeStep, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
     """What lies below the code layer, each part hashed: equal parts make the same lower layers."""
-    parts = [("plan", _sha(json.dumps(plan.to_dict(), sort_keys=True, default=str).encode())),
-             ("dockerfile", _sha(dockerfile.encode()))]
+    parts = [("plan", _sha(json.dumps(recipe.plan, sort_keys=True, default=str).encode())),
+             ("dockerfile", _sha(recipe.dockerfile.encode()))]
     for source in step.earlier_sources:
         copied = [f"{rel}\0{kind}\0{content}" for rel, kind, content in snapshot.entries
                   if rel == source or rel.startswith(source + "/") or fnmatchcase(rel, source)]
         parts.append((f"input:{source}", _sha("\n".join(copied).encode())))
-    # Hashes of the index settings and CA bundle only, in a file of the user's own cache: never their text.
-    parts.append(("index", _sha(b"".join(_sha(name.encode() + b"\0" + path.read_bytes()).encode()
-                                         for name, path in secrets))))
-    parts.append(("builder", _sha(f"{builder}\0{platform}".encode())))
+    parts.append(("index", recipe.index))
+    parts.append(("builder", _sha(f"{recipe.builder}\0{recipe.platform}".encode())))
     return tuple(parts)
 
 
@@ -339,7 +344,7 @@ def _platform_manifest(client: RegistryClient, ref: ImageRef, index: dict, platf
     raise RegistryError(f"the previous image of {ref.repository} is an index without a {os_name}/{arch} manifest")
 
 
-def _in_background(function: Callable[..., T], *args) -> Callable[[], T]:
+def in_background(function: Callable[..., T], *args) -> Callable[[], T]:
     """Run FUNCTION in a daemon thread (one that Ctrl-C does not wait for); the returned call waits for its
     result or raises its exception."""
     outcome: dict[str, Any] = {}
@@ -456,7 +461,7 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     # while the code layer is made and sent, and before the manifest is written, over a few connections at once
     # (one round trip per layer to a remote registry would otherwise add up to more than the upload).
     lower = [layer["digest"] for layer in layers[:-1]]
-    lost = [_in_background(_lost_layer, client.fork(), lower[i::LAYER_CHECKS]) for i in range(LAYER_CHECKS) if lower[i:]]
+    lost = [in_background(_lost_layer, client.fork(), lower[i::LAYER_CHECKS]) for i in range(LAYER_CHECKS) if lower[i:]]
 
     timings = [("base", time.perf_counter() - started)]
     started = time.perf_counter()
@@ -474,7 +479,7 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     new_config.setdefault("config", {})["Labels"] = new_labels
     config_bytes = json.dumps(new_config, separators=(",", ":"), ensure_ascii=False).encode()
     new_config_digest = "sha256:" + _sha(config_bytes)
-    config_sent = _in_background(_upload, client.fork(), ref, new_config_digest, config_bytes)
+    config_sent = in_background(_upload, client.fork(), ref, new_config_digest, config_bytes)
     sent = _upload(client, ref, blob_digest, blob)
     config_sent()
     timings.append(("upload", time.perf_counter() - started))
@@ -500,7 +505,7 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
             code in tagged.text for code in ("MANIFEST_INVALID", "UNSUPPORTED")):
         raise Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(tagged)})")
     _check(client, tagged, ref, f"the tag {ref.tag}", (201, 200))
-    others = [(t, _in_background(_send, client.fork(), "PUT", f"manifests/{t.tag}", headers, body)) for t in refs[1:]]
+    others = [(t, in_background(_send, client.fork(), "PUT", f"manifests/{t.tag}", headers, body)) for t in refs[1:]]
     results = [PushResult(f"{ref.repository}@{digest}", ref.tag or "latest", digest, len(body))]
     refused = []
     for target, waiting in others:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import codecs
+import hashlib
 import os
+import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from .errors import ConfigError, OutputError
@@ -19,8 +24,49 @@ _WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
               (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
 
 
+# The paths the stages from config to Dockerfile read or looked for, while a kept recipe (recipe.py) is being made.
+_CONSULTED: ContextVar[dict[str, str] | None] = ContextVar("buildkit_py_consulted", default=None)
+
+
+@contextmanager
+def consulted() -> Iterator[dict[str, str]]:
+    """Collect every path that consult() is given in this block (this thread only), with its signature as it was
+    then: what the block's result depends on, besides its arguments and the environment."""
+    paths: dict[str, str] = {}
+    token = _CONSULTED.set(paths)
+    try:
+        yield paths
+    finally:
+        _CONSULTED.reset(token)
+
+
+def consult(path: Path | str) -> None:
+    """PATH is about to be read or looked for (a file that is not there counts as much as one that is)."""
+    paths = _CONSULTED.get()
+    if paths is not None:
+        name = os.path.abspath(path)
+        if name not in paths:
+            paths[name] = signature(name)
+
+
+def signature(path: str) -> str:
+    """What PATH is now, as far as a reader can tell: where its symlinks lead, its kind and mode, and a file's
+    content digest; or why it cannot be read. Equal signatures read the same."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+        if not stat.S_ISREG(st.st_mode):
+            return f"{real}\0{stat.S_IFMT(st.st_mode):o}"
+        with open(real, "rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError as exc:
+        return f"{real}\0error {exc.errno}"
+    return f"{real}\0{st.st_mode:o}\0{digest}"
+
+
 def read_text(path: Path, what: str, *, limit: int = MAX_TEXT_FILE) -> str:
     """A UTF-8 text file (a UTF-8 BOM is dropped), or ConfigError naming the file and what is wrong."""
+    consult(path)
     try:
         with open(path, "rb") as handle:
             data = handle.read(limit + 1)

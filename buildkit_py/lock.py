@@ -22,7 +22,7 @@ import yaml
 
 from .config import Config, default_ca_bundle, read_yaml
 from .errors import BuildError, ConfigError, RegistryError, show
-from .fsutil import cache_dir, read_text, write_atomic
+from .fsutil import cache_dir, consult, read_text, write_atomic
 from .notebook import HtmlRepr
 from .plan import Plan, PlanLock
 from .refs import parse_ref
@@ -135,6 +135,7 @@ def lock_path(config: Config) -> Path:
 
 
 def _sha256_file(path: Path) -> str:
+    consult(path)
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -308,6 +309,7 @@ def load_for(config: Config) -> LockedImage | None:
     """This config's section of the lock beside it, or None when there is no lock. A variant's config no longer
     knows its siblings: the config itself checks them all."""
     path = lock_path(config)
+    consult(path)
     if not path.is_file():
         return None
     lock = read_lock(path)
@@ -325,6 +327,7 @@ def _requirements_file(image: LockedImage) -> Path:
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text)
+    consult(path)  # a build context takes it: a kept recipe naming it holds while it is there
     return path
 
 

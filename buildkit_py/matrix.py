@@ -16,6 +16,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from .errors import DataError, show
+from .fsutil import consult
 from .resources import read_data, resource_dir
 
 OVERLAY_ENV = "BUILDKIT_PY_MATRIX_OVERLAY"  # another overlay file (tests, shared CI caches)
@@ -533,6 +534,7 @@ def _merge_overlay(frameworks: dict[str, Framework], path: Path) -> Overlay:
 def load_matrix(directory: Path | None = None, overlay: Path | None = None) -> Matrix:
     """The shipped data plus the user's overlay (overlay_path(), when it exists)."""
     path = overlay or overlay_path()
+    consult(path)
     try:
         stamp = path.stat().st_mtime_ns if path.is_file() else None
     except OSError:

@@ -15,8 +15,10 @@ from pathlib import Path
 from packaging.version import Version
 
 from . import __version__
+from .buildtypes import LABEL_PREFIX
 from .config import Config, TrainerPackage
 from .errors import ResolutionError, show
+from .fsutil import consult
 from .launcher.constants import (
     COMPAT_DRIVER_ENV,
     CUDA_ARCHS_ENV,
@@ -44,7 +46,6 @@ from .resources import LAUNCHER_MODULE
 
 VENV = "/opt/venv"
 WORKDIR = "/app"
-LABEL_PREFIX = "dev.buildkit-py"
 
 
 @dataclass(frozen=True)
@@ -639,6 +640,7 @@ def _hash_checked(config: Config) -> bool:
         return False
     from .requirements_file import hash_checked
 
+    consult(config.root / config.requirements)
     try:
         text = (config.root / config.requirements).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .errors import ConfigError, OutputError, RenderError, show
-from .fsutil import cache_dir, read_text, write_atomic
+from .fsutil import cache_dir, consult, read_text, write_atomic
 from .matrix import load_matrix
 from .plan import Plan
 from .resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
@@ -209,6 +209,7 @@ def _check_lines(text: str, template: str) -> str:
 def render_project_dockerignore(root: Path) -> str:
     """The defaults plus the project's own .dockerignore, when it has one."""
     user = root / ".dockerignore"
+    consult(user)
     return render_dockerignore(read_text(user, ".dockerignore") if user.is_file() else None)
 
 

@@ -11,8 +11,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import DataError
 from .fsutil import cache_dir
 
@@ -24,11 +22,6 @@ def resource_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise DataError(f"buildkit-py is installed without its {name}/ folder (looked beside {_PACKAGE})")
-
-
-# libyaml's loader reads the shipped tables about 9x faster than the pure-Python one (about 90 ms
-# of every command's start-up); PyYAML's wheels include it, a source build may not.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_data(path: Path, what: str | None = None) -> Any:
@@ -43,8 +36,13 @@ def read_data(path: Path, what: str | None = None) -> Any:
         return marshal.loads(kept.read_bytes())
     except (OSError, RuntimeError, EOFError, ValueError, TypeError):
         pass  # not parsed before, a damaged copy, or no cache directory (no home): parsed now
+    import yaml  # only when the parsed form is not kept
+
+    # libyaml's loader reads the shipped tables about 9x faster than the pure-Python one (about 90 ms
+    # of every command's start-up); PyYAML's wheels include it, a source build may not.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(raw.decode("utf-8"), Loader=_LOADER)  # noqa: S506 (a safe loader)
+        data = yaml.load(raw.decode("utf-8"), Loader=loader)  # noqa: S506 (a safe loader)
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise DataError(f"cannot read {what or path}: {exc}") from None
     _keep(raw, data)

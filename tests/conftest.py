@@ -6,11 +6,19 @@ import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# buildkit-py's cache (build records, kept recipes) for this test session only: a record an earlier session left for
+# the same repository would let the first push of a test take the fast path.
+SESSION_CACHE = Path(tempfile.mkdtemp(prefix="bkpy-test-cache-"))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 
 @pytest.fixture
@@ -35,6 +43,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(REPO / ".testenv"),
+             "BUILDKIT_PY_CACHE_DIR": str(SESSION_CACHE),
              # A TLS-intercepting proxy's CA bundle, as the user's shell has it (the build's default --ca-cert).
              **{k: os.environ[k] for k in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE") if k in os.environ},
              **(env or {})},

@@ -6,11 +6,13 @@ from __future__ import annotations
 import gzip
 import io
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from buildkit_py import api, fastpath
+from buildkit_py.build import make_recipe
 from buildkit_py.context import FIXED_MTIME, list_context, staged
 from conftest import run_cli
 
@@ -59,9 +61,10 @@ def test_metadata_after_the_code_step_and_copies_from_stages_are_fine():
 
 def _parts(root: Path, dockerfile: str, secrets=()) -> tuple:
     step = fastpath.code_step(dockerfile)
+    made = replace(make_recipe(api.load(api.Project(directory=root))), dockerfile=dockerfile,
+                   index=fastpath.index_digest([(name, path.read_bytes()) for name, path in secrets]))
     with staged(list_context(root, dockerfile, "")) as ctx:
-        plan = api.resolve(api.Project(directory=root))
-        return fastpath.record_parts(plan, dockerfile, step, ctx.snapshot, secrets, "buildkit", None)
+        return fastpath.record_parts(made, step, ctx.snapshot)
 
 
 def test_each_change_below_the_code_layer_is_named_and_a_code_edit_is_not(tmp_path):

@@ -515,7 +515,7 @@ def test_cloudbuild_section_reads_every_key(tmp_path):
 @pytest.mark.parametrize("kind", sorted(CLOUDBUILD_HOSTILE) + ["bad"])
 @pytest.mark.parametrize("as_flag", [False, True], ids=["file", "flag"])
 def test_hostile_cloudbuild_settings_exit_2_naming_the_field(tmp_path, capsys, monkeypatch, key, kind, as_flag):
-    from buildkit_py.config import cloudbuild_flag_name
+    from buildkit_py.flags import cloudbuild_flag_name
 
     value = CLOUDBUILD_BAD.get(key, "x y") if kind == "bad" else CLOUDBUILD_HOSTILE[kind]
     if as_flag and not isinstance(value, str):

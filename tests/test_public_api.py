@@ -41,7 +41,7 @@ def test_the_package_gives_the_calls_and_imports_nothing_until_one_is_used():
     first, project, second = proc.stdout.splitlines()
     assert first == "[]" and project == "buildkit_py.api.project"  # bk.api before any call
     # Three calls share their names with modules: importing those modules leaves bk's names the calls.
-    assert second == "buildkit_py.api.images buildkit_py.api.jobs buildkit_py.api.autopackaging"
+    assert second == "buildkit_py.api.builds buildkit_py.api.jobs buildkit_py.api.autopackaging"
 
 
 def test_the_api_package_lists_each_name_once_and_finds_each():

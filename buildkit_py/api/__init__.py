@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 _MODULES: dict[str, tuple[str, ...]] = {
     ".project": ("Project", "load", "resolve", "variant_configs"),
     ".catalog": ("MatrixOptions", "SeriesVersions", "Versions", "executors", "matrix_check", "matrix_refresh", "versions"),
-    ".images": ("DockerfileResult", "PRINTABLE", "VariantsResult", "build", "build_variants", "dockerfile", "executor_build",
-                "lock", "print_value", "push"),
+    ".builds": ("build",),
+    ".images": ("DockerfileResult", "VariantsResult", "build_variants", "dockerfile", "executor_build", "lock", "push"),
+    ".printing": ("PRINTABLE", "print_value"),
     ".generated": ("GeneratedFile", "ci", "make"),
     ".packages": ("PackageOptions", "PackageResult", "package"),
     ".runs": ("RunOptions", "doctor", "run"),
@@ -27,9 +28,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
               "plan", "submit"),
     ".autopackaging": ("AutopackageOptions", "AutopackageResult", "autopackage"),
     ".tuning": ("TuneOptions", "tune"),
-    "..build": ("BuildOptions", "BuildResult"),
+    "..buildtypes": ("BuildOptions", "BuildResult"),
     "..lock": ("LockOptions", "LockResult"),
-    "..config": ("cloudbuild_flag_name",),
+    "..flags": ("cloudbuild_flag_name",),
     "..executors": ("Executor",),
     "..registry": ("PushResult",),
     "..jobs.local": ("RunResult",),
@@ -61,9 +62,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from ..build import BuildOptions, BuildResult
-    from ..config import cloudbuild_flag_name
+    from ..buildtypes import BuildOptions, BuildResult
     from ..executors import Executor
+    from ..flags import cloudbuild_flag_name
     from ..jobs.local import RunResult
     from ..jobs.tune import Study, Trial
     from ..lock import LockOptions, LockResult

@@ -18,7 +18,8 @@ from ..notebook import HtmlRepr
 from ..plan import Plan, closest_python, make_plan, usable_python
 from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
-from .images import check_build_options, executor_build_for
+from .builds import check_build_options
+from .images import executor_build_for
 from .jobs import (
     JobOptions,
     SubmitOptions,

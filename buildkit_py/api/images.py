@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import lock as _lock
-from ..build import BuildOptions, BuildResult, _inputs, planned_refs, push_image
+from ..build import BuildOptions, BuildResult, push_image
 from ..build import build as build_image
 from ..builders import builder_class
 from ..config import Config
-from ..errors import ConfigError, RegistryError, show
+from ..errors import ConfigError
 from ..fsutil import write_atomic
 from ..notebook import HtmlRepr
 from ..plan import make_plan
@@ -23,7 +23,8 @@ from ..progress import Reporter
 from ..refs import parse_ref
 from ..render import render_dockerfile, render_project_dockerignore
 from ..resources import LAUNCHER_CONTEXT_DIR, launcher_sources
-from .project import Progress, Project, Source, arguments, checked, load, project_from, refuse_unknown, reporting, variant_configs
+from .builds import check_build_options
+from .project import Progress, Project, Source, checked, load, project_from, refuse_unknown, reporting, variant_configs
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
@@ -67,23 +68,6 @@ def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None
     return DockerfileResult(text, ignore, (output, ignore_path, config.root / LAUNCHER_CONTEXT_DIR))
 
 
-def build(source: Source = None, /, options: BuildOptions | None = None, *, progress: Progress = None,
-          **settings: Any) -> BuildResult:
-    """Build the trainer image with BuildKit (and push every tag with push=True): its ID, tags and, pushed,
-    each tag's repository@digest.
-
-    source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
-    options: BuildOptions; its fields may also be given as keywords (push=True, no_cache=True, cache_ref=...).
-    progress: auto (a live display in a notebook or on a terminal, else plain lines), plain, tty, json,
-    notebook, log (the `buildkit_py` logger), quiet, or a Reporter.
-    settings: config keys as their flags set them (image=, tags=[...], framework=...), config, dir, variant.
-    """
-    project, options = arguments("build", source, settings, options or BuildOptions(), takes=("options", "progress"))
-    check_build_options(options)
-    with reporting(progress) as reporter:
-        return build_image(load(project), options, reporter)
-
-
 @dataclass(frozen=True)
 class VariantsResult(HtmlRepr):
     """Each variant's build."""
@@ -115,29 +99,6 @@ def lock(project: Project, options: _lock.LockOptions) -> _lock.LockResult:
     config = load(replace(project, variant=None))
     plans = [(c, make_plan(c)) for c in [config, *variant_configs(config)]]
     return _lock.lock(config, plans, options)
-
-
-def _lock_digest(config: Config) -> str:
-    plan = _inputs(config, builder_class(config.builder).supports_secrets)[0]
-    if plan.lock is None:
-        raise ConfigError(f"the build of this config is not locked: no current {_lock.LOCK_NAME} beside it "
-                          "(`buildkit-py lock` writes one)", field="NAME")
-    return plan.lock.digest
-
-
-def check_build_options(options: BuildOptions) -> None:
-    if not isinstance(options.fast_path, bool):
-        raise ConfigError(f"{show(options.fast_path)} is not allowed: true or false", field="--no-fast-path")
-    if options.docker is not None:
-        path = Path(options.docker)
-        try:
-            usable = path.is_file() and os.access(path, os.X_OK)
-        except (OSError, ValueError):
-            usable = False
-        if not usable:
-            raise ConfigError(f"{show(options.docker)} is not an executable file (a docker client)", field="--docker")
-    if options.cache_ref is not None:
-        parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False)
 
 
 def push(ref: str, *, progress: Progress = None, **settings: Any) -> PushResult:
@@ -174,49 +135,3 @@ def executor_build_for(config: Config, options: BuildOptions, reporter: Reporter
         image = config.image or (None if config.tags else "buildkit-py/executor")
         executor = replace(config, root=root, executor=True, trainer=None, image=image)
         return build_image(executor, options, reporter)
-
-
-def _digest(config: Config) -> str:
-    """repository@digest of the content tag as the engine recorded its push."""
-    ref = planned_refs(config, git=False)[0][0]
-    if getattr(builder_class(config.builder), "remote", False):  # pushed where it was built: the registry knows
-        from ..jobs import preflight
-
-        return f"{ref.repository}@{preflight.manifest(ref).digest}"
-    from docker.errors import ImageNotFound
-
-    from ..engine import engine_client
-
-    try:
-        digests = engine_client().images.get(str(ref)).attrs.get("RepoDigests") or []
-    except ImageNotFound:
-        digests = []
-    found = [d for d in digests if d.startswith(ref.repository + "@")]
-    if not found:
-        raise RegistryError(f"{ref} has not been pushed from this engine: run `buildkit-py build --push` (make push) "
-                            "first; a daemonless build prints its digest in `build --push --json`")
-    return found[0]
-
-
-# What `buildkit-py print NAME` gives: one value for Make and shell scripts.
-PRINTABLE: dict[str, Any] = {
-    "image-uri": lambda c: str(planned_refs(c, git=False)[0][0]),
-    "image-tag": lambda c: planned_refs(c, git=False)[0][0].tag,
-    "image": lambda c: planned_refs(c, git=False)[0][0].repository,
-    "tags": lambda c: " ".join(map(str, planned_refs(c)[0])),
-    "content-digest": lambda c: planned_refs(c, git=False)[1],
-    "lock-digest": _lock_digest,
-    "digest": _digest,
-    "base-image": lambda c: make_plan(c).base_image,
-    "cuda": lambda c: make_plan(c).cuda or "",
-    "python": lambda c: make_plan(c).python.version,
-    "framework": lambda c: make_plan(c).framework.requirement if make_plan(c).framework else "none",
-    "variants": lambda c: " ".join(v.name for v in c.variants),
-}
-
-
-def print_value(project: Project, name: str) -> str:
-    """One value for Make and shell scripts (`buildkit-py print NAME`): one of PRINTABLE."""
-    if name not in PRINTABLE:
-        raise ConfigError(f"{show(name)} is not a value buildkit-py prints; one of {', '.join(PRINTABLE)}", field="NAME")
-    return PRINTABLE[name](load(project))

@@ -10,14 +10,17 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..build import _slug
-from ..config import KEYS, Config, load_config
 from ..errors import ConfigError, ResolutionError, show
 from ..fsutil import cache_dir
-from ..plan import Plan, make_plan
 from ..progress import Reporter, reporter
+from ..recipe import slug
+
+# The config and the plan load where a call uses them: a kept recipe's build uses neither (recipe.py).
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..plan import Plan
 
 # progress=: a mode of --progress (auto, plain, tty, json, notebook, log, quiet) or a Reporter of one's own.
 Progress = str | Reporter | None
@@ -45,6 +48,8 @@ Source = Project | str | os.PathLike | Mapping[str, Any] | None
 
 def load(project: Project) -> Config:
     """The project's config, validated (with its variant applied when it names one)."""
+    from ..config import load_config
+
     directory = project.directory or (project.config.parent if project.config else Path.cwd())
     config = load_config(project.config, directory, dict(project.overrides), project.document)
     variants = variant_configs(config)
@@ -59,6 +64,8 @@ def load(project: Project) -> Config:
 
 def variant_configs(config: Config) -> list[Config]:
     """Each variant's config, every one checked to resolve: a variant that does not is named."""
+    from ..plan import make_plan
+
     out = []
     for i, variant in enumerate(config.variants):
         derived = config.with_variant(variant)
@@ -78,6 +85,8 @@ def resolve(source: Source = None, /, **settings: Any) -> Plan:
     settings: config keys, as their flags set them (framework="torch==2.5.1", python="3.11", cuda="12.4"...),
     and config (a path or a dict), dir and variant as the flags of those names.
     """
+    from ..plan import make_plan
+
     return make_plan(load(project_from(source, settings, "resolve")))
 
 
@@ -106,8 +115,11 @@ def project_from(source: Source, settings: dict[str, Any], call: str, allowed: I
         project = replace(project, directory=_path(directory, "dir"))
     if variant is not None:
         project = replace(project, variant=checked(variant, "str", "variant"))
-    refuse_unknown({k: v for k, v in settings.items() if k not in KEYS}, call,
-                   [*allowed, "config", "dir", "variant", f"the config keys ({', '.join(KEYS)})"])
+    if settings:
+        from ..config import KEYS
+
+        refuse_unknown({k: v for k, v in settings.items() if k not in KEYS}, call,
+                       [*allowed, "config", "dir", "variant", f"the config keys ({', '.join(KEYS)})"])
     overrides = tuple((key, tuple(value) if isinstance(value, list) else value) for key, value in settings.items())
     settings.clear()
     return replace(project, overrides=project.overrides + overrides) if overrides else project
@@ -218,4 +230,4 @@ def runs_dir(config: Config, kind: str = "run") -> Path:
     """Where a run's or a study's outputs go unless --output names a place: under the cache dir, outside the
     trainer directory, whose next build would send them (and get a new content tag)."""
     when = f"{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}"  # two runs in one second apart
-    return cache_dir() / "runs" / f"{_slug(config.root.name)}-{kind}-{when}"
+    return cache_dir() / "runs" / f"{slug(config.root.name)}-{kind}-{when}"

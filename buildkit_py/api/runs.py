@@ -14,7 +14,7 @@ from ..config import Config
 from ..errors import ConfigError, show
 from ..progress import Reporter
 from ..refs import parse_ref
-from .images import check_build_options
+from .builds import check_build_options
 from .project import MAX_GPUS, MAX_WORKERS, Progress, Project, Source, arguments, check_count, load, reporting, runs_dir
 
 # Imported where used, for start-up time (see this package's docstring).

@@ -10,7 +10,7 @@ from ..build import BuildOptions
 from ..build import build as build_image
 from ..errors import ConfigError, show
 from ..refs import parse_ref
-from .images import check_build_options
+from .builds import check_build_options
 from .project import MAX_GPUS, Progress, Source, arguments, check_count, load, reporting, runs_dir
 
 # Imported where used, for start-up time (see this package's docstring).

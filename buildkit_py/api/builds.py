@@ -1,0 +1,73 @@
+"""The build of one config: a code-only edit of a project whose kept recipe still holds goes straight to the
+fast path, with nothing of the config, plan or render loaded (recipe.py); any other build loads the config, keeps
+what config -> plan -> render made of it, and runs the whole pipeline (build.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import recipe as _recipe
+from ..buildtypes import BuildOptions, BuildResult
+from ..errors import ConfigError, show
+from ..fsutil import consulted
+from ..progress import Reporter
+from ..refs import parse_ref
+from .project import Progress, Project, Source, arguments, load, reporting
+
+
+def build(source: Source = None, /, options: BuildOptions | None = None, *, progress: Progress = None,
+          **settings: Any) -> BuildResult:
+    """Build the trainer image with BuildKit (and push every tag with push=True): its ID, tags and, pushed,
+    each tag's repository@digest.
+
+    source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
+    options: BuildOptions; its fields may also be given as keywords (push=True, no_cache=True, cache_ref=...).
+    progress: auto (a live display in a notebook or on a terminal, else plain lines), plain, tty, json,
+    notebook, log (the `buildkit_py` logger), quiet, or a Reporter.
+    settings: config keys as their flags set them (image=, tags=[...], framework=...), config, dir, variant.
+    """
+    project, options = arguments("build", source, settings, options or BuildOptions(), takes=("options", "progress"))
+    check_build_options(options)
+    with reporting(progress) as reporter:
+        return build_project(project, options, reporter)
+
+
+def build_project(project: Project, options: BuildOptions, reporter: Reporter) -> BuildResult:
+    started = time.perf_counter()
+    key = _recipe.key(project, options)
+    said = None
+    if options.push and options.fast_path and not options.no_cache:
+        kept = _recipe.kept(key)
+        if kept is not None:
+            from ..fastbuild import append_edit
+
+            outcome = append_edit(kept, options, reporter, started)
+            if isinstance(outcome, BuildResult):
+                return outcome
+            said = outcome
+    from ..build import build as build_image
+    from ..build import make_recipe
+
+    with consulted() as paths:
+        config = load(project)
+        made = make_recipe(config, options.locked)
+    _recipe.keep(key, made, paths)
+    return build_image(config, options, reporter, recipe=made, fast_path_said=said)
+
+
+def check_build_options(options: BuildOptions) -> None:
+    if not isinstance(options.fast_path, bool):
+        raise ConfigError(f"{show(options.fast_path)} is not allowed: true or false", field="--no-fast-path")
+    if options.docker is not None:
+        path = Path(options.docker)
+        try:
+            usable = path.is_file() and os.access(path, os.X_OK)
+        except (OSError, ValueError):
+            usable = False
+        if not usable:
+            raise ConfigError(f"{show(options.docker)} is not an executable file (a docker client)", field="--docker")
+    if options.cache_ref is not None:
+        parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False)

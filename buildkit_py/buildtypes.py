@@ -1,0 +1,69 @@
+"""What a build is asked to do (BuildOptions), what it gives back (BuildResult), and the labels it sets itself:
+apart from the pipeline, so that a command that only appends a code layer (fastbuild.py) imports none of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .notebook import HtmlRepr
+
+if TYPE_CHECKING:
+    from .plan import Plan
+    from .recipe import Recipe
+    from .registry import PushResult
+
+LABEL_PREFIX = "dev.buildkit-py"
+# The labels a build sets itself (--label), beside the Dockerfile's.
+CONTENT_LABEL = f"{LABEL_PREFIX}.content-digest"
+REVISION_LABEL = "org.opencontainers.image.revision"
+VARIANT_LABEL = f"{LABEL_PREFIX}.variant"
+BUILD_LABELS = (CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What this one build does; how images are built (tags, platform, network, CA bundle, pip
+    index, builder, allowed files) is in the Config, from the config file or flags."""
+
+    push: bool = False
+    docker: str | None = None  # the docker client that runs BuildKit (default: $BUILDKIT_PY_DOCKER or found)
+    no_cache: bool = False
+    # A registry image to reuse layers from and refresh (e.g. REPO:buildcache): what CI runners with
+    # an empty engine need. BuildKit keeps the cache inline in that image; buildah in that repository.
+    cache_ref: str | None = None
+    locked: bool = False  # buildkit.lock must be there and current (CI): else exit 2 naming what changed
+    cloudbuild_endpoint: str | None = None  # builder cloudbuild: the API (default: $BUILDKIT_PY_CLOUDBUILD_ENDPOINT or Google's)
+    # A pushed code-only edit is appended to the last pushed image in the registry (fastpath.py); False: always
+    # build and push every changed layer through the engine.
+    fast_path: bool = True
+
+
+@dataclass(frozen=True)
+class BuildResult(HtmlRepr):
+    """A built image: its ID, tags, content digest and plan; pushed, each tag's repository@digest."""
+
+    image_id: str
+    tags: tuple[str, ...]
+    built: bool  # False: an image with the same content tag already existed
+    content_digest: str
+    recipe: Recipe = field(repr=False)  # what config -> plan -> render made of the project for this build
+    pushed: tuple[PushResult, ...] = field(default=())
+    # (stage, seconds) of a fast-path append: scan, base (reading the previous image), tar, upload,
+    # manifest; empty for a build by the engine
+    timings: tuple[tuple[str, float], ...] = field(default=())
+
+    @property
+    def plan(self) -> Plan:
+        return self.recipe.resolved()
+
+    def to_dict(self) -> dict:
+        return {
+            "image_id": self.image_id,
+            "tags": list(self.tags),
+            "built": self.built,
+            "content_digest": self.content_digest,
+            "pushed": [p.__dict__ for p in self.pushed],
+            "fast_path": dict(self.timings) if self.timings else None,
+            "plan": self.recipe.plan,
+        }

@@ -1,0 +1,151 @@
+"""From a recipe to a pushed image without the engine, when only the code changed: the staged context, its tags
+and labels, the fast path's append (fastpath.py), and the engine's stale tags. The full build (build.py) runs
+the same steps first; a kept recipe (recipe.py) runs them with nothing of the config, plan or render loaded."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .buildtypes import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL, BuildOptions, BuildResult
+from .context import BuildContext
+from .engine import engine_may_answer
+from .errors import BuildkitError, RegistryError
+from .progress import Reporter
+from .recipe import Recipe
+from .refs import ImageRef
+
+if TYPE_CHECKING:  # the registry client loads with a push
+    from . import fastpath
+
+
+def git_revision(root: Path) -> str | None:
+    """The commit of the trainer's checkout, with -dirty when its files have local changes."""
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, timeout=20)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
+@contextmanager
+def prepared(recipe: Recipe, revision: Callable[[], str | None],
+             reporter: Reporter) -> Iterator[tuple[BuildContext, list[ImageRef], list[tuple[str, str]]]]:
+    """The staged context (each file read once, copied and hashed as it is copied: the content tag names exactly
+    what the builder gets, whatever changes in the directory meanwhile), its tags and the build's labels.
+    revision: waits for the git revision (asked for meanwhile)."""
+    from .context import staged
+
+    with staged(recipe.listing()) as ctx:
+        for note in recipe.notes + ctx.snapshot.notes:
+            reporter.message(f"note: {note}")
+        commit = revision()
+        refs = recipe.refs(f"bk-{ctx.snapshot.digest[:16]}", commit)
+        labels = [(CONTENT_LABEL, ctx.snapshot.digest)]
+        if commit:
+            labels.append((REVISION_LABEL, commit))
+        if recipe.variant:
+            labels.append((VARIANT_LABEL, recipe.variant))
+        yield ctx, refs, labels
+
+
+def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | None, ctx: BuildContext,
+            refs: list[ImageRef], labels: list[tuple[str, str]], reporter: Reporter,
+            said: str | None = None) -> tuple[fastpath.Appended | None, tuple | None, str | None]:
+    """The appended image when only the code changed; else None, the record parts to keep after the full build
+    (None where this build cannot have a record) and why the build is a full one (said here). said: why, as an
+    earlier attempt with the same recipe said: not tried again."""
+    from . import fastpath
+    from .registry import Unreachable
+
+    def full(why: str, parts: tuple | None) -> tuple[None, tuple | None, str]:
+        reporter.message(f"{why}: full build")
+        return None, parts, why
+
+    if not options.push or recipe.remote:
+        return None, None, None
+    step = fastpath.code_step(recipe.dockerfile)
+    if isinstance(step, str):
+        return full(step, None)
+    parts = fastpath.record_parts(recipe, step, ctx.snapshot)
+    if said is not None:
+        return None, parts, said
+    if not options.fast_path or options.no_cache:
+        return full("--no-fast-path" if not options.fast_path else "--no-cache", parts)
+    same = [r for r in refs if r.repository == refs[0].repository]
+    why = "a tag is in another repository" if len(same) != len(refs) else fastpath.full_build_reason(record, parts)
+    if why:
+        return full(why, parts)
+    assert record is not None  # full_build_reason
+    try:
+        appended = fastpath.append(refs, record, step, ctx.directory, labels, BUILD_LABELS, recipe.platform, reporter)
+    except fastpath.Refused as exc:
+        return full(str(exc), parts)
+    except Unreachable as exc:  # nothing was tagged: the engine's own network may reach the registry
+        return full(f"{exc} from this machine", parts)
+    except fastpath.PartlyTagged as exc:
+        raise RegistryError(f"the fast path failed: {exc}") from None
+    except RegistryError as exc:
+        raise RegistryError(f"the fast path failed: {exc}; no tag was changed") from None
+    fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or ""), reporter)
+    return appended, parts, None
+
+
+def appended_result(recipe: Recipe, ctx: BuildContext, refs: list[ImageRef], appended: fastpath.Appended,
+                    scan: float, reporter: Reporter) -> BuildResult:
+    if recipe.builder != "buildah":  # buildah keeps images in its own storage, not the engine's
+        _sync_engine(refs, appended, reporter)
+    return BuildResult(appended.image_id, tuple(str(r) for r in refs), True, ctx.snapshot.digest, recipe,
+                       appended.pushed, (("scan", scan), *appended.timings))
+
+
+def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, started: float) -> BuildResult | str | None:
+    """A kept recipe's build: the appended image, else why the build must be a full one (said), or None where the
+    fast path was not tried (no record of a previous image: the full build says so)."""
+    from . import fastpath
+
+    record = fastpath.load_record(recipe.repository, recipe.variant)
+    if record is None or recipe.remote:
+        return None
+    describing = fastpath.in_background(git_revision, recipe.root)  # a git run or two, while the files are copied
+    with prepared(recipe, describing, reporter) as (ctx, refs, labels):
+        scan = time.perf_counter() - started
+        appended, _, why = attempt(recipe, options, record, ctx, refs, labels, reporter)
+        if appended is None:
+            return why
+        return appended_result(recipe, ctx, refs, appended, scan, reporter)
+
+
+def _sync_engine(refs: list[ImageRef], appended: fastpath.Appended, reporter: Reporter) -> None:
+    """After an append, an engine's own tags of these names would still name older images (a later `docker run`
+    or `buildkit-py push` of one would use the stale image): such tags are removed, the layers kept, so that the
+    next use pulls the new image and only its code layer travels. Pulling it here would cost the edit more than
+    its whole append; an engine without any of these tags (a CI runner's) is only asked."""
+    if not engine_may_answer():
+        return
+    from .builders.engine_images import EngineImages
+
+    images, new = EngineImages(), {appended.image_id, appended.pushed[0].digest}
+    stale: list[ImageRef] = []
+    try:
+        for ref in refs:
+            if images.image_id(ref) not in (None, *new):
+                images.untag(ref)
+                stale.append(ref)
+    except BuildkitError as exc:
+        reporter.message(f"note: the local engine's tags may still name older images ({exc}); "
+                         f"`docker pull {refs[0]}` brings the new one")
+        return
+    if stale:
+        reporter.message(f"the local engine's {', '.join(map(str, stale))} named the previous image: untagged, so "
+                         "`docker run` and `buildkit-py run` pull the new one (its code layer only)")

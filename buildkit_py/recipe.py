@@ -1,0 +1,165 @@
+"""A build's recipe: what config -> plan -> render make of a project for one build (the Dockerfile, the plan, the
+names of its tags, the rules of its context), and the recipe kept from the last such run.
+
+A kept recipe is found by the digest of all a command gives those stages (the project and build options, the
+working directory, the environment, this buildkit-py's own files) and holds while every path the stages read or
+looked for still has the signature it had then (fsutil.consulted: where its symlinks lead, its kind, mode and
+content). A code-only edit's `build --push` then runs none of those stages, nor imports them: about half of what
+its process spent before the append itself (yaml, the config's and the matrix's classes, the plan, Jinja).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import __version__
+from .context import ContextListing, list_context
+from .errors import OutputError
+from .fsutil import cache_dir, signature, write_atomic
+from .refs import ImageRef, parse_ref
+
+if TYPE_CHECKING:
+    from .plan import Plan
+
+RECIPE_SCHEME = 1
+KEPT_RECIPES = 64  # one per project, flags and environment used lately; the oldest go first
+_PACKAGE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything the stages after render take from the config and the plan."""
+
+    root: Path  # the trainer directory: the build context
+    dockerfile: str
+    ignore: str  # the .dockerignore rules
+    plan: dict  # plan.to_dict() as JSON holds it: the --json output, and through its digest the fast path's record
+    plan_pickle: bytes  # the Plan itself, for BuildResult.plan: a kept recipe's is unpickled only when asked for
+    notes: tuple[str, ...]  # what every build of it says (a stale lock)
+    image: str | None  # the config's image: the repository of the content tag
+    tags: tuple[str, ...]  # the config's tags, as given
+    variant: str | None
+    builder: str
+    remote: bool  # the builder builds and pushes where it runs: no fast path from here
+    platform: str | None
+    index: str  # digest of the index settings and CA bundle the build passes as secrets, never their text
+    allow_secrets: tuple[str, ...]
+    allow_large: tuple[str, ...]
+    extras: tuple[tuple[str, Path], ...]  # (path in the context, source): the launcher, the lock's requirements
+
+    def resolved(self) -> Plan:
+        return pickle.loads(self.plan_pickle)  # noqa: S301 (made by this process or kept in the user's own cache)
+
+    def refs(self, content_tag: str, revision: str | None) -> list[ImageRef]:
+        return image_refs(self.image, self.tags, self.root, self.variant, content_tag, revision)
+
+    @property
+    def repository(self) -> str:
+        """The repository of the content tag: the fast path's record is kept per repository and variant."""
+        return self.refs("latest", None)[0].repository
+
+    def listing(self) -> ContextListing:
+        return list_context(self.root, self.dockerfile, self.ignore, allow_secrets=self.allow_secrets,
+                            allow_large=self.allow_large, extras=self.extras)
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "trainer"
+
+
+def image_refs(image: str | None, tags: tuple[str, ...], root: Path, variant: str | None, content_tag: str,
+               revision: str | None) -> list[ImageRef]:
+    """The content tag (and git tag) on the primary repository, then every tag as given; a tag without a tag part
+    gets the content tag. Tags were checked when the config was loaded."""
+    extra = [parse_ref(t, field="--tag", allow_digest=False) for t in tags]
+    primary = image or (extra[0].repository if extra else f"buildkit-py/{slug(root.name)}")
+    repo = parse_ref(primary, field="image")
+    # A variant's tags carry its name, so variants of one config never share a tag.
+    suffix = f"-{variant}" if variant else ""
+    refs = [ImageRef(repo.registry, repo.path, content_tag + suffix)]
+    if revision:
+        refs.append(ImageRef(repo.registry, repo.path, f"git-{revision}{suffix}"))
+    for ref in extra:
+        refs.append(ImageRef(ref.registry, ref.path, (ref.tag or content_tag) + suffix))
+    unique = {str(r): r for r in refs}
+    return list(unique.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Kept recipes
+
+
+def _own_files() -> list[tuple[str, int, int]]:
+    """This buildkit-py's code, templates and data, by name, size and mtime: a source checkout edited in place
+    keeps its version number, and must not be served recipes its older code made."""
+    from .resources import resource_dir
+
+    found = []
+    for top in (_PACKAGE, resource_dir("templates"), resource_dir("base_images")):
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                st = os.stat(os.path.join(folder, name))
+                found.append((os.path.join(folder, name), st.st_size, st.st_mtime_ns))
+    return found
+
+
+def key(project: object, options: object) -> str:
+    """The digest of everything a build command gives config -> plan -> render, other than the files they read."""
+    import hashlib
+
+    given = repr((RECIPE_SCHEME, __version__, _own_files(), sys.executable, sys.version, os.getcwd(),
+                  repr(project), repr(options), sorted(os.environ.items())))
+    return hashlib.sha256(given.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _path(digest: str) -> Path:
+    return cache_dir() / "recipes" / f"{digest[:40]}.json"
+
+
+def kept(digest: str) -> Recipe | None:
+    """The recipe kept under this key while every path it was made from is as it was; else None (the stages run)."""
+    try:
+        data = json.loads(_path(digest).read_text(encoding="utf-8"))
+        if data.get("scheme") != RECIPE_SCHEME or data.get("key") != digest:
+            return None
+        consulted = data["consulted"]
+        if not isinstance(consulted, dict) or any(signature(p) != s for p, s in consulted.items()):
+            return None
+        r = data["recipe"]
+        return Recipe(Path(r["root"]), r["dockerfile"], r["ignore"], r["plan"], base64.b64decode(r["plan_pickle"]),
+                      tuple(r["notes"]), r["image"], tuple(r["tags"]), r["variant"], r["builder"], bool(r["remote"]),
+                      r["platform"], r["index"], tuple(r["allow_secrets"]), tuple(r["allow_large"]),
+                      tuple((rel, Path(src)) for rel, src in r["extras"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def keep(digest: str, recipe: Recipe, consulted: dict[str, str]) -> None:
+    """Keep the recipe for the next command with the same key; a cache that cannot be written only costs that
+    command the stages again."""
+    record: dict[str, Any] = {
+        "root": str(recipe.root), "dockerfile": recipe.dockerfile, "ignore": recipe.ignore, "plan": recipe.plan,
+        "plan_pickle": base64.b64encode(recipe.plan_pickle).decode(), "notes": list(recipe.notes),
+        "image": recipe.image, "tags": list(recipe.tags), "variant": recipe.variant, "builder": recipe.builder,
+        "remote": recipe.remote, "platform": recipe.platform, "index": recipe.index,
+        "allow_secrets": list(recipe.allow_secrets), "allow_large": list(recipe.allow_large),
+        "extras": [[rel, str(src)] for rel, src in recipe.extras],
+    }
+    path = _path(digest)
+    try:
+        write_atomic(path, json.dumps({"scheme": RECIPE_SCHEME, "key": digest, "consulted": consulted,
+                                       "recipe": record}, sort_keys=True))
+        others = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    except (OutputError, OSError):
+        return
+    for old in others[:-KEPT_RECIPES]:
+        old.unlink(missing_ok=True)
