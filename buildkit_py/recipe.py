@@ -112,12 +112,15 @@ def _own_files() -> list[tuple[str, int, int]]:
     return found
 
 
-def key(project: object, options: object) -> str:
-    """The digest of everything a build command gives config -> plan -> render, other than the files they read."""
+def key(project: object, locked: bool) -> str:
+    """The digest of everything a build command gives config -> plan -> render, other than the files they read: the
+    project (config, directory, flags, variant), --locked (the build's other options come after render), and the
+    environment but DOCKER_*, which names the engine and its client, which only the build itself talks to."""
     import hashlib
 
-    given = repr((RECIPE_SCHEME, __version__, _own_files(), sys.executable, sys.version, os.getcwd(),
-                  repr(project), repr(options), sorted(os.environ.items())))
+    environment = sorted((k, v) for k, v in os.environ.items() if not k.startswith("DOCKER_"))
+    given = repr((RECIPE_SCHEME, __version__, _own_files(), sys.executable, sys.version, os.getcwd(), repr(project),
+                  locked, environment))
     return hashlib.sha256(given.encode("utf-8", "surrogateescape")).hexdigest()
 
 

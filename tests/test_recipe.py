@@ -54,7 +54,7 @@ PUSH = BuildOptions(push=True)
 
 def _keep(root: Path, options: BuildOptions = PUSH) -> tuple[str, recipe.Recipe]:
     project = Project(directory=root)
-    key = recipe.key(project, options)
+    key = recipe.key(project, options.locked)
     with consulted() as paths:
         made = make_recipe(load(project), options.locked)
     recipe.keep(key, made, paths)
@@ -101,18 +101,20 @@ def test_any_change_to_what_the_stages_read_makes_them_run_again(isolated, chang
     assert recipe.kept(key) is None
 
 
-def test_the_key_covers_flags_options_directory_and_environment(isolated, monkeypatch):
+def test_the_key_covers_flags_lock_directory_and_environment(isolated, monkeypatch):
     root = _project(isolated)
     key, _ = _keep(root)
-    assert recipe.key(Project(directory=root), BuildOptions(push=True)) == key
-    assert recipe.key(Project(directory=root, overrides=(("python", "3.12"),)), BuildOptions(push=True)) != key
-    assert recipe.key(Project(directory=root, variant="cu126"), BuildOptions(push=True)) != key
-    assert recipe.key(Project(directory=root), BuildOptions(push=True, locked=True)) != key
+    assert recipe.key(Project(directory=root), False) == key
+    assert recipe.key(Project(directory=root, overrides=(("python", "3.12"),)), False) != key
+    assert recipe.key(Project(directory=root, variant="cu126"), False) != key
+    assert recipe.key(Project(directory=root), True) != key  # --locked: the lock must be there and current
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nowhere")  # the engine: only the build stage talks to it
+    assert recipe.key(Project(directory=root), False) == key
     monkeypatch.setenv("PIP_CERT", str(root / "ca.pem"))  # a CA bundle named by the environment
-    assert recipe.key(Project(directory=root), BuildOptions(push=True)) != key
+    assert recipe.key(Project(directory=root), False) != key
     monkeypatch.delenv("PIP_CERT")
     monkeypatch.chdir(root)  # a relative --dir or --config means another directory
-    assert recipe.key(Project(directory=root), BuildOptions(push=True)) != key
+    assert recipe.key(Project(directory=root), False) != key
 
 
 def test_a_broken_or_foreign_kept_recipe_is_not_used(isolated):

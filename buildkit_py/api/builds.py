@@ -37,7 +37,7 @@ def build(source: Source = None, /, options: BuildOptions | None = None, *, prog
 
 def build_project(project: Project, options: BuildOptions, reporter: Reporter) -> BuildResult:
     started = time.perf_counter()
-    key = _recipe.key(project, options)
+    key = _recipe.key(project, options.locked)
     said = None
     if options.push and options.fast_path and not options.no_cache:
         kept = _recipe.kept(key)
