@@ -380,7 +380,8 @@ def table(medians: dict[str, dict[str, float]]) -> str:
              f"with no engine reachable: {ours['edit_no_engine_s']:.2f} s; with --no-fast-path (BuildKit build, engine "
              f"push): {ours['edit_engine_s']:.2f} s ({fmt_bytes(ours['edit_engine_bytes'])} stored). Fast-path stages "
              f"(no engine): start-up {ours['startup_s'] * 1000:.0f} ms (`buildkit-py --version`), scan "
-             f"{ours['fast_scan_s'] * 1000:.0f} ms (config, plan, render, reading and staging the files), base "
+             f"{ours['fast_scan_s'] * 1000:.0f} ms (the kept recipe's check, or config, plan and render; reading and "
+             f"staging the files), base "
              f"{ours['fast_base_s'] * 1000:.0f} ms (the previous image's manifest, config and blob checks), tar "
              f"{ours['fast_tar_s'] * 1000:.0f} ms, upload {ours['fast_upload_s'] * 1000:.0f} ms, manifest and tags "
              f"{ours['fast_manifest_s'] * 1000:.0f} ms."]

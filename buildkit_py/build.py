@@ -247,7 +247,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
             scan = time.perf_counter() - started  # plan, render, listing, reading and staging the files
             appended, parts, _ = attempt(recipe, options, record, ctx, refs, labels, reporter, said=fast_path_said)
             if appended is not None:
-                return appended_result(recipe, ctx, refs, appended, scan, reporter)
+                return appended_result(recipe, ctx, refs, appended, scan)
             builder = creating.result() if creating is not None else backend.create(options.docker)
             image_id = None if options.no_cache else builder.image_id(refs[0]) or _pull_appended(builder, record, refs[0],
                                                                                                reporter)

@@ -87,6 +87,8 @@ def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | Non
     if why:
         return full(why, parts)
     assert record is not None  # full_build_reason
+    # The engine's tags of these names, asked while the registry works (buildah keeps images in its own storage).
+    local = fastpath.in_background(_engine_tags, refs) if recipe.builder != "buildah" else None
     try:
         appended = fastpath.append(refs, record, step, ctx.directory, labels, BUILD_LABELS, recipe.platform, reporter)
     except fastpath.Refused as exc:
@@ -98,13 +100,13 @@ def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | Non
     except RegistryError as exc:
         raise RegistryError(f"the fast path failed: {exc}; no tag was changed") from None
     fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or ""), reporter)
+    if local is not None:
+        _untag_stale(refs, local, appended, reporter)
     return appended, parts, None
 
 
 def appended_result(recipe: Recipe, ctx: BuildContext, refs: list[ImageRef], appended: fastpath.Appended,
-                    scan: float, reporter: Reporter) -> BuildResult:
-    if recipe.builder != "buildah":  # buildah keeps images in its own storage, not the engine's
-        _sync_engine(refs, appended, reporter)
+                    scan: float) -> BuildResult:
     return BuildResult(appended.image_id, tuple(str(r) for r in refs), True, ctx.snapshot.digest, recipe,
                        appended.pushed, (("scan", scan), *appended.timings))
 
@@ -123,24 +125,33 @@ def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, start
         appended, _, why = attempt(recipe, options, record, ctx, refs, labels, reporter)
         if appended is None:
             return why
-        return appended_result(recipe, ctx, refs, appended, scan, reporter)
+        return appended_result(recipe, ctx, refs, appended, scan)
 
 
-def _sync_engine(refs: list[ImageRef], appended: fastpath.Appended, reporter: Reporter) -> None:
+def _engine_tags(refs: list[ImageRef]) -> dict[ImageRef, str | None]:
+    """The image each ref names in the local engine (None: no such tag); {} where no engine answers."""
+    if not engine_may_answer():
+        return {}
+    from .builders.engine_images import EngineImages
+
+    images = EngineImages()
+    return {ref: images.image_id(ref) for ref in refs}
+
+
+def _untag_stale(refs: list[ImageRef], local: Callable[[], dict[ImageRef, str | None]], appended: fastpath.Appended,
+                 reporter: Reporter) -> None:
     """After an append, an engine's own tags of these names would still name older images (a later `docker run`
     or `buildkit-py push` of one would use the stale image): such tags are removed, the layers kept, so that the
     next use pulls the new image and only its code layer travels. Pulling it here would cost the edit more than
     its whole append; an engine without any of these tags (a CI runner's) is only asked."""
-    if not engine_may_answer():
-        return
     from .builders.engine_images import EngineImages
 
-    images, new = EngineImages(), {appended.image_id, appended.pushed[0].digest}
+    new = {appended.image_id, appended.pushed[0].digest}
     stale: list[ImageRef] = []
     try:
-        for ref in refs:
-            if images.image_id(ref) not in (None, *new):
-                images.untag(ref)
+        for ref, image_id in local().items():
+            if image_id not in (None, *new):
+                EngineImages().untag(ref)
                 stale.append(ref)
     except BuildkitError as exc:
         reporter.message(f"note: the local engine's tags may still name older images ({exc}); "
