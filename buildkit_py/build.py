@@ -68,11 +68,10 @@ def secret_sources(config: Config) -> tuple[tuple[str, bytes], ...]:
     return tuple(secrets)
 
 
-def _secrets(config: Config, tmp: Path, sources: Sequence[tuple[str, bytes]] | None = None) -> tuple[tuple[str, Path], ...]:
+def _secrets(config: Config, tmp: Path) -> tuple[tuple[str, Path], ...]:
     """Secret files for the build, copied under fixed names into a private temp dir: the path the
     builder is given can then hold no character that would add a field to its --secret spec."""
-    return tuple((name, _private_copy(data, tmp / _SECRET_FILES[name]))
-                 for name, data in (secret_sources(config) if sources is None else sources))
+    return tuple((name, _private_copy(data, tmp / _SECRET_FILES[name])) for name, data in secret_sources(config))
 
 
 # pip.conf keys an install reads ([install] over [global]) -> uv.toml keys; uv takes lists where pip

@@ -36,6 +36,8 @@ def build(source: Source = None, /, options: BuildOptions | None = None, *, prog
 
 
 def build_project(project: Project, options: BuildOptions, reporter: Reporter) -> BuildResult:
+    """A push whose kept recipe holds tries the fast path first; what it could not do (said once) goes to the full
+    pipeline, which keeps the recipe it makes for the next command."""
     started = time.perf_counter()
     key = _recipe.key(project, options.locked)
     said = None
@@ -48,7 +50,7 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
             if isinstance(outcome, BuildResult):
                 return outcome
             said = outcome
-    from ..build import build as build_image
+    from ..build import build as build_image  # the pipeline: config, plan, render, builders
     from ..build import make_recipe
 
     with consulted() as paths:
