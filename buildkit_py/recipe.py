@@ -130,8 +130,14 @@ def _path(digest: str) -> Path:
 
 def kept(digest: str) -> Recipe | None:
     """The recipe kept under this key while every path it was made from is as it was; else None (the stages run)."""
+    path = _path(digest)
     try:
-        data = json.loads(_path(digest).read_text(encoding="utf-8"))
+        # Its Dockerfile is built and its plan unpickled: only a file this user wrote and nobody else may change (a
+        # cache directory shared through BUILDKIT_PY_CACHE_DIR must not let another user's file in).
+        st = os.stat(path)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("scheme") != RECIPE_SCHEME or data.get("key") != digest:
             return None
         consulted = data["consulted"]

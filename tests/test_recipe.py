@@ -128,6 +128,15 @@ def test_a_broken_or_foreign_kept_recipe_is_not_used(isolated):
     assert recipe.kept(key) is None
 
 
+def test_a_kept_recipe_others_may_change_is_not_used(isolated):
+    root = _project(isolated)
+    key, made = _keep(root)
+    path = next((isolated / "cache" / "recipes").glob("*.json"))
+    assert recipe.kept(key) == made
+    path.chmod(0o666)  # a cache directory shared with other users: its file is not trusted
+    assert recipe.kept(key) is None
+
+
 @pytest.mark.parametrize("optional", [True, False], ids=["optional files there", "optional files absent"])
 def test_every_file_the_stages_open_or_look_for_is_consulted(isolated, monkeypatch, optional):
     """The stages' own reads, seen from outside: every file under the test's directory that loading the config,
