@@ -43,7 +43,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(REPO / ".testenv"),
-             "BUILDKIT_PY_CACHE_DIR": str(SESSION_CACHE),
+             "XDG_CACHE_HOME": str(SESSION_CACHE),  # a test's own XDG_CACHE_HOME or BUILDKIT_PY_CACHE_DIR wins
              # A TLS-intercepting proxy's CA bundle, as the user's shell has it (the build's default --ca-cert).
              **{k: os.environ[k] for k in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE") if k in os.environ},
              **(env or {})},
