@@ -27,7 +27,7 @@ from .lock import STALE_LOCK
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
 from .progress import Reporter
-from .recipe import Recipe
+from .recipe import Recipe, index_digest
 from .recipe import image_refs as _image_refs
 from .refs import ImageRef, parse_ref
 from .render import render_dockerfile, render_project_dockerignore
@@ -159,8 +159,6 @@ def _listing(config: Config, dockerfile: str, ignore: str, plan: Plan) -> Contex
 
 def make_recipe(config: Config, locked: bool = False, dockerfile: str | None = None, plan: Plan | None = None) -> Recipe:
     """config -> plan -> render for one build: all that the stages after them take (see _inputs for the rest)."""
-    from .fastpath import index_digest
-
     backend = builder_class(config.builder)
     plan, text, ignore = _inputs(config, backend.supports_secrets, dockerfile, plan, locked)
     remote = getattr(backend, "remote", False)  # builds and pushes where it runs, with the secrets found there

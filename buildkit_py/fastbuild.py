@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .buildtypes import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL, BuildOptions, BuildResult
-from .context import BuildContext
+from .context import BuildContext, staged
 from .engine import engine_may_answer
 from .errors import BuildkitError, RegistryError
 from .progress import Reporter
@@ -44,8 +44,6 @@ def prepared(recipe: Recipe, revision: Callable[[], str | None],
     """The staged context (each file read once, copied and hashed as it is copied: the content tag names exactly
     what the builder gets, whatever changes in the directory meanwhile), its tags and the build's labels.
     revision: waits for the git revision (asked for meanwhile)."""
-    from .context import staged
-
     with staged(recipe.listing()) as ctx:
         for note in recipe.notes + ctx.snapshot.notes:
             reporter.message(f"note: {note}")
@@ -146,12 +144,12 @@ def _untag_stale(refs: list[ImageRef], local: Callable[[], dict[ImageRef, str | 
     its whole append; an engine without any of these tags (a CI runner's) is only asked."""
     from .builders.engine_images import EngineImages
 
-    new = {appended.image_id, appended.pushed[0].digest}
+    images, new = EngineImages(), {appended.image_id, appended.pushed[0].digest}
     stale: list[ImageRef] = []
     try:
         for ref, image_id in local().items():
             if image_id not in (None, *new):
-                EngineImages().untag(ref)
+                images.untag(ref)
                 stale.append(ref)
     except BuildkitError as exc:
         reporter.message(f"note: the local engine's tags may still name older images ({exc}); "

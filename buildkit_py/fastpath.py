@@ -154,12 +154,6 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def index_digest(secrets: Sequence[tuple[str, bytes]]) -> str:
-    """The digest of the index settings and CA bundle a build passes as secrets ((id, content) each): the record
-    and a kept recipe hold this, never the text."""
-    return _sha(b"".join(_sha(name.encode() + b"\0" + data).encode() for name, data in secrets))
-
-
 def record_parts(recipe: Recipe, step: CodeStep, snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
     """What lies below the code layer, each part hashed: equal parts make the same lower layers."""
     parts = [("plan", _sha(json.dumps(recipe.plan, sort_keys=True, default=str).encode())),

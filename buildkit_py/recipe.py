@@ -11,11 +11,13 @@ its process spent before the append itself (yaml, the config's and the matrix's 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import pickle
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +73,15 @@ class Recipe:
                             allow_large=self.allow_large, extras=self.extras)
 
 
+def index_digest(secrets: Sequence[tuple[str, bytes]]) -> str:
+    """The digest of the index settings and CA bundle a build passes as secrets ((id, content) each): the recipe
+    and through it the fast path's record hold this, never the text."""
+    def sha(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
+
+    return sha(b"".join(sha(name.encode() + b"\0" + data).encode() for name, data in secrets))
+
+
 def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "trainer"
 
@@ -116,8 +127,6 @@ def key(project: object, locked: bool) -> str:
     """The digest of everything a build command gives config -> plan -> render, other than the files they read: the
     project (config, directory, flags, variant), --locked (the build's other options come after render), and the
     environment but DOCKER_*, which names the engine and its client, which only the build itself talks to."""
-    import hashlib
-
     environment = sorted((k, v) for k, v in os.environ.items() if not k.startswith("DOCKER_"))
     given = repr((RECIPE_SCHEME, __version__, _own_files(), sys.executable, sys.version, os.getcwd(), repr(project),
                   locked, environment))

@@ -328,8 +328,7 @@ def test_a_file_written_during_the_whole_build_ships_as_read_and_the_tag_names_t
 
 def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(testenv, quickstart, monkeypatch):
     """In-process, so that the deletion lands exactly between the listing and the read of each file."""
-    from buildkit_py import api
-    from buildkit_py import context as context_module
+    from buildkit_py import api, fastbuild
 
     build_module = importlib.import_module("buildkit_py.build")  # bk.build is the API's call of that name
     from buildkit_py.progress import Reporter
@@ -338,14 +337,14 @@ def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(test
         monkeypatch.setenv(key, value)
     (quickstart / "notes.txt").write_text("to be deleted")
     (quickstart / "kept.txt").write_text(uuid.uuid4().hex)  # unique: the engine keeps images between runs
-    real = context_module.staged
+    real = fastbuild.staged
 
     def delete_then_stage(listing):
         assert "notes.txt" in [rel for rel, _, _ in listing.sources]
         (quickstart / "notes.txt").unlink()
         return real(listing)
 
-    monkeypatch.setattr(context_module, "staged", delete_then_stage)
+    monkeypatch.setattr(fastbuild, "staged", delete_then_stage)
     project = api.Project(config=quickstart / "buildkit.yaml", overrides=(("network", "host"),))
     log = io.StringIO()
     result = api.build(project, api.BuildOptions(docker=testenv["BUILDKIT_DOCKER"]), progress=Reporter(log))
