@@ -479,6 +479,10 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     timings.append(("upload", time.perf_counter() - started))
     missing = next((d for d in (check() for check in lost) if d), None)
     if missing:
+        if _send(client, "HEAD", f"manifests/{record.manifest}", {}).status_code == 404:
+            # Read from this machine's copy, of an image the registry has lost whole (wiped or garbage-collected):
+            # nothing to append to, as when the registry says so at the read.
+            raise Refused(f"the previous image {ref.repository}@{record.manifest} is gone from the registry")
         raise RegistryError(f"{ref.registry} has lost layer {missing} of the previous image {ref.repository}@"
                             f"{record.manifest}; run with --no-fast-path to build and push every layer again")
 

@@ -21,6 +21,14 @@ def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _session_cache(monkeypatch):
+    """The session's cache for what a test runs in-process or from os.environ too (a CI machine keeps the user's
+    cache between runs, and its records name images a fresh registry never had); a test's own setting wins."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(SESSION_CACHE))
+    monkeypatch.delenv("BUILDKIT_PY_CACHE_DIR", raising=False)
+
+
 @pytest.fixture
 def project(tmp_path):
     """Write a trainer directory: project({"buildkit.yaml": "...", "trainer/task.py": ""})."""

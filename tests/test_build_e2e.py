@@ -36,6 +36,13 @@ def docker(testenv, *args, check=True) -> subprocess.CompletedProcess:
                           env={"DOCKER_HOST": testenv["DOCKER_HOST"], "PATH": "/usr/bin:/bin"})
 
 
+def quickstart_tags(testenv) -> list[str]:
+    """The engine's buildkit-py/quickstart tags and the image each names, in an order of their own: the engine lists
+    images by creation time, which an image the fast path appended shares with the image it was appended to."""
+    return sorted(docker(testenv, "images", "--filter", "reference=buildkit-py/quickstart",
+                         "--format", "{{.Repository}}:{{.Tag}} {{.ID}}").stdout.splitlines())
+
+
 def build(testenv, root: Path, *args, env=None) -> subprocess.CompletedProcess:
     return run_cli("build", "--config", str(root / "buildkit.yaml"), "--network", "host", "--progress", "plain",
                    "--json", *args, env={**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], **(env or {})})
@@ -179,11 +186,11 @@ def test_failed_build_leaves_no_tag_no_temp_dir_no_container(testenv, quickstart
     (quickstart / "requirements.txt").write_text("this-package-does-not-exist-buildkit-py==0.0.1\n")
     (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "requirements: requirements.txt\n")
     before_dirs = tempdirs()
-    before_images = docker(testenv, "images", "-q", "--filter", "reference=buildkit-py/quickstart").stdout
+    before_images = quickstart_tags(testenv)
     proc = build(testenv, quickstart)
     assert proc.returncode == 6 and "the build failed" in proc.stderr
     assert "this-package-does-not-exist" in proc.stderr  # the failing step's output is shown, not swallowed
-    assert docker(testenv, "images", "-q", "--filter", "reference=buildkit-py/quickstart").stdout == before_images
+    assert quickstart_tags(testenv) == before_images
     assert tempdirs() == before_dirs
     assert docker(testenv, "ps", "-aq").stdout.strip() == ""
 
@@ -255,7 +262,7 @@ def test_ctrl_c_during_a_build_leaves_nothing_behind(testenv, quickstart):
     # install from uv's warm cache can finish within the second).
     (quickstart / "buildkit.yaml").write_text((quickstart / "buildkit.yaml").read_text() + "system_packages: [curl]\n")
     before_dirs = tempdirs()
-    before_images = docker(testenv, "images", "-q", "--filter", "reference=buildkit-py/quickstart").stdout
+    before_images = quickstart_tags(testenv)
     env = {**os.environ, **testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "buildkit_py", "build", "--config", str(quickstart / "buildkit.yaml"), "--network", "host",
@@ -272,7 +279,7 @@ def test_ctrl_c_during_a_build_leaves_nothing_behind(testenv, quickstart):
     rest = proc.communicate(timeout=120)[0]
     assert proc.returncode == 130, "".join(seen) + rest
     assert "interrupted" in rest
-    assert docker(testenv, "images", "-q", "--filter", "reference=buildkit-py/quickstart").stdout == before_images
+    assert quickstart_tags(testenv) == before_images
     assert tempdirs() == before_dirs
     assert docker(testenv, "ps", "-aq").stdout.strip() == ""
 

@@ -526,6 +526,28 @@ def test_a_previous_image_gone_from_the_registry_takes_the_full_build_and_says_s
     assert _content_tag(testenv, root) not in _tags(proxy, repo)
 
 
+def test_a_wiped_registry_takes_the_full_build_though_this_machine_kept_the_manifest(testenv, base, tmp_path):
+    """After a fast push this machine keeps the new manifest, so the next edit reads nothing back: a registry wiped
+    since then shows only as lost layers, and must read as the previous image gone, not as a broken registry."""
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, "kept, then wiped")
+    first = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert first.returncode == 0 and "appended the code layer" in first.stderr, first.stderr[-2000:]
+    manifest = json.loads(first.stdout)["pushed"][0]["digest"]
+    assert (cache / "registry-json" / manifest.replace(":", "-")).is_file()
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write("# after the wipe\n")
+    proxy.seen[:] = []
+    proxy.fault = lambda method, path, headers: (404, '{"errors":[{"code":"BLOB_UNKNOWN"}]}') \
+        if "/blobs/sha256:" in path or "/manifests/sha256:" in path else None
+    proc = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert f"the previous image {repo}@{manifest} is gone from the registry: full build" in proc.stderr, \
+        proc.stderr[-2000:]
+    assert not any(method == "GET" and "/manifests/sha256:" in path for method, path in proxy.seen)  # the kept copy
+    assert proc.returncode == 5 and "Traceback" not in proc.stderr  # the full build's own error: no engine here
+    assert _content_tag(testenv, root) not in _tags(proxy, repo)
+
+
 def test_the_revision_label_and_git_tag_follow_the_checkout(testenv, tmp_path):
     registry = testenv["BUILDKIT_TEST_REGISTRY"]
     root, cache = trainer(tmp_path, "distributed"), tmp_path / "cache"
