@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 RECIPE_SCHEME = 1
 KEPT_RECIPES = 64  # one per project, flags and environment used lately; the oldest go first
+_SHELL = frozenset({"_", "OLDPWD", "SHLVL"})  # set by the shell per command: `make` and a terminal differ
 _PACKAGE = Path(__file__).resolve().parent
 
 
@@ -126,8 +127,9 @@ def _own_files() -> list[tuple[str, int, int]]:
 def key(project: object, locked: bool) -> str:
     """The digest of everything a build command gives config -> plan -> render, other than the files they read: the
     project (config, directory, flags, variant), --locked (the build's other options come after render), and the
-    environment but DOCKER_*, which names the engine and its client, which only the build itself talks to."""
-    environment = sorted((k, v) for k, v in os.environ.items() if not k.startswith("DOCKER_"))
+    environment but DOCKER_*, which names the engine and its client, which only the build itself talks to, and the
+    shell's bookkeeping (the command as typed, the previous directory, the nesting depth), which no stage reads."""
+    environment = sorted((k, v) for k, v in os.environ.items() if not k.startswith("DOCKER_") and k not in _SHELL)
     given = repr((RECIPE_SCHEME, __version__, _own_files(), sys.executable, sys.version, os.getcwd(), repr(project),
                   locked, environment))
     return hashlib.sha256(given.encode("utf-8", "surrogateescape")).hexdigest()

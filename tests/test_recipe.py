@@ -109,6 +109,8 @@ def test_the_key_covers_flags_lock_directory_and_environment(isolated, monkeypat
     assert recipe.key(Project(directory=root, variant="cu126"), False) != key
     assert recipe.key(Project(directory=root), True) != key  # --locked: the lock must be there and current
     monkeypatch.setenv("DOCKER_HOST", "unix:///nowhere")  # the engine: only the build stage talks to it
+    for name, value in (("_", "/usr/bin/make"), ("OLDPWD", "/"), ("SHLVL", "3")):  # the shell's, per command
+        monkeypatch.setenv(name, value)
     assert recipe.key(Project(directory=root), False) == key
     monkeypatch.setenv("PIP_CERT", str(root / "ca.pem"))  # a CA bundle named by the environment
     assert recipe.key(Project(directory=root), False) != key
