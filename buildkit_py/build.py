@@ -279,4 +279,5 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
         if parts is not None:  # what the next code-only edit appends to
             fastpath.save_record(fastpath.Record(refs[0].repository, config.variant, parts, pushed[0].digest,
                                                  refs[0].tag or ""), reporter)
+            fastpath.read_ahead(refs[0], pushed[0].digest, recipe.platform)
     return BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, pushed)

@@ -87,8 +87,14 @@ def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | Non
     assert record is not None  # full_build_reason
     # The engine's tags of these names, asked while the registry works (buildah keeps images in its own storage).
     local = fastpath.in_background(_engine_tags, refs) if recipe.builder != "buildah" else None
+    untagging: list[Callable[[], str | None]] = []
+
+    def stored(new: set[str]) -> None:  # the engine's older images of these names lose their tags meanwhile
+        untagging.append(fastpath.in_background(_untag_stale, refs, local, new))
+
     try:
-        appended = fastpath.append(refs, record, step, ctx.directory, labels, BUILD_LABELS, recipe.platform, reporter)
+        appended = fastpath.append(refs, record, step, ctx.directory, labels, BUILD_LABELS, recipe.platform, reporter,
+                                   stored=stored if local is not None else None)
     except fastpath.Refused as exc:
         return full(str(exc), parts)
     except Unreachable as exc:  # nothing was tagged: the engine's own network may reach the registry
@@ -97,9 +103,11 @@ def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | Non
         raise RegistryError(f"the fast path failed: {exc}") from None
     except RegistryError as exc:
         raise RegistryError(f"the fast path failed: {exc}; no tag was changed") from None
+    finally:
+        for untagged in [waiting() for waiting in untagging]:
+            if untagged:
+                reporter.message(untagged)
     fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or ""), reporter)
-    if local is not None:
-        _untag_stale(refs, local, appended, reporter)
     return appended, parts, None
 
 
@@ -136,15 +144,15 @@ def _engine_tags(refs: list[ImageRef]) -> dict[ImageRef, str | None]:
     return {ref: images.image_id(ref) for ref in refs}
 
 
-def _untag_stale(refs: list[ImageRef], local: Callable[[], dict[ImageRef, str | None]], appended: fastpath.Appended,
-                 reporter: Reporter) -> None:
-    """After an append, an engine's own tags of these names would still name older images (a later `docker run`
-    or `buildkit-py push` of one would use the stale image): such tags are removed, the layers kept, so that the
-    next use pulls the new image and only its code layer travels. Pulling it here would cost the edit more than
-    its whole append; an engine without any of these tags (a CI runner's) is only asked."""
+def _untag_stale(refs: list[ImageRef], local: Callable[[], dict[ImageRef, str | None]], new: set[str]) -> str | None:
+    """Once the registry holds the new image, an engine's own tags of these names would still name older images (a
+    later `docker run` or `buildkit-py push` of one would use the stale image): such tags are removed, the layers
+    kept, so that the next use pulls the new image and only its code layer travels; what to say of it, if anything.
+    Pulling it here would cost the edit more than its whole append; an engine without any of these tags (a CI
+    runner's) is only asked. A tag whose registry write then fails only costs a pull of what the registry names."""
     from .builders.engine_images import EngineImages
 
-    images, new = EngineImages(), {appended.image_id, appended.pushed[0].digest}
+    images = EngineImages()
     stale: list[ImageRef] = []
     try:
         for ref, image_id in local().items():
@@ -152,9 +160,8 @@ def _untag_stale(refs: list[ImageRef], local: Callable[[], dict[ImageRef, str | 
                 images.untag(ref)
                 stale.append(ref)
     except BuildkitError as exc:
-        reporter.message(f"note: the local engine's tags may still name older images ({exc}); "
-                         f"`docker pull {refs[0]}` brings the new one")
-        return
+        return f"note: the local engine's tags may still name older images ({exc}); `docker pull {refs[0]}` brings the new one"
     if stale:
-        reporter.message(f"the local engine's {', '.join(map(str, stale))} named the previous image: untagged, so "
-                         "`docker run` and `buildkit-py run` pull the new one (its code layer only)")
+        return (f"the local engine's {', '.join(map(str, stale))} named the previous image: untagged, so `docker run` "
+                "and `buildkit-py run` pull the new one (its code layer only)")
+    return None

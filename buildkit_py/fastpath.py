@@ -314,18 +314,69 @@ def _keep(digest: str, data: bytes) -> None:
         pass  # only a cache: the next edit reads it from the registry
 
 
-def _manifest(client: RegistryClient, ref: ImageRef, digest: str, what: str) -> tuple[dict, str]:
-    """A manifest by digest and its media type, kept from an earlier read or write where it names its type."""
+def _manifest(client: RegistryClient, ref: ImageRef, digest: str, what: str, keep: Callable[[str, bytes], None],
+              send: Callable[..., Any]) -> tuple[dict, str]:
+    """A manifest by digest and its media type, kept from an earlier read or write where it names its type; one
+    read from the registry is handed to KEEP."""
     kept = _kept(digest)
     if kept is not None and isinstance(kept.get("mediaType"), str):
         return kept, kept["mediaType"]
-    got = _send(client, "GET", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
+    got = send(client, "GET", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
     if got.status_code == 404:
         raise Refused(f"{what} is gone from the registry")
     _check(client, got, ref, f"the read of {what}", (200,))
     manifest = _json_body(got, "manifest", digest)
-    _keep(digest, got.content)
+    keep(digest, got.content)
     return manifest, manifest.get("mediaType") or got.headers.get("Content-Type", "").split(";")[0]
+
+
+def _previous(client: RegistryClient, ref: ImageRef, digest: str, platform: str | None,
+              keep: Callable[[str, bytes], None], send: Callable[..., Any]) -> tuple[dict, str, dict, list[str]]:
+    """The image at DIGEST as an append reads it: its manifest (the build platform's, where DIGEST names an index),
+    that manifest's media type, its config and the manifest digests read; each from this machine's copy where one
+    is kept, else read from the registry with SEND and handed to KEEP."""
+    manifest, media = _manifest(client, ref, digest, f"the previous image {ref.repository}@{digest}", keep, send)
+    read = [digest]
+    if media in INDEX_TYPES:
+        digest, media = _platform_manifest(client, ref, manifest, platform)
+        manifest, media = _manifest(client, ref, digest, f"manifest {digest}", keep, send)
+        read.append(digest)
+    if media not in LAYER_TYPES:
+        raise Refused(f"the previous image's manifest is {show(media)}, which the fast path does not write")
+    config_digest = str((manifest.get("config") or {}).get("digest"))
+    config = _kept(config_digest)
+    if config is None:
+        got = send(client, "GET", f"blobs/{config_digest}", {})
+        _check(client, got, ref, "the read of the previous image's config", (200,))
+        config = _json_body(got, "image config", config_digest)
+        keep(config_digest, got.content)
+    return manifest, media, config, read
+
+
+READ_AHEAD_WAIT = 2.0  # seconds a full build waits at most for its read-ahead (each request tried once)
+
+
+def read_ahead(ref: ImageRef, digest: str, platform: str | None, providers: Iterable[AuthProvider] | None = None) -> None:
+    """Keep on this machine what the next code-only edit's append reads of the image just pushed as REF@DIGEST (its
+    manifest and config), so that the edit reads nothing back. Only a head start: a registry this machine cannot
+    read, or one slow to answer, leaves the reads to the edit (the files are written here, never by a thread that
+    the end of the command may cut short)."""
+    read: list[tuple[str, bytes]] = []
+
+    def reads() -> None:
+        try:
+            client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
+            _previous(client, ref, digest, platform, lambda d, data: read.append((d, data)),
+                      lambda *request: _send(*request, attempts=1))
+        except Exception:  # whatever the registry answers: the edit reads it again, and says what is wrong
+            read.clear()
+
+    thread = threading.Thread(target=reads, daemon=True)
+    thread.start()
+    thread.join(READ_AHEAD_WAIT)
+    if not thread.is_alive():
+        for kept in read:
+            _keep(*kept)
 
 
 def _platform_manifest(client: RegistryClient, ref: ImageRef, index: dict, platform: str | None) -> tuple[str, str]:
@@ -367,7 +418,8 @@ BACKOFF, MAX_WAIT = 0.5, 30.0
 _TRANSIENT = frozenset((408, 429, 500, 502, 503, 504))
 
 
-def _send(client: RegistryClient, method: str, path: str, headers: dict[str, str], data: bytes | None = None):
+def _send(client: RegistryClient, method: str, path: str, headers: dict[str, str], data: bytes | None = None,
+          attempts: int = ATTEMPTS):
     """One request, tried again where the registry's answer (or its silence) says that a later try may pass."""
     attempt = 0
     while True:
@@ -376,10 +428,10 @@ def _send(client: RegistryClient, method: str, path: str, headers: dict[str, str
         try:
             response = client.request(method, path, headers, data)
         except Unreachable:
-            if attempt == ATTEMPTS:
+            if attempt >= attempts:
                 raise
         else:
-            if response.status_code not in _TRANSIENT or attempt == ATTEMPTS:
+            if response.status_code not in _TRANSIENT or attempt >= attempts:
                 return response
             asked = response.headers.get("Retry-After", "")
             wait = float(asked) if asked.isdigit() and int(asked) <= MAX_WAIT else None
@@ -389,6 +441,14 @@ def _send(client: RegistryClient, method: str, path: str, headers: dict[str, str
 def _lost_layer(client: RegistryClient, digests: Sequence[str]) -> str | None:
     """The first of these blobs the registry does not have, or None."""
     return next((d for d in digests if _send(client, "HEAD", f"blobs/{d}", {}).status_code != 200), None)
+
+
+def _answer(request: Callable[[], Any]) -> Any:
+    """A request's response, or the RegistryError it raised (each tag's answer is weighed with the others')."""
+    try:
+        return request()
+    except RegistryError as exc:
+        return exc
 
 
 def _upload(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> bool:
@@ -419,31 +479,21 @@ def _upload(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> 
 
 def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: Path, labels: Sequence[tuple[str, str]],
            owned: Sequence[str], platform: str | None, reporter: Reporter,
-           providers: Iterable[AuthProvider] | None = None) -> Appended:
+           providers: Iterable[AuthProvider] | None = None,
+           stored: Callable[[set[str]], None] | None = None) -> Appended:
     """The new image: the recorded image's layers below its code layer, the staged context as the code layer,
     its config with new diff_ids, history and labels (the labels named in `owned` are the build's own: those it
     does not set this time are removed); tagged under every ref once its manifest is stored.
+    stored: called with the new image's config and manifest digests once the registry holds it under the first
+    ref, while the other refs are still being tagged.
     Raises Refused where the registry cannot hold the result, RegistryError for every other failure."""
     started = time.perf_counter()
     providers = list(providers) if providers is not None else default_providers()
     ref = refs[0]
     client = RegistryClient(ref, providers)
-    manifest, media = _manifest(client, ref, record.manifest, f"the previous image {ref.repository}@{record.manifest}")
-    read = [record.manifest]
-    if media in INDEX_TYPES:
-        digest, media = _platform_manifest(client, ref, manifest, platform)
-        manifest, media = _manifest(client, ref, digest, f"manifest {digest}")
-        read.append(digest)
-    if media not in LAYER_TYPES:
-        raise Refused(f"the previous image's manifest is {show(media)}, which the fast path does not write")
+    manifest, media, config, read = _previous(client, ref, record.manifest, platform, _keep, _send)
     config_descriptor = manifest.get("config") or {}
     config_digest = str(config_descriptor.get("digest"))
-    config = _kept(config_digest)
-    if config is None:
-        got = _send(client, "GET", f"blobs/{config_digest}", {})
-        _check(client, got, ref, "the read of the previous image's config", (200,))
-        config = _json_body(got, "image config", config_digest)
-        _keep(config_digest, got.content)
     layers = list(manifest.get("layers") or [])
     diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
     history = list(config.get("history") or [])
@@ -495,26 +545,32 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     body = json.dumps(new_manifest, indent=3).encode()
     digest = "sha256:" + _sha(body)
     headers = {"Content-Type": media}
-    # The first tag's PUT stores the manifest: a registry checks it whole (media type, every blob) before it
-    # tags, so a refusal there leaves no tag, with one round trip fewer than storing it by digest first. The
-    # other tags then go at once, each on its own connection.
-    tagged = _send(client, "PUT", f"manifests/{ref.tag}", headers, body)
-    if tagged.status_code == 415 or tagged.status_code == 400 and any(
-            code in tagged.text for code in ("MANIFEST_INVALID", "UNSUPPORTED")):
-        raise Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(tagged)})")
-    _check(client, tagged, ref, f"the tag {ref.tag}", (201, 200))
-    others = [(t, in_background(_send, client.fork(), "PUT", f"manifests/{t.tag}", headers, body)) for t in refs[1:]]
-    results = [PushResult(f"{ref.repository}@{digest}", ref.tag or "latest", digest, len(body))]
-    refused = []
-    for target, waiting in others:
-        try:
-            _check(client, waiting(), target, f"the tag {target.tag}", (201, 200))
-        except RegistryError as exc:
-            refused.append(str(exc))
-            continue
-        results.append(PushResult(f"{target.repository}@{digest}", target.tag or "latest", digest, len(body)))
-    if refused:
-        raise PartlyTagged(f"{'; '.join(refused)}; {', '.join(r.tag for r in results)} already name the whole new image {digest}")
+    # Every tag at once, each on its own connection: a registry checks the manifest whole (media type, every blob)
+    # before it tags, so a manifest it refuses is refused under every name and no tag is written.
+    others = [in_background(_send, client.fork(), "PUT", f"manifests/{t.tag}", headers, body) for t in refs[1:]]
+    replies: list = [_answer(lambda: _send(client, "PUT", f"manifests/{ref.tag}", headers, body))]
+    if stored is not None and not isinstance(replies[0], Exception) and replies[0].status_code in (201, 200):
+        stored({new_config_digest, digest})
+    replies += [_answer(waiting) for waiting in others]
+    results, refused, failed = [], [], []
+    for target, reply in zip(refs, replies, strict=True):
+        if isinstance(reply, Exception):
+            failed.append(reply)
+        elif reply.status_code == 415 or reply.status_code == 400 and any(
+                code in reply.text for code in ("MANIFEST_INVALID", "UNSUPPORTED")):
+            refused.append(Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(reply)})"))
+        else:
+            try:
+                _check(client, reply, target, f"the tag {target.tag}", (201, 200))
+            except RegistryError as exc:
+                failed.append(exc)
+                continue
+            results.append(PushResult(f"{target.repository}@{digest}", target.tag or "latest", digest, len(body)))
+    if not results:
+        raise (refused or failed)[0]
+    if refused or failed:
+        raise PartlyTagged(f"{'; '.join(map(str, refused + failed))}; {', '.join(r.tag for r in results)} already "
+                           f"name the whole new image {digest}")
     timings.append(("manifest", time.perf_counter() - started))
     _keep(digest, body)  # the next edit appends to this image: it reads nothing back
     _keep(new_config_digest, config_bytes)

@@ -517,6 +517,7 @@ def test_with_an_engine_its_stale_tags_are_removed_and_a_pull_brings_the_appende
 def test_a_previous_image_gone_from_the_registry_takes_the_full_build_and_says_so(testenv, base, tmp_path):
     proxy, _, _, repo = base
     root, cache = _edited(base, tmp_path, "previous image gone")
+    shutil.rmtree(cache / "registry-json")  # nothing of it kept here (the full build's read-ahead did not finish)
     proxy.fault = lambda method, path, headers: (404, '{"errors":[{"code":"MANIFEST_UNKNOWN"}]}') \
         if method == "GET" and "/manifests/sha256:" in path else None
     proc = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
@@ -611,13 +612,31 @@ def test_the_htpasswd_registry_takes_the_append_with_the_right_credentials_only(
     assert "s3cret-pass" not in fast.stderr + fast.stdout
 
 
+def test_a_read_ahead_the_registry_spoils_costs_the_full_build_nothing(testenv, base, tmp_path):
+    """The full build reads ahead what the next edit appends to; a registry that answers that read with garbage
+    leaves nothing kept and says nothing (the edit reads it again, and says what is wrong there)."""
+    proxy, root, _, repo = base
+    copy, cache = trainer(tmp_path, "make-trainer"), tmp_path / "cache"
+    with (copy / "trainer" / "task.py").open("a") as handle:
+        handle.write(f"\n# {uuid.uuid4().hex}\n")
+    proxy.fault = lambda method, path, headers: (200, "[not a manifest") \
+        if method == "GET" and "/manifests/sha256:" in path else None
+    proc = build(testenv, copy, cache, "--tag", repo + "-garbage", "--no-fast-path")
+    proxy.fault = None
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("GET", f"/v2/{repo.split('/', 1)[1]}-garbage/manifests/{json.loads(proc.stdout)['pushed'][0]['digest']}") \
+        in proxy.seen
+    assert not (cache / "registry-json").exists() or not any((cache / "registry-json").iterdir())
+    assert "Traceback" not in proc.stderr and "Exception" not in proc.stderr
+
+
 def test_the_next_edit_reads_nothing_back_and_a_spoilt_copy_is_read_again(testenv, base, tmp_path):
     proxy, _, _, repo = base
     root, cache = _edited(base, tmp_path, f"kept {uuid.uuid4().hex}")
     first = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
     assert first.returncode == 0 and "appended the code layer" in first.stderr, first.stderr[-2000:]
     reads = [(m, p) for m, p in proxy.seen if m == "GET" and ("/manifests/" in p or "/blobs/sha256" in p)]
-    assert len(reads) == 2, proxy.seen  # the full build's image: its manifest and config, once
+    assert reads == [], proxy.seen  # the full build's image: its manifest and config, read ahead by the full build
     for edit, spoil in (("again", False), ("spoilt", True)):
         if spoil:  # a kept copy that no longer hashes to its name is not trusted: read from the registry
             for kept in (cache / "registry-json").iterdir():
