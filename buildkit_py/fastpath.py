@@ -186,7 +186,9 @@ def load_record(repository: str, variant: str | None) -> Record | None:
 
 def save_record(record: Record, reporter: Reporter | None = None) -> None:
     """Write the record; one that cannot be written (a read-only cache) is said, never fatal: the image is pushed,
-    and the next code edit takes the full build."""
+    and the next code edit takes the full build. The copies kept of the image it named before go: no edit
+    appends to that one again."""
+    before = load_record(record.repository, record.variant)
     try:
         write_atomic(_record_path(record.repository, record.variant), json.dumps({
             "scheme": RECORD_SCHEME, "repository": record.repository, "variant": record.variant,
@@ -195,6 +197,9 @@ def save_record(record: Record, reporter: Reporter | None = None) -> None:
     except OutputError as exc:
         if reporter is not None:
             reporter.message(f"note: no build record for the fast path ({exc}); the next code edit takes the full build")
+        return
+    if before is not None and before.manifest != record.manifest:
+        _forget(before.manifest)
 
 
 def full_build_reason(record: Record | None, parts: tuple[tuple[str, str], ...]) -> str | None:
@@ -314,6 +319,22 @@ def _keep(digest: str, data: bytes) -> None:
         pass  # only a cache: the next edit reads it from the registry
 
 
+def _forget(digest: str) -> None:
+    """Remove this machine's copies of the image at DIGEST: its manifest, an index's platform manifests, configs."""
+    kept = _kept(digest)
+    if kept is not None:
+        entries = kept.get("manifests") if isinstance(kept.get("manifests"), list) else []
+        for entry in [*entries, kept.get("config")]:
+            if isinstance(entry, dict) and isinstance(entry.get("digest"), str):
+                _forget(entry["digest"])
+    path = _kept_path(digest)
+    try:
+        if path is not None:
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass  # only a cache
+
+
 def _manifest(client: RegistryClient, ref: ImageRef, digest: str, what: str, keep: Callable[[str, bytes], None],
               send: Callable[..., Any]) -> tuple[dict, str]:
     """A manifest by digest and its media type, kept from an earlier read or write where it names its type; one
@@ -331,16 +352,14 @@ def _manifest(client: RegistryClient, ref: ImageRef, digest: str, what: str, kee
 
 
 def _previous(client: RegistryClient, ref: ImageRef, digest: str, platform: str | None,
-              keep: Callable[[str, bytes], None], send: Callable[..., Any]) -> tuple[dict, str, dict, list[str]]:
+              keep: Callable[[str, bytes], None], send: Callable[..., Any]) -> tuple[dict, str, dict]:
     """The image at DIGEST as an append reads it: its manifest (the build platform's, where DIGEST names an index),
-    that manifest's media type, its config and the manifest digests read; each from this machine's copy where one
-    is kept, else read from the registry with SEND and handed to KEEP."""
+    that manifest's media type and its config; each from this machine's copy where one is kept, else read from
+    the registry with SEND and handed to KEEP."""
     manifest, media = _manifest(client, ref, digest, f"the previous image {ref.repository}@{digest}", keep, send)
-    read = [digest]
     if media in INDEX_TYPES:
         digest, media = _platform_manifest(client, ref, manifest, platform)
         manifest, media = _manifest(client, ref, digest, f"manifest {digest}", keep, send)
-        read.append(digest)
     if media not in LAYER_TYPES:
         raise Refused(f"the previous image's manifest is {show(media)}, which the fast path does not write")
     config_digest = str((manifest.get("config") or {}).get("digest"))
@@ -350,7 +369,7 @@ def _previous(client: RegistryClient, ref: ImageRef, digest: str, platform: str 
         _check(client, got, ref, "the read of the previous image's config", (200,))
         config = _json_body(got, "image config", config_digest)
         keep(config_digest, got.content)
-    return manifest, media, config, read
+    return manifest, media, config
 
 
 READ_AHEAD_WAIT = 2.0  # seconds a full build waits at most for its read-ahead (each request tried once)
@@ -491,9 +510,8 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     providers = list(providers) if providers is not None else default_providers()
     ref = refs[0]
     client = RegistryClient(ref, providers)
-    manifest, media, config, read = _previous(client, ref, record.manifest, platform, _keep, _send)
+    manifest, media, config = _previous(client, ref, record.manifest, platform, _keep, _send)
     config_descriptor = manifest.get("config") or {}
-    config_digest = str(config_descriptor.get("digest"))
     layers = list(manifest.get("layers") or [])
     diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
     history = list(config.get("history") or [])
@@ -572,12 +590,8 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
         raise PartlyTagged(f"{'; '.join(map(str, refused + failed))}; {', '.join(r.tag for r in results)} already "
                            f"name the whole new image {digest}")
     timings.append(("manifest", time.perf_counter() - started))
-    _keep(digest, body)  # the next edit appends to this image: it reads nothing back
+    _keep(digest, body)  # the next edit appends to this image: it reads nothing back (the older ones go with its record)
     _keep(new_config_digest, config_bytes)
-    for old in {*read, config_digest} - {digest, new_config_digest}:  # this image's are kept: the older ones go
-        path = _kept_path(old)
-        if path is not None:
-            path.unlink(missing_ok=True)
     reporter.message(f"appended the code layer ({len(blob)} bytes{'' if sent else ', already in the registry'}) to "
                      f"{ref.repository}@{record.manifest}: {ref} is {digest}")
     return Appended(new_config_digest, tuple(results), tuple(timings))

@@ -147,6 +147,43 @@ def test_records_do_not_hold_secrets_and_survive_a_broken_file(tmp_path, monkeyp
     assert fastpath.load_record("r/x", None) is None
 
 
+def test_a_record_that_moves_on_forgets_the_copies_kept_of_its_older_image(tmp_path, monkeypatch):
+    """An index, its platform manifests and their configs, kept by digest, go when the record names another image;
+    the new image's copies, and a copy no record named, stay."""
+    import hashlib
+    import json
+
+    monkeypatch.setenv("BUILDKIT_PY_CACHE_DIR", str(tmp_path))
+    kept = tmp_path / "registry-json"
+    kept.mkdir()
+
+    def keep(document: dict) -> str:
+        data = json.dumps(document).encode()
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        (kept / digest.replace(":", "-")).write_bytes(data)
+        return digest
+
+    def image(n: int) -> set[str]:
+        config = keep({"rootfs": {"diff_ids": [f"sha256:{n:064d}"]}})
+        return {keep({"mediaType": "application/vnd.oci.image.manifest.v1+json", "config": {"digest": config}}), config}
+
+    older = [image(1), image(2)]
+    index = keep({"mediaType": "application/vnd.oci.image.index.v1+json",
+                  "manifests": [{"digest": next(d for d in o if d in _manifests(kept))} for o in older]})
+    new, other = image(3), image(4)
+    new_manifest = next(d for d in new if d in _manifests(kept))
+    fastpath.save_record(fastpath.Record("r/x", None, (), index, "bk-1"))
+    assert len(list(kept.iterdir())) == 9  # nothing forgotten: no record before
+    fastpath.save_record(fastpath.Record("r/x", None, (), new_manifest, "bk-2"))
+    assert {p.name for p in kept.iterdir()} == {d.replace(":", "-") for d in new | other}
+
+
+def _manifests(kept: Path) -> set[str]:
+    import json
+
+    return {f.name.replace("-", ":", 1) for f in kept.iterdir() if "mediaType" in json.loads(f.read_text())}
+
+
 def test_a_record_that_cannot_be_written_is_a_note_not_a_failure(tmp_path, monkeypatch):
     from buildkit_py.progress import Reporter
 

@@ -655,6 +655,12 @@ def test_the_next_edit_reads_nothing_back_and_a_spoilt_copy_is_read_again(testen
     # Only the last image's manifest and config stay kept (no half-written copy, no older ones piling up).
     kept = sorted(p.name for p in (cache / "registry-json").iterdir())
     assert kept == sorted(d.replace(":", "-") for d in (result["pushed"][0]["digest"], result["image_id"])), kept
+    # A full build's record names its own image: the appended one's copies go, its own are read ahead.
+    full = build(testenv, root, cache, "--tag", repo, "--no-fast-path")
+    assert full.returncode == 0, full.stderr[-2000:]
+    result = json.loads(full.stdout)
+    kept = sorted(p.name for p in (cache / "registry-json").iterdir())
+    assert kept == sorted(d.replace(":", "-") for d in (result["pushed"][0]["digest"], result["image_id"])), kept
 
 
 def test_a_registry_only_the_engine_reaches_gets_the_full_build_and_the_engines_push(testenv, tmp_path):
