@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import socket
@@ -15,10 +16,9 @@ REPO = Path(__file__).resolve().parent.parent
 # buildkit-py's cache (build records, kept recipes) for this test session only: a record an earlier session left for
 # the same repository would let the first push of a test take the fast path.
 SESSION_CACHE = Path(tempfile.mkdtemp(prefix="bkpy-test-cache-"))
-
-
-def pytest_sessionfinish(session, exitstatus):
-    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
+# Removed at exit, not at the session's end: a script that imports these helpers (scripts/hostile_report.py) or a
+# pytest run that stops at its command line never reaches that.
+atexit.register(shutil.rmtree, SESSION_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
