@@ -435,6 +435,7 @@ LAYER_CHECKS = 4  # connections that ask at once whether the lower layers are st
 ATTEMPTS = 4  # as the engine's push: a rate limit, a 5xx or a dropped connection is tried again, with back-off
 BACKOFF, MAX_WAIT = 0.5, 30.0
 _TRANSIENT = frozenset((408, 429, 500, 502, 503, 504))
+_TAGGED = (201, 200)  # a manifest PUT that stored and tagged
 
 
 def _send(client: RegistryClient, method: str, path: str, headers: dict[str, str], data: bytes | None = None,
@@ -567,7 +568,7 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     # before it tags, so a manifest it refuses is refused under every name and no tag is written.
     others = [in_background(_send, client.fork(), "PUT", f"manifests/{t.tag}", headers, body) for t in refs[1:]]
     replies: list = [_answer(lambda: _send(client, "PUT", f"manifests/{ref.tag}", headers, body))]
-    if stored is not None and not isinstance(replies[0], Exception) and replies[0].status_code in (201, 200):
+    if stored is not None and not isinstance(replies[0], Exception) and replies[0].status_code in _TAGGED:
         stored({new_config_digest, digest})
     replies += [_answer(waiting) for waiting in others]
     results, refused, failed = [], [], []
@@ -579,7 +580,7 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
             refused.append(Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(reply)})"))
         else:
             try:
-                _check(client, reply, target, f"the tag {target.tag}", (201, 200))
+                _check(client, reply, target, f"the tag {target.tag}", _TAGGED)
             except RegistryError as exc:
                 failed.append(exc)
                 continue

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 # buildkit-py's cache (build records, kept recipes) for this test session only: a record an earlier session left for
 # the same repository would let the first push of a test take the fast path.
 SESSION_CACHE = Path(tempfile.mkdtemp(prefix="bkpy-test-cache-"))
-# Removed at exit, not at the session's end: a script that imports these helpers (scripts/hostile_report.py) or a
+# Removed at exit, not at the session's end: a script that imports these helpers (scripts/realworld_report.py) or a
 # pytest run that stops at its command line never reaches that.
 atexit.register(shutil.rmtree, SESSION_CACHE, ignore_errors=True)
 
