@@ -21,8 +21,10 @@ from .buildtypes import BuildOptions, BuildResult
 from .config import Config, default_ca_bundle
 from .context import ContextListing, hash_context, list_context
 from .errors import BuildError, ConfigError, RegistryError
-from .fastbuild import appended_result, attempt, git_revision, prepared
+from .fastbuild import appended_result, attempt, checked, git_revision, prepared
 from .fsutil import read_text
+from .imports import import_failure
+from .launcher.constants import IMPORTS_CONTEXT_FILE
 from .lock import STALE_LOCK
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
@@ -169,7 +171,16 @@ def make_recipe(config: Config, locked: bool = False, dockerfile: str | None = N
         # A lock's wheels are for its platform (linux/amd64 unless the config names one): the build targets the same.
         platform=config.platform or ("linux/amd64" if plan.gpu or plan.lock else None),
         index=index_digest(() if remote else secret_sources(config)), allow_secrets=tuple(config.allow_secrets),
-        allow_large=tuple(config.allow_large), extras=tuple(_extras(plan)))
+        allow_large=tuple(config.allow_large), extras=tuple(_extras(plan)),
+        import_check=_import_check(plan, text))
+
+
+def _import_check(plan: Plan, dockerfile: str) -> tuple[str, str] | None:
+    """Where the rendered Dockerfile's import check starts; None for a Dockerfile without one (the user's own)."""
+    scope = plan.import_check
+    if scope is None or IMPORTS_CONTEXT_FILE not in dockerfile:
+        return None
+    return ("module", scope.module) if scope.module else ("script", scope.script or "")
 
 
 def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[ImageRef],
@@ -239,10 +250,11 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                 "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
                 "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
             )
-        with prepared(recipe, describing.result, reporter) as (ctx, refs, labels):
+        with prepared(recipe, describing.result, reporter) as (ctx, refs, labels, imports):
             snapshot = ctx.snapshot
             scan = time.perf_counter() - started  # plan, render, listing, reading and staging the files
-            appended, parts, _ = attempt(recipe, options, record, ctx, refs, labels, reporter, said=fast_path_said)
+            appended, parts, _ = attempt(recipe, options, record, ctx, refs, labels, imports, reporter,
+                                         said=fast_path_said)
             if appended is not None:
                 return appended_result(recipe, ctx, refs, appended, scan)
             builder = creating.result() if creating is not None else backend.create(options.docker)
@@ -263,7 +275,10 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                     tags=tuple(refs),
                     cloudbuild=remote,
                 )
-                image_id = builder.build(request, reporter)
+                try:
+                    image_id = builder.build(request, reporter)
+                except BuildError as exc:
+                    raise import_failure(exc, imports, recipe.plan.get("ubuntu")) from None
             else:
                 reporter.message(f"{refs[0]} is up to date: same Dockerfile and files, nothing to build")
         builder.tag(image_id, refs)
@@ -278,6 +293,6 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
         pushed = push_image(builder.push, refs + cache, reporter)[:len(refs)]
         if parts is not None:  # what the next code-only edit appends to
             fastpath.save_record(fastpath.Record(refs[0].repository, config.variant, parts, pushed[0].digest,
-                                                 refs[0].tag or ""), reporter)
+                                                 refs[0].tag or "", checked(imports)), reporter)
             fastpath.read_ahead(refs[0], pushed[0].digest, recipe.platform)
     return BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, pushed)

@@ -58,6 +58,8 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None, help="build for GPUs")
     group.add_argument("--hypertune", action=argparse.BooleanOptionalAction, default=None,
                        help="install cloudml-hypertune (default: yes)")
+    group.add_argument("--import-check", action=argparse.BooleanOptionalAction, default=None,
+                       help="import what the trainer imports in the image before its code layer (default: yes)")
     group.add_argument("--keep-pip", action=argparse.BooleanOptionalAction, default=None,
                        help="leave pip in the image's venv (default: no; uv installs the packages)")
     group.add_argument("--requirements", help="a requirements file in the trainer directory")
@@ -119,7 +121,8 @@ CLOUDBUILD_HELP = {
 }
 
 
-_OVERRIDES = ("framework", "python", "cuda", "accelerator", "cuda_flavor", "base_image", "gpu", "hypertune", "keep_pip",
+_OVERRIDES = ("framework", "python", "cuda", "accelerator", "cuda_flavor", "base_image", "gpu", "hypertune",
+              "import_check", "keep_pip",
               "requirements", "template", "image", "python_mirror", "tags", "platform", "network", "ca_cert",
               "pip_index_url", "pip_conf", "builder", "allow_secrets", "allow_large")
 

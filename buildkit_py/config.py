@@ -84,6 +84,14 @@ class Trainer:
 
 
 @dataclass(frozen=True)
+class ImportScope:
+    """Where the build's import check starts (buildkit_py/imports.py): the trainer's module or script."""
+
+    module: str | None = None
+    script: str | None = None
+
+
+@dataclass(frozen=True)
 class PackageMeta:
     """The sdist `buildkit-py package` generates for a trainer without a pyproject.toml or setup.py."""
 
@@ -133,6 +141,7 @@ class Config:
     requirements: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     hypertune: bool = True
+    import_check: bool = True  # the build imports what the trainer's entry point imports before its code layer
     keep_pip: bool = False  # leave pip in the image's venv (uv installs without it), for trainers that run pip
     trainer: Trainer | None = None
     package: PackageMeta | None = None
@@ -1222,6 +1231,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "requirements": lambda r, p, v: _relative_file(r, p, v, root, "requirements file"),
         "env": _env,
         "hypertune": _bool,
+        "import_check": _bool,
         "keep_pip": _bool,
         "trainer": lambda r, p, v: _trainer(r, p, v, root),
         "package": _package,

@@ -15,7 +15,7 @@ import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import BinaryIO
@@ -555,6 +555,15 @@ def _take(rel: str, source: Path, limit: int | None, target: Path | None) -> tup
     return kind, content
 
 
+def _write_generated(directory: Path, rel: str, data: bytes) -> tuple[str, str, str]:
+    target = directory / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    target.chmod(0o644)
+    os.utime(target, (FIXED_MTIME, FIXED_MTIME))
+    return rel, "644", hashlib.sha256(data).hexdigest()
+
+
 def _settle_directories(directory: Path) -> None:
     """Fixed mode and mtime for every staged directory, once nothing more is written into them."""
     for folder, _, _ in os.walk(directory):
@@ -589,6 +598,14 @@ class BuildContext:
     directory: Path  # the staged context directory (contains only the snapshot's files)
     dockerfile: Path  # the Dockerfile, outside `directory` (a sibling in the same temp dir)
     snapshot: Snapshot  # its digest names this directory's content
+
+
+def add_generated(ctx: BuildContext, rel: str, data: bytes) -> BuildContext:
+    """The staged context with a file made from its files (the import check's module list). Being a function of the
+    staged files, it needs no place in the digest; the snapshot's entries hold it, for the fast path's comparison."""
+    entry = _write_generated(ctx.directory, rel, data)
+    _settle_directories(ctx.directory)
+    return replace(ctx, snapshot=replace(ctx.snapshot, entries=ctx.snapshot.entries + (entry,)))
 
 
 def list_context(

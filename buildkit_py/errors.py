@@ -81,6 +81,10 @@ class BuildError(BuildkitError):
     exit_code = 6
 
 
+class ImportCheckError(BuildError):
+    """The image cannot import a module the trainer imports: the build's import check stopped it."""
+
+
 class RegistryError(BuildkitError):
     """Authentication or push to a registry failed."""
 

@@ -13,15 +13,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .buildtypes import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL, BuildOptions, BuildResult
-from .context import BuildContext, staged
+from .context import BuildContext, add_generated, staged
 from .engine import engine_may_answer
 from .errors import BuildkitError, RegistryError
+from .launcher.constants import IMPORTS_CONTEXT_FILE
 from .progress import Reporter
 from .recipe import Recipe
 from .refs import ImageRef
 
 if TYPE_CHECKING:  # the registry client loads with a push
     from . import fastpath
+    from .imports import ImportSet
 
 
 def git_revision(root: Path) -> str | None:
@@ -40,11 +42,19 @@ def git_revision(root: Path) -> str | None:
 
 @contextmanager
 def prepared(recipe: Recipe, revision: Callable[[], str | None],
-             reporter: Reporter) -> Iterator[tuple[BuildContext, list[ImageRef], list[tuple[str, str]]]]:
+             reporter: Reporter) -> Iterator[tuple[BuildContext, list[ImageRef], list[tuple[str, str]], ImportSet | None]]:
     """The staged context (each file read once, copied and hashed as it is copied: the content tag names exactly
-    what the builder gets, whatever changes in the directory meanwhile), its tags and the build's labels.
-    revision: waits for the git revision (asked for meanwhile)."""
+    what the builder gets, whatever changes in the directory meanwhile), its tags, the build's labels and the
+    modules its import check imports. revision: waits for the git revision (asked for meanwhile)."""
     with staged(recipe.listing()) as ctx:
+        imports = None
+        if recipe.import_check is not None:  # the import check's module list, from the files the build gets
+            from .imports import staged_imports
+
+            kind, name = recipe.import_check
+            imports = staged_imports(name if kind == "module" else None, name if kind == "script" else None,
+                                     ctx.directory, ctx.snapshot.files)
+            ctx = add_generated(ctx, IMPORTS_CONTEXT_FILE, imports.file_bytes())
         for note in recipe.notes + ctx.snapshot.notes:
             reporter.message(f"note: {note}")
         commit = revision()
@@ -54,11 +64,16 @@ def prepared(recipe: Recipe, revision: Callable[[], str | None],
             labels.append((REVISION_LABEL, commit))
         if recipe.variant:
             labels.append((VARIANT_LABEL, recipe.variant))
-        yield ctx, refs, labels
+        yield ctx, refs, labels, imports
+
+
+def checked(imports: ImportSet | None) -> tuple[str, ...] | None:
+    """What the build record keeps of the import check: the modules the image imports."""
+    return tuple(n.module for n in imports.needed) if imports is not None else None
 
 
 def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | None, ctx: BuildContext,
-            refs: list[ImageRef], labels: list[tuple[str, str]], reporter: Reporter,
+            refs: list[ImageRef], labels: list[tuple[str, str]], imports: ImportSet | None, reporter: Reporter,
             said: str | None = None) -> tuple[fastpath.Appended | None, tuple | None, str | None]:
     """The appended image when only the code changed; else None, the record parts to keep after the full build
     (None where this build cannot have a record) and why the build is a full one (said here). said: why, as an
@@ -82,6 +97,12 @@ def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | Non
         return full("--no-fast-path" if not options.fast_path else "--no-cache", parts)
     same = [r for r in refs if r.repository == refs[0].repository]
     why = "a tag is in another repository" if len(same) != len(refs) else fastpath.full_build_reason(record, parts)
+    if why == fastpath.IMPORTS_CHANGED and imports and record and record.imports is not None:
+        # The record names what the image was checked for: the modules the edit adds are named.
+        new = [n for n in imports.needed if n.module not in record.imports]
+        if new:
+            why = ("the trainer now imports " + ", ".join(f"{n.module} ({n.where})" for n in new[:3])
+                   + (" ..." if len(new) > 3 else "") + ", which the image was not checked for")
     if why:
         return full(why, parts)
     assert record is not None  # full_build_reason
@@ -107,7 +128,8 @@ def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | Non
         for untagged in [waiting() for waiting in untagging]:
             if untagged:
                 reporter.message(untagged)
-    fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or ""), reporter)
+    fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or "",
+                                 imports=checked(imports)), reporter)
     return appended, parts, None
 
 
@@ -126,9 +148,9 @@ def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, start
     if record is None or recipe.remote:
         return None
     describing = fastpath.in_background(git_revision, recipe.root)  # a git run or two, while the files are copied
-    with prepared(recipe, describing, reporter) as (ctx, refs, labels):
+    with prepared(recipe, describing, reporter) as (ctx, refs, labels, imports):
         scan = time.perf_counter() - started
-        appended, _, why = attempt(recipe, options, record, ctx, refs, labels, reporter)
+        appended, _, why = attempt(recipe, options, record, ctx, refs, labels, imports, reporter)
         if appended is None:
             return why
         return appended_result(recipe, ctx, refs, appended, scan)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .context import FIXED_MTIME, Snapshot
+from .launcher.constants import IMPORTS_CONTEXT_FILE
 from .errors import OutputError, RegistryError, show
 from .fsutil import cache_dir, write_atomic
 from .progress import Reporter
@@ -39,6 +40,7 @@ from .refs import ImageRef
 from .registry import MANIFEST_TYPES, AuthProvider, PushResult, RegistryClient, Unreachable, default_providers, retry_delay
 
 RECORD_SCHEME = 1
+IMPORTS_CHANGED = "the modules the trainer imports changed: the image's import check runs again"
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
@@ -84,6 +86,7 @@ class Record:
     parts: tuple[tuple[str, str], ...]  # (name, sha256) of each thing below the code layer
     manifest: str  # digest of the last image pushed for this repository and variant
     content_tag: str
+    imports: tuple[str, ...] | None = None  # the modules its build's import check imported; None: no check
 
 
 @dataclass(frozen=True)
@@ -178,8 +181,10 @@ def load_record(repository: str, variant: str | None) -> Record | None:
         data = json.loads(_record_path(repository, variant).read_text(encoding="utf-8"))
         if data.get("scheme") != RECORD_SCHEME or data.get("repository") != repository:
             return None
+        imports = data.get("imports")
         return Record(repository, variant, tuple((str(k), str(v)) for k, v in data["parts"]),
-                      str(data["manifest"]), str(data["content_tag"]))
+                      str(data["manifest"]), str(data["content_tag"]),
+                      tuple(map(str, imports)) if isinstance(imports, list) else None)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -193,6 +198,7 @@ def save_record(record: Record, reporter: Reporter | None = None) -> None:
         write_atomic(_record_path(record.repository, record.variant), json.dumps({
             "scheme": RECORD_SCHEME, "repository": record.repository, "variant": record.variant,
             "parts": [list(p) for p in record.parts], "manifest": record.manifest, "content_tag": record.content_tag,
+            "imports": list(record.imports) if record.imports is not None else None,
         }, indent=1) + "\n")
     except OutputError as exc:
         if reporter is not None:
@@ -209,6 +215,8 @@ def full_build_reason(record: Record | None, parts: tuple[tuple[str, str], ...])
     before = dict(record.parts)
     for name, value in parts:
         if before.get(name) != value:
+            if name == f"input:{IMPORTS_CONTEXT_FILE}":
+                return IMPORTS_CHANGED
             if name.startswith("input:"):
                 return f"{name.removeprefix('input:')} changed"
             return _WHY[name]

@@ -16,7 +16,7 @@ from packaging.version import Version
 
 from . import __version__
 from .buildtypes import LABEL_PREFIX
-from .config import Config, TrainerPackage
+from .config import Config, ImportScope, TrainerPackage
 from .errors import ResolutionError, show
 from .fsutil import consult
 from .launcher.constants import (
@@ -125,6 +125,9 @@ class Plan(HtmlRepr):
     requirements_hashed: bool = False
     # The trainer's own distribution, metadata only (config.TrainerPackage): installed before the code layer.
     trainer_package: TrainerPackage | None = None
+    # Where the build's import check starts (the trainer's module or script); None: no check (no trainer code, or
+    # import_check: false).
+    import_check: ImportScope | None = None
 
     @property
     def from_image(self) -> str:
@@ -509,6 +512,13 @@ def _install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cu
     )
 
 
+def _import_scope(config: Config) -> ImportScope | None:
+    trainer = config.trainer
+    if not config.import_check or config.executor or trainer is None or not (trainer.module or trainer.script):
+        return None
+    return ImportScope(trainer.module, trainer.script)
+
+
 def _entry(config: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
     trainer = config.trainer
     launcher = ("python", "-m", LAUNCHER_MODULE, "--")
@@ -621,6 +631,7 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         requirements=config.requirements,
         requirements_hashed=_hash_checked(config),
         trainer_package=config.trainer_package,
+        import_check=_import_scope(config),
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,
@@ -739,6 +750,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         requirements=config.requirements,
         requirements_hashed=_hash_checked(config),
         trainer_package=config.trainer_package,
+        import_check=_import_scope(config),
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,

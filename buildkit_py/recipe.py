@@ -31,7 +31,7 @@ from .refs import ImageRef, parse_ref
 if TYPE_CHECKING:
     from .plan import Plan
 
-RECIPE_SCHEME = 1
+RECIPE_SCHEME = 2
 KEPT_RECIPES = 64  # one per project, flags and environment used lately; the oldest go first
 _SHELL = frozenset({"_", "OLDPWD", "SHLVL"})  # set by the shell per command: `make` and a terminal differ
 _PACKAGE = Path(__file__).resolve().parent
@@ -57,6 +57,9 @@ class Recipe:
     allow_secrets: tuple[str, ...]
     allow_large: tuple[str, ...]
     extras: tuple[tuple[str, Path], ...]  # (path in the context, source): the launcher, the lock's requirements
+    # Where the build's import check starts, ("module", NAME) or ("script", PATH): its module list is made from the
+    # staged files (imports.staged_imports); None: the Dockerfile has no check.
+    import_check: tuple[str, str] | None = None
 
     def resolved(self) -> Plan:
         return pickle.loads(self.plan_pickle)  # noqa: S301 (made by this process or kept in the user's own cache)
@@ -158,7 +161,8 @@ def kept(digest: str) -> Recipe | None:
         return Recipe(Path(r["root"]), r["dockerfile"], r["ignore"], r["plan"], base64.b64decode(r["plan_pickle"]),
                       tuple(r["notes"]), r["image"], tuple(r["tags"]), r["variant"], r["builder"], bool(r["remote"]),
                       r["platform"], r["index"], tuple(r["allow_secrets"]), tuple(r["allow_large"]),
-                      tuple((rel, Path(src)) for rel, src in r["extras"]))
+                      tuple((rel, Path(src)) for rel, src in r["extras"]),
+                      tuple(r["import_check"]) if r["import_check"] else None)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -173,6 +177,7 @@ def keep(digest: str, recipe: Recipe, consulted: dict[str, str]) -> None:
         "remote": recipe.remote, "platform": recipe.platform, "index": recipe.index,
         "allow_secrets": list(recipe.allow_secrets), "allow_large": list(recipe.allow_large),
         "extras": [[rel, str(src)] for rel, src in recipe.extras],
+        "import_check": list(recipe.import_check) if recipe.import_check else None,
     }
     path = _path(digest)
     try:

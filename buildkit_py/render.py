@@ -20,6 +20,7 @@ from .errors import ConfigError, OutputError, RenderError, show
 from .fsutil import cache_dir, consult, read_text, write_atomic
 from .matrix import load_matrix
 from .plan import Plan
+from .launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
 from .resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
 
 DOCKERIGNORE_TEMPLATE = "dockerignore.j2"
@@ -136,6 +137,8 @@ def _render_plan(plan: Plan, user: str | None, buildkit: bool) -> str:
         "python_check": _python_check(plan.python.version),
         "launcher_dir": LAUNCHER_CONTEXT_DIR,
         "launcher_module": LAUNCHER_MODULE,
+        "imports_file": IMPORTS_CONTEXT_FILE,
+        "imports_image_file": IMPORTS_IMAGE_FILE,
         "uv_requirement": load_matrix().tools.uv_requirement,  # the builds' installer (base_images/tools.yaml)
     }
     try:

@@ -68,3 +68,11 @@ BAD_CLUSTER = 20
 USAGE = 21
 PACKAGE_FETCH_FAILED = 30  # a package URI could not be read or downloaded
 PACKAGE_INSTALL_FAILED = 31  # pip could not install the packages
+
+# The build's import check (buildkit_launcher.imports, run by the Dockerfile before the code layer): the modules the
+# trainer's entry point reaches, written into the build context by buildkit-py and copied to the image's temp dir; a
+# module that fails prints one line starting with the marker, which the tool reads back from the build's output.
+IMPORTS_CONTEXT_FILE = ".buildkit-py/imports.json"
+IMPORTS_IMAGE_FILE = "/tmp/buildkit-py/imports.json"
+IMPORT_FAILED_MARKER = "buildkit-py import check failed:"
+IMPORT_CHECKING_MARKER = "buildkit-py import check: importing"

@@ -39,7 +39,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
-# The locked package set (buildkit.lock sha256:fd65c62141eeabe8d33815d415fcde58419c572326f7e49e5cfe20dd84e6a9f0): the framework, hypertune, the config's
+# The locked package set (buildkit.lock sha256:b5878b594613702c3312226d4c9258a69fa54b59651ba0320932e3bf5526561c): the framework, hypertune, the config's
 # packages and the requirements, each file checked against its sha256
 COPY [".buildkit-py/locked-requirements.txt", "/tmp/buildkit-py/locked-requirements.txt"]
 RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
@@ -62,6 +62,11 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
 COPY [".buildkit-py/launcher", "/opt/venv/lib/python3.11/site-packages/buildkit_launcher"]
 RUN /opt/venv/bin/python -m compileall -q /opt/venv/lib/python3.11/site-packages/buildkit_launcher
 
+# The modules the trainer imports, each imported here before its code is copied (nothing of the trainer runs): a
+# module that cannot be imported (a missing package or system library) stops the build (import_check: false skips it)
+COPY [".buildkit-py/imports.json", "/tmp/buildkit-py/imports.json"]
+RUN /opt/venv/bin/python -B -m buildkit_launcher.imports /tmp/buildkit-py/imports.json
+
 # Trainer code, last: an edit rebuilds only this layer
 WORKDIR /app
 COPY . /app
@@ -74,7 +79,7 @@ LABEL org.opencontainers.image.base.name="127.0.0.1:5000/lock/base:1" \
     dev.buildkit-py.cuda="none" \
     dev.buildkit-py.cudnn="none" \
     org.opencontainers.image.base.digest="sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd" \
-    dev.buildkit-py.lock-digest="sha256:fd65c62141eeabe8d33815d415fcde58419c572326f7e49e5cfe20dd84e6a9f0" \
+    dev.buildkit-py.lock-digest="sha256:b5878b594613702c3312226d4c9258a69fa54b59651ba0320932e3bf5526561c" \
     dev.buildkit-py.plan="{\"accelerator\":null,\"base_image\":\"127.0.0.1:5000/lock/base:1\",\"cuda\":null,\"cuda_archs\":[],\"cuda_flavor\":null,\"cudnn\":null,\"framework\":null,\"gpu\":false,\"index_url\":null,\"python\":\"3.11\"}"
 ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "-m", "trainer.task"]
 CMD []

@@ -49,6 +49,11 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
 COPY [".buildkit-py/launcher", "/opt/venv/lib/python3.10/site-packages/buildkit_launcher"]
 RUN /opt/venv/bin/python -m compileall -q /opt/venv/lib/python3.10/site-packages/buildkit_launcher
 
+# The modules the trainer imports, each imported here before its code is copied (nothing of the trainer runs): a
+# module that cannot be imported (a missing package or system library) stops the build (import_check: false skips it)
+COPY [".buildkit-py/imports.json", "/tmp/buildkit-py/imports.json"]
+RUN /opt/venv/bin/python -B -m buildkit_launcher.imports /tmp/buildkit-py/imports.json
+
 # Trainer code, last: an edit rebuilds only this layer
 WORKDIR /app
 COPY . /app

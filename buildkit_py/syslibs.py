@@ -1,0 +1,65 @@
+"""System libraries that Python wheels load at import and do not bundle (base_images/system_libraries.yaml): the
+Debian or Ubuntu package that provides each on the image's base, for inference (a distribution the trainer installs
+brings its packages into the system-packages layer) and for the import check's advice (`libgomp.so.1: cannot open
+shared object file` names the package to add)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .errors import DataError
+
+_LIBRARY = re.compile(r"(lib[A-Za-z0-9_+.-]*?\.so(?:\.[0-9]+)*)", re.ASCII)
+
+
+@dataclass(frozen=True)
+class SystemLibraries:
+    libraries: dict[str, dict[str, str]]  # library file -> {"debian" | "ubuntu" | "ubuntu24.04": package}
+    distributions: dict[str, tuple[str, ...]]  # canonical distribution name -> the libraries its wheels load
+
+    def package(self, library: str, ubuntu: str | None) -> str | None:
+        """The package that provides `library` on the base: Ubuntu `ubuntu` (a release, e.g. 22.04), else Debian."""
+        names = self.libraries.get(library)
+        if names is None:
+            return None
+        if ubuntu is not None:
+            return names.get(f"ubuntu{ubuntu}") or names.get("ubuntu")
+        return names.get("debian")
+
+    def for_distributions(self, names: Iterable[str], ubuntu: str | None) -> dict[str, list[str]]:
+        """{package: [the distributions that need it]} for the canonical distribution names given."""
+        found: dict[str, list[str]] = {}
+        for name in names:
+            for library in self.distributions.get(name, ()):
+                package = self.package(library, ubuntu)
+                if package is not None and name not in found.setdefault(package, []):
+                    found[package].append(name)
+        return found
+
+
+def library_named(error: str) -> str | None:
+    """The shared library an import error says is missing: `libgomp.so.1: cannot open shared object file`."""
+    if "cannot open shared object file" not in error and "No such file" not in error:
+        return None
+    found = _LIBRARY.search(error)
+    return found.group(1) if found else None
+
+
+def system_libraries() -> SystemLibraries:
+    from .resources import read_data, resource_dir
+
+    where = "base_images/system_libraries.yaml"
+    data = read_data(resource_dir("base_images") / "system_libraries.yaml", where)
+    libraries, distributions = data.get("libraries"), data.get("distributions")
+    if not isinstance(libraries, dict) or not isinstance(distributions, dict):
+        raise DataError(f"{where}: needs `libraries` and `distributions` mappings")
+    for library, names in libraries.items():
+        if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()) or "debian" not in names:
+            raise DataError(f"{where}: libraries.{library} must map debian (and ubuntu, ubuntuXX.YY) to package names")
+    for name, needed in distributions.items():
+        if not isinstance(needed, list) or not all(n in libraries for n in needed):
+            raise DataError(f"{where}: distributions.{name} must list libraries of `libraries`")
+    return SystemLibraries({k: dict(v) for k, v in libraries.items()},
+                           {k: tuple(v) for k, v in distributions.items()})
