@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .context import FIXED_MTIME, Snapshot
-from .launcher.constants import IMPORTS_CONTEXT_FILE
 from .errors import OutputError, RegistryError, show
 from .fsutil import cache_dir, write_atomic
+from .launcher.constants import IMPORTS_CONTEXT_FILE
 from .progress import Reporter
 from .refs import ImageRef
 from .registry import MANIFEST_TYPES, AuthProvider, PushResult, RegistryClient, Unreachable, default_providers, retry_delay

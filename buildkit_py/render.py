@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from . import __version__
 from .errors import ConfigError, OutputError, RenderError, show
 from .fsutil import cache_dir, consult, read_text, write_atomic
+from .launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
 from .matrix import load_matrix
 from .plan import Plan
-from .launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
 from .resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
 
 DOCKERIGNORE_TEMPLATE = "dockerignore.j2"
