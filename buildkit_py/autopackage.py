@@ -911,14 +911,58 @@ def _own_package(found: _Own, given: set[str], where_set: dict[str, str], overri
         return (f"{said}; its {' and '.join(missing)} are computed by its build and were not read, so the package itself "
                 "is not installed (importlib.metadata does not find it, no console scripts): state them in setup.py, "
                 "setup.cfg or pyproject.toml, or set trainer_package")
+    name, version = _setuptools_name(found.name), _setuptools_version(found.version)
+    if name is None or version is None:
+        return (f"{said}; its metadata ({show(found.name)} {show(found.version)}) is not a name and version setuptools "
+                "can normalise, so the package itself is not installed (importlib.metadata does not find it): fix them in "
+                "setup.py, setup.cfg or pyproject.toml, or set trainer_package")
+    normalised = [f"{what} {show(old)} as {show(new)}" for what, old, new in
+                  (("name", found.name, name), ("version", found.version, version)) if old != new]
     groups = found.entry_points or {}
-    value = {"name": found.name, "version": found.version, "entry_points": groups}
+    value = {"name": name, "version": version, "entry_points": groups}
     overrides["trainer_package"] = value
     scripts = [e.partition("=")[0].strip() for g in ("console_scripts", "gui_scripts") for e in groups.get(g, ())]
-    return (f"{said}; its metadata ({found.name} {found.version}"
+    said += (f"; setuptools installs its {' and '.join(normalised)} (its normalisation of what PEP 440 and PEP 508 "
+             "do not allow), and so does buildkit-py" if normalised else "")
+    return (f"{said}; its metadata ({name} {version}"
             + (f", entry points: {', '.join(groups)}" if groups else "")
             + (f", console scripts: {', '.join(scripts)}" if scripts else "")
             + ") is installed before the code layer, so importlib.metadata finds it and a code edit stays one layer")
+
+
+# setuptools' own normalisation (setuptools._normalization, 66+): `pip install .` installs a package whose setup() says
+# version="UNVERSIONED" or name="my package" under these, with a warning, so they never refuse a build here.
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+", re.ASCII)
+_VERSION_HEAD = re.compile(r"^v?((?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*)", re.ASCII | re.IGNORECASE)
+_NON_ALNUM = re.compile(r"[^A-Za-z0-9]+", re.ASCII)
+
+
+def _setuptools_name(name: str) -> str | None:
+    from .config import _DIST_NAME
+
+    safe = _UNSAFE_NAME.sub("-", name.strip())
+    return safe if _DIST_NAME.fullmatch(safe) else None
+
+
+def _setuptools_version(version: str) -> str | None:
+    """setuptools' best_effort_version: the version as PEP 440 normalises it, else its numeric head (or 0) as a
+    dev release with the rest as a local label: "UNVERSIONED" -> "0.dev0+sanitized.unversioned"."""
+    from packaging.version import InvalidVersion
+
+    text = version.strip().replace(" ", ".")
+    for attempt in (text, _UNSAFE_NAME.sub("-", text)):
+        try:
+            return str(Version(attempt))
+        except InvalidVersion:
+            pass
+    head = _VERSION_HEAD.search(text)
+    safe, rest = (head.group(1), text[head.end():]) if head else ("0", text)
+    local = f"sanitized.{_NON_ALNUM.sub('.', rest).strip('.')}".strip(".")
+    try:
+        found = str(Version(f"{safe}.dev0+{local}"))
+    except InvalidVersion:
+        return None
+    return found if len(found) <= 64 else None  # the longest version trainer_package takes
 
 
 def _checked_text(text: str, where: str) -> None:

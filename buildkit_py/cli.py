@@ -455,6 +455,7 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
         args.dir = args.path
     options = api.AutopackageOptions(target=args.target, mode=args.mode, dry_run=args.dry_run, write_config=args.write_config,
                                      strict=args.strict, dockerfile=args.dockerfile, with_launcher=args.with_launcher,
+                                     offline=args.offline,
                                      build=_build_options(args),
                                      gpus=args.gpus, output=args.output,
                                      args=tuple(args.trainer_args), submit=_submit_options(args),
@@ -715,6 +716,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _skip_image_check_flag(p)
     p.add_argument("--dry-run", action="store_true", help="infer and print the plan; build, push and run nothing")
     p.add_argument("--write-config", action="store_true", help="save what was inferred as buildkit.yaml in DIR")
+    p.add_argument("--offline", action="store_true", help="do not resolve the requirements against the package "
+                   "indexes before building (also BUILDKIT_PY_OFFLINE=1); said in the output")
     p.add_argument("--strict", action="store_true", help="exit 2 when the trainer imports what its requirements do not "
                    "declare (default: add it, with a note)")
     p.add_argument("--dockerfile", action="store_true", help="build DIR's own Dockerfile as it is instead of rendering "

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -443,52 +444,63 @@ def _user_indexes(pip_conf: str | None) -> list[str]:
     return main + [without_credentials(u) for u in found]
 
 
-def resolve_packages(config: Config, plan: Plan, platform: str, previous: LockedImage | None,
-                     options: LockOptions) -> tuple[tuple[LockedPackage, ...], tuple[str, ...]]:
+def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: bool, extra: Sequence[str] = (),
+             timeout: int = UV_TIMEOUT) -> tuple[subprocess.CompletedProcess | None, tuple[str, ...]]:
+    """`uv pip compile` of the image's package set (the framework, hypertune, the config's packages and the
+    requirements file) for its Python and platform, against the indexes the build uses; the output in work/out.txt.
+    (the finished process, or None when it ran past `timeout`; the indexes, without credentials)."""
     fw = plan.framework
     wanted = ([fw.requirement] if fw else []) + ([plan.hypertune] if plan.hypertune else []) + list(plan.pip)
+    lines = wanted + ([f"-r {(config.root / plan.requirements).resolve()}"] if plan.requirements else [])
+    (work / "in.txt").write_text("".join(line + "\n" for line in lines))
+    args = [_uv(), "pip", "compile", "in.txt", "-o", "out.txt", "--no-header", "--no-annotate",
+            "--python-version", plan.python.version, "--python-platform", _PYTHON_PLATFORMS[platform], "--quiet"]
+    args += ["--generate-hashes"] if hashes else []
+    indexes: list[str] = []
+    if fw and fw.pre:
+        args.append("--prerelease=allow")
+    if fw and fw.index_url:
+        args += ["--extra-index-url", fw.index_url, "--index-strategy", "unsafe-best-match"]
+        indexes.append(without_credentials(fw.index_url))
+    pip_conf = _pip_conf_text(config)
+    if pip_conf is not None:
+        from .build import uv_config
+
+        fd = os.open(work / "uv.toml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(uv_config(pip_conf, str(config.pip_conf or "pip_index_url")))
+        args += ["--config-file", "uv.toml"]
+    else:
+        args.append("--no-config")
+    indexes += _user_indexes(pip_conf)
+    env = dict(os.environ)
+    ca = config.ca_cert or default_ca_bundle()
+    if ca:
+        env["SSL_CERT_FILE"] = str(ca)
+    try:
+        done = subprocess.run([*args, *extra], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        done = None
+    return done, tuple(dict.fromkeys(indexes))
+
+
+def resolve_packages(config: Config, plan: Plan, platform: str, previous: LockedImage | None,
+                     options: LockOptions) -> tuple[tuple[LockedPackage, ...], tuple[str, ...]]:
     with tempfile.TemporaryDirectory(prefix="buildkit-py-lock-") as tmp:
         work = Path(tmp)
-        lines = wanted + ([f"-r {(config.root / plan.requirements).resolve()}"] if plan.requirements else [])
-        (work / "in.txt").write_text("".join(line + "\n" for line in lines))
-        args = [_uv(), "pip", "compile", "in.txt", "-o", "out.txt", "--generate-hashes", "--no-header", "--no-annotate",
-                "--python-version", plan.python.version, "--python-platform", _PYTHON_PLATFORMS[platform], "--quiet"]
-        indexes: list[str] = []
-        if fw and fw.pre:
-            args.append("--prerelease=allow")
-        if fw and fw.index_url:
-            args += ["--extra-index-url", fw.index_url, "--index-strategy", "unsafe-best-match"]
-            indexes.append(without_credentials(fw.index_url))
-        pip_conf = _pip_conf_text(config)
-        if pip_conf is not None:
-            from .build import uv_config
-
-            fd = os.open(work / "uv.toml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(uv_config(pip_conf, str(config.pip_conf or "pip_index_url")))
-            args += ["--config-file", "uv.toml"]
-        else:
-            args.append("--no-config")
-        indexes += _user_indexes(pip_conf)
+        extra = ["--upgrade"] if options.upgrade else []
+        for name in options.upgrade_packages:
+            extra += ["--upgrade-package", name]
         if previous is not None and not options.upgrade:  # uv keeps the pins of an existing output file
             (work / "out.txt").write_text(previous.requirements)
-        if options.upgrade:
-            args.append("--upgrade")
-        for name in options.upgrade_packages:
-            args += ["--upgrade-package", name]
-        env = dict(os.environ)
-        ca = config.ca_cert or default_ca_bundle()
-        if ca:
-            env["SSL_CERT_FILE"] = str(ca)
-        try:
-            done = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True, timeout=UV_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            raise BuildError(f"uv did not resolve the packages within {UV_TIMEOUT} s") from None
+        done, indexes = _compile(config, plan, platform, work, hashes=True, extra=extra)
+        if done is None:
+            raise BuildError(f"uv did not resolve the packages within {UV_TIMEOUT} s")
         if done.returncode != 0:
             # uv's message may quote an index URL: credentials are cut out of it.
             raise BuildError("uv could not resolve the packages for Python "
                              f"{plan.python.version} ({platform}): {without_credentials(done.stderr.strip())[-2000:]}")
-        return _parse_compiled((work / "out.txt").read_text()), tuple(dict.fromkeys(indexes))
+        return _parse_compiled((work / "out.txt").read_text()), indexes
 
 
 def lock_image(config: Config, plan: Plan, previous: LockedImage | None, options: LockOptions) -> LockedImage:

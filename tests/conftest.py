@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from buildkit_py.resolution import OFFLINE_ENV
+
 REPO = Path(__file__).resolve().parent.parent
 # buildkit-py's cache (build records, kept recipes) for this test session only: a record an earlier session left for
 # the same repository would let the first push of a test take the fast path.
@@ -27,6 +29,9 @@ def _session_cache(monkeypatch):
     cache between runs, and its records name images a fresh registry never had); a test's own setting wins."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(SESSION_CACHE))
     monkeypatch.delenv("BUILDKIT_PY_CACHE_DIR", raising=False)
+    # autopackage resolves the requirements against the package indexes before it builds: the tests of that
+    # (test_resolution.py) unset this and use a loopback index; the others would each ask PyPI (framework indexes too).
+    monkeypatch.setenv(OFFLINE_ENV, "1")
 
 
 @pytest.fixture
@@ -52,6 +57,7 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
         text=True,
         env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(REPO / ".testenv"),
              "XDG_CACHE_HOME": str(SESSION_CACHE),  # a test's own XDG_CACHE_HOME or BUILDKIT_PY_CACHE_DIR wins
+             OFFLINE_ENV: os.environ.get(OFFLINE_ENV, ""),  # as _session_cache set it, or the test
              # A TLS-intercepting proxy's CA bundle, as the user's shell has it (the build's default --ca-cert).
              **{k: os.environ[k] for k in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE") if k in os.environ},
              **(env or {})},

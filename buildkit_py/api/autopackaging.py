@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..autopackage import Inferred, Stage
     from ..jobs import aiplatform
     from ..jobs.local import RunResult
+    from ..resolution import Resolution
 
 AUTOPACKAGE_TARGETS = ("local", "vertex", "loopback")  # loopback: a Vertex AI API on this machine (tests)
 AUTOPACKAGE_MODES = ("container", "package")
@@ -58,6 +59,7 @@ class AutopackageOptions:
     strict: bool = False  # an import no declared requirement covers exits 2 instead of being added
     dockerfile: bool = False  # build the trainer directory's own Dockerfile as it is, instead of rendering one
     with_launcher: bool = False  # with dockerfile: the launcher runs first, then the Dockerfile's own command
+    offline: bool = False  # the requirements are not resolved before the build (also BUILDKIT_PY_OFFLINE=1)
     build: BuildOptions = field(default_factory=BuildOptions)
     gpus: int = 0
     output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs, outside the trainer directory
@@ -78,6 +80,7 @@ class AutopackageResult(HtmlRepr):
     run: RunResult | None = None
     written: Path | None = None
     submitted: SubmitResult | None = None
+    resolution: Resolution | None = None  # the image's requirements as uv resolved them before the build
 
     @property
     def exit_code(self) -> int:
@@ -85,10 +88,24 @@ class AutopackageResult(HtmlRepr):
         return self.run.exit_code if self.run else 1 if self.submitted and self.submitted.failed else 0
 
     def to_dict(self) -> dict:
-        return {"inferred": self.inferred.to_dict(), "image": self.image, "plan": self.plan.to_dict(),
+        resolved = self.resolution
+        requirements = [s.to_dict() | {"resolved": resolved.version(_name(s.requirement)) if resolved else None}
+                        for s in self.inferred.sources]
+        return {"inferred": self.inferred.to_dict(), "requirements": requirements,
+                "resolution": resolved.to_dict() if resolved else None, "image": self.image, "plan": self.plan.to_dict(),
                 "stages": [s.to_dict() for s in self.stages], "next": list(self.next_steps),
                 "run": self.run.to_dict() if self.run else None, "written": str(self.written) if self.written else None,
                 "submitted": self.submitted.to_dict() if self.submitted else None}
+
+
+def _name(requirement: str) -> str:
+    """A requirement's distribution name, for its resolved release ("" for a URL line, which has none)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return Requirement(requirement).name
+    except InvalidRequirement:
+        return ""
 
 
 def _legacy_build(project: Project, directory: Path, inferred: Inferred, conversion: aiplatform.Conversion,
@@ -178,7 +195,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
     check_count("--gpus", options.gpus, MAX_GPUS)
     check_build_options(options.build)
     for name, value in (("--strict", options.strict), ("--dockerfile", options.dockerfile),
-                        ("--with-launcher", options.with_launcher)):
+                        ("--with-launcher", options.with_launcher), ("--offline", options.offline)):
         if not isinstance(value, bool):
             raise ConfigError(f"{show(value)} is not allowed: true or false", field=name)
     if options.with_launcher and not options.dockerfile:
@@ -257,13 +274,23 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
         raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
                           "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
                           "autopackage runs the trainer here", field="--pipeline")
+    resolution = None
+    if options.mode == "container" and own_dockerfile is None:
+        from ..resolution import check_resolution
+
+        with stages.stage("resolve") as out:
+            declared = [(s.requirement, s.source) for s in inferred.sources] + [(p, f"{config.source}: pip")
+                                                                              for p in config.pip]
+            resolution = check_resolution(config, planned, declared, offline=options.offline)
+            out[:] = [resolution.note + (" (kept from an earlier run)" if resolution.cached else ""), resolution.cached]
     if options.dry_run:
         what = "a training pipeline (the job, then the model's upload)" if options.job.pipeline else "it"
         last = ("run it here as Vertex AI runs it (CLUSTER_SPEC, AIP_* directories, hypertune metric file)"
                 if target == "local" else f"submit {what} to the {target} API after `plan`'s checks")
         steps = (f"build {refs[0]}", f"push {refs[0]}" if pushes else "no push: the image names no registry (--image)",
                  last)
-        return AutopackageResult(inferred, tuple(stages.done), str(refs[0]), planned, steps, written=written)
+        return AutopackageResult(inferred, tuple(stages.done), str(refs[0]), planned, steps, written=written,
+                                 resolution=resolution)
     with stages.stage("build") as out:
         if options.mode == "package":
             built = executor_build_for(config, replace(options.build, push=False), reporter)  # network: host, as `run`
@@ -300,7 +327,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
             out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
                 f"; model {submitted.model}" if submitted.model else "")
         return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, written=written,
-                                 submitted=submitted)
+                                 submitted=submitted, resolution=resolution)
     if options.mode == "package":
         with stages.stage("package") as out:
             sdist = build_sdist(config, cache_dir() / "sdists")  # byte-identical for the same files: left as it is
@@ -316,7 +343,8 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
             ran = run_local(built.tags[0], gpus=options.gpus, output=run_options.output, args=options.args,
                             reporter=reporter, network=config.network)
         out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
-    return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, run=ran, written=written)
+    return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, run=ran, written=written,
+                             resolution=resolution)
 
 
 def _in_registry(ref: ImageRef) -> bool:
