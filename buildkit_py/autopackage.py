@@ -28,6 +28,7 @@ from .api_usage import removed_uses
 from .config import bad_character, find_config, load_raw
 from .errors import ConfigError, show
 from .fsutil import read_text
+from .imports import Needed, closure, import_names, statements
 from .matrix import Framework, Matrix, load_matrix, version_key
 from .progress import Reporter
 
@@ -97,13 +98,15 @@ class Inferred:
     package: str | None = None  # the trainer's own distribution (setup.py, setup.cfg, pyproject.toml): not installed
     framework_reason: str | None = None  # why this framework decides the base, when several are declared
     dockerfile: str | None = None  # a Dockerfile in the directory (relative path)
+    imports: tuple[Needed, ...] = ()  # what the build's import check imports (the entry point's closure), and from what
 
     def to_dict(self) -> dict:
         return {"directory": str(self.directory), "config": str(self.config_file) if self.config_file else None,
                 "trainer": self.trainer, "requirements": self.requirements, "pip": list(self.pip),
                 "framework": self.framework, "framework_from": self.framework_from,
                 "framework_reason": self.framework_reason, "sources": [s.to_dict() for s in self.sources],
-                "package": self.package, "dockerfile": self.dockerfile, "notes": list(self.notes),
+                "package": self.package, "dockerfile": self.dockerfile, "imports": [n.to_dict() for n in self.imports],
+                "notes": list(self.notes),
                 "config_keys": {k: v for k, v in self.overrides}}
 
 
@@ -212,8 +215,8 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
                 raise ConfigError(f"{show(text)} is a path on this machine: the requirements file is copied into the "
                                   "image alone; publish the package to an index, or move its code into the trainer "
                                   "directory", where=where) from None
-            raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {str(exc)[:200]}; current pip "
-                              "refuses it too", where=where) from None
+            raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {_one_line(exc)}; current pip "
+                              f"refuses it too{_meant(text)}", where=where) from None
         lines.append((text, where))
     return _RequirementsFile(tuple(lines), tuple(options), installs_self, tuple(included), hashed)
 
@@ -607,62 +610,6 @@ def _cpu_only(matrix: Matrix, chosen: str, parsed: Sequence[tuple[str, Requireme
 
 
 @dataclass(frozen=True)
-class _ImportNames:
-    names: dict[str, str]  # import name (dotted) -> distribution
-    same: frozenset[str]  # import names that are their distribution's name
-    python2: dict[str, str]  # Python 2 standard-library module -> the Python 3 module that replaces it
-    backends: dict[str, str]  # distribution -> the framework it runs on by default without installing it
-
-
-def _import_names() -> _ImportNames:
-    from .resources import read_data, resource_dir
-
-    data = read_data(resource_dir("base_images") / "import_names.yaml", "base_images/import_names.yaml")
-    return _ImportNames(dict(data["names"]), frozenset(data["same"]), dict(data["python2"]), dict(data["backends"]))
-
-
-def _optional(handlers: list[ast.ExceptHandler]) -> bool:
-    """An import inside `try:` whose handler catches ImportError is optional: the code runs without it."""
-    caught = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
-    for h in handlers:
-        types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
-        if h.type is None or any(isinstance(t, ast.Name) and t.id in caught for t in types):
-            return True
-    return False
-
-
-def _imports(tree: ast.AST) -> Iterator[tuple[tuple[str, ...], str, int]]:
-    """(names, statement, line) of each absolute import not guarded by `except ImportError`: `import a.b` gives
-    (a.b,); `from X import y, z` gives (X.y, X.z, X), the specific names first (google.cloud.storage)."""
-    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
-    while stack:
-        node, optional = stack.pop()
-        if isinstance(node, ast.Import) and not optional:
-            for alias in node.names:
-                yield (alias.name,), f"import {alias.name}", node.lineno
-        elif isinstance(node, ast.ImportFrom) and not optional and node.level == 0 and node.module:
-            names = [a.name for a in node.names]
-            shown = f"from {node.module} import {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}"
-            yield (*(f"{node.module}.{n}" for n in names), node.module), shown, node.lineno
-        elif isinstance(node, ast.Try):
-            guarded = optional or _optional(node.handlers)
-            stack += [(child, guarded) for child in node.body]
-            stack += [(child, optional) for part in (node.handlers, node.orelse, node.finalbody) for child in part]
-            continue
-        stack += [(child, optional) for child in ast.iter_child_nodes(node)]
-
-
-def _distribution(table: _ImportNames, name: str) -> str | None:
-    """The distribution of a dotted import name: the longest prefix in the table's names, else a top-level
-    name that is its distribution's."""
-    parts = name.split(".")
-    for n in range(len(parts), 0, -1):
-        if ".".join(parts[:n]) in table.names:
-            return table.names[".".join(parts[:n])]
-    return parts[0] if parts[0] in table.same else None
-
-
-@dataclass(frozen=True)
 class _Scan:
     found: dict[str, str]  # distribution -> first place it is imported
     unknown: dict[str, str]  # import without a known distribution -> first place
@@ -703,7 +650,7 @@ def _scan_imports(directory: Path, code: _Code, script_dir: str | None) -> _Scan
     modules and packages (and, for a script in a folder, that folder's: it is first on the script's sys.path). Python 2
     code is said, not refused: a file that does not parse, and `import model` inside trainer/ meaning trainer/model.py
     (Python 2's implicit relative import, which Python 3 takes as a top-level name)."""
-    table = _import_names()
+    table = import_names()
     listed = code.listed
     own = {f.split("/")[0].removesuffix(".py") for f in listed}
     if script_dir:
@@ -723,8 +670,12 @@ def _scan_imports(directory: Path, code: _Code, script_dir: str | None) -> _Scan
     by_name: dict[str, str] = {}  # imports naming the trainer directory itself
     for rel, tree in code.trees.items():
         folder = rel.rpartition("/")[0]
-        for names, statement, line in _imports(tree):
-            top = names[-1].split(".")[0]
+        for st in statements(tree):
+            if st.level:
+                continue  # the trainer's own package
+            names = (*(f"{st.module}.{n}" for n in st.names), st.module)
+            statement, line = st.text, st.line
+            top = st.module.split(".")[0]
             if top in sys.stdlib_module_names or top in own or top == "__future__":
                 continue
             if top in table.python2:
@@ -737,7 +688,7 @@ def _scan_imports(directory: Path, code: _Code, script_dir: str | None) -> _Scan
                 relative.setdefault(f"{rel}:{line}", f"`{statement}` means {folder}/{top}")
                 continue
             *specific, module = names
-            dists = {d for n in specific if (d := _distribution(table, n))} or {_distribution(table, module)}
+            dists = {d for n in specific if (d := table.distribution(n))} or {table.distribution(module)}
             for dist in dists:
                 if dist is None:
                     unknown.setdefault(module if top == "google" else top, f"{rel}:{line}")
@@ -965,6 +916,25 @@ def _setuptools_version(version: str) -> str | None:
     return found if len(found) <= 64 else None  # the longest version trainer_package takes
 
 
+# An invalid specifier with one obvious meaning, as old pip took it: `xgboost=0.72.1`, `numpy=>1.20`, `pandas =< 2`.
+_ONE_MEANING = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._ -]*\])?)\s*(=>|=<|=)\s*([0-9][A-Za-z0-9.*+!_-]*)",
+                          re.ASCII)
+_OPERATOR = {"=": "==", "=>": ">=", "=<": "<="}
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:200]
+
+
+def _meant(text: str) -> str:
+    """The corrected line to copy, where the invalid one has one obvious meaning; else ""."""
+    found = _ONE_MEANING.fullmatch(text.strip())
+    if found is None:
+        return ""
+    fixed = f"{found.group(1)}{_OPERATOR[found.group(2)]}{found.group(3)}"
+    return f"; write {show(fixed)}" if _parses(fixed) else ""
+
+
 def _checked_text(text: str, where: str) -> None:
     bad = bad_character(text)
     if bad:
@@ -982,7 +952,8 @@ def _requirement(text: str, where: str) -> Requirement | None:
     except InvalidRequirement as exc:
         if "://" in text:
             return None
-        raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {str(exc)[:200]}", where=where) from None
+        raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {_one_line(exc)}{_meant(text)}",
+                          where=where) from None
 
 
 def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
@@ -1086,6 +1057,9 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                           "python-modernize, then `buildkit-py run` to try it)", where=str(directory / entry))
     imported, unknown = scan.found, scan.unknown
     notes += scan.notes
+    # What the build's import check will import: the entry point's import closure, each with what provides it.
+    reached = closure(module if isinstance(module, str) else None, script if isinstance(script, str) else None,
+                      code.listed, code.trees.get, import_names()).needed
     declared_names = {canonicalize_name(r.name) for _, r in parsed} | {canonicalize_name(t) for t in _config_pip(raw)}
     configured_text = str(flags.get("framework") or raw.data.get("framework") or "")
     configured_fw = matrix.framework(configured_text.partition("==")[0])
@@ -1108,7 +1082,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                if canonicalize_name(d) not in declared_names and canonicalize_name(d) != own}
     # A library that runs on a framework it does not install (Keras 3): with no framework declared or imported, its
     # default backend is the framework, or the image dies at its import.
-    table = _import_names()
+    table = import_names()
     backend_of = None  # the framework added as a library's backend
     frameworks = [r for _, r in parsed if _framework_of(matrix, r)] + [d for d in missing if _framework_of(matrix, Requirement(d))]
     if not frameworks and "framework" not in given and not configured_fw:
@@ -1179,10 +1153,13 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         extra.append((dist, where))
         notes.append(f"{dist} is imported ({where}) but not declared: added to the image's packages")
         notes += [unpinned] if unpinned else []
+    checked = {n.module.split(".")[0] for n in reached}
     for name, where in sorted(unknown.items()):
+        fate = ("the build's import check stops there unless a requirement installs it" if name.split(".")[0] in checked
+                else "the image may fail at that import")
         notes.append(f"{name} is imported ({where}), and no declared requirement or known distribution provides it "
-                     "(base_images/import_names.yaml): the image may fail at that import; add its distribution to "
-                     "requirements.txt (--strict refuses this)")
+                     f"(base_images/import_names.yaml): {fate}; add its distribution to requirements.txt (--strict "
+                     "refuses this)")
 
     pip = list(dict.fromkeys(t for t, _ in extra))
     if pip and "pip" in given:
@@ -1241,7 +1218,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                      f"{' ...' if len(others) > 5 else ''}; autopackage renders its own Dockerfile (--dockerfile builds "
                      "only a Dockerfile at the directory's top, as it is)")
     return Inferred(directory.resolve(), config_file, trainer, requirements, tuple(pip), framework, framework_from,
-                    tuple(notes), tuple(overrides.items()), tuple(sources), package, reason, dockerfile)
+                    tuple(notes), tuple(overrides.items()), tuple(sources), package, reason, dockerfile, reached)
 
 
 def _parses(text: str) -> bool:

@@ -89,9 +89,8 @@ def statements(tree: ast.AST) -> Iterator[Statement]:
         elif isinstance(node, ast.ImportFrom):
             yield Statement(node.module or "", tuple(a.name for a in node.names if a.name != "*"), node.level, node.lineno)
         elif isinstance(node, ast.Try):
-            guarded = _optional(node.handlers)
+            stack += [] if _optional(node.handlers) else node.body
             stack += [child for part in (node.handlers, node.orelse, node.finalbody) for child in part]
-            stack += [] if guarded else node.body
         elif isinstance(node, ast.If) and _type_checking(node.test):
             stack += node.orelse
         else:

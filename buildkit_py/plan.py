@@ -609,6 +609,8 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
     notes = [f"Vertex AI's TPU page does not name {fw.name} for TPU {tpu.generation}: not documented, not refused"] \
         if fw.name in tpu.undocumented else []
     entrypoint, cmd = _entry(config)
+    requirements = _requirements_file(config)
+    libraries = _wheel_libraries(config, requirements, fw, None, matrix.distros.cpu_image.format(python=python))
     return Plan(
         base_image=matrix.distros.cpu_image.format(python=python),
         base_kind="tpu",
@@ -625,18 +627,18 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         framework=FrameworkInstall(fw.name, version, build.requirement, build.index_url, pre=False, bundles_cuda=False,
                                    cudnn=None, source=series.origin),
         hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
-        system_packages=config.system_packages,
+        system_packages=config.system_packages + libraries.packages,
         # PyTorch/XLA resolves with torch, in the framework's install step
         pip=((build.companion,) if build.companion else ()) + config.pip,
         requirements=config.requirements,
-        requirements_hashed=_hash_checked(config),
+        requirements_hashed=requirements.hashed,
         trainer_package=config.trainer_package,
         import_check=_import_scope(config),
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,
         accelerator=tpu.name,
-        notes=tuple(notes),
+        notes=tuple(notes) + libraries.notes,
         executor=config.executor,
         keep_pip=config.keep_pip,
         tpu=tpu.name,
@@ -646,17 +648,64 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
     )
 
 
-def _hash_checked(config: Config) -> bool:
+@dataclass(frozen=True)
+class _Requirements:
+    """What the plan reads of the requirements file, once: whether it asks for hash checking, and the distributions
+    it names (for the system libraries their wheels load)."""
+
+    hashed: bool = False
+    names: tuple[str, ...] = ()
+
+
+def _requirements_file(config: Config) -> _Requirements:
     if not config.requirements:
-        return False
-    from .requirements_file import hash_checked
+        return _Requirements()
+    from .requirements_file import hash_checked, requirement_names
 
     consult(config.root / config.requirements)
     try:
         text = (config.root / config.requirements).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        return False  # the build's COPY and install say what is wrong with it
-    return hash_checked(text, config.requirements) is not None
+        return _Requirements()  # the build's COPY and install say what is wrong with it
+    return _Requirements(hash_checked(text, config.requirements) is not None,
+                         requirement_names(text, config.requirements))
+
+
+@dataclass(frozen=True)
+class _Libraries:
+    packages: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+_UBUNTU_TAG = re.compile(r"ubuntu([0-9]{2}\.[0-9]{2})", re.ASCII)
+
+
+def _wheel_libraries(config: Config, requirements: _Requirements, fw: Framework | None, ubuntu: str | None,
+                     base: str) -> _Libraries:
+    """The system packages that the wheels of the image's distributions load at import and the base lacks
+    (base_images/system_libraries.yaml), for the system-packages layer, each with a note."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    names = list(requirements.names) + ([fw.package or fw.name] if fw else [])
+    for text in config.pip:
+        try:
+            names.append(Requirement(text).name)
+        except InvalidRequirement:
+            continue  # a URL line: its distribution is not known before it is downloaded
+    wanted = list(dict.fromkeys(canonicalize_name(n) for n in names))
+    if not wanted:
+        return _Libraries()
+    from .syslibs import system_libraries
+
+    if ubuntu is None and config.base_image:  # a custom base names its release in its tag, if anywhere
+        found = _UBUNTU_TAG.search(base)
+        ubuntu = found.group(1) if found else None
+    given = {p.split("=")[0] for p in config.system_packages}
+    needed = {p: who for p, who in system_libraries().for_distributions(wanted, ubuntu).items() if p not in given}
+    notes = tuple(f"{', '.join(who)} load{'s' if len(who) == 1 else ''} a system library the base may lack: {p} is "
+                  "installed (base_images/system_libraries.yaml)" for p, who in needed.items())
+    return _Libraries(tuple(needed), notes)
 
 
 def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
@@ -730,6 +779,8 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         kind = "cpu"
 
     entrypoint, cmd = _entry(config)
+    requirements = _requirements_file(config)
+    libraries = _wheel_libraries(config, requirements, fw, ubuntu, base)
     return Plan(
         base_image=base,
         base_kind=kind,
@@ -745,10 +796,10 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         python=python_setup,
         framework=_install(fw, series, version, gpu, cuda, bundled) if fw else None,
         hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
-        system_packages=config.system_packages,
+        system_packages=config.system_packages + libraries.packages,
         pip=(series.companions if series and fw else ()) + config.pip,  # companions: what the release needs beside it
         requirements=config.requirements,
-        requirements_hashed=_hash_checked(config),
+        requirements_hashed=requirements.hashed,
         trainer_package=config.trainer_package,
         import_check=_import_scope(config),
         env=config.env,
@@ -757,7 +808,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         cuda_flavor=flavor,
         accelerator=accelerator.name if accelerator else None,
         cuda_archs=archs,
-        notes=tuple(notes),
+        notes=tuple(notes) + libraries.notes,
         executor=config.executor,
         keep_pip=config.keep_pip,
     )

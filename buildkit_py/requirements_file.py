@@ -31,3 +31,16 @@ def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
 def hash_checked(text: str, source: str) -> str | None:
     """Where the file first asks for hash checking ("requirements.txt:3"), or None."""
     return next((where for line, where in requirement_lines(text, source) if _HASH_CHECKED.search(line)), None)
+
+
+_NAME = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=\s*(?:\[|[<>=!~;@]|$))", re.ASCII)
+
+
+def requirement_names(text: str, source: str) -> tuple[str, ...]:
+    """The distribution names a requirements file's requirements start with (options, paths and URLs left out)."""
+    found = []
+    for line, _ in requirement_lines(text, source):
+        match = _NAME.match(line)
+        if match and not line.startswith("-"):
+            found.append(match.group(1))
+    return tuple(found)
