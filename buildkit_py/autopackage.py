@@ -14,7 +14,7 @@ import time
 import tomllib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -935,6 +935,65 @@ def _meant(text: str) -> str:
     return f"; write {show(fixed)}" if _parses(fixed) else ""
 
 
+@dataclass(frozen=True)
+class _BadName:
+    use: str  # the distribution to install instead
+    why: str
+    fails: str  # install | missing | unrelated
+    after: Version | None  # only releases after this one are broken
+
+
+def _bad_names() -> dict[str, _BadName]:
+    from .errors import DataError
+    from .resources import read_data, resource_dir
+
+    data = read_data(resource_dir("base_images") / "requirement_names.yaml", "base_images/requirement_names.yaml")
+    names = data.get("names") if isinstance(data, dict) else None
+    if not isinstance(names, dict):
+        raise DataError("base_images/requirement_names.yaml: `names` must be a mapping")
+    found = {}
+    for name, row in names.items():
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("use", "why", "fails", "source")):
+            raise DataError(f"base_images/requirement_names.yaml: {name} needs use, why, fails and source")
+        found[canonicalize_name(name)] = _BadName(row["use"], row["why"], row["fails"],
+                                                  Version(row["after"]) if row.get("after") else None)
+    return found
+
+
+def _renamed(table: dict[str, _BadName], lines: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The requirements with each name known not to install replaced by what to install instead (a renamed project
+    keeps its version specifier; a placeholder's versions mean nothing for the real one), and a note for each; a name
+    that installs an unrelated project is only said."""
+    out, notes = [], []
+    for text, where in lines:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            out.append((text, where))  # a URL line: installed as written
+            continue
+        bad = table.get(canonicalize_name(requirement.name))
+        broken = bad is not None and (bad.after is None or any(
+            v > bad.after for v in (Version(x.version) for x in requirement.specifier if "*" not in x.version
+                                    and x.operator in ("==", "===", ">=", ">", "~="))) or not requirement.specifier)
+        if bad is None or not broken:
+            out.append((text, where))
+            continue
+        if bad.fails == "unrelated":
+            notes.append(f"{where}: {requirement.name} installs a different project from the one its import name "
+                         f"suggests ({bad.why}); if the trainer means {bad.use}, write that")
+            out.append((text, where))
+            continue
+        fixed = Requirement(text)
+        fixed.name = bad.use
+        if bad.after is None:
+            fixed.specifier = SpecifierSet()
+        fixed_text = str(fixed)
+        notes.append(f"{where}: {show(text)} cannot be installed ({bad.why}): {fixed_text} is installed instead "
+                     "(base_images/requirement_names.yaml); write that in the file")
+        out.append((fixed_text, where))
+    return out, notes
+
+
 def _checked_text(text: str, where: str) -> None:
     bad = bad_character(text)
     if bad:
@@ -1004,11 +1063,26 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     if "requirements" not in given and (directory / REQUIREMENTS).is_file():
         requirements = REQUIREMENTS
     read = _read_requirements(directory, requirements) if requirements and (directory / requirements).is_file() else None
+    # Names known not to install (base_images/requirement_names.yaml) are replaced, each said; the file's own lines
+    # cannot be changed in the copied file, so a file with one joins the config's pip entries, as `-e .` does.
+    bad_names = _bad_names()
+    declared, said = _renamed(bad_names, declared)
+    notes += said
+    renamed_lines, said = _renamed(bad_names, list(read.lines) if read else [])
+    notes += said
+    renamed = [w for (t, w), (new, _) in zip(read.lines if read else (), renamed_lines, strict=True) if t != new]
+    if read is not None and renamed and "requirements" in given:
+        raise ConfigError(f"{show(requirements)} ({where_set['requirements']}) names a distribution that cannot be "
+                          f"installed ({renamed[0]}: {said[0]}); the file is copied into the image as it is: fix the line",
+                          field="requirements")
+    if read is not None:
+        read = replace(read, lines=tuple(renamed_lines))
     sources = [Source(t, w) for t, w in (read.lines if read else ())] + [Source(t, w) for t, w in declared]
     extra: list[tuple[str, str]] = list(declared)  # what autopackage adds to `pip`
-    if read is not None and (read.installs_self or read.included):
+    if read is not None and (read.installs_self or read.included or renamed):
         what = (f"installs the trainer itself ({read.installs_self})" if read.installs_self
-                else f"includes {', '.join(read.included)}")
+                else f"includes {', '.join(read.included)}" if read.included
+                else f"names a distribution that cannot be installed ({', '.join(renamed[:3])})")
         if "requirements" in given:
             raise ConfigError(f"{show(requirements)} ({where_set['requirements']}) {what}, which the image's install of "
                               "the file, copied alone, cannot do; leave `requirements` unset and autopackage installs its "
