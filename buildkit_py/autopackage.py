@@ -295,10 +295,15 @@ def _setup_py(path: Path) -> dict[str, Any]:
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
         (isinstance(n.func, ast.Name) and n.func.id == "setup") or
         (isinstance(n.func, ast.Attribute) and n.func.attr == "setup"))]
+    # Compiled parts: an ext_modules argument, or an extension class or cythonize() called anywhere in the file.
+    compiled = next((f"setup.py:{n.lineno} ({_called(n)})" for n in ast.walk(tree) if isinstance(n, ast.Call)
+                     and _called(n) in _EXTENSION_CALLS), None)
+    compiled = compiled or next((f"setup.py:{k.value.lineno} (ext_modules)" for c in calls for k in c.keywords
+                                 if k.arg == "ext_modules"), None)
     if len(calls) != 1 or any(k.arg is None for k in calls[0].keywords):  # setup(**kwargs): only running it tells
-        return dict.fromkeys(_SETUP_KEYS)
+        return dict.fromkeys(_SETUP_KEYS) | {"compiled": compiled}
     given = {k.arg: k.value for k in calls[0].keywords}
-    found: dict[str, Any] = {}
+    found: dict[str, Any] = {"compiled": compiled}
     for key in _SETUP_KEYS:
         node = given.get(key)
         if key not in given:
@@ -309,6 +314,18 @@ def _setup_py(path: Path) -> dict[str, Any]:
             value = _literal(node, names)
             found[key] = value if isinstance(value, list if key == "install_requires" else str) else None
     return found
+
+
+# Calls that make compiled extensions in a setup.py (setuptools, Cython, pybind11, cffi).
+_EXTENSION_CALLS = frozenset({"Extension", "cythonize", "Pybind11Extension", "CUDAExtension", "CppExtension"})
+# Build backends and build requirements that compile (a pyproject.toml's [build-system]).
+_COMPILING_BACKENDS = ("scikit_build_core", "mesonpy", "maturin", "setuptools_rust", "pdm.backend.cython")
+_COMPILING_REQUIRES = frozenset({"cython", "pybind11", "scikit-build", "scikit-build-core", "maturin", "meson-python",
+                                 "setuptools-rust", "cffi", "nanobind"})
+
+
+def _called(node: ast.Call) -> str:
+    return node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
 
 
 def _literal_map(node: ast.AST | None, names: dict[str, ast.AST]) -> Any:
@@ -355,9 +372,9 @@ def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None, Any, Any]:
     return name, joined, version, entry_points
 
 
-def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool, Any, Any]:
+def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool, Any, Any, str | None]:
     """(name, [project] dependencies, whether dependencies are dynamic: only the build backend tells, version, entry
-    points); version and entry points None when dynamic, _UNSET when not given."""
+    points, where its build compiles); version and entry points None when dynamic, _UNSET when not given."""
     try:
         document = tomllib.loads(read_text(path, "pyproject.toml"))
     except tomllib.TOMLDecodeError as exc:
@@ -378,7 +395,25 @@ def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool, Any, Any
         tables = {g: v for g, v in groups.items() if v is not None}
         entry_points = _entry_points({g: [f"{k} = {e}" for k, e in v.items()] for g, v in tables.items()}) \
             if all(isinstance(v, dict) and all(isinstance(e, str) for e in v.values()) for v in tables.values()) else None
-    return name, deps, "dependencies" in dynamic, version, entry_points
+    return name, deps, "dependencies" in dynamic, version, entry_points, _compiling(document.get("build-system"))
+
+
+def _compiling(system: Any) -> str | None:
+    """Where a pyproject's [build-system] compiles: a compiling backend or build requirement."""
+    if not isinstance(system, dict):
+        return None
+    backend = system.get("build-backend")
+    if isinstance(backend, str) and backend.startswith(_COMPILING_BACKENDS):
+        return f"pyproject.toml:[build-system] build-backend {backend}"
+    requires = system.get("requires") if isinstance(system.get("requires"), list) else []
+    for item in requires:
+        try:
+            name = canonicalize_name(Requirement(item).name) if isinstance(item, str) else ""
+        except InvalidRequirement:
+            continue
+        if name in _COMPILING_REQUIRES:
+            return f"pyproject.toml:[build-system] requires {item}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -390,6 +425,7 @@ class _Own:
     notes: list[str]
     version: str | None = None  # None: computed by its build, not read
     entry_points: dict[str, list[str]] | None = None  # group -> entries; None: computed by its build, not read
+    compiled: str | None = None  # where the package declares compiled parts (setup.py:12 (Extension))
 
 
 def _declared(directory: Path) -> _Own:
@@ -403,12 +439,13 @@ def _declared(directory: Path) -> _Own:
     deps: list[tuple[str, str]] = []
     notes: list[str] = []
     computed = False
+    compiled = None
 
     def later(old: Any, new: Any) -> Any:  # a later file's value where it gives one (setup.py wins, as setuptools)
         return old if new is _UNSET else new
 
     if pyproject.is_file():
-        pname, pdeps, dynamic, version, entry_points = _pyproject(pyproject)
+        pname, pdeps, dynamic, version, entry_points, compiled = _pyproject(pyproject)
         name = pname
         deps = [(d, f"pyproject.toml:[project] dependencies[{i}]") for i, d in enumerate(pdeps or [])]
         computed = dynamic and not setup_py.is_file() and not setup_cfg.is_file()
@@ -423,6 +460,7 @@ def _declared(directory: Path) -> _Own:
     if setup_py.is_file():
         found = _setup_py(setup_py)
         sname, sdeps = found["name"], found["install_requires"]
+        compiled = compiled or found["compiled"]
         version, entry_points = later(version, found["version"]), later(entry_points, found["entry_points"])
         if isinstance(sname, str):
             name = sname
@@ -441,7 +479,7 @@ def _declared(directory: Path) -> _Own:
                      "in an isolated build environment (nothing of it runs in the image)")
     return _Own(name if isinstance(name, str) and name else None, deps, notes,
                 version if isinstance(version, str) and version else None,
-                {} if entry_points is _UNSET else entry_points if isinstance(entry_points, dict) else None)
+                {} if entry_points is _UNSET else entry_points if isinstance(entry_points, dict) else None, compiled)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1114,6 +1152,12 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     if package:
         extra = [(t, w) for t, w in extra if not (_parses(t) and canonicalize_name(Requirement(t).name) == own)]
         notes.append(_own_package(own_package, given, where_set, overrides))
+    if own_package.compiled and "build_extensions" not in given:
+        overrides["build_extensions"] = True
+        notes.append(f"the trainer package has compiled parts ({own_package.compiled}): copying its source cannot work, so "
+                     "they are built as `pip install .` builds them, in a stage of their own (build_extensions: true), "
+                     "and the compiled modules are copied beside its code; a code edit takes the full build, which "
+                     "rebuilds them")
     parsed = [(s.source, r) for s in sources if (r := _requirement(s.requirement, s.source)) is not None]
     parsed = [(w, r) for w, r in parsed if canonicalize_name(r.name) != own]
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .registry import PushResult
 
 LABEL_PREFIX = "dev.buildkit-py"
+EXTENSIONS_STAGE = "trainer-build"  # the Dockerfile stage that builds the trainer's compiled extensions (build_extensions)
 # The labels a build sets itself (--label), beside the Dockerfile's.
 CONTENT_LABEL = f"{LABEL_PREFIX}.content-digest"
 REVISION_LABEL = "org.opencontainers.image.revision"

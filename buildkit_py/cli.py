@@ -60,6 +60,9 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
                        help="install cloudml-hypertune (default: yes)")
     group.add_argument("--import-check", action=argparse.BooleanOptionalAction, default=None,
                        help="import what the trainer imports in the image before its code layer (default: yes)")
+    group.add_argument("--build-extensions", action=argparse.BooleanOptionalAction, default=None,
+                       help="build the trainer directory's compiled extensions (setup.py ext_modules, Cython) in a stage "
+                            "of their own and copy them beside the code (default: no; autopackage finds them)")
     group.add_argument("--keep-pip", action=argparse.BooleanOptionalAction, default=None,
                        help="leave pip in the image's venv (default: no; uv installs the packages)")
     group.add_argument("--requirements", help="a requirements file in the trainer directory")
@@ -122,7 +125,7 @@ CLOUDBUILD_HELP = {
 
 
 _OVERRIDES = ("framework", "python", "cuda", "accelerator", "cuda_flavor", "base_image", "gpu", "hypertune",
-              "import_check", "keep_pip",
+              "import_check", "build_extensions", "keep_pip",
               "requirements", "template", "image", "python_mirror", "tags", "platform", "network", "ca_cert",
               "pip_index_url", "pip_conf", "builder", "allow_secrets", "allow_large")
 

@@ -142,6 +142,7 @@ class Config:
     env: tuple[tuple[str, str], ...] = ()
     hypertune: bool = True
     import_check: bool = True  # the build imports what the trainer's entry point imports before its code layer
+    build_extensions: bool = False  # the trainer directory's compiled extensions are built in a stage of their own
     keep_pip: bool = False  # leave pip in the image's venv (uv installs without it), for trainers that run pip
     trainer: Trainer | None = None
     package: PackageMeta | None = None
@@ -1232,6 +1233,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "env": _env,
         "hypertune": _bool,
         "import_check": _bool,
+        "build_extensions": _bool,
         "keep_pip": _bool,
         "trainer": lambda r, p, v: _trainer(r, p, v, root),
         "package": _package,

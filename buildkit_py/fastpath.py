@@ -31,6 +31,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .buildtypes import EXTENSIONS_STAGE
 from .context import FIXED_MTIME, Snapshot
 from .errors import OutputError, RegistryError, show
 from .fsutil import cache_dir, write_atomic
@@ -128,6 +129,9 @@ def _words(arguments: str) -> list[str] | None:
 def code_step(dockerfile: str) -> CodeStep | str:
     """The code step of a Dockerfile, or why it has none the fast path can replace."""
     steps = _instructions(dockerfile)
+    if any(k == "FROM" and a.split()[-1:] == [EXTENSIONS_STAGE] for k, a in steps):
+        return ("the trainer's compiled extensions are built from its whole directory (build_extensions): a code edit "
+                "rebuilds them")
     unknown = sorted({k for k, _ in steps} - _METADATA_ONLY - _LAYERS)
     if unknown:
         return f"the Dockerfile has instructions buildkit-py does not follow ({', '.join(map(show, unknown))})"

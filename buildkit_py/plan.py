@@ -128,6 +128,8 @@ class Plan(HtmlRepr):
     # Where the build's import check starts (the trainer's module or script); None: no check (no trainer code, or
     # import_check: false).
     import_check: ImportScope | None = None
+    # The trainer's compiled extensions are built from its directory in a stage of their own and copied beside the code.
+    build_extensions: bool = False
 
     @property
     def from_image(self) -> str:
@@ -634,6 +636,7 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         requirements_hashed=requirements.hashed,
         trainer_package=config.trainer_package,
         import_check=_import_scope(config),
+        build_extensions=config.build_extensions and not config.executor,
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,
@@ -802,6 +805,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         requirements_hashed=requirements.hashed,
         trainer_package=config.trainer_package,
         import_check=_import_scope(config),
+        build_extensions=config.build_extensions and not config.executor,
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,

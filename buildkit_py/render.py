@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
+from .buildtypes import EXTENSIONS_STAGE
 from .errors import ConfigError, OutputError, RenderError, show
 from .fsutil import cache_dir, consult, read_text, write_atomic
 from .launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
@@ -139,6 +140,7 @@ def _render_plan(plan: Plan, user: str | None, buildkit: bool) -> str:
         "launcher_module": LAUNCHER_MODULE,
         "imports_file": IMPORTS_CONTEXT_FILE,
         "imports_image_file": IMPORTS_IMAGE_FILE,
+        "extensions_stage": EXTENSIONS_STAGE,
         "uv_requirement": load_matrix().tools.uv_requirement,  # the builds' installer (base_images/tools.yaml)
     }
     try:
