@@ -1,0 +1,107 @@
+"""autopackage resolves the image's requirements with uv before anything is built: against a loopback index of real
+wheels (test_lock_e2e.Index), and against PyPI for its placeholder; cached by its inputs; offline said, not failed."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from test_import_check_e2e import wheel
+from test_lock_e2e import Index
+
+from buildkit_py.resolution import OFFLINE_ENV
+from conftest import run_cli
+
+
+@pytest.fixture
+def online(monkeypatch):
+    monkeypatch.delenv(OFFLINE_ENV, raising=False)
+
+
+@pytest.fixture
+def index(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    wheel(wheels, "bkpy_plain", "1.0", "VERSION = '1.0'\n")
+    wheel(wheels, "bkpy_plain", "1.1", "VERSION = '1.1'\n")
+    served = Index(wheels)
+    yield served
+    served.close()
+
+
+def trainer(root, index_url: str, requirements: str, extra: str = ""):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "train.py").write_text("import bkpy_plain\n")
+    (root / "requirements.txt").write_text(requirements)
+    (root / "pip.conf").write_text(f"[global]\nindex-url = {index_url}\n")
+    (root / "buildkit.yaml").write_text(f"framework: none\nhypertune: false\npip_conf: pip.conf\n{extra}")
+    return root
+
+
+def dry(root, *args):
+    return run_cli("autopackage", str(root), "--dry-run", "--json", *args)
+
+
+def test_the_dry_run_resolves_each_requirement_and_keeps_the_result(online, index, tmp_path):
+    root = trainer(tmp_path / "app", index.url, "bkpy-plain>=1.0\n")
+    proc = dry(root)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["resolution"]["checked"] is True and out["resolution"]["cached"] is False, out["resolution"]
+    assert out["resolution"]["packages"] == {"bkpy-plain": "1.1"}
+    assert out["requirements"] == [{"requirement": "bkpy-plain>=1.0", "source": "requirements.txt:1", "resolved": "1.1"}]
+    assert [s["stage"] for s in out["stages"]] == ["infer", "render", "resolve"]
+    again = json.loads(dry(root).stdout)
+    assert again["resolution"]["cached"] is True and again["resolution"]["packages"] == {"bkpy-plain": "1.1"}
+    (root / "requirements.txt").write_text("bkpy-plain==1.0\n")  # another input: resolved again
+    changed = json.loads(dry(root).stdout)
+    assert changed["resolution"]["cached"] is False and changed["requirements"][0]["resolved"] == "1.0"
+
+
+def test_a_requirement_that_does_not_resolve_exits_2_at_its_line(online, index, tmp_path):
+    root = trainer(tmp_path / "app", index.url, "bkpy-plain==1.0\nbkpy-nowhere==2.0\n")
+    proc = dry(root)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "requirements.txt:2: 'bkpy-nowhere==2.0' does not resolve for Python 3.11 (linux/amd64)" in proc.stderr
+    assert "not found in the package registry" in proc.stderr and "Traceback" not in proc.stderr
+    error = proc.stderr.strip().splitlines()[-1]  # one line, after the stages' progress events
+    assert error.startswith("buildkit-py: error: requirements.txt:2:") and "not found in the package registry" in error
+    (root / "requirements.txt").write_text("bkpy-plain==3.0\n")  # a release the index lacks
+    assert "requirements.txt:1: 'bkpy-plain==3.0' does not resolve" in dry(root).stderr
+
+
+def test_offline_or_an_unreachable_index_says_nothing_was_checked(online, tmp_path):
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = trainer(tmp_path / "app", f"http://127.0.0.1:{port}/simple", "bkpy-plain==1.0\n")
+    for args, env, said in (((), {}, "no package index answered"), (("--offline",), {}, "offline"),
+                            ((), {OFFLINE_ENV: "1"}, "offline")):
+        proc = run_cli("autopackage", str(root), "--dry-run", "--json", *args, env=env)
+        assert proc.returncode == 0, proc.stderr
+        resolution = json.loads(proc.stdout)["resolution"]
+        assert resolution["checked"] is False and said in resolution["note"], resolution
+
+
+def test_a_placeholder_the_config_names_is_refused_by_pypi_with_its_own_words(online, tmp_path):
+    root = tmp_path / "app"
+    root.mkdir()
+    (root / "train.py").write_text("print(1)\n")
+    (root / "buildkit.yaml").write_text("framework: none\nhypertune: false\npip: [sklearn]\n")
+    proc = dry(root)
+    if proc.returncode == 0 and not json.loads(proc.stdout)["resolution"]["checked"]:
+        pytest.fail(f"PyPI is not reachable from this machine: {proc.stdout[-500:]}")
+    assert proc.returncode == 2, proc.stdout
+    assert "buildkit.yaml: pip: 'sklearn' does not resolve" in proc.stderr, proc.stderr
+    assert "Failed to build `sklearn" in proc.stderr and "scikit-learn" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_offline_takes_a_boolean_through_the_api(value):
+    from buildkit_py import api
+    from buildkit_py.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        api.autopackage(dir="/nonexistent", dry_run=True, offline=value)
+    assert str(err.value) == f"offline: {value!r} is not allowed: True or False"
