@@ -410,7 +410,7 @@ def test_autopackage_options_of_the_wrong_type_exit_2(tmp_path):
     from buildkit_py.progress import Reporter
 
     write(tmp_path, "trainer/task.py", "")
-    for name in ("strict", "dockerfile", "with_launcher"):
+    for name in ("strict", "dockerfile", "with_launcher", "offline"):
         with pytest.raises(ConfigError) as caught:
             api.autopackage(api.Project(directory=tmp_path), api.AutopackageOptions(**{name: "yes"}), progress=Reporter())
         assert caught.value.exit_code == 2 and f"--{name.replace('_', '-')}" in str(caught.value)
@@ -419,7 +419,9 @@ SKIP_IMAGE_CHECK_VALUES = ["yes\n", "\u2028", "a" * 70000, os.fsdecode(b"\xff\xf
 
 @pytest.mark.parametrize("command, flag", [("plan", "--skip-image-check"), ("submit", "--skip-image-check"),
                                            ("autopackage", "--skip-image-check"), ("build", "--no-fast-path"),
-                                           ("run", "--no-fast-path")])
+                                           ("run", "--no-fast-path"), ("autopackage", "--offline"),
+                                           ("build", "--no-import-check"), ("autopackage", "--import-check"),
+                                           ("dockerfile", "--build-extensions")])
 @pytest.mark.parametrize("value", SKIP_IMAGE_CHECK_VALUES, ids=["newline", "u2028", "70000", "invalid-utf8"])
 def test_switches_take_no_value(tmp_path, capsys, monkeypatch, command, flag, value):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
