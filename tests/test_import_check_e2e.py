@@ -7,43 +7,27 @@ loads libgomp.so.1 through ctypes, as the real wheel's lib_lightgbm.so does, whi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import uuid
-import zipfile
 from pathlib import Path
 
 import pytest
 from test_build_e2e import docker
-from test_lock_e2e import Index
+from test_lock_e2e import Index, make_wheel
 
 from conftest import run_cli
 
 LOADS_LIBGOMP = "import ctypes\n_LIB = ctypes.CDLL('libgomp.so.1')\nVERSION = '99.0.0'\n"
 
 
-def wheel(directory: Path, name: str, version: str, module_text: str) -> Path:
-    """A pure-Python wheel whose top-level module is module_text."""
-    path = directory / f"{name}-{version}-py3-none-any.whl"
-    info = f"{name}-{version}.dist-info"
-    files = {f"{name}/__init__.py": module_text,
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = "".join(f"{n},sha256={hashlib.sha256(t.encode()).hexdigest()},{len(t.encode())}\n" for n, t in files.items())
-    with zipfile.ZipFile(path, "w") as archive:
-        for n, t in {**files, f"{info}/RECORD": record + f"{info}/RECORD,,\n"}.items():
-            archive.writestr(zipfile.ZipInfo(n, (2020, 1, 1, 0, 0, 0)), t)
-    return path
-
-
 @pytest.fixture
 def index(tmp_path):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    wheel(wheels, "lightgbm", "99.0.0", LOADS_LIBGOMP)  # a release PyPI does not have: the index's wins
-    wheel(wheels, "bkpy_gompy", "1.0", LOADS_LIBGOMP)  # loads the same library, and is in no table
-    wheel(wheels, "bkpy_plain", "1.0", "VERSION = '1.0'\n")
+    make_wheel(wheels, "lightgbm", "99.0.0", module_text=LOADS_LIBGOMP)  # a release PyPI does not have: the index's wins
+    make_wheel(wheels, "bkpy_gompy", "1.0", module_text=LOADS_LIBGOMP)  # loads the same library, and is in no table
+    make_wheel(wheels, "bkpy_plain", "1.0", module_text="VERSION = '1.0'\n")
     served = Index(wheels)
     yield served
     served.close()

@@ -20,11 +20,13 @@ from conftest import CA_BUNDLE, run_cli
 STANDIN = "buildkit-py/standin:bookworm"  # python3.11 with venv and pip (scripts/testenv.sh)
 
 
-def make_wheel(directory: Path, name: str, version: str, marker: str = "") -> Path:
-    """A real pure-Python wheel (zip with METADATA, WHEEL and RECORD) whose module reports its version."""
+def make_wheel(directory: Path, name: str, version: str, marker: str = "", module_text: str | None = None) -> Path:
+    """A real pure-Python wheel (zip with METADATA, WHEEL and RECORD) whose module reports its version (or is
+    module_text)."""
     path = directory / f"{name}-{version}-py3-none-any.whl"
     info = f"{name}-{version}.dist-info"
-    files = {f"{name}/__init__.py": f"VERSION = {version!r}\nMARKER = {marker!r}\n",
+    text = f"VERSION = {version!r}\nMARKER = {marker!r}\n" if module_text is None else module_text
+    files = {f"{name}/__init__.py": text,
              f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
              f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
     record = "".join(f"{n},sha256={hashlib.sha256(t.encode()).hexdigest()},{len(t.encode())}\n" for n, t in files.items())

@@ -7,8 +7,7 @@ import json
 import socket
 
 import pytest
-from test_import_check_e2e import wheel
-from test_lock_e2e import Index
+from test_lock_e2e import Index, make_wheel
 
 from buildkit_py.resolution import OFFLINE_ENV
 from conftest import run_cli
@@ -23,8 +22,8 @@ def online(monkeypatch):
 def index(tmp_path):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    wheel(wheels, "bkpy_plain", "1.0", "VERSION = '1.0'\n")
-    wheel(wheels, "bkpy_plain", "1.1", "VERSION = '1.1'\n")
+    make_wheel(wheels, "bkpy_plain", "1.0", module_text="VERSION = '1.0'\n")
+    make_wheel(wheels, "bkpy_plain", "1.1", module_text="VERSION = '1.1'\n")
     served = Index(wheels)
     yield served
     served.close()
