@@ -78,9 +78,21 @@ def _type_checking(test: ast.AST) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
+# A branch on the interpreter or the OS (`if sys.version_info < (3, 8): import importlib_metadata`, `if sys.platform ==
+# "win32": import winreg`): either side may be the one that never runs in the image, so neither is required.
+_INTERPRETER = {("sys", "version_info"), ("sys", "version"), ("sys", "platform"), ("sys", "implementation"),
+                ("os", "name"), ("platform", "system"), ("platform", "python_version"), ("platform", "machine")}
+
+
+def _on_interpreter(test: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and (n.value.id, n.attr) in _INTERPRETER
+               for n in ast.walk(test))
+
+
 def statements(tree: ast.AST) -> Iterator[Statement]:
     """Each import the module may run, in no particular order: those guarded by `except ImportError` (the code runs
-    without them) and under `if TYPE_CHECKING:` (never at run time) left out."""
+    without them), under `if TYPE_CHECKING:` (never at run time) and in a branch on the interpreter's version or the OS
+    left out."""
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
@@ -93,6 +105,8 @@ def statements(tree: ast.AST) -> Iterator[Statement]:
             stack += [child for part in (node.handlers, node.orelse, node.finalbody) for child in part]
         elif isinstance(node, ast.If) and _type_checking(node.test):
             stack += node.orelse
+        elif isinstance(node, ast.If) and _on_interpreter(node.test):
+            continue
         else:
             stack += ast.iter_child_nodes(node)
 
