@@ -38,6 +38,7 @@ from .resources import launcher_sources
 if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
     from . import fastpath
     from .registry import PushResult
+    from .resolution import Resolution
 
 CA_SECRET = "buildkit-ca"
 PIP_CONF_SECRET = "buildkit-pip-conf"
@@ -183,6 +184,25 @@ def _import_check(plan: Plan, dockerfile: str) -> tuple[str, str] | None:
     return ("module", scope.module) if scope.module else ("script", scope.script or "")
 
 
+def _resolve(config: Config, recipe: Recipe, options: BuildOptions, reporter: Reporter) -> None:
+    """The image's requirements resolved with uv before the engine builds: a requirement that does not resolve exits 2
+    at its file:line now, not as the install step's failure minutes into the build. A remote builder reads indexes
+    this machine may not reach: it is left to that build."""
+    from .requirements_file import requirement_lines
+    from .resolution import check_resolution
+
+    plan = recipe.resolved()
+    declared = [(p, f"{config.source}: pip") for p in plan.pip]
+    if plan.requirements:
+        try:
+            text = (config.root / plan.requirements).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""  # the build's COPY says what is wrong with it
+        declared += requirement_lines(text, plan.requirements)
+    resolution = check_resolution(config, plan, declared, offline=options.offline)
+    reporter.message(resolution.note if resolution.checked else f"note: {resolution.note}")
+
+
 def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[ImageRef],
                reporter: Reporter) -> tuple[PushResult, ...]:
     """Push one image under every ref (all tags of one local image), the layers sent once: the first ref by
@@ -216,9 +236,12 @@ def _pull_appended(builder, record: fastpath.Record | None, ref: ImageRef, repor
 
 
 def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None,
-          plan: Plan | None = None, *, recipe: Recipe | None = None, fast_path_said: str | None = None) -> BuildResult:
+          plan: Plan | None = None, *, recipe: Recipe | None = None, fast_path_said: str | None = None,
+          resolution: Resolution | None = None) -> BuildResult:
     """recipe: config -> plan -> render's result, where the caller made it (api.build keeps it for the next
-    command); fast_path_said: why the fast path of a kept recipe could not take this build (said already)."""
+    command); fast_path_said: why the fast path of a kept recipe could not take this build (said already);
+    resolution: the image's requirements as the caller resolved them (autopackage's stage), else resolved here before
+    an engine build."""
     from concurrent.futures import ThreadPoolExecutor
 
     from . import fastpath
@@ -262,6 +285,8 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                                                                                                reporter)
             built = image_id is None
             if built:
+                if resolution is None and not remote:
+                    _resolve(config, recipe, options, reporter)
                 reporter.message(f"building {refs[0]} ({len(snapshot.files)} files in the context, builder {builder.name})")
                 request = BuildRequest(
                     context_dir=ctx.directory,

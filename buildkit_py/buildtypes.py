@@ -38,6 +38,9 @@ class BuildOptions:
     # A pushed code-only edit is appended to the last pushed image in the registry (fastpath.py); False: always
     # build and push every changed layer through the engine.
     fast_path: bool = True
+    # The image's requirements are not resolved against the package indexes before an engine build (also
+    # BUILDKIT_PY_OFFLINE=1); said in the output.
+    offline: bool = False
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,8 @@ def _build_flags(parser: argparse.ArgumentParser) -> None:
                        help="let a very large file into the build context (repeatable)")
     group.add_argument("--docker", help="docker client to run BuildKit with (default: $BUILDKIT_PY_DOCKER or found)")
     group.add_argument("--no-cache", action="store_true", help="rebuild every layer")
+    group.add_argument("--offline", action="store_true", help="do not resolve the image's requirements against the "
+                       "package indexes before building (also BUILDKIT_PY_OFFLINE=1); said in the output")
     group.add_argument("--no-fast-path", action="store_false", dest="fast_path",
                        help="with --push: build and push through the engine even when only the code changed")
     group.add_argument("--progress", choices=MODES, default="auto",
@@ -142,7 +144,8 @@ def _project(args: argparse.Namespace) -> api.Project:
 def _build_options(args: argparse.Namespace) -> api.BuildOptions:
     return api.BuildOptions(push=getattr(args, "push", False), docker=args.docker, no_cache=args.no_cache,
                             cache_ref=args.cache_ref, locked=getattr(args, "locked", False),
-                            cloudbuild_endpoint=args.cloudbuild_endpoint, fast_path=args.fast_path)
+                            cloudbuild_endpoint=args.cloudbuild_endpoint, fast_path=args.fast_path,
+                            offline=args.offline)
 
 
 def _print_json(value) -> None:
@@ -458,7 +461,6 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
         args.dir = args.path
     options = api.AutopackageOptions(target=args.target, mode=args.mode, dry_run=args.dry_run, write_config=args.write_config,
                                      strict=args.strict, dockerfile=args.dockerfile, with_launcher=args.with_launcher,
-                                     offline=args.offline,
                                      build=_build_options(args),
                                      gpus=args.gpus, output=args.output,
                                      args=tuple(args.trainer_args), submit=_submit_options(args),
@@ -719,8 +721,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _skip_image_check_flag(p)
     p.add_argument("--dry-run", action="store_true", help="infer and print the plan; build, push and run nothing")
     p.add_argument("--write-config", action="store_true", help="save what was inferred as buildkit.yaml in DIR")
-    p.add_argument("--offline", action="store_true", help="do not resolve the requirements against the package "
-                   "indexes before building (also BUILDKIT_PY_OFFLINE=1); said in the output")
     p.add_argument("--strict", action="store_true", help="exit 2 when the trainer imports what its requirements do not "
                    "declare (default: add it, with a note)")
     p.add_argument("--dockerfile", action="store_true", help="build DIR's own Dockerfile as it is instead of rendering "

@@ -410,7 +410,7 @@ def test_autopackage_options_of_the_wrong_type_exit_2(tmp_path):
     from buildkit_py.progress import Reporter
 
     write(tmp_path, "trainer/task.py", "")
-    for name in ("strict", "dockerfile", "with_launcher", "offline"):
+    for name in ("strict", "dockerfile", "with_launcher"):
         with pytest.raises(ConfigError) as caught:
             api.autopackage(api.Project(directory=tmp_path), api.AutopackageOptions(**{name: "yes"}), progress=Reporter())
         assert caught.value.exit_code == 2 and f"--{name.replace('_', '-')}" in str(caught.value)
@@ -556,3 +556,15 @@ def test_fast_path_of_another_type_is_refused_by_the_api(tmp_path):
             with pytest.raises(BuildkitError) as caught:
                 call(api.BuildOptions(push=True, fast_path=wrong))
             assert caught.value.exit_code == 2 and "--no-fast-path" in str(caught.value)
+
+
+def test_offline_of_another_type_is_refused_by_the_api(tmp_path):
+    from buildkit_py import api
+
+    write(tmp_path, "trainer/task.py", "")
+    for wrong in ("false", 0, [False], None):
+        for call in (lambda o: api.build(api.Project(directory=tmp_path), o),
+                     lambda o: api.autopackage(api.Project(directory=tmp_path), api.AutopackageOptions(build=o))):
+            with pytest.raises(BuildkitError) as caught:
+                call(api.BuildOptions(offline=wrong))
+            assert caught.value.exit_code == 2 and "--offline" in str(caught.value)

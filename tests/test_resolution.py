@@ -104,3 +104,15 @@ def test_offline_takes_a_boolean_through_the_api(value):
     with pytest.raises(ConfigError) as err:
         api.autopackage(dir="/nonexistent", dry_run=True, offline=value)
     assert str(err.value) == f"offline: {value!r} is not allowed: True or False"
+
+
+def test_a_build_resolves_before_the_engine_builds(online, index, testenv, tmp_path):
+    root = trainer(tmp_path / "app", index.url, "bkpy-plain==1.0\nbkpy-nowhere==2.0\n",
+                   "requirements: requirements.txt\ntrainer:\n  script: train.py\n")
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"]}
+    proc = run_cli("build", "--dir", str(root), "--network", "host", "--progress", "plain", env=env)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "requirements.txt:2: 'bkpy-nowhere==2.0' does not resolve" in proc.stderr
+    assert "building " not in proc.stderr  # refused before the engine was asked to build anything
+    offline = run_cli("build", "--dir", str(root), "--network", "host", "--progress", "plain", "--offline", env=env)
+    assert "note: the requirements were not resolved: offline" in offline.stderr

@@ -59,7 +59,6 @@ class AutopackageOptions:
     strict: bool = False  # an import no declared requirement covers exits 2 instead of being added
     dockerfile: bool = False  # build the trainer directory's own Dockerfile as it is, instead of rendering one
     with_launcher: bool = False  # with dockerfile: the launcher runs first, then the Dockerfile's own command
-    offline: bool = False  # the requirements are not resolved before the build (also BUILDKIT_PY_OFFLINE=1)
     build: BuildOptions = field(default_factory=BuildOptions)
     gpus: int = 0
     output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs, outside the trainer directory
@@ -195,7 +194,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
     check_count("--gpus", options.gpus, MAX_GPUS)
     check_build_options(options.build)
     for name, value in (("--strict", options.strict), ("--dockerfile", options.dockerfile),
-                        ("--with-launcher", options.with_launcher), ("--offline", options.offline)):
+                        ("--with-launcher", options.with_launcher)):
         if not isinstance(value, bool):
             raise ConfigError(f"{show(value)} is not allowed: true or false", field=name)
     if options.with_launcher and not options.dockerfile:
@@ -274,14 +273,15 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
         raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
                           "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
                           "autopackage runs the trainer here", field="--pipeline")
-    resolution = None
-    if options.mode == "container" and own_dockerfile is None:
-        from ..resolution import check_resolution
+    from ..resolution import Resolution, check_resolution
 
-        with stages.stage("resolve") as out:
+    resolution = Resolution(False, f"{inferred.dockerfile} installs what it says: nothing is resolved for it") \
+        if own_dockerfile is not None else None
+    if options.mode == "container" and own_dockerfile is None:
+        with stages.stage("resolve") as out:  # once: the build takes it
             declared = [(s.requirement, s.source) for s in inferred.sources] + [(p, f"{config.source}: pip")
                                                                               for p in config.pip]
-            resolution = check_resolution(config, planned, declared, offline=options.offline)
+            resolution = check_resolution(config, planned, declared, offline=options.build.offline)
             out[:] = [resolution.note + (" (kept from an earlier run)" if resolution.cached else ""), resolution.cached]
     if options.dry_run:
         what = "a training pipeline (the job, then the model's upload)" if options.job.pipeline else "it"
@@ -301,7 +301,8 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
             # path), with no engine build or push. A local run needs the image in the engine: built there; so does
             # a registry only the engine reaches (--skip-image-check): the engine pushes.
             through_build = pushes and target != "local" and not options.submit.skip_image_check
-            built = build_image(config, replace(options.build, push=through_build), reporter, dockerfile, planned)
+            built = build_image(config, replace(options.build, push=through_build), reporter, dockerfile, planned,
+                                resolution=resolution)
         out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
                   not built.built]
     if pushes:
