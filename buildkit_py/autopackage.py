@@ -58,11 +58,6 @@ _ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGN
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
 MAX_REQUIREMENT = 4096  # characters of one requirement line; longer is not a requirement (URLs with hashes fit)
 _DOCKERFILE_NAME = re.compile(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
-MAX_SHELL_SCRIPTS = 50  # shell scripts read for a --module-name
-MAX_SHELL_SCRIPT_BYTES = 1 << 20  # of each
-# gcloud ai-platform's `--module-name trainer.task` / `--module-name=...`, Vertex AI's `--python-module X` and the
-# worker pool spec's `python-module=X`.
-_MODULE_FLAG = re.compile(r"(?:--module[-_]name|--python[-_]module|python-module)[= ]+['\"]?([A-Za-z_][A-Za-z0-9_.]*)", re.ASCII)
 _MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
 MAX_SCANNED = 2000  # .py files read for imports; a bigger tree is not a trainer
 
@@ -759,7 +754,50 @@ def _scan_imports(directory: Path, code: _Code, script_dir: str | None) -> _Scan
 # The trainer
 
 
-def _trainer(directory: Path) -> tuple[dict, str]:
+def _script_file(directory: Path, rel: str) -> bool:
+    if len(rel) > 1000 or rel.startswith("/") or ".." in rel.split("/"):
+        return False
+    try:
+        path = directory / rel
+        return path.is_file() and not path.is_symlink()
+    except OSError:
+        return False
+
+
+def _trainer(directory: Path) -> tuple[dict, str, list[str]]:
+    """The trainer (its config value and how it was found) and notes: first what the repository declares (a
+    training Dockerfile's ENTRYPOINT/CMD, then a submit command or Vertex AI SDK call), then the layouts known."""
+    from .entrypoints import choose, dockerfile_entries, submitted_entries
+
+    def is_module(name: str) -> bool:
+        return _module_file(directory, name) or _module_file(directory, f"{name}.__main__")
+
+    def is_script(rel: str) -> bool:
+        return _script_file(directory, rel)
+
+    found = [*dockerfile_entries(directory, is_module, is_script), *submitted_entries(directory, is_module, is_script)]
+    chosen, others = choose(found)
+    if chosen is None and others:
+        raise ConfigError("the repository names several trainers: " + "; ".join(f"{d.name} ({d.where})" for d in others[:6])
+                          + "; set `trainer:` (module or script) in buildkit.yaml, or pass --module or --script",
+                          field="DIR")
+    if chosen is not None:
+        notes = []
+        if chosen.args:
+            notes.append(f"{chosen.where} passes {show(' '.join(chosen.args))} to the trainer: they are its default "
+                         "arguments (trainer.args; a job's args replace them)")
+        if chosen.also:
+            notes.append(f"{chosen.where} also runs {'; '.join(map(show, chosen.also))}, which the generated image does "
+                         "not: do it in the trainer, or build that Dockerfile as it is (--dockerfile --with-launcher)")
+        if others:
+            notes.append("the repository names other trainers too, not used: "
+                         + "; ".join(f"{d.name} ({d.where})" for d in others[:5]))
+        return chosen.trainer, f"{chosen.name} (named by {chosen.where})", notes
+    value, said = _layout_trainer(directory)
+    return value, said, []
+
+
+def _layout_trainer(directory: Path) -> tuple[dict, str]:
     if (directory / "trainer" / PACKAGE_TASK).is_file():
         return {"module": "trainer.task"}, "module trainer.task"
     packages = sorted(p.parent.name for p in directory.glob(f"*/{PACKAGE_TASK}")
@@ -783,19 +821,15 @@ def _trainer(directory: Path) -> tuple[dict, str]:
                     and _MODULE_PART.fullmatch(p.parent.name) and _MODULE_PART.fullmatch(p.parent.parent.name))
     if len(nested) == 1 and not packages and not in_folders:
         return {"module": nested[0]}, f"module {nested[0]}"
-    named = _named_modules(directory)
-    if len(named) == 1:
-        (module, where), = named.items()
-        return {"module": module}, f"module {module} (named by {where})"
-    guarded = [] if named else _main_modules(directory)
+    guarded = _main_modules(directory)
     if len(guarded) == 1:
         return {"module": guarded[0]}, f"module {guarded[0]} (the package's one module with `if __name__ == \"__main__\"`)"
     looked = (f"trainer/{PACKAGE_TASK}, one PACKAGE/{PACKAGE_TASK} beside a PACKAGE/__init__.py"
               + (f" (found several: {', '.join(packages)})" if packages else "") + ", a script "
               + ", ".join(SCRIPTS) + ", or one in a single folder"
               + (f" (found several: {', '.join(in_folders)})" if in_folders else "")
-              + ", a module the directory's shell scripts name with --module-name or --python-module"
-              + (f" (found several: {', '.join(f'{m} ({w})' for m, w in named.items())})" if named else "")
+              + ", a module or script a training Dockerfile's ENTRYPOINT/CMD runs or a submit command or Vertex AI SDK "
+              "call names"
               + ", or one package module with `if __name__ == \"__main__\"`"
               + (f" (found several: {', '.join(guarded)})" if len(guarded) > 1 else ""))
     own = _dockerfile(directory)
@@ -815,28 +849,6 @@ def _module_file(directory: Path, module: str) -> bool:
         return (directory.joinpath(*parts[:-1]) / f"{parts[-1]}.py").is_file()
     except OSError:
         return False
-
-
-def _named_modules(directory: Path) -> dict[str, str]:
-    """{module: where} that the directory's shell scripts (its top and one folder down, as AI Platform's samples keep
-    them in scripts/) pass to `gcloud ai-platform jobs submit training --module-name` or Vertex AI's `--python-module`
-    / `python-module=`, where that module is a file here."""
-    found: dict[str, str] = {}
-    scripts = sorted([*directory.glob("*.sh"), *directory.glob("*/*.sh")])[:MAX_SHELL_SCRIPTS]
-    for path in scripts:
-        if path.is_symlink() or not path.is_file():
-            continue  # a FIFO would block the read; a link may point out of the directory
-        try:
-            with path.open("rb") as f:  # a stray byte in a script does not hide the module it names
-                text = f.read(MAX_SHELL_SCRIPT_BYTES).decode("utf-8", "replace")
-        except OSError:
-            continue
-        for match in _MODULE_FLAG.finditer(text):
-            module = match.group(1)
-            if _module_file(directory, module):
-                line = text.count("\n", 0, match.start()) + 1
-                found.setdefault(module, f"{path.relative_to(directory).as_posix()}:{line}")
-    return found
 
 
 def _main_modules(directory: Path) -> list[str]:
@@ -1089,7 +1101,8 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                               "packaged, or --module", field="--from-aiplatform")
         overrides["trainer"], trainer = {"module": module}, f"module {module} (trainingInput.pythonModule)"
     elif "trainer" not in given:
-        overrides["trainer"], trainer = _trainer(directory)
+        overrides["trainer"], trainer, said = _trainer(directory)
+        notes += said
     matrix = load_matrix()
 
     # Declared: the requirements file, and the trainer's own package (what gcloud's `pip install .` installed).

@@ -1,0 +1,99 @@
+"""The entry point a trainer repository declares (buildkit_py/entrypoints.py), found by autopackage before the
+layouts it knows: Dockerfile ENTRYPOINT/CMD in each form and place, submit commands, Vertex AI SDK calls."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+
+def dry(root, *args: str) -> dict:
+    proc = run_cli("autopackage", str(root), "--dry-run", "--json", *args)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["inferred"]
+
+
+PACKAGE = {"mypkg/__init__.py": "", "mypkg/training/__init__.py": "", "mypkg/training/train.py": "print(1)\n"}
+
+
+@pytest.mark.parametrize("name, text, trainer, args", [
+    ("Dockerfile", 'FROM python:3.10\nWORKDIR /app\nCOPY . .\nENTRYPOINT ["python", "-m", "mypkg.training.train"]\n',
+     {"module": "mypkg.training.train"}, None),
+    ("Dockerfile.gpu", 'FROM nvidia/cuda:12.4.1-base-ubuntu22.04\nCOPY . /code\nWORKDIR /code\n'
+                       'ENTRYPOINT ["python3", "-u", "-m", "mypkg.training.train"]\nCMD ["--epochs", "5"]\n',
+     {"module": "mypkg.training.train", "args": ["--epochs", "5"]}, "--epochs 5"),
+    ("docker/trainer.dockerfile", 'FROM python:3.9-slim\nWORKDIR /opt/app\nCOPY src/ /opt/app/src/\n'
+                                  'CMD ["python", "-u", "src/models/train_model.py"]\n',
+     {"script": "src/models/train_model.py"}, None),
+    ("dockerfiles/train_model.dockerfile", "FROM python:3.9\nWORKDIR /w\nCOPY . /w\n"
+                                           "ENTRYPOINT python src/models/train_model.py --data gs://b/d\n",
+     {"script": "src/models/train_model.py", "args": ["--data", "gs://b/d"]}, "--data gs://b/d"),
+    ("Dockerfile.training", 'FROM python:3.9\nCOPY . /app\nWORKDIR /app\n'
+                            'CMD ["sh", "-c", "dvc pull data/raw && python src/models/train_model.py"]\n',
+     {"script": "src/models/train_model.py"}, None),
+])
+def test_a_training_dockerfile_names_the_trainer(project, name, text, trainer, args):
+    root = project({**PACKAGE, "src/models/train_model.py": "print(2)\n", "trainer/__init__.py": "",
+                    "trainer/task.py": "print(3)\n", "Dockerfile.serving": 'FROM python:3.10\nCMD ["python", "serve.py"]\n',
+                    "serve.py": "", name: text})
+    inferred = dry(root)
+    assert inferred["config_keys"]["trainer"] == trainer, inferred
+    line = len(text.rstrip("\n").split("\n")) - (1 if "CMD [\"--epochs" in text else 0)
+    assert inferred["trainer"].endswith(f"(named by {name}:{line})"), inferred["trainer"]
+    notes = " | ".join(inferred["notes"])
+    assert (f"passes {args!r} to the trainer" in notes) == (args is not None), notes
+    if "dvc pull" in text:
+        assert "also runs 'dvc pull data/raw', which the generated image does not" in notes, notes
+
+
+@pytest.mark.parametrize("file, text, trainer", [
+    ("README.md", "```\ngcloud ai-platform jobs submit training $JOB --module-name trainer.train \\\n  --package-path trainer/\n```\n",
+     {"module": "trainer.train"}),
+    ("scripts/submit.sh", "gcloud ai custom-jobs create --region=us-central1 \\\n"
+                          "  --worker-pool-spec=machine-type=n1-standard-4,replica-count=1,executor-image-uri=X,"
+                          "python-module=trainer.model_keras\n", {"module": "trainer.model_keras"}),
+    ("Makefile", "submit:\n\tgcloud ai custom-jobs create --worker-pool-spec=machine-type=n1-standard-4,script=train_script.py\n",
+     {"script": "train_script.py"}),
+    ("pipeline/submit.py", "from google.cloud import aiplatform\njob = aiplatform.CustomPythonPackageTrainingJob(\n"
+                           "    display_name='x', python_package_gcs_uri='gs://b/p.tar.gz',\n"
+                           "    python_module_name=\"trainer.train\", container_uri='X')\n", {"module": "trainer.train"}),
+    ("vertex/run.py", "worker_pool_specs = [{\"machine_spec\": {}, \"python_package_spec\": {\n"
+                      "    \"executor_image_uri\": 'X', \"package_uris\": [], \"python_module\": \"trainer.model_keras\"}}]\n",
+     {"module": "trainer.model_keras"}),
+    ("launch.py", "job = aiplatform.CustomTrainingJob(display_name='x', script_path='train_script.py', container_uri='X')\n",
+     {"script": "train_script.py"}),
+])
+def test_a_submit_command_or_sdk_call_names_the_trainer(project, file, text, trainer):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "print(1)\n", "trainer/train.py": "print(2)\n",
+                    "trainer/model_keras.py": "print(3)\n", "train_script.py": "print(4)\n", file: text})
+    inferred = dry(root)
+    assert inferred["config_keys"]["trainer"] == trainer, inferred
+    assert f"(named by {file}:" in inferred["trainer"]
+
+
+def test_a_dockerfile_wins_over_a_submit_command_and_an_ambiguous_repository_is_refused(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "", "trainer/train.py": "", "trainer/other.py": "",
+                    "submit.sh": "gcloud ai-platform jobs submit training j --module-name trainer.train\n",
+                    "Dockerfile": 'FROM python:3.10\nCOPY . /app\nWORKDIR /app\nENTRYPOINT ["python", "-m", "trainer.other"]\n'})
+    inferred = dry(root)
+    assert inferred["config_keys"]["trainer"] == {"module": "trainer.other"}
+    assert any("other trainers too, not used: module trainer.train (submit.sh:1)" in n for n in inferred["notes"])
+    (root / "Dockerfile.gpu").write_text('FROM python:3.10\nCOPY . /app\nWORKDIR /app\nCMD ["python", "-m", "trainer.task"]\n')
+    proc = run_cli("autopackage", str(root), "--dry-run")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "the repository names several trainers: module trainer.other (Dockerfile:4); module trainer.task " \
+           "(Dockerfile.gpu:4)" in proc.stderr, proc.stderr
+    (root / "buildkit.yaml").write_text("trainer:\n  module: trainer.train\n")  # the config settles it
+    assert dry(root)["config_keys"] == {} or "trainer" not in dry(root)["config_keys"]
+
+
+def test_what_is_not_a_file_here_is_not_a_declaration(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "",
+                    "Dockerfile": 'FROM python:3.10\nRUN git clone https://x/y.git /y\nCMD ["python", "-m", "y.train"]\n',
+                    "notes.md": "--module-name not.here and script=../outside.py\n"})
+    inferred = dry(root)
+    assert inferred["config_keys"]["trainer"] == {"module": "trainer.task"}  # the layout, as before
+    assert inferred["trainer"] == "module trainer.task"
