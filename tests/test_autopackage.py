@@ -387,7 +387,8 @@ def test_a_script_in_a_folder_beside_a_dockerfile(project):
                     "Dockerfile": "FROM python:3.11-slim\nCOPY trainer /trainer\nENTRYPOINT [\"python\", \"/trainer/train.py\"]\n",
                     "README.md": "python trainer/train.py\n"})
     out = dry(root)
-    assert out["inferred"]["trainer"] == "script trainer/train.py (named by Dockerfile:3)" and out["inferred"]["dockerfile"] == "Dockerfile"
+    assert out["inferred"]["trainer"] == "script trainer/train.py (named by Dockerfile:3)"
+    assert out["inferred"]["dockerfile"] == "Dockerfile"
     assert out["plan"]["entrypoint"][-1].endswith("/trainer/train.py")
     assert out["inferred"]["pip"] == ["numpy"]  # model is the script folder's own module
     assert any(n.startswith("Dockerfile in the trainer directory is not used") and "--dockerfile" in n

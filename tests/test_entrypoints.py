@@ -50,7 +50,8 @@ def test_a_training_dockerfile_names_the_trainer(project, name, text, trainer, a
 
 
 @pytest.mark.parametrize("file, text, trainer", [
-    ("README.md", "```\ngcloud ai-platform jobs submit training $JOB --module-name trainer.train \\\n  --package-path trainer/\n```\n",
+    ("README.md", "```\ngcloud ai-platform jobs submit training $JOB --module-name trainer.train \\\n"
+                  "  --package-path trainer/\n```\n",
      {"module": "trainer.train"}),
     ("scripts/submit.sh", "gcloud ai custom-jobs create --region=us-central1 \\\n"
                           "  --worker-pool-spec=machine-type=n1-standard-4,replica-count=1,executor-image-uri=X,"
