@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -241,7 +241,7 @@ def _literal(node: ast.AST | None, names: dict[str, ast.AST], depth: int = 0) ->
 _UNSET = object()
 
 
-_SETUP_KEYS = ("name", "install_requires", "version", "entry_points")
+_SETUP_KEYS = ("name", "install_requires", "version", "entry_points", "python_requires")
 
 
 def _entry_points(value: Any) -> dict[str, list[str]] | None:
@@ -334,8 +334,9 @@ def _literal_map(node: ast.AST | None, names: dict[str, ast.AST]) -> Any:
     return _literal(node, names)
 
 
-def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None, Any, Any]:
-    """(name, install_requires, version, entry_points) of setup.cfg; install_requires None when it is a `file:`
+def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None, Any, Any, tuple[str, str] | None]:
+    """(name, install_requires, version, entry_points, python_requires and where) of setup.cfg; install_requires None
+    when it is a `file:`
     directive, version None when `attr:` or `file:`; version and entry_points _UNSET when not given."""
     import configparser
 
@@ -353,9 +354,11 @@ def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None, Any, Any]:
         entry_points = {g: v for g, v in parser.items("options.entry_points")}
         entry_points = None if any(v.strip().startswith("file:") for v in entry_points.values()) \
             else _entry_points(entry_points)
+    requires = parser.get("options", "python_requires", fallback=None)
+    requires = (requires.strip(), "setup.cfg:[options] python_requires") if requires and requires.strip() else None
     value = parser.get("options", "install_requires", fallback="")
     if value.strip().startswith("file:"):
-        return name, None, version, entry_points
+        return name, None, version, entry_points, requires
     deps = [ln.split(" #", 1)[0].strip() for ln in value.replace(";", "\n;").splitlines()]
     # A marker continues its requirement (`pkg; python_version<"3.9"` may be split by the parser above).
     joined: list[str] = []
@@ -364,12 +367,13 @@ def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None, Any, Any]:
             joined[-1] += dep
         elif dep and not dep.startswith("#"):
             joined.append(dep)
-    return name, joined, version, entry_points
+    return name, joined, version, entry_points, requires
 
 
-def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool, Any, Any, str | None]:
+def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool, Any, Any, str | None, tuple[str, str] | None]:
     """(name, [project] dependencies, whether dependencies are dynamic: only the build backend tells, version, entry
-    points, where its build compiles); version and entry points None when dynamic, _UNSET when not given."""
+    points, where its build compiles, requires-python and where); version and entry points None when dynamic, _UNSET
+    when not given."""
     try:
         document = tomllib.loads(read_text(path, "pyproject.toml"))
     except tomllib.TOMLDecodeError as exc:
@@ -390,7 +394,9 @@ def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool, Any, Any
         tables = {g: v for g, v in groups.items() if v is not None}
         entry_points = _entry_points({g: [f"{k} = {e}" for k, e in v.items()] for g, v in tables.items()}) \
             if all(isinstance(v, dict) and all(isinstance(e, str) for e in v.values()) for v in tables.values()) else None
-    return name, deps, "dependencies" in dynamic, version, entry_points, _compiling(document.get("build-system"))
+    requires = project.get("requires-python") if isinstance(project.get("requires-python"), str) else None
+    return (name, deps, "dependencies" in dynamic, version, entry_points, _compiling(document.get("build-system")),
+            (requires, "pyproject.toml:[project] requires-python") if requires else None)
 
 
 def _compiling(system: Any) -> str | None:
@@ -421,6 +427,7 @@ class _Own:
     version: str | None = None  # None: computed by its build, not read
     entry_points: dict[str, list[str]] | None = None  # group -> entries; None: computed by its build, not read
     compiled: str | None = None  # where the package declares compiled parts (setup.py:12 (Extension))
+    python_requires: tuple[str, str] | None = None  # (requires-python / python_requires, where)
 
 
 def _declared(directory: Path) -> _Own:
@@ -435,17 +442,19 @@ def _declared(directory: Path) -> _Own:
     notes: list[str] = []
     computed = False
     compiled = None
+    python_requires = None
 
     def later(old: Any, new: Any) -> Any:  # a later file's value where it gives one (setup.py wins, as setuptools)
         return old if new is _UNSET else new
 
     if pyproject.is_file():
-        pname, pdeps, dynamic, version, entry_points, compiled = _pyproject(pyproject)
+        pname, pdeps, dynamic, version, entry_points, compiled, python_requires = _pyproject(pyproject)
         name = pname
         deps = [(d, f"pyproject.toml:[project] dependencies[{i}]") for i, d in enumerate(pdeps or [])]
         computed = dynamic and not setup_py.is_file() and not setup_cfg.is_file()
     if setup_cfg.is_file():
-        cname, cdeps, cversion, centry = _setup_cfg(setup_cfg)
+        cname, cdeps, cversion, centry, crequires = _setup_cfg(setup_cfg)
+        python_requires = crequires or python_requires
         name = name or cname
         version, entry_points = later(version, cversion), later(entry_points, centry)
         if cdeps is None:
@@ -456,6 +465,8 @@ def _declared(directory: Path) -> _Own:
         found = _setup_py(setup_py)
         sname, sdeps = found["name"], found["install_requires"]
         compiled = compiled or found["compiled"]
+        if isinstance(found["python_requires"], str):
+            python_requires = (found["python_requires"], "setup.py:python_requires")
         version, entry_points = later(version, found["version"]), later(entry_points, found["entry_points"])
         if isinstance(sname, str):
             name = sname
@@ -474,7 +485,8 @@ def _declared(directory: Path) -> _Own:
                      "in an isolated build environment (nothing of it runs in the image)")
     return _Own(name if isinstance(name, str) and name else None, deps, notes,
                 version if isinstance(version, str) and version else None,
-                {} if entry_points is _UNSET else entry_points if isinstance(entry_points, dict) else None, compiled)
+                {} if entry_points is _UNSET else entry_points if isinstance(entry_points, dict) else None, compiled,
+                python_requires)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -764,9 +776,10 @@ def _script_file(directory: Path, rel: str) -> bool:
         return False
 
 
-def _trainer(directory: Path) -> tuple[dict, str, list[str]]:
-    """The trainer (its config value and how it was found) and notes: first what the repository declares (a
-    training Dockerfile's ENTRYPOINT/CMD, then a submit command or Vertex AI SDK call), then the layouts known."""
+def _trainer(directory: Path) -> tuple[dict, str, list[str], tuple[str, str] | None]:
+    """The trainer (its config value and how it was found), notes, and the Python its Dockerfile's FROM names: first
+    what the repository declares (a training Dockerfile's ENTRYPOINT/CMD, then a submit command or Vertex AI SDK call),
+    then the layouts known."""
     from .entrypoints import choose, dockerfile_entries, submitted_entries
 
     def is_module(name: str) -> bool:
@@ -792,9 +805,36 @@ def _trainer(directory: Path) -> tuple[dict, str, list[str]]:
         if others:
             notes.append("the repository names other trainers too, not used: "
                          + "; ".join(f"{d.name} ({d.where})" for d in others[:5]))
-        return chosen.trainer, f"{chosen.name} (named by {chosen.where})", notes
+        return chosen.trainer, f"{chosen.name} (named by {chosen.where})", notes, chosen.python
     value, said = _layout_trainer(directory)
-    return value, said, []
+    return value, said, [], None
+
+
+_PYTHON_VERSION_FILE = re.compile(r"\s*(?:cpython-|python-?)?(3\.[0-9]+)(?:\.[0-9]+)?\b", re.ASCII | re.IGNORECASE)
+
+
+def _python_hint(directory: Path, own: _Own, from_python: tuple[str, str] | None, matrix: Matrix) -> tuple[str, str] | None:
+    """The Python the repository asks for, and where: `.python-version`, a training Dockerfile's FROM python:X.Y,
+    then requires-python / python_requires (the default Python where it allows it, else the newest an image has)."""
+    version_file = directory / ".python-version"
+    if version_file.is_file() and not version_file.is_symlink():
+        found = _PYTHON_VERSION_FILE.match(read_text(version_file, ".python-version")[:200])
+        if found:
+            return found.group(1), ".python-version:1"
+    if from_python is not None:
+        return from_python
+    if own.python_requires is None:
+        return None
+    text, where = own.python_requires
+    try:
+        allowed = SpecifierSet(text)
+    except InvalidSpecifier:
+        return None  # pip ignores it too; the build says nothing of it
+    images = matrix.distros.cpu_python
+    if allowed.contains(matrix.distros.default_python + ".0"):
+        return None  # the default fits: nothing to say
+    fits = [p for p in images if allowed.contains(p + ".0")]
+    return (max(fits, key=version_key), f"{where} ({text})") if fits else None
 
 
 def _layout_trainer(directory: Path) -> tuple[dict, str]:
@@ -1094,6 +1134,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     overrides: dict[str, Any] = {}
     notes: list[str] = []
     trainer = None
+    from_python = None  # the Python a training Dockerfile's FROM names
     if "trainer" not in given and module is not None:  # the legacy file's pythonModule: the module its job ran
         if not _module_file(directory, module):
             raise ConfigError(f"{show(module)} (trainingInput.pythonModule) is not a module in {show(str(directory))}: no "
@@ -1101,7 +1142,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                               "packaged, or --module", field="--from-aiplatform")
         overrides["trainer"], trainer = {"module": module}, f"module {module} (trainingInput.pythonModule)"
     elif "trainer" not in given:
-        overrides["trainer"], trainer, said = _trainer(directory)
+        overrides["trainer"], trainer, said, from_python = _trainer(directory)
         notes += said
     matrix = load_matrix()
 
@@ -1228,6 +1269,12 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         raise ConfigError("the trainer imports what its requirements do not declare: " + "; ".join(listed)
                           + "; add them to requirements.txt (or the config's pip)", field="--strict")
     python = flags.get("python") or raw.data.get("python")
+    hint = None if python else _python_hint(directory, own_package, from_python, matrix)
+    if hint is not None:
+        python, where = hint
+        overrides["python"] = python
+        where_set["python"] = where
+        notes.append(f"Python {python}: what {where} asks for")
     # Removed APIs (base_images/removed_apis.yaml): a framework the requirements leave open gets the newest
     # release that still has what the code calls; an exact pin is kept, and the note names the call that breaks.
     removed = removed_uses(code.trees)
@@ -1245,6 +1292,10 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
             overrides["python"] = python
     choice = _pin(matrix, found,
                   str(python) if python is not None else None, limits, prefer)
+    fits = _release_pythons(matrix, choice.pin) if hint is not None and choice is not None and "==" in choice.pin else []
+    if fits and python not in fits:
+        raise ConfigError(f"{hint[1]} asks for Python {python}, and {choice.pin} ({choice.where}) has wheels for Python "
+                          f"{', '.join(fits)}: make them agree (or pass --python)", field="python")
     chosen = choice.pin.partition("==")[0] if choice else None
     if chosen and (cpu := _cpu_only(matrix, chosen, parsed, read.options if read else ())):
         flagged = {k for k, v in flags.items() if v is not None}

@@ -20,6 +20,7 @@ _DOCKERFILE = re.compile(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?
 DOCKERFILE_FOLDERS = ("", "docker", "dockerfiles", "trainer", "training", "train")
 # A Dockerfile for serving or an API runs no trainer.
 _NOT_TRAINING = re.compile(r"serv|predict|infer|deploy|api|app\b|web|notebook|jupyter", re.IGNORECASE)
+_FROM_PYTHON = re.compile(r"(?:--platform=\S+\s+)?(?:[\w.:-]+/)*(?:library/)?python:(3\.[0-9]+)\b", re.ASCII)
 _PYTHON = re.compile(r"(?:.*/)?python(?:[23](?:\.[0-9]+)?)?", re.ASCII)
 _PYTHON_OPTION_WITH_VALUE = {"-X", "-W", "-Q"}
 _SEPARATORS = re.compile(r"\s*(?:&&|\|\||;)\s*")
@@ -40,6 +41,7 @@ class Declared:
     where: str  # "Dockerfile.gpu:14"
     kind: str  # "dockerfile" | "submit"
     also: tuple[str, ...] = ()  # what the command runs besides the trainer (`dvc pull`): not in the generated image
+    python: tuple[str, str] | None = None  # the Python its FROM python:X.Y names, and where
 
     @property
     def name(self) -> str:
@@ -163,11 +165,13 @@ def dockerfile_entries(directory: Path, is_module: Callable[[str], bool],
         rel = path.relative_to(directory).as_posix()
         if _NOT_TRAINING.search(path.name):
             continue
-        entrypoint = cmd = None
+        entrypoint = cmd = python = None
         workdir = "/"
         for line, keyword, arguments in _instructions(_text(path)):
             if keyword == "FROM":
                 entrypoint, cmd, workdir = None, None, "/"
+                found = _FROM_PYTHON.match(arguments)
+                python = (found.group(1), f"{rel}:{line}") if found else None
             elif keyword == "WORKDIR":
                 workdir = arguments if arguments.startswith("/") else f"{workdir.rstrip('/')}/{arguments}"
             elif keyword == "ENTRYPOINT":
@@ -191,7 +195,7 @@ def dockerfile_entries(directory: Path, is_module: Callable[[str], bool],
         if any("$" in a for a in args):  # the shell expanded these; a job passes its args as they are
             others.append(f"arguments with shell variables ({' '.join(args)[:80]}) are left out")
             args = []
-        yield Declared(module, script, tuple(args), f"{rel}:{line}", "dockerfile", tuple(others))
+        yield Declared(module, script, tuple(args), f"{rel}:{line}", "dockerfile", tuple(others), python)
 
 
 def submitted_entries(directory: Path, is_module: Callable[[str], bool],

@@ -98,3 +98,26 @@ def test_what_is_not_a_file_here_is_not_a_declaration(project):
     inferred = dry(root)
     assert inferred["config_keys"]["trainer"] == {"module": "trainer.task"}  # the layout, as before
     assert inferred["trainer"] == "module trainer.task"
+
+
+def test_the_python_the_repository_asks_for(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "", ".python-version": "3.10.14\n"})
+    inferred = dry(root)
+    assert inferred["config_keys"]["python"] == "3.10" and "Python 3.10: what .python-version:1 asks for" in inferred["notes"]
+    (root / ".python-version").unlink()
+    (root / "Dockerfile").write_text('FROM python:3.9-slim AS base\nWORKDIR /app\nCOPY . .\nCMD ["python", "-m", "trainer.task"]\n')
+    assert dry(root)["config_keys"]["python"] == "3.9"
+    (root / "Dockerfile").unlink()
+    (root / "setup.py").write_text("from setuptools import setup\nsetup(name='t', version='1', python_requires='>=3.8,<3.11')\n")
+    inferred = dry(root)
+    assert inferred["config_keys"]["python"] == "3.10", inferred  # the newest an image has inside the range
+    assert "Python 3.10: what setup.py:python_requires (>=3.8,<3.11) asks for" in inferred["notes"]
+    (root / "setup.py").write_text("from setuptools import setup\nsetup(name='t', version='1', python_requires='>=3.8')\n")
+    assert "python" not in dry(root)["config_keys"]  # the default fits: nothing to say
+    # A framework pin and the hint that contradict each other are named together; a flag wins over the hint.
+    (root / ".python-version").write_text("3.9\n")
+    (root / "requirements.txt").write_text("torch==2.9.1\n")
+    proc = run_cli("autopackage", str(root), "--dry-run")
+    assert proc.returncode == 2 and "python: .python-version:1 asks for Python 3.9, and torch==2.9.1 (requirements.txt:1) has " \
+        "wheels for Python 3.10" in proc.stderr, proc.stderr
+    assert dry(root, "--python", "3.11")["config_keys"].get("python") is None
