@@ -346,3 +346,54 @@ def test_autopackage_runs_the_legacy_package_jobs_python_module(capsys, tmp_path
     code, result, err = autopackage_dry(capsys, tmp_path, tmp_path / "config.yaml")
     assert code == 2 and "Traceback" not in err
     assert "'census.gone' (trainingInput.pythonModule) is not a module" in err and "'census/gone.py'" in err
+
+
+PLACEHOLDER_JOB = """trainingInput:
+  scaleTier: CUSTOM
+  masterType: n1-standard-8
+  masterConfig:
+    imageUri: gcr.io/${PROJECT_ID}/census:${TAG}
+  region: ${REGION}
+  hyperparameters:
+    goal: MAXIMIZE
+    hyperparameterMetricTag: accuracy
+    maxTrials: 4
+    params:
+      - parameterName: batch-size
+        type: DISCRETE
+        discreteValues: [256, 128, 64]
+      - parameterName: use-dropout
+        type: CATEGORICAL
+        discreteValues: [true, false]
+"""
+
+
+def test_legacy_files_as_people_wrote_them(capsys, tmp_path, monkeypatch):
+    """${VAR} placeholders the repository's script substituted, decreasing discreteValues, a CATEGORICAL parameter
+    given discreteValues of YAML booleans."""
+    path = tmp_path / "hptuning_config.yaml"
+    path.write_text(PLACEHOLDER_JOB)
+    for name in ("PROJECT_ID", "TAG", "REGION"):
+        monkeypatch.delenv(name, raising=False)
+    code, out, err = convert(capsys, path)
+    assert code == 2 and "trainingInput.masterConfig.imageUri" in err and "${PROJECT_ID}" in err and "--image" in err, err
+    code, out, err = convert(capsys, path, "--image", IMAGE, "--region", "europe-west4")  # flags replace what is unset
+    assert code == 0, err
+    job = strict(json.loads(out), aiplatform_v1.HyperparameterTuningJob)
+    assert job.trial_job_spec.worker_pool_specs[0].container_spec.image_uri == IMAGE
+    batch, dropout = job.study_spec.parameters
+    assert list(batch.discrete_value_spec.values) == [64, 128, 256]
+    assert list(dropout.categorical_value_spec.values) == ["True", "False"]
+    assert "sorted to [64, 128, 256]" in err and "become the strings ['True', 'False']" in err
+    assert "--use-dropout=VALUE" in err
+    monkeypatch.setenv("PROJECT_ID", "census-proj")
+    monkeypatch.setenv("TAG", "v7")
+    monkeypatch.setenv("REGION", "us-east1")
+    code, out, err = convert(capsys, path)  # set in the environment: expanded, said
+    assert code == 0, err
+    job = strict(json.loads(out), aiplatform_v1.HyperparameterTuningJob)
+    assert job.trial_job_spec.worker_pool_specs[0].container_spec.image_uri == "gcr.io/census-proj/census:v7"
+    assert "expanded from the environment" in err
+    monkeypatch.delenv("REGION")
+    code, _, err = convert(capsys, path)
+    assert code == 2 and "trainingInput.region" in err and "export REGION=..., or pass --region" in err, err

@@ -168,7 +168,8 @@ def _legacy_config(config: Config, path: Path, flags: dict) -> tuple[Config, tup
     job only fills the settings the file leaves out (project, service account, env...), as do flags."""
     from ..jobs import aiplatform
 
-    given = aiplatform.Given(**{k: flags.get(k) for k in ("machine_type", "accelerator_type", "accelerator_count", "image")})
+    given = aiplatform.Given(**{k: flags.get(k) for k in ("machine_type", "accelerator_type", "accelerator_count", "image",
+                                                          "region")})
     conversion = aiplatform.convert(path, given)
     legacy: JobConfig = conversion.values["job"]
     local = config.job or JobConfig()

@@ -8,6 +8,8 @@ base output directory, so AIP_MODEL_DIR points below it.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,7 @@ class Given:
     accelerator_type: str | None = None
     accelerator_count: int | None = None
     image: str | None = None
+    region: str | None = None
     autopackage: bool = False  # autopackage builds the image that runs the trainer (--from-aiplatform there)
 
 
@@ -158,6 +161,49 @@ class _Converter:
         return self.gpus(machine, accelerator, count, field)
 
 
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
+# The flag that replaces a legacy field, for a ${VAR} left unset (the repository's submit script substituted it).
+_FIELD_FLAGS = {("trainingInput", "masterConfig", "imageUri"): "--image", ("trainingInput", "region"): "--region",
+                ("trainingInput", "masterType"): "--machine-type"}
+
+
+def _expanded(conv: _Converter, value: Any, path: tuple, given: Given) -> Any:
+    """The legacy file with each ${VAR} expanded from the environment, as the repository's script did; one left unset
+    is refused naming the field and the flag that replaces it, unless that flag is given (then the field is dropped
+    here, and the flag fills it)."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            expanded = _expanded(conv, item, (*path, key), given)
+            if expanded is not _DROPPED:
+                out[key] = expanded
+        return out
+    if isinstance(value, list):
+        return [_expanded(conv, item, (*path, i), given) for i, item in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+    unset = [v for v in _VARIABLE.findall(value) if v not in os.environ]
+    field = ".".join(map(str, path))
+    if not unset:
+        conv.notes.append(f"{field}: {', '.join('${' + v + '}' for v in _VARIABLE.findall(value))} expanded from the "
+                          "environment")
+        return _VARIABLE.sub(lambda m: os.environ[m.group(1)], value)
+    flag = _FIELD_FLAGS.get(path)
+    filled = {"--image": given.image, "--region": given.region, "--machine-type": given.machine_type}.get(flag or "")
+    if filled is not None or (flag == "--image" and given.autopackage):
+        conv.notes.append(f"{field} names ${{{unset[0]}}}, which is not set: "
+                          + (f"{flag} gives it" if filled is not None else "the image is the one autopackage builds "
+                                                                           "(--image names where it goes)"))
+        return _DROPPED
+    raise ConfigError(f"{show(value)} names ${{{unset[0]}}}, which is not set in the environment (the repository's "
+                      f"submit script set it): export {unset[0]}=..." + (f", or pass {flag}" if flag else
+                                                                         ", or write the value in the file"),
+                      field=field, where=conv.source)
+
+
+_DROPPED = object()  # a field whose ${VAR} is unset and whose flag is given
+
+
 def convert(path: Path, given: Given = Given()) -> Conversion:
     """The legacy file as config keys; given flags fill what it leaves out (a CUSTOM tier's master machine,
     the image of a package job). Applying them over the result is the caller's (api.jobs._job_settings)."""
@@ -168,7 +214,7 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
             raise
         raise ConfigError(exc.detail, field="--from-aiplatform", where=exc.where) from None
     conv = _Converter(raw.source)
-    data = raw.data
+    data = raw.data = _expanded(conv, raw.data, (), given)
     for key in data:
         if key not in ("trainingInput", "labels", "jobId"):
             conv.leave(key, "not part of a training job's config")
@@ -344,10 +390,24 @@ def _hyperparameters(conv: _Converter, raw: Any, hp: dict) -> dict:
             item["min"] = p["minValue"]
         if "maxValue" in p:
             item["max"] = p["maxValue"]
+        at = f"{field}.params[{i}]"
         if kind == "DISCRETE":
-            item["values"] = p.get("discreteValues")
+            values = p.get("discreteValues")
+            if isinstance(values, list) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values) \
+                    and values != sorted(values):
+                conv.notes.append(f"{at}.discreteValues {show(values)}: the service takes them in increasing order: "
+                                  f"sorted to {show(sorted(values))}")
+                values = sorted(values)
+            item["values"] = values
         if kind == "CATEGORICAL":
             item["values"] = p.get("categoricalValues")
+            if "categoricalValues" not in p and isinstance(p.get("discreteValues"), list):
+                # A CATEGORICAL parameter takes categoricalValues; each trial receives the category as a string.
+                values = [("True" if v else "False") if isinstance(v, bool) else str(v) for v in p["discreteValues"]]
+                conv.notes.append(f"{at}: a CATEGORICAL parameter takes categoricalValues, not discreteValues: "
+                                  f"{show(p['discreteValues'])} become the strings {show(values)}, which each trial "
+                                  f"receives as --{name}=VALUE")
+                item["values"] = values
         scale = p.get("scaleType")
         if scale in _SCALES and kind != "CATEGORICAL":
             item["scale"] = _SCALES[scale]
