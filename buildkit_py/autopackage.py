@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -31,6 +31,9 @@ from .fsutil import read_text
 from .imports import Needed, closure, import_names, statements
 from .matrix import Framework, Matrix, load_matrix, version_key
 from .progress import Reporter
+
+if TYPE_CHECKING:
+    from .entrypoints import Declared
 
 # Where a trainer is looked for, in order: Vertex AI's package layout, a lone script at the top, then
 # a script in one folder (trainer/train.py without __init__.py: run as a script, its folder first on
@@ -776,7 +779,7 @@ def _script_file(directory: Path, rel: str) -> bool:
         return False
 
 
-def _trainer(directory: Path) -> tuple[dict, str, list[str], tuple[str, str] | None]:
+def _trainer(directory: Path) -> tuple[dict, str, list[str], Declared | None]:
     """The trainer (its config value and how it was found), notes, and the Python its Dockerfile's FROM names: first
     what the repository declares (a training Dockerfile's ENTRYPOINT/CMD, then a submit command or Vertex AI SDK call),
     then the layouts known."""
@@ -805,7 +808,7 @@ def _trainer(directory: Path) -> tuple[dict, str, list[str], tuple[str, str] | N
         if others:
             notes.append("the repository names other trainers too, not used: "
                          + "; ".join(f"{d.name} ({d.where})" for d in others[:5]))
-        return chosen.trainer, f"{chosen.name} (named by {chosen.where})", notes, chosen.python
+        return chosen.trainer, f"{chosen.name} (named by {chosen.where})", notes, chosen
     value, said = _layout_trainer(directory)
     return value, said, [], None
 
@@ -835,6 +838,19 @@ def _python_hint(directory: Path, own: _Own, from_python: tuple[str, str] | None
         return None  # the default fits: nothing to say
     fits = [p for p in images if allowed.contains(p + ".0")]
     return (max(fits, key=version_key), f"{where} ({text})") if fits else None
+
+
+def _from_dockerfile(found: Declared, given: set[str], overrides: dict[str, Any]) -> list[str]:
+    """What the training Dockerfile installs and sets that the generated image takes: its apt-get packages and its
+    plain ENV, where the config leaves system_packages and env unset."""
+    notes = []
+    if found.apt and "system_packages" not in given:
+        overrides["system_packages"] = list(found.apt)
+        notes.append(f"{found.where.split(':')[0]} installs {', '.join(found.apt)} with apt-get: system_packages")
+    if found.env and "env" not in given:
+        overrides["env"] = dict(found.env)
+        notes.append(f"{found.where.split(':')[0]} sets {', '.join(k for k, _ in found.env)}: env")
+    return notes
 
 
 def _layout_trainer(directory: Path) -> tuple[dict, str]:
@@ -1142,8 +1158,11 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                               "packaged, or --module", field="--from-aiplatform")
         overrides["trainer"], trainer = {"module": module}, f"module {module} (trainingInput.pythonModule)"
     elif "trainer" not in given:
-        overrides["trainer"], trainer, said, from_python = _trainer(directory)
+        overrides["trainer"], trainer, said, from_dockerfile = _trainer(directory)
         notes += said
+        if from_dockerfile is not None:
+            from_python = from_dockerfile.python
+            notes += _from_dockerfile(from_dockerfile, given, overrides)
     matrix = load_matrix()
 
     # Declared: the requirements file, and the trainer's own package (what gcloud's `pip install .` installed).

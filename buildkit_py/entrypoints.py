@@ -42,6 +42,8 @@ class Declared:
     kind: str  # "dockerfile" | "submit"
     also: tuple[str, ...] = ()  # what the command runs besides the trainer (`dvc pull`): not in the generated image
     python: tuple[str, str] | None = None  # the Python its FROM python:X.Y names, and where
+    apt: tuple[str, ...] = ()  # the packages its final stage's apt-get install lines name
+    env: tuple[tuple[str, str], ...] = ()  # its final stage's ENV that a generated image can take
 
     @property
     def name(self) -> str:
@@ -146,6 +148,40 @@ def _command(words: list[str]) -> tuple[tuple[str | None, str | None, list[str]]
     return _python_call(words), []
 
 
+_APT_INSTALL = re.compile(r"\bapt(?:-get)?\s+(?:-\S+\s+)*install\s+([^&;|]*)", re.ASCII)
+_APT_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]{1,127}", re.ASCII)
+# What the generated image installs its own way (its Python, pip, uv) or needs no package for.
+_APT_LEFT = re.compile(r"python[0-9.]*(?:-.*)?|pip|.*-pip|curl|wget|ca-certificates|software-properties-common|gnupg.*|"
+                       r"apt-utils|lsb-release|sudo", re.ASCII)
+# ENV the generated image sets itself, or that would point its interpreter elsewhere.
+_ENV_LEFT = re.compile(r"PATH|PYTHON.*|LD_LIBRARY_PATH|VIRTUAL_ENV|HOME|LANG|LC_.*|DEBIAN_FRONTEND|PIP_.*|CONDA.*|"
+                       r"NVIDIA_.*|CUDA_.*", re.ASCII)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)
+
+
+def _apt_packages(arguments: str) -> list[str]:
+    """The packages `apt-get install` lines name (options, pinned versions and the image's own Python left out)."""
+    found = []
+    for match in _APT_INSTALL.finditer(arguments):
+        for word in match.group(1).split():
+            name = word.split("=")[0]
+            if not word.startswith("-") and _APT_NAME.fullmatch(name) and not _APT_LEFT.fullmatch(name):
+                found.append(name)
+    return found
+
+
+def _env(arguments: str) -> dict[str, str]:
+    """ENV K=V ... (or the old ENV K V) with plain values: no variable to expand, nothing the image sets itself."""
+    try:
+        words = shlex.split(arguments)
+    except ValueError:
+        return {}
+    pairs = [w.partition("=")[::2] for w in words] if all("=" in w for w in words) else \
+        [(words[0], " ".join(words[1:]))] if len(words) >= 2 else []
+    return {k: v for k, v in pairs if _ENV_NAME.fullmatch(k) and not _ENV_LEFT.fullmatch(k) and "$" not in v
+            and "\n" not in v and len(v) <= 1000}
+
+
 def _in_directory(path: str, workdir: str, is_script: Callable[[str], bool]) -> str | None:
     """The directory's file that a path in the image names: the longest tail of it that is a file here (the image
     copies the directory to its work directory, or a part of it to another)."""
@@ -167,11 +203,17 @@ def dockerfile_entries(directory: Path, is_module: Callable[[str], bool],
             continue
         entrypoint = cmd = python = None
         workdir = "/"
+        apt: list[str] = []
+        env: dict[str, str] = {}
         for line, keyword, arguments in _instructions(_text(path)):
             if keyword == "FROM":
-                entrypoint, cmd, workdir = None, None, "/"
+                entrypoint, cmd, workdir, apt, env = None, None, "/", [], {}
                 found = _FROM_PYTHON.match(arguments)
                 python = (found.group(1), f"{rel}:{line}") if found else None
+            elif keyword == "RUN":
+                apt += _apt_packages(arguments)
+            elif keyword == "ENV":
+                env.update(_env(arguments))
             elif keyword == "WORKDIR":
                 workdir = arguments if arguments.startswith("/") else f"{workdir.rstrip('/')}/{arguments}"
             elif keyword == "ENTRYPOINT":
@@ -195,7 +237,8 @@ def dockerfile_entries(directory: Path, is_module: Callable[[str], bool],
         if any("$" in a for a in args):  # the shell expanded these; a job passes its args as they are
             others.append(f"arguments with shell variables ({' '.join(args)[:80]}) are left out")
             args = []
-        yield Declared(module, script, tuple(args), f"{rel}:{line}", "dockerfile", tuple(others), python)
+        yield Declared(module, script, tuple(args), f"{rel}:{line}", "dockerfile", tuple(others), python,
+                       tuple(dict.fromkeys(apt)), tuple(env.items()))
 
 
 def submitted_entries(directory: Path, is_module: Callable[[str], bool],

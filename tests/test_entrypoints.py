@@ -121,3 +121,22 @@ def test_the_python_the_repository_asks_for(project):
     assert proc.returncode == 2 and "python: .python-version:1 asks for Python 3.9, and torch==2.9.1 (requirements.txt:1) has " \
         "wheels for Python 3.10" in proc.stderr, proc.stderr
     assert dry(root, "--python", "3.11")["config_keys"].get("python") is None
+
+
+def test_what_the_training_dockerfile_installs_and_sets_informs_the_image(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "",
+                    "Dockerfile": "FROM python:3.10-slim\n"
+                                  "RUN apt-get update && apt-get install -y --no-install-recommends libsndfile1 \\\n"
+                                  "    ffmpeg=7:5.1.6-0+deb12u1 python3-dev git && rm -rf /var/lib/apt/lists/*\n"
+                                  "ENV DATA_DIR=/data MODEL_NAME=\"resnet 50\" PATH=/opt/conda/bin:$PATH PYTHONPATH=/x\n"
+                                  "ENV LEGACY_STYLE value here\n"
+                                  "WORKDIR /app\nCOPY . .\nENTRYPOINT [\"python\", \"-m\", \"trainer.task\"]\n"})
+    out = json.loads(run_cli("autopackage", str(root), "--dry-run", "--json").stdout)
+    keys = out["inferred"]["config_keys"]
+    assert keys["system_packages"] == ["libsndfile1", "ffmpeg", "git"], keys
+    assert keys["env"] == {"DATA_DIR": "/data", "MODEL_NAME": "resnet 50", "LEGACY_STYLE": "value here"}, keys
+    assert keys["python"] == "3.10"
+    assert out["plan"]["env"]["MODEL_NAME"] == "resnet 50" and "git" in out["plan"]["system_packages"]
+    (root / "buildkit.yaml").write_text("system_packages: [curl]\nenv: {A: b}\n")  # the config's own win
+    keys = dry(root)["config_keys"]
+    assert "system_packages" not in keys and "env" not in keys
