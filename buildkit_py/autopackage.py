@@ -693,7 +693,7 @@ def _read_code(directory: Path) -> _Code:
     return _Code(listed, trees, unparsed)
 
 
-def _scan_imports(directory: Path, code: _Code, script_dir: str | None) -> _Scan:
+def _scan_imports(directory: Path, code: _Code, script_dir: str | None, package_dir: str | None = None) -> _Scan:
     """The trainer's third-party imports in `code`; dropped: the standard library and the trainer's own top-level
     modules and packages (and, for a script in a folder, that folder's: it is first on the script's sys.path). Python 2
     code is said, not refused: a file that does not parse, and `import model` inside trainer/ meaning trainer/model.py
@@ -701,8 +701,8 @@ def _scan_imports(directory: Path, code: _Code, script_dir: str | None) -> _Scan
     table = import_names()
     listed = code.listed
     own = {f.split("/")[0].removesuffix(".py") for f in listed}
-    if script_dir:
-        own |= {f[len(script_dir) + 1:].split("/")[0].removesuffix(".py") for f in listed if f.startswith(script_dir + "/")}
+    for folder in (package_dir, script_dir):  # a src layout's packages and a script's neighbours are its own too
+        own |= {f[len(folder) + 1:].split("/")[0].removesuffix(".py") for f in listed if folder and f.startswith(folder + "/")}
     siblings: dict[str, set[str]] = {}  # folder -> the module and package names in it
     for f in listed:
         folder, _, rest = f.rpartition("/")
@@ -786,7 +786,7 @@ def _trainer(directory: Path) -> tuple[dict, str, list[str], Declared | None]:
     from .entrypoints import choose, dockerfile_entries, submitted_entries
 
     def is_module(name: str) -> bool:
-        return _module_file(directory, name) or _module_file(directory, f"{name}.__main__")
+        return _module_root(directory, name) is not None
 
     def is_script(rel: str) -> bool:
         return _script_file(directory, rel)
@@ -808,7 +808,8 @@ def _trainer(directory: Path) -> tuple[dict, str, list[str], Declared | None]:
         if others:
             notes.append("the repository names other trainers too, not used: "
                          + "; ".join(f"{d.name} ({d.where})" for d in others[:5]))
-        return chosen.trainer, f"{chosen.name} (named by {chosen.where})", notes, chosen
+        value = chosen.trainer | ({"package_dir": "src"} if chosen.module and _module_root(directory, chosen.module) else {})
+        return value, f"{chosen.name} (named by {chosen.where})", notes, chosen
     value, said = _layout_trainer(directory)
     return value, said, [], None
 
@@ -853,6 +854,21 @@ def _from_dockerfile(found: Declared, given: set[str], overrides: dict[str, Any]
     return notes
 
 
+def _src_layout(directory: Path) -> tuple[dict, str] | None:
+    """A src layout's trainer: src/trainer/task.py, one src/PKG/task.py, or one src/PKG/__main__.py; its packages'
+    folder goes on PYTHONPATH (trainer.package_dir)."""
+    src = directory / "src"
+    if not src.is_dir() or src.is_symlink():
+        return None
+    for pattern, module in ((f"trainer/{PACKAGE_TASK}", "{}.task"), (f"*/{PACKAGE_TASK}", "{}.task"), ("*/__main__.py", "{}")):
+        found = sorted(p.parent.name for p in src.glob(pattern)
+                       if (p.parent / "__init__.py").is_file() and _MODULE_PART.fullmatch(p.parent.name))
+        if len(found) == 1:
+            name = module.format(found[0])
+            return {"module": name, "package_dir": "src"}, f"module {name} (a src layout: src/ on PYTHONPATH)"
+    return None
+
+
 def _layout_trainer(directory: Path) -> tuple[dict, str]:
     if (directory / "trainer" / PACKAGE_TASK).is_file():
         return {"module": "trainer.task"}, "module trainer.task"
@@ -877,6 +893,9 @@ def _layout_trainer(directory: Path) -> tuple[dict, str]:
                     and _MODULE_PART.fullmatch(p.parent.name) and _MODULE_PART.fullmatch(p.parent.parent.name))
     if len(nested) == 1 and not packages and not in_folders:
         return {"module": nested[0]}, f"module {nested[0]}"
+    src = _src_layout(directory)
+    if src is not None:
+        return src
     guarded = _main_modules(directory)
     if len(guarded) == 1:
         return {"module": guarded[0]}, f"module {guarded[0]} (the package's one module with `if __name__ == \"__main__\"`)"
@@ -895,6 +914,15 @@ def _layout_trainer(directory: Path) -> tuple[dict, str]:
                       + (f"; or build its {own} as it is with --dockerfile" if own else "")
                       + (f"; a notebook is not a trainer ({', '.join(notebooks[:3])}): export its training code with "
                          "`jupyter nbconvert --to script`" if notebooks else ""), field="DIR")
+
+
+def _module_root(directory: Path, module: str) -> str | None:
+    """Where `python -m module` finds the module: "" (the directory's top) or the src layout's `src`; None: nowhere."""
+    for root in ("", "src"):
+        base = directory / root if root else directory
+        if _module_file(base, module) or _module_file(base, f"{module}.__main__"):
+            return root
+    return None
 
 
 def _module_file(directory: Path, module: str) -> bool:
@@ -1238,10 +1266,13 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     trainer_value = overrides.get("trainer") or flags.get("trainer") or raw.data.get("trainer")
     script = trainer_value.get("script") if isinstance(trainer_value, dict) else None
     script_dir = script.rsplit("/", 1)[0] if isinstance(script, str) and "/" in script else None
+    package_dir = trainer_value.get("package_dir") if isinstance(trainer_value, dict) else None
+    package_dir = package_dir if isinstance(package_dir, str) else None
     code = _read_code(directory)
-    scan = _scan_imports(directory, code, script_dir)
+    scan = _scan_imports(directory, code, script_dir, package_dir)
     module = trainer_value.get("module") if isinstance(trainer_value, dict) else None
-    entry = script if isinstance(script, str) else module.replace(".", "/") + ".py" if isinstance(module, str) else None
+    entry = script if isinstance(script, str) else (f"{package_dir}/" if package_dir else "") + module.replace(".", "/") \
+        + ".py" if isinstance(module, str) else None
     if entry in code.unparsed:  # the job would die at its first line: no image is worth building
         raise ConfigError(f"{show(entry)}, the trainer's entry point, does not parse as Python 3 ({code.unparsed[entry]}): "
                           "Python 2 code must be ported before an image can run it (2to3 or "
@@ -1250,7 +1281,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     notes += scan.notes
     # What the build's import check will import: the entry point's import closure, each with what provides it.
     reached = closure(module if isinstance(module, str) else None, script if isinstance(script, str) else None,
-                      code.listed, code.trees.get, import_names()).needed
+                      code.listed, code.trees.get, import_names(), package_dir=package_dir).needed
     declared_names = {canonicalize_name(r.name) for _, r in parsed} | {canonicalize_name(t) for t in _config_pip(raw)}
     configured_text = str(flags.get("framework") or raw.data.get("framework") or "")
     configured_fw = matrix.framework(configured_text.partition("==")[0])

@@ -176,12 +176,14 @@ def make_recipe(config: Config, locked: bool = False, dockerfile: str | None = N
         import_check=_import_check(plan, text))
 
 
-def _import_check(plan: Plan, dockerfile: str) -> tuple[str, str] | None:
-    """Where the rendered Dockerfile's import check starts; None for a Dockerfile without one (the user's own)."""
+def _import_check(plan: Plan, dockerfile: str) -> tuple[str, str, str] | None:
+    """Where the rendered Dockerfile's import check starts, and the packages' folder ("" for the top); None for a
+    Dockerfile without one (the user's own)."""
     scope = plan.import_check
     if scope is None or IMPORTS_CONTEXT_FILE not in dockerfile:
         return None
-    return ("module", scope.module) if scope.module else ("script", scope.script or "")
+    kind, name = ("module", scope.module) if scope.module else ("script", scope.script or "")
+    return kind, name, scope.package_dir or ""
 
 
 def _resolve(config: Config, recipe: Recipe, options: BuildOptions, reporter: Reporter) -> None:

@@ -44,6 +44,8 @@ _FRAMEWORK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})(?:==(?P<vers
                         re.ASCII)
 _CUDA = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?", re.ASCII)
 _PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
+_PACKAGE_PART = r"(?!\.\.?(?:/|$))[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}"  # a folder name, not . or ..
+_PACKAGE_DIR = re.compile(f"{_PACKAGE_PART}(?:/{_PACKAGE_PART}){{0,7}}", re.ASCII)
 _DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,127}(?:=[A-Za-z0-9.+:~-]{1,127})?", re.ASCII)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", re.ASCII)
@@ -81,14 +83,19 @@ class Trainer:
     module: str | None = None
     script: str | None = None  # POSIX path relative to the context root
     args: tuple[str, ...] = ()
+    # The folder holding the trainer's packages (`src` in a src layout), relative to the context root: on PYTHONPATH
+    # before the root itself.
+    package_dir: str | None = None
 
 
 @dataclass(frozen=True)
 class ImportScope:
-    """Where the build's import check starts (buildkit_py/imports.py): the trainer's module or script."""
+    """Where the build's import check starts (buildkit_py/imports.py): the trainer's module or script, and the
+    folder of its packages."""
 
     module: str | None = None
     script: str | None = None
+    package_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -583,10 +590,18 @@ def _env(raw, path, value) -> tuple[tuple[str, str], ...]:
 def _trainer(raw, path, value, root: Path) -> Trainer:
     if not isinstance(value, dict):
         raise _err(raw, path, f"{show(value)} must be a mapping with module or script, and args")
-    allowed = ["module", "script", "args"]
+    allowed = ["module", "script", "args", "package_dir"]
     for key in value:
         if key not in allowed:
             raise _unknown_key(raw, path, key, allowed)
+    package_dir = None
+    if value.get("package_dir") is not None:
+        package_dir = _pattern(raw, path + ("package_dir",), value["package_dir"], _PACKAGE_DIR,
+                               "a folder of the trainer directory, e.g. src")
+        consult(root / package_dir)
+        inside = (root / package_dir).resolve().is_relative_to(root.resolve())
+        if not inside or not (root / package_dir).is_dir():
+            raise _err(raw, path + ("package_dir",), f"{show(package_dir)} is not a folder of the trainer directory")
     if ("module" in value) == ("script" in value):
         raise _err(raw, path, "give exactly one of module (python -m MODULE) or script (a .py file)")
     module = script = None
@@ -605,7 +620,7 @@ def _trainer(raw, path, value, root: Path) -> Trainer:
     if len(json.dumps(args)) > MAX_ARGS_JSON_BYTES:
         raise _err(raw, path + ("args",), f"the arguments are too long for the image's CMD: at most {MAX_ARGS_JSON_BYTES} "
                                           "bytes as JSON; pass long values at run time")
-    return Trainer(module=module, script=script, args=tuple(args))
+    return Trainer(module=module, script=script, args=tuple(args), package_dir=package_dir)
 
 
 def distribution_name(text: str, field: str) -> str:

@@ -51,9 +51,9 @@ def prepared(recipe: Recipe, revision: Callable[[], str | None],
         if recipe.import_check is not None:  # the import check's module list, from the files the build gets
             from .imports import staged_imports
 
-            kind, name = recipe.import_check
+            kind, name, package_dir = recipe.import_check
             imports = staged_imports(name if kind == "module" else None, name if kind == "script" else None,
-                                     ctx.directory, ctx.snapshot.files)
+                                     package_dir or None, ctx.directory, ctx.snapshot.files)
             ctx = add_generated(ctx, IMPORTS_CONTEXT_FILE, imports.file_bytes())
         for note in recipe.notes + ctx.snapshot.notes:
             reporter.message(f"note: {note}")

@@ -159,28 +159,33 @@ def _module_files(module: str, root: str, files: frozenset[str]) -> list[str] | 
     return found
 
 
-def entry_file(module: str | None, script: str | None, files: frozenset[str]) -> list[str]:
+def entry_file(module: str | None, script: str | None, files: frozenset[str], package_dir: str | None = None) -> list[str]:
     """The files the trainer's command runs first: the script, or the module's (with its packages' __init__.py, and a
-    package's __main__.py)."""
+    package's __main__.py), at the top or in the packages' folder."""
     if script is not None:
         return [script] if script in files else []
     if module is None:
         return []
-    found = _module_files(module, "", files) or []
-    main = module.replace(".", "/") + "/__main__.py"
-    return found + ([main] if main in files else [])
+    for root in ([package_dir] if package_dir else []) + [""]:
+        found = _module_files(module, root, files)
+        if found is not None:
+            main = (f"{root}/" if root else "") + module.replace(".", "/") + "/__main__.py"
+            return found + ([main] if main in files else [])
+    return []
 
 
 def closure(module: str | None, script: str | None, files: Iterable[str], parse: Callable[[str], ast.AST | None],
-            table: ImportNames, stdlib: frozenset[str] = frozenset(sys.stdlib_module_names)) -> ImportSet:
+            table: ImportNames, *, package_dir: str | None = None) -> ImportSet:
     """The third-party modules the trainer's entry point reaches: its imports, and those of each of the trainer's own
     modules it imports, transitively. `parse` gives a file's module, or None where it does not parse (Python 2 code,
     said by inference). Left out as inference leaves them: the standard library, Python 2's renamed modules and
     implicit relative imports (said, not refused), and imports naming the trainer's own modules."""
     listed = frozenset(f for f in files if f.endswith(".py") and not f.startswith(".buildkit-py/"))
     script_dir = script.rpartition("/")[0] if script and "/" in script else None
-    roots = ([script_dir] if script_dir else []) + [""]  # a script's folder is first on its sys.path; PYTHONPATH the top
-    queue = entry_file(module, script, listed)
+    # A script's folder is first on its sys.path; PYTHONPATH holds the packages' folder (a src layout), then the top.
+    roots = ([script_dir] if script_dir else []) + ([package_dir] if package_dir else []) + [""]
+    stdlib = frozenset(sys.stdlib_module_names)
+    queue = entry_file(module, script, listed, package_dir)
     seen = set(queue)
     needed: dict[str, tuple[set[str], str]] = {}
 
@@ -277,7 +282,8 @@ def _fix(module: str, error: str, found: Needed | None, ubuntu: str | None) -> s
             + " that supports the image's Python and framework")
 
 
-def staged_imports(module: str | None, script: str | None, directory: Path, files: Iterable[str]) -> ImportSet:
+def staged_imports(module: str | None, script: str | None, package_dir: str | None, directory: Path,
+                   files: Iterable[str]) -> ImportSet:
     """The closure of a staged build context (`directory` holding `files`): the files are parsed from the staged
     copy, the bytes the build gets."""
     def parse(rel: str) -> ast.AST | None:
@@ -286,7 +292,7 @@ def staged_imports(module: str | None, script: str | None, directory: Path, file
         except (SyntaxError, ValueError, OSError):
             return None
 
-    return closure(module, script, files, parse, import_names())
+    return closure(module, script, files, parse, import_names(), package_dir=package_dir)
 
 
 __all__ = ["IMPORTS_CONTEXT_FILE", "ImportNames", "import_failure", "ImportSet", "Needed", "Statement", "closure", "entry_file",

@@ -130,12 +130,18 @@ class Plan(HtmlRepr):
     import_check: ImportScope | None = None
     # The trainer's compiled extensions are built from its directory in a stage of their own and copied beside the code.
     build_extensions: bool = False
+    package_dir: str | None = None  # the folder of the trainer's packages (src layout), on PYTHONPATH first
 
     @property
     def from_image(self) -> str:
         """What the Dockerfile's FROM names: the tag, pinned to the lock's digest when there is one."""
         # A base given by digest (an index's, maybe) gives way to the lock's: the build platform's manifest.
         return f"{self.base_image.split('@')[0]}@{self.lock.base_digest}" if self.lock else self.base_image
+
+    @property
+    def pythonpath(self) -> str:
+        """The code's place on the import path: the packages' folder first (a src layout), then the work directory."""
+        return f"{self.workdir}/{self.package_dir}:{self.workdir}" if self.package_dir else self.workdir
 
     @property
     def launcher_env(self) -> tuple[tuple[str, str], ...]:
@@ -518,7 +524,7 @@ def _import_scope(config: Config) -> ImportScope | None:
     trainer = config.trainer
     if not config.import_check or config.executor or trainer is None or not (trainer.module or trainer.script):
         return None
-    return ImportScope(trainer.module, trainer.script)
+    return ImportScope(trainer.module, trainer.script, trainer.package_dir)
 
 
 def _entry(config: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -637,6 +643,7 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         trainer_package=config.trainer_package,
         import_check=_import_scope(config),
         build_extensions=config.build_extensions and not config.executor,
+        package_dir=config.trainer.package_dir if config.trainer else None,
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,
@@ -806,6 +813,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         trainer_package=config.trainer_package,
         import_check=_import_scope(config),
         build_extensions=config.build_extensions and not config.executor,
+        package_dir=config.trainer.package_dir if config.trainer else None,
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,

@@ -57,9 +57,9 @@ class Recipe:
     allow_secrets: tuple[str, ...]
     allow_large: tuple[str, ...]
     extras: tuple[tuple[str, Path], ...]  # (path in the context, source): the launcher, the lock's requirements
-    # Where the build's import check starts, ("module", NAME) or ("script", PATH): its module list is made from the
-    # staged files (imports.staged_imports); None: the Dockerfile has no check.
-    import_check: tuple[str, str] | None = None
+    # Where the build's import check starts, ("module", NAME, PACKAGE_DIR) or ("script", PATH, PACKAGE_DIR): its module
+    # list is made from the staged files (imports.staged_imports); None: the Dockerfile has no check.
+    import_check: tuple[str, str, str] | None = None
 
     def resolved(self) -> Plan:
         return pickle.loads(self.plan_pickle)  # noqa: S301 (made by this process or kept in the user's own cache)

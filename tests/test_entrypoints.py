@@ -140,3 +140,28 @@ def test_what_the_training_dockerfile_installs_and_sets_informs_the_image(projec
     (root / "buildkit.yaml").write_text("system_packages: [curl]\nenv: {A: b}\n")  # the config's own win
     keys = dry(root)["config_keys"]
     assert "system_packages" not in keys and "env" not in keys
+
+
+def test_a_src_layout_puts_its_packages_on_the_path(project, testenv, tmp_path):
+    root = project({"src/mypkg/__init__.py": "", "src/mypkg/__main__.py": "from mypkg import model\nprint('SRC', model.NAME)\n",
+                    "src/mypkg/model.py": "import json\nNAME = 'ok'\n", "README.md": "python -m mypkg\n"})
+    inferred = dry(root)
+    assert inferred["config_keys"]["trainer"] == {"module": "mypkg", "package_dir": "src"}, inferred
+    assert inferred["imports"] == [] and inferred["pip"] == []  # mypkg is the trainer's own, under src/
+    (root / "src" / "mypkg" / "__main__.py").unlink()
+    (root / "src" / "mypkg" / "task.py").write_text("from mypkg import model\nprint('SRC', model.NAME)\n")
+    (root / "Dockerfile").write_text('FROM python:3.11\nCOPY . /app\nWORKDIR /app\nENV PYTHONPATH=/app/src\n'
+                                     'CMD ["python", "-m", "mypkg.task"]\n')
+    assert dry(root)["config_keys"]["trainer"] == {"module": "mypkg.task", "package_dir": "src"}
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = run_cli("autopackage", str(root), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["run"]["exit_code"] == 0 and "SRC ok" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("value", ["..", "../outside", "/abs", "a\nb", "x" * 300, "nothere"])
+def test_a_package_dir_outside_or_missing_is_refused(project, value):
+    root = project({"src/mypkg/__init__.py": "", "src/mypkg/task.py": ""})
+    (root / "buildkit.yaml").write_text(json.dumps({"trainer": {"module": "mypkg.task", "package_dir": value}}))
+    proc = run_cli("dockerfile", "--dir", str(root))
+    assert proc.returncode == 2 and "trainer.package_dir" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
