@@ -190,18 +190,10 @@ def _resolve(config: Config, recipe: Recipe, options: BuildOptions, reporter: Re
     """The image's requirements resolved with uv before the engine builds: a requirement that does not resolve exits 2
     at its file:line now, not as the install step's failure minutes into the build. A remote builder reads indexes
     this machine may not reach: it is left to that build."""
-    from .requirements_file import requirement_lines
-    from .resolution import check_resolution
+    from .resolution import check_resolution, declared_in
 
     plan = recipe.resolved()
-    declared = [(p, f"{config.source}: pip") for p in plan.pip]
-    if plan.requirements:
-        try:
-            text = (config.root / plan.requirements).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            text = ""  # the build's COPY says what is wrong with it
-        declared += requirement_lines(text, plan.requirements)
-    resolution = check_resolution(config, plan, declared, offline=options.offline)
+    resolution = check_resolution(config, plan, declared_in(config, plan), offline=options.offline)
     reporter.message(resolution.note if resolution.checked else f"note: {resolution.note}")
 
 

@@ -694,16 +694,12 @@ def _wheel_libraries(config: Config, requirements: _Requirements, fw: Framework 
                      base: str) -> _Libraries:
     """The system packages that the wheels of the image's distributions load at import and the base lacks
     (base_images/system_libraries.yaml), for the system-packages layer, each with a note."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
+    from .requirements_file import requirement_name
 
-    names = list(requirements.names) + ([fw.package or fw.name] if fw else [])
-    for text in config.pip:
-        try:
-            names.append(Requirement(text).name)
-        except InvalidRequirement:
-            continue  # a URL line: its distribution is not known before it is downloaded
-    wanted = list(dict.fromkeys(canonicalize_name(n) for n in names))
+    # A URL line names no distribution before it is downloaded: it brings no system package.
+    names = [*requirements.names, *(requirement_name(t) for t in config.pip),
+             *([requirement_name(fw.package or fw.name)] if fw else [])]
+    wanted = list(dict.fromkeys(n for n in names if n))
     if not wanted:
         return _Libraries()
     from .syslibs import system_libraries

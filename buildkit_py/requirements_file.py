@@ -36,11 +36,13 @@ def hash_checked(text: str, source: str) -> str | None:
 _NAME = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=\s*(?:\[|[<>=!~;@]|$))", re.ASCII)
 
 
+def requirement_name(line: str) -> str | None:
+    """The distribution a requirement names, PEP 503-normalised (None for an option, a path or a URL), read without
+    packaging's parser, which the plan does not load."""
+    match = None if line.startswith("-") else _NAME.match(line)
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else None
+
+
 def requirement_names(text: str, source: str) -> tuple[str, ...]:
-    """The distribution names a requirements file's requirements start with (options, paths and URLs left out)."""
-    found = []
-    for line, _ in requirement_lines(text, source):
-        match = _NAME.match(line)
-        if match and not line.startswith("-"):
-            found.append(match.group(1))
-    return tuple(found)
+    """The distributions a requirements file's requirements name (options, paths and URLs left out)."""
+    return tuple(name for line, _ in requirement_lines(text, source) if (name := requirement_name(line)))

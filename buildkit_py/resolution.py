@@ -83,8 +83,7 @@ def check_resolution(config: Config, plan: Plan, declared: Sequence[tuple[str, s
     kept = cache_dir() / "resolutions" / f"{key[:40]}.json"
     try:
         pins = tuple((str(n), str(v)) for n, v in json.loads(kept.read_text(encoding="utf-8")))
-        return Resolution(True, f"{len(pins)} packages resolve for Python {plan.python.version} ({platform})", pins,
-                          cached=True)
+        return Resolution(True, _resolved(pins, plan, platform), pins, cached=True)
     except (OSError, ValueError, TypeError):
         pass
     with tempfile.TemporaryDirectory(prefix="buildkit-py-resolve-") as tmp:
@@ -103,7 +102,11 @@ def check_resolution(config: Config, plan: Plan, declared: Sequence[tuple[str, s
         write_atomic(kept, json.dumps([list(p) for p in pins]))
     except OutputError:
         pass  # the next dry run resolves again
-    return Resolution(True, f"{len(pins)} packages resolve for Python {plan.python.version} ({platform})", pins)
+    return Resolution(True, _resolved(pins, plan, platform), pins)
+
+
+def _resolved(pins: tuple, plan: Plan, platform: str) -> str:
+    return f"{len(pins)} package{' resolves' if len(pins) == 1 else 's resolve'} for Python {plan.python.version} ({platform})"
 
 
 def _failure(said: str, declared: Sequence[tuple[str, str]], plan: Plan, platform: str) -> ConfigError:
@@ -125,6 +128,30 @@ def _failure(said: str, declared: Sequence[tuple[str, str]], plan: Plan, platfor
     requirement, where = culprit
     return ConfigError(f"{show(requirement)} does not resolve for Python {plan.python.version} ({platform}): {reason}; "
                        f"{fix}", where=where)
+
+
+def declared_in(config: Config, plan: Plan) -> list[tuple[str, str]]:
+    """(requirement, where) of what a config declares for its image: the `pip` entries and the requirements file's
+    lines, for an error's position."""
+    from .requirements_file import requirement_lines
+
+    found = [(p, f"{config.source}: pip") for p in plan.pip]
+    if plan.requirements:
+        try:
+            text = (config.root / plan.requirements).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""  # the build's COPY says what is wrong with it
+        found += requirement_lines(text, plan.requirements)
+    return found
+
+
+def checked_plan(config: Config, plan: Plan) -> Plan:
+    """The plan, its requirements resolved (`resolve`, `dockerfile`): a requirement that does not resolve exits 2; what
+    was resolved, or why not, is the plan's last note (none when offline was asked for)."""
+    from dataclasses import replace
+
+    resolution = check_resolution(config, plan, declared_in(config, plan))
+    return plan if offline_requested() else replace(plan, notes=(*plan.notes, resolution.note))
 
 
 def _name(requirement: str) -> str:

@@ -116,3 +116,16 @@ def test_a_build_resolves_before_the_engine_builds(online, index, testenv, tmp_p
     assert "building " not in proc.stderr  # refused before the engine was asked to build anything
     offline = run_cli("build", "--dir", str(root), "--network", "host", "--progress", "plain", "--offline", env=env)
     assert "note: the requirements were not resolved: offline" in offline.stderr
+
+
+def test_resolve_and_dockerfile_resolve_too(online, index, tmp_path):
+    root = trainer(tmp_path / "app", index.url, "bkpy-plain==1.0\n", "requirements: requirements.txt\n"
+                   "trainer:\n  script: train.py\n")
+    resolved = run_cli("resolve", "--dir", str(root), "--json")
+    assert resolved.returncode == 0, resolved.stderr
+    assert json.loads(resolved.stdout)["notes"][-1] == "1 package resolves for Python 3.11 (linux/amd64)"
+    (root / "requirements.txt").write_text("bkpy-plain==9.9\n")
+    for command in ("resolve", "dockerfile"):
+        proc = run_cli(command, "--dir", str(root))
+        assert proc.returncode == 2 and "requirements.txt:1: 'bkpy-plain==9.9' does not resolve" in proc.stderr, proc.stderr
+    assert run_cli("dockerfile", "--dir", str(root), env={OFFLINE_ENV: "1"}).returncode == 0

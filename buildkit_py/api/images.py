@@ -22,6 +22,7 @@ from ..plan import make_plan
 from ..progress import Reporter
 from ..refs import parse_ref
 from ..render import render_dockerfile, render_project_dockerignore
+from ..resolution import check_resolution, declared_in
 from ..resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 from .builds import check_build_options
 from .project import Progress, Project, Source, checked, load, project_from, refuse_unknown, reporting, variant_configs
@@ -55,6 +56,8 @@ def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None
     output = checked(output, "Path | None", "output")
     config = load(project_from(source, settings, "dockerfile", ["output"]))
     plan = _lock.apply(config, make_plan(config), locked=False)
+    if plan.lock is None:  # what the Dockerfile installs resolves (a lock's set was resolved when it was written)
+        check_resolution(config, plan, declared_in(config, plan))
     text = render_dockerfile(plan, root=config.root)
     ignore = render_project_dockerignore(config.root)
     if output is None:

@@ -79,15 +79,18 @@ def variant_configs(config: Config) -> list[Config]:
 
 
 def resolve(source: Source = None, /, **settings: Any) -> Plan:
-    """The resolved plan: base image, CUDA, cuDNN, Python, the framework wheel and its index, hypertune.
+    """The resolved plan: base image, CUDA, cuDNN, Python, the framework wheel and its index, hypertune; the image's
+    requirements resolved with uv (a requirement that does not resolve raises ConfigError; BUILDKIT_PY_OFFLINE=1 skips).
 
     source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
     settings: config keys, as their flags set them (framework="torch==2.5.1", python="3.11", cuda="12.4"...),
     and config (a path or a dict), dir and variant as the flags of those names.
     """
     from ..plan import make_plan
+    from ..resolution import checked_plan
 
-    return make_plan(load(project_from(source, settings, "resolve")))
+    config = load(project_from(source, settings, "resolve"))
+    return checked_plan(config, make_plan(config))
 
 
 def project_from(source: Source, settings: dict[str, Any], call: str, allowed: Iterable[str] = ()) -> Project:
