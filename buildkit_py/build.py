@@ -20,10 +20,11 @@ from .builders.base import BuildRequest
 from .buildtypes import BuildOptions, BuildResult
 from .config import Config, default_ca_bundle
 from .context import ContextListing, hash_context, list_context
-from .errors import BuildError, ConfigError, RegistryError
+from .errors import BuildError, RegistryError
 from .fastbuild import appended_result, attempt, checked, git_revision, prepared
 from .fsutil import read_text
 from .imports import import_failure
+from .indexes import uv_config
 from .launcher.constants import IMPORTS_CONTEXT_FILE
 from .lock import STALE_LOCK
 from .lock import apply as apply_lock
@@ -75,48 +76,6 @@ def _secrets(config: Config, tmp: Path) -> tuple[tuple[str, Path], ...]:
     """Secret files for the build, copied under fixed names into a private temp dir: the path the
     builder is given can then hold no character that would add a field to its --secret spec."""
     return tuple((name, _private_copy(data, tmp / _SECRET_FILES[name])) for name, data in secret_sources(config))
-
-
-# pip.conf keys an install reads ([install] over [global]) -> uv.toml keys; uv takes lists where pip
-# takes whitespace-separated values. Other pip keys (timeout, retries, cert) have no uv.toml form:
-# the CA bundle reaches uv as SSL_CERT_FILE.
-_UV_KEYS = {"index-url": ("index-url", False), "extra-index-url": ("extra-index-url", True),
-            "find-links": ("find-links", True), "trusted-host": ("allow-insecure-host", True),
-            "no-index": ("no-index", None)}
-
-
-def uv_config(pip_conf: str, where: str) -> str:
-    """The index settings of a pip.conf as a uv.toml."""
-    import configparser
-
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read_string(pip_conf, source=where)
-    except configparser.Error as exc:
-        # Its lines may carry credentials: name the kind of error, never the text.
-        raise ConfigError(f"the pip.conf cannot be read as an INI file ({type(exc).__name__})", where=where) from None
-    settings: dict[str, str] = {}
-    for section in ("global", "install"):
-        if parser.has_section(section):
-            settings.update({k.replace("_", "-"): v for k, v in parser.items(section) if k.replace("_", "-") in _UV_KEYS})
-    lines = []
-    if "extra-index-url" in settings:  # pip's semantics: the best version across all indexes (uv: the first index's)
-        lines.append('index-strategy = "unsafe-best-match"')
-    for key, value in settings.items():
-        name, is_list = _UV_KEYS[key]
-        if is_list is None:  # a pip boolean
-            lines.append(f"{name} = {'true' if value.strip().lower() in ('1', 'true', 'yes', 'on') else 'false'}")
-        elif is_list:
-            lines.append(f"{name} = [{', '.join(_toml_string(v) for v in value.split())}]")
-        else:
-            lines.append(f"{name} = {_toml_string(value.strip())}")
-    return "".join(line + "\n" for line in lines)
-
-
-def _toml_string(text: str) -> str:
-    """A TOML basic string: quotes, backslashes and control characters escaped."""
-    return '"' + "".join(c if c.isprintable() and c not in '"\\' else f"\\u{ord(c):04x}" if ord(c) < 0x10000
-                         else f"\\U{ord(c):08x}" for c in text) + '"'
 
 
 def _private_copy(data: bytes, path: Path) -> Path:

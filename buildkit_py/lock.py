@@ -435,7 +435,7 @@ def _pip_conf_text(config: Config) -> str | None:
 
 def _user_indexes(pip_conf: str | None) -> list[str]:
     """The indexes a pip.conf names (PyPI unless it replaces it), without credentials."""
-    from .build import uv_config
+    from .indexes import uv_config
 
     settings = uv_config(pip_conf or "", "pip.conf").splitlines()
     found = re.findall(r'"([^"]*)"', "\n".join(line for line in settings
@@ -464,7 +464,7 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
         indexes.append(without_credentials(fw.index_url))
     pip_conf = _pip_conf_text(config)
     if pip_conf is not None:
-        from .build import uv_config
+        from .indexes import uv_config
 
         fd = os.open(work / "uv.toml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
