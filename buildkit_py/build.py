@@ -126,7 +126,7 @@ def make_recipe(config: Config, locked: bool = False, dockerfile: str | None = N
     remote = getattr(backend, "remote", False)  # builds and pushes where it runs, with the secrets found there
     return Recipe(
         root=config.root, dockerfile=text, ignore=ignore, plan=json.loads(json.dumps(plan.to_dict(), default=str)),
-        plan_pickle=pickle.dumps(plan), notes=tuple(n for n in plan.notes if n.startswith(STALE_LOCK)),
+        plan_pickle=pickle.dumps(plan), notes=plan.said + tuple(n for n in plan.notes if n.startswith(STALE_LOCK)),
         image=config.image, tags=tuple(config.tags), variant=config.variant, builder=config.builder, remote=remote,
         # A lock's wheels are for its platform (linux/amd64 unless the config names one): the build targets the same.
         platform=config.platform or ("linux/amd64" if plan.gpu or plan.lock else None),

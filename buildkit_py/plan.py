@@ -131,6 +131,7 @@ class Plan(HtmlRepr):
     # The trainer's compiled extensions are built from its directory in a stage of their own and copied beside the code.
     build_extensions: bool = False
     package_dir: str | None = None  # the folder of the trainer's packages (src layout), on PYTHONPATH first
+    said: tuple[str, ...] = ()  # what every build of this plan says (also in notes): system packages added, no check
 
     @property
     def from_image(self) -> str:
@@ -520,6 +521,13 @@ def _install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cu
     )
 
 
+def _unchecked(config: Config) -> tuple[str, ...]:
+    if config.import_check or config.executor or config.trainer is None:
+        return ()
+    return ("import_check: false: the build does not import what the trainer imports, so an import the image cannot "
+            "do fails where the job runs",)
+
+
 def _import_scope(config: Config) -> ImportScope | None:
     trainer = config.trainer
     if not config.import_check or config.executor or trainer is None or not (trainer.module or trainer.script):
@@ -648,7 +656,8 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         entrypoint=entrypoint,
         cmd=cmd,
         accelerator=tpu.name,
-        notes=tuple(notes) + libraries.notes,
+        notes=tuple(notes) + libraries.notes + _unchecked(config),
+        said=libraries.notes + _unchecked(config),
         executor=config.executor,
         keep_pip=config.keep_pip,
         tpu=tpu.name,
@@ -816,7 +825,8 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         cuda_flavor=flavor,
         accelerator=accelerator.name if accelerator else None,
         cuda_archs=archs,
-        notes=tuple(notes) + libraries.notes,
+        notes=tuple(notes) + libraries.notes + _unchecked(config),
+        said=libraries.notes + _unchecked(config),
         executor=config.executor,
         keep_pip=config.keep_pip,
     )
