@@ -73,7 +73,8 @@ def _pools(source: str, cluster: object) -> dict[str, tuple[str, ...]]:
         if not isinstance(pool, list) or not all(isinstance(a, str) for a in pool):
             raise ClusterError(f"{field}: {_show(pool)} is not a pool; allowed: a list of 'host:port' strings")
         for i, address in enumerate(pool):
-            if error := _address(f"{field}[{i}]", address):
+            error = _address(f"{field}[{i}]", address)
+            if error:
                 raise error
         pools[name] = tuple(pool)
     return pools

@@ -213,8 +213,8 @@ def cuda_visible(raw: str, devices: tuple[nvml.Device, ...]) -> tuple[list[nvml.
         elif kind == "GPU-" and entry.startswith("GPU-"):
             matches = [d for d in devices if d.uuid.startswith(entry)]
             found = matches[0] if len(matches) == 1 else None  # an ambiguous prefix names no device
-        elif kind is None and (match := _ORDINAL.match(entry)):
-            index = int(match.group(1))
+        elif kind is None and _ORDINAL.match(entry):
+            index = int(_ORDINAL.match(entry).group(1))
             found = devices[index] if index < len(devices) else None
         if found is None:
             return chosen, f"{entry!r} names no GPU in this container ({where}), so CUDA uses only the entries before it"
@@ -234,8 +234,8 @@ def _compat_library(directory: str) -> tuple[str, tuple[int, ...]] | None:
         names = os.listdir(directory)
     except OSError:
         return None
-    found = [(tuple(int(p) for p in m.group(1).split(".")), name)
-             for name in names if (m := _COMPAT_LIBRARY.fullmatch(name))]
+    matches = [(_COMPAT_LIBRARY.fullmatch(name), name) for name in names]
+    found = [(tuple(int(p) for p in m.group(1).split(".")), name) for m, name in matches if m]
     if not found:
         return None
     version, name = max(found)

@@ -86,7 +86,7 @@ def _tpu_group(sysfs: str, group: int) -> bool:
 
 def chips(dev: str, sysfs: str) -> dict[str, list[str]]:
     """The chip nodes under dev, by layout, in index order."""
-    accel = sorted((int(m.group(1)), name) for name in _listing(dev) if (m := _ACCEL.fullmatch(name)))
+    accel = sorted((int(_ACCEL.fullmatch(name).group(1)), name) for name in _listing(dev) if _ACCEL.fullmatch(name))
     groups = sorted(int(name) for name in _listing(os.path.join(dev, "vfio")) if _GROUP.fullmatch(name))
     groups = [group for group in groups if _tpu_group(sysfs, group)]
     return {ACCEL: [os.path.join(dev, name) for _, name in accel],
