@@ -89,6 +89,9 @@ def _on_interpreter(test: ast.AST) -> bool:
                for n in ast.walk(test))
 
 
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  # the fields of a node that hold statements
+
+
 def statements(tree: ast.AST) -> Iterator[Statement]:
     """Each import the module may run, in no particular order: those guarded by `except ImportError` (the code runs
     without them), under `if TYPE_CHECKING:` (never at run time) and in a branch on the interpreter's version or the OS
@@ -107,8 +110,8 @@ def statements(tree: ast.AST) -> Iterator[Statement]:
             stack += node.orelse
         elif isinstance(node, ast.If) and _on_interpreter(node.test):
             continue
-        else:
-            stack += ast.iter_child_nodes(node)
+        else:  # imports are statements: only the blocks of statements are walked, not the expressions (most nodes)
+            stack += [child for name in _BLOCKS for child in getattr(node, name, ())]
 
 
 @dataclass(frozen=True)
