@@ -21,6 +21,7 @@ from .config import Config
 from .errors import ConfigError, OutputError, show
 from .fsutil import cache_dir, write_atomic
 from .plan import Plan
+from .requirements_file import requirement_name
 
 OFFLINE_ENV = "BUILDKIT_PY_OFFLINE"
 CHECK_TIMEOUT = 600  # seconds: a cold resolve of a CUDA framework reads large index pages
@@ -118,8 +119,8 @@ def _failure(said: str, declared: Sequence[tuple[str, str]], plan: Plan, platfor
     reason = "; ".join(line for line in kept if line) or "; ".join(line for line in lines if line)[-400:]
     reason = reason[:600] or "uv gave no reason"
     text = said.lower()
-    culprit = next(((r, w) for r, w in declared if re.search(
-        r"(?<![a-z0-9_.-])" + re.escape(_name(r)) + r"(?![a-z0-9_-])", text)), None)
+    culprit = next(((r, w) for r, w in declared if (name := requirement_name(r)) and re.search(
+        r"(?<![a-z0-9_.-])" + re.escape(name) + r"(?![a-z0-9_-])", text.replace("_", "-"))), None)
     fix = (f"check the name and the release on the index, pin one that has a build for Python {plan.python.version} "
            f"({platform}), or drop the line")
     if culprit is None:
@@ -152,8 +153,3 @@ def checked_plan(config: Config, plan: Plan) -> Plan:
 
     resolution = check_resolution(config, plan, declared_in(config, plan))
     return plan if offline_requested() else replace(plan, notes=(*plan.notes, resolution.note))
-
-
-def _name(requirement: str) -> str:
-    head = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip())
-    return (head.group(0) if head else requirement).lower()
