@@ -6,12 +6,13 @@ module or script that is a file of the directory counts."""
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from .dockerfile_text import exec_form, instructions
 
 MAX_FILES = 200  # files of each kind read
 MAX_BYTES = 1 << 20  # of each
@@ -80,32 +81,9 @@ def _text(path: Path) -> str:
         return ""
 
 
-def _instructions(text: str) -> Iterator[tuple[int, str, str]]:
-    """(line, KEYWORD, arguments) of each instruction: continuations joined, comments dropped."""
-    pending, start = "", 0
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if not pending and (not stripped or stripped.startswith("#")):
-            continue
-        if not pending:
-            start = number
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        keyword, _, rest = (pending + stripped).partition(" ")
-        pending = ""
-        yield start, keyword.upper(), rest.strip()
-
-
 def _words(arguments: str) -> list[str] | None:
     """Exec form as JSON gives it; shell form as `/bin/sh -c TEXT` runs it."""
-    if arguments.startswith("["):
-        try:
-            words = json.loads(arguments)
-        except ValueError:
-            return None
-        return words if isinstance(words, list) and all(isinstance(w, str) for w in words) else None
-    return ["/bin/sh", "-c", arguments]
+    return exec_form(arguments) if arguments.startswith("[") else ["/bin/sh", "-c", arguments]
 
 
 def _python_call(words: list[str]) -> tuple[str | None, str | None, list[str]] | None:
@@ -205,7 +183,7 @@ def dockerfile_entries(directory: Path, is_module: Callable[[str], bool],
         workdir = "/"
         apt: list[str] = []
         env: dict[str, str] = {}
-        for line, keyword, arguments in _instructions(_text(path)):
+        for line, keyword, arguments in instructions(_text(path)):
             if keyword == "FROM":
                 entrypoint, cmd, workdir, apt, env = None, None, "/", [], {}
                 found = _FROM_PYTHON.match(arguments)

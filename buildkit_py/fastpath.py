@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .buildtypes import EXTENSIONS_STAGE
 from .context import FIXED_MTIME, Snapshot
+from .dockerfile_text import exec_form, instructions
 from .errors import OutputError, RegistryError, show
 from .fsutil import cache_dir, write_atomic
 from .launcher.constants import IMPORTS_CONTEXT_FILE
@@ -99,27 +100,12 @@ class Appended:
 
 def _instructions(text: str) -> list[tuple[str, str]]:
     """(KEYWORD, arguments) per instruction, continuation lines joined and comments dropped."""
-    found, pending = [], ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        keyword, _, rest = (pending + stripped).partition(" ")
-        found.append((keyword.upper(), rest.strip()))
-        pending = ""
-    return found
+    return [(keyword, arguments) for _, keyword, arguments in instructions(text)]
 
 
 def _words(arguments: str) -> list[str] | None:
     if arguments.startswith("["):
-        try:
-            words = json.loads(arguments)
-        except ValueError:
-            return None
-        return words if isinstance(words, list) and all(isinstance(w, str) for w in words) else None
+        return exec_form(arguments)
     try:
         return shlex.split(arguments)
     except ValueError:

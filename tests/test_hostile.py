@@ -546,25 +546,15 @@ def test_hostile_cloudbuild_endpoint_exits_2_naming_it(tmp_path, capsys, monkeyp
     monkeypatch.setenv("BUILDKIT_PY_CLOUDBUILD_ENDPOINT", value)
     code, _, err = main(capsys, "build", "--dir", str(tmp_path))
     assert code == 2 and "$BUILDKIT_PY_CLOUDBUILD_ENDPOINT" in err, err
-def test_fast_path_of_another_type_is_refused_by_the_api(tmp_path):
+@pytest.mark.parametrize("field, flag", [("fast_path", "--no-fast-path"), ("offline", "--offline")])
+def test_build_switches_of_another_type_are_refused_by_the_api(tmp_path, field, flag):
     from buildkit_py import api
 
     write(tmp_path, "trainer/task.py", "")
     for wrong in ("false", 0, [False], None):
         for call in (lambda o: api.build(api.Project(directory=tmp_path), o),
-                     lambda o: api.run(api.Project(directory=tmp_path), api.RunOptions(build=o))):
-            with pytest.raises(BuildkitError) as caught:
-                call(api.BuildOptions(push=True, fast_path=wrong))
-            assert caught.value.exit_code == 2 and "--no-fast-path" in str(caught.value)
-
-
-def test_offline_of_another_type_is_refused_by_the_api(tmp_path):
-    from buildkit_py import api
-
-    write(tmp_path, "trainer/task.py", "")
-    for wrong in ("false", 0, [False], None):
-        for call in (lambda o: api.build(api.Project(directory=tmp_path), o),
+                     lambda o: api.run(api.Project(directory=tmp_path), api.RunOptions(build=o)),
                      lambda o: api.autopackage(api.Project(directory=tmp_path), api.AutopackageOptions(build=o))):
             with pytest.raises(BuildkitError) as caught:
-                call(api.BuildOptions(offline=wrong))
-            assert caught.value.exit_code == 2 and "--offline" in str(caught.value)
+                call(api.BuildOptions(push=True, **{field: wrong}))
+            assert caught.value.exit_code == 2 and flag in str(caught.value)
