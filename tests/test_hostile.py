@@ -546,6 +546,8 @@ def test_hostile_cloudbuild_endpoint_exits_2_naming_it(tmp_path, capsys, monkeyp
     monkeypatch.setenv("BUILDKIT_PY_CLOUDBUILD_ENDPOINT", value)
     code, _, err = main(capsys, "build", "--dir", str(tmp_path))
     assert code == 2 and "$BUILDKIT_PY_CLOUDBUILD_ENDPOINT" in err, err
+
+
 @pytest.mark.parametrize("field, flag", [("fast_path", "--no-fast-path"), ("offline", "--offline")])
 def test_build_switches_of_another_type_are_refused_by_the_api(tmp_path, field, flag):
     from buildkit_py import api
