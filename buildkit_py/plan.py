@@ -627,6 +627,7 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
     entrypoint, cmd = _entry(config)
     requirements = _requirements_file(config)
     libraries = _wheel_libraries(config, requirements, fw, None, matrix.distros.cpu_image.format(python=python))
+    said = libraries.notes + _unchecked(config)  # what every build of the plan says
     return Plan(
         base_image=matrix.distros.cpu_image.format(python=python),
         base_kind="tpu",
@@ -656,8 +657,8 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         entrypoint=entrypoint,
         cmd=cmd,
         accelerator=tpu.name,
-        notes=tuple(notes) + libraries.notes + _unchecked(config),
-        said=libraries.notes + _unchecked(config),
+        notes=tuple(notes) + said,
+        said=said,
         executor=config.executor,
         keep_pip=config.keep_pip,
         tpu=tpu.name,
@@ -796,6 +797,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
     entrypoint, cmd = _entry(config)
     requirements = _requirements_file(config)
     libraries = _wheel_libraries(config, requirements, fw, ubuntu, base)
+    said = libraries.notes + _unchecked(config)  # what every build of the plan says
     return Plan(
         base_image=base,
         base_kind=kind,
@@ -825,8 +827,8 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         cuda_flavor=flavor,
         accelerator=accelerator.name if accelerator else None,
         cuda_archs=archs,
-        notes=tuple(notes) + libraries.notes + _unchecked(config),
-        said=libraries.notes + _unchecked(config),
+        notes=tuple(notes) + said,
+        said=said,
         executor=config.executor,
         keep_pip=config.keep_pip,
     )
