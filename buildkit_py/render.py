@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .buildtypes import EXTENSIONS_STAGE
+from .dockerfile_text import exec_form as exec_words
 from .errors import ConfigError, OutputError, RenderError, show
 from .fsutil import cache_dir, consult, read_text, write_atomic
 from .launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
@@ -250,11 +251,8 @@ def _exec_form_of(dockerfile: str, where: str) -> tuple[list[str], list[str], st
         if keyword == "FROM":
             found = {}
         elif keyword in ("ENTRYPOINT", "CMD"):
-            try:
-                value = json.loads(rest)
-            except ValueError:
-                value = None
-            if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            value = exec_words(rest)
+            if value is None:
                 raise ConfigError(f"{keyword} {show(rest.strip())} is in shell form: --with-launcher hands the command to "
                                   f"the launcher word for word, so write it in exec form, {keyword} [\"python\", "
                                   "\"train.py\"]", where=where)
