@@ -60,6 +60,7 @@ class CloudBuildStandIn:
         self.builds: dict[str, dict] = {}  # id -> the Build resource (JSON), as GET answers
         self.bodies: list[dict] = []  # every create body, as sent
         self.cancelled: list[str] = []
+        self.answer_delay = 0.0  # seconds a create's answer waits once the build runs: a slow network
         self._procs: dict[str, subprocess.Popen] = {}
         self._bin = Path(tempfile.mkdtemp(prefix="cloudbuild-standin-"))
         (self._bin / "docker").symlink_to(docker_client)  # what `docker` is inside the docker builder's step
@@ -96,6 +97,7 @@ class CloudBuildStandIn:
         with self.lock:
             self.builds[build_id] = build
         threading.Thread(target=self._run, args=(build_id,), daemon=True).start()
+        time.sleep(self.answer_delay)
         operation = {"name": f"projects/{project}/locations/{region}/operations/{uuid.uuid4()}",
                      "metadata": {"@type": "type.googleapis.com/google.devtools.cloudbuild.v1.BuildOperationMetadata",
                                   "build": build}}

@@ -151,10 +151,13 @@ def slow(trainer: Path) -> None:
         handle.write("template: Dockerfile.j2\n")
 
 
-@pytest.mark.parametrize("variants", [0, 2], ids=["one", "all-variants"])
-def test_ctrl_c_cancels_every_build(testenv, cloud, trainer, variants):
+@pytest.mark.parametrize("variants, answer_delay", [(0, 0.0), (0, 6.0), (2, 0.0)],
+                         ids=["one", "while-created", "all-variants"])
+def test_ctrl_c_cancels_every_build(testenv, cloud, trainer, variants, answer_delay):
+    """while-created: the Ctrl-C comes while the create request waits for its answer, the build already running."""
     image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/e2e/cloudbuild-cancel-{uuid.uuid4().hex[:8]}"
     slow(trainer)
+    cloud["standin"].answer_delay = answer_delay
     if variants:
         with open(trainer / "buildkit.yaml", "a") as handle:
             handle.write("variants:\n" + "".join(f"  - {{name: v{i}}}\n" for i in range(variants)))

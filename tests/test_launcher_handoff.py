@@ -215,7 +215,8 @@ SIGTERM_TRAINER = (
     "    os._exit(42)\n"
     "signal.signal(signal.SIGTERM, on_term)\n"
     "print('ready', flush=True)\n"
-    "time.sleep(60)\n"
+    "while True:\n"  # short sleeps: a signal landing between Python's check and the sleep's syscall waits for the
+    "    time.sleep(0.05)\n"  # sleep to end (CPython's own race), as no training loop would
 )
 
 

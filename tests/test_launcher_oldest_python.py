@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,32 @@ def test_the_launcher_runs_on_the_oldest_python_here(tmp_path):
     checked = subprocess.run([python, "-B", "-m", "buildkit_launcher.imports", str(tmp_path / "imports.json")],
                              capture_output=True, text=True, env=env, cwd=tmp_path)
     assert checked.returncode == 1 and "zz_absent_module: ModuleNotFoundError" in checked.stdout, checked.stdout
+
+
+def test_the_pid_1_supervisor_runs_on_the_oldest_python_here(tmp_path):
+    """As PID 1 (a PID namespace of its own): a trainer it execs and one it runs in its own interpreter both give their
+    exit status, an orphan is reaped, and SIGTERM to PID 1 reaches the trainer's handler."""
+    from test_launcher_handoff import SIGTERM_TRAINER, _pid_namespace_works
+
+    if not _pid_namespace_works():
+        pytest.skip("unshare --pid is not allowed here")
+    python, version = oldest_python()
+    site = tmp_path / "site"
+    shutil.copytree(LAUNCHER, site / "buildkit_launcher", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(site), "BUILDKIT_PY_EXPECT_GPUS": "0",
+           "BUILDKIT_PY_LAUNCHER_QUIET": "1"}
+    pid_1 = ["unshare", "--fork", "--pid", "--mount-proc", python, "-m", "buildkit_launcher", "--"]
+    spawned = subprocess.run([*pid_1, "sh", "-c", "sleep 0.2 & echo $$; exit 3"], capture_output=True, text=True,
+                             env=env, timeout=60)
+    assert spawned.returncode == 3 and spawned.stdout == "2\n", (version, spawned.stderr)
+    script = tmp_path / "trainer.py"
+    script.write_text(SIGTERM_TRAINER)
+    proc = subprocess.Popen([*pid_1, python, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        os.kill(int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0]), signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 42 and out == "got SIGTERM in __main__\n", (version, err)

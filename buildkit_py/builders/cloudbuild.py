@@ -9,16 +9,18 @@ no request, step argument, substitution, label, layer or log line.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
 import os
 import shlex
+import signal
 import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -252,6 +254,28 @@ class CloudBuildApi:
         return self._call("POST", f"builds/{build_id}:cancel", {"projectId": self.conf.project, "id": build_id})
 
 
+@contextlib.contextmanager
+def _interrupt_deferred() -> Iterator[list[int]]:
+    """A Ctrl-C while the build is being created is held until the request returns: the service may already run the
+    build, and only its id (in the answer) lets the interrupt cancel it; a second Ctrl-C does not wait. The list says
+    whether one came. Outside the main thread (a variant's build) Ctrl-C never arrives: CANCEL serves there."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum, _frame):
+        if held:
+            raise KeyboardInterrupt
+        held.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield held
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class CloudBuildBuilder:
     name = "cloudbuild"
     supports_secrets = True  # from Secret Manager (cloudbuild.*_secret)
@@ -288,11 +312,14 @@ class CloudBuildBuilder:
                 raise StageError(f"{exc} (the build context of Cloud Build; the bucket is cloudbuild.bucket)") from None
             reporter.message(f"context {staged.uri} {'uploaded' if staged.uploaded else 'already there: not uploaded'}")
         api = CloudBuildApi(conf)
-        build = api.create(build_body(request, conf, name))
+        with _interrupt_deferred() as interrupted:
+            build = api.create(build_body(request, conf, name))
         build_id = build["id"]
-        reporter.message(f"Cloud Build {build_id} in {conf.project}/{conf.region}: {build.get('status', 'QUEUED')}"
-                         + (f" ({build['logUrl']})" if build.get("logUrl") else ""))
         try:
+            reporter.message(f"Cloud Build {build_id} in {conf.project}/{conf.region}: {build.get('status', 'QUEUED')}"
+                             + (f" ({build['logUrl']})" if build.get("logUrl") else ""))
+            if interrupted:
+                raise KeyboardInterrupt
             build = self._follow(api, build_id, conf, reporter)
         except KeyboardInterrupt:
             try:

@@ -143,54 +143,48 @@ def exec_trainer(command: list[str]) -> None:
 
 
 def supervise(command: list[str], target: tuple[str, str, list[str]] | None = None) -> object:
-    """PID 1: run the trainer as a child (forked to run target in this interpreter, else spawned),
-    forward signals to it and reap every orphan, since PID 1 ignores default-action signals and
-    inherits other processes' zombies. Returns the trainer's exit status; in the forked child,
-    the trainer's own (see run_python)."""
-    child: list[int] = []  # the trainer's pid, once it exists
-    early: list[int] = []  # signals that came before the child existed, sent once it does
+    """PID 1: run the trainer as a child (forked to run target in this interpreter, else forked and exec'd), forward
+    signals to it and reap every orphan, since PID 1 ignores default-action signals and inherits other processes'
+    zombies. Returns the trainer's exit status; in the forked child, the trainer's own (see run_python).
 
-    def forward(signum, _frame):
-        if not child:
-            early.append(signum)
-            return
-        try:
-            os.kill(child[0], signum)
-        except ProcessLookupError:
-            pass
-
-    # Handlers first: a SIGTERM while the child starts is kept, not lost.
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-    if target is not None:
-        # Blocked across the fork, so a signal meant for the trainer waits until the child has
-        # its dispositions back instead of running the copy of `forward` it inherited.
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            return run_python(target)
-        child.append(pid)
+    The forwarded signals and SIGCHLD stay blocked here and are taken with sigwaitinfo, never by a handler: a
+    handler's signal that lands just before the wait blocks would wait with it, unforwarded, until the trainer
+    ends. One that comes before the child exists stays pending until it does."""
+    watched = (*FORWARDED, signal.SIGCHLD)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # not SIG_IGN, which would reap the trainer before its status is read
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    else:
-        try:  # exec resets the caught signals; SIGPIPE and SIGXFSZ, which Python ignores, are reset here
-            child.append(os.posix_spawnp(command[0], command, os.environ,
-                                         setsigdef=(signal.SIGPIPE, signal.SIGXFSZ)))
-        except OSError as exc:
-            return _cannot_run(command, exc)
-    for signum in early:
-        os.kill(child[0], signum)
-    while True:
+        if target is not None:
+            return run_python(target)
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # ignored by Python, and exec keeps an ignored signal so
+            signal.signal(sig, signal.SIG_DFL)
         try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            return 1  # not reached: the trainer is a child until it is reaped here
-        if pid == child[0]:
-            code = os.waitstatus_to_exitcode(status)
-            return 128 - code if code < 0 else code
+            os.execvp(command[0], command)
+        except OSError as exc:
+            code = _cannot_run(command, exc)
+            sys.stderr.flush()
+            os._exit(code)
+    while True:
+        signum = signal.sigwaitinfo(watched).si_signo
+        if signum != signal.SIGCHLD:
+            try:
+                os.kill(child, signum)
+            except ProcessLookupError:
+                pass
+            continue
+        while True:  # one SIGCHLD may stand for several ended children
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return 1  # not reached: the trainer is a child until it is reaped here
+            if pid == 0:
+                break
+            if pid == child:
+                return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def _cannot_run(command: list[str], exc: OSError) -> int:
