@@ -456,6 +456,9 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     args = [_uv(), "pip", "compile", "in.txt", "-o", "out.txt", "--no-header", "--no-annotate",
             "--python-version", plan.python.version, "--python-platform", _PYTHON_PLATFORMS[platform], "--quiet"]
     args += ["--generate-hashes"] if hashes else []
+    if fw and fw.overrides:  # what the image's installs drop (templates/macros.j2 `install`)
+        (work / "overrides.txt").write_text("".join(line + "\n" for line in fw.overrides))
+        args += ["--overrides", "overrides.txt"]
     indexes: list[str] = []
     if fw and fw.pre:
         args.append("--prerelease=allow")

@@ -164,6 +164,10 @@ class FrameworkSeries:
     verified: tuple[tuple[str, str], ...] = ()  # CUDA -> what a real GPU machine reported for the build
     companions: tuple[str, ...] = ()  # requirements installed with the framework: "protobuf<3.20"
     advice: str | None = None  # what to do instead when a release of the series cannot be built
+    # Another distribution that builds the series for GPUs (`gpu_build`: NVIDIA's TensorFlow 1.15), its one release
+    # in `releases`; and the distributions it stands for, whose requirements it replaces.
+    gpu_build: FrameworkSeries | None = None
+    replaces: tuple[str, ...] = ()
     per_release: dict[str, FrameworkSeries] = field(default_factory=dict, compare=False)
 
     def for_release(self, version: str) -> FrameworkSeries:
@@ -204,6 +208,7 @@ class Distros:
     cpu_python: tuple[str, ...]
     default_python: str
     min_python: str  # the oldest Python any image may have (the launcher's syntax)
+    standalone_min_python: str  # the oldest Python uv installs as a standalone build (GPU images)
 
 
 @dataclass(frozen=True)
@@ -318,8 +323,12 @@ def _verified(data: Any, where: str) -> tuple[tuple[str, str], ...]:
 
 _SERIES_KEYS = {"series", "releases", "cuda", "cudnn", "python", "default_cuda", "experimental_cuda", "archs",
                 "per_release", "package", "pre", "bundles_cuda", "gpu_extra", "gpu_index_url", "cpu_index_url",
-                "extra_optional", "system_cuda", "package_by_cuda", "verified", "companions", "advice"}
+                "extra_optional", "system_cuda", "package_by_cuda", "verified", "companions", "advice", "gpu_build"}
 _RELEASE_KEYS = {"cuda", "cudnn", "python", "default_cuda", "archs"}
+_GPU_BUILD_KEYS = {"package", "release", "replaces", "python", "cuda", "cudnn", "default_cuda", "archs", "bundles_cuda",
+                   "system_cuda", "gpu_index_url", "companions"}
+# A release with a local label (NVIDIA's 1.15.5+nv23.3), which only a gpu_build names.
+_LOCAL_RELEASE = re.compile(_RELEASE.pattern + r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?", re.ASCII)
 # What `matrix refresh` writes: how a release installs (package, extras, indexes) stays the shipped data's.
 _OVERLAY_KEYS = {"series", "releases", "python", "cuda", "default_cuda", "cudnn"}
 
@@ -355,6 +364,8 @@ def _series(data: dict, series: str, defaults: InstallSpec, where: str, origin: 
         verified=_verified(data.get("verified"), where),
         companions=_strings(data.get("companions", []), where, _COMPANION),
         advice=_advice(data.get("advice"), where),
+        gpu_build=_gpu_build(data["gpu_build"], series, defaults, f"{where}: gpu_build", origin)
+        if "gpu_build" in data else None,
     )
     for name in (out.default_cuda, *out.experimental_cuda):
         if name and name not in cuda:
@@ -376,6 +387,18 @@ def _series(data: dict, series: str, defaults: InstallSpec, where: str, origin: 
         out.per_release[release] = replace(
             _series({**merged, "releases": [release]}, series, out.install, rw, origin), releases=releases)
     return out
+
+
+def _gpu_build(data: Any, series: str, defaults: InstallSpec, where: str, origin: str) -> FrameworkSeries:
+    if not isinstance(data, dict) or set(data) - _GPU_BUILD_KEYS or not {"package", "release", "python"} <= set(data):
+        raise DataError(f"{where}: must be a mapping of package, release, python and optionally "
+                        f"{', '.join(sorted(_GPU_BUILD_KEYS - {'package', 'release', 'python'}))}")
+    release = _text(data, "release", where, _LOCAL_RELEASE)
+    replaces = _strings(data.get("replaces", []), where, _PACKAGE)
+    fields = {k: v for k, v in data.items() if k not in ("release", "replaces")}
+    # Only the index of the GPU build: its CPU index (none) never applies.
+    build = _series({**fields, "releases": [], "cpu_index_url": None}, series, defaults, where, origin)
+    return replace(build, releases=(str(release),), replaces=replaces)
 
 
 def _framework(path: Path) -> Framework:
@@ -576,6 +599,7 @@ def _load_matrix(directory: Path | None, overlay: Path | None, stamp: int | None
             cpu_python=_strings(cpu.get("python"), "distros.yaml: cpu"),
             default_python=_need(distros, "default_python", str, "distros.yaml"),
             min_python=str(_text(distros, "min_python", "distros.yaml", _PYTHON)),
+            standalone_min_python=str(_text(distros, "standalone_min_python", "distros.yaml", _PYTHON)),
         ),
         tools=Tools(
             uv_requirement=_need(tools, "uv_requirement", str, "tools.yaml"),

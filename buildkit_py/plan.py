@@ -69,6 +69,14 @@ class FrameworkInstall:
     bundles_cuda: bool  # this install brings CUDA and cuDNN as nvidia-* wheels
     cudnn: str | None  # the cuDNN the framework build expects
     source: str = SHIPPED  # where the release is known from: shipped data, or the overlay file
+    # Distributions this build stands for (nvidia-tensorflow for tensorflow-gpu): every install and resolution of
+    # the image overrides their requirements away.
+    replaces: tuple[str, ...] = ()
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        """uv override lines that drop every requirement of the replaced distributions: a marker never true."""
+        return tuple(f'{name} ; sys_platform == "never"' for name in self.replaces)
 
 
 @dataclass(frozen=True)
@@ -279,6 +287,34 @@ def usable_python(matrix: Matrix, series: FrameworkSeries) -> list[str]:
     return [p for p in series.python if version_key(p) >= floor]
 
 
+def gpu_series(fw: Framework, series: FrameworkSeries) -> FrameworkSeries | None:
+    """What builds a release of this series for GPUs in place of the framework's own wheels: the series' gpu_build,
+    else (a release line's older series) the gpu_build of the newest series of the same major that has one."""
+    if series.gpu_build is not None:
+        return series.gpu_build
+    major = series.series.split(".")[0]
+    later = [s for s in fw.series if s.gpu_build is not None and s.series.split(".")[0] == major
+             and version_key(s.series) > version_key(series.series)]
+    return max(later, key=lambda s: version_key(s.series)).gpu_build if later else None
+
+
+def _gpu_build_note(fw: Framework, series: FrameworkSeries, version: str, build: FrameworkSeries) -> str:
+    index = f", from {build.install.gpu_index_url}" if build.install.gpu_index_url else ""
+    last = (f"; {fw.name} {build.series} is the last {build.series.split('.')[0]}.x series, and code written for "
+            f"{series.series} runs on it" if build.series != series.series else "")
+    return (f"{fw.name}=={version} on a GPU: {build.install.package}=={build.releases[0]} (Python "
+            f"{', '.join(build.python)}, CUDA {', '.join(build.cuda)}{index}) is installed instead, since "
+            f"{fw.name} {series.series}'s own GPU wheels need CUDA {', '.join(series.cuda)} and Python "
+            f"{', '.join(series.python)}, which no image can have{last}; requirements naming "
+            f"{', '.join(build.replaces)} are left to it")
+
+
+def gpu_python(matrix: Matrix, python: str) -> bool:
+    """Can an nvidia/cuda image have this Python: from an Ubuntu archive, or as uv's standalone build."""
+    return any(python in apt for apt in matrix.distros.ubuntu_apt.values()) or \
+        version_key(python) >= version_key(matrix.distros.standalone_min_python)
+
+
 def _has_cudnn(release: CudaRelease, need: str) -> bool:
     """Does the tag's cuDNN serve a framework that loads the system cuDNN: same major, at least the
     minor it was built with."""
@@ -289,10 +325,12 @@ def _has_cudnn(release: CudaRelease, need: str) -> bool:
 def _builds(matrix: Matrix, series: FrameworkSeries, gpu: bool) -> str | None:
     """How a release of this series builds: 'CUDA X' / 'CPU', or None when it cannot (no usable
     Python, no nvidia/cuda tag for its CUDA, or no tag with the cuDNN it loads)."""
+    if gpu and series.gpu_build is not None:
+        series = series.gpu_build
     python = usable_python(matrix, series)
     if not gpu:
         return "CPU" if set(python) & set(matrix.distros.cpu_python) else None
-    if not python:
+    if not any(gpu_python(matrix, p) for p in python):
         return None
     tagged = {r.minor: r for r in matrix.cuda}
     system_cudnn = series.cudnn if not series.install.bundles_cuda else None
@@ -518,6 +556,7 @@ def _install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cu
         bundles_cuda=gpu and bundled,
         cudnn=_wheel_cudnn(series, cuda),
         source=series.origin,
+        replaces=series.replaces,
     )
 
 
@@ -746,13 +785,27 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
     if config.cuda_flavor not in (None, "auto") and (not gpu or config.base_image):
         why = "with base_image, the base is yours" if config.base_image else "the image has no GPU (gpu: false)"
         raise ResolutionError(f"cuda_flavor: {config.cuda_flavor} chooses the nvidia/cuda flavour, but {why}")
+    substituted: list[str] = []
+    build = gpu_series(fw, series) if gpu and fw and series and version != "nightly" else None
+    if build is not None:
+        substituted.append(_gpu_build_note(fw, series, version, build))
+        series, version = build, build.releases[0]
+        label = f"{label} on a GPU ({build.install.package}=={version})"
     if fw and series and version != "nightly" and not usable_python(matrix, series):
         raise ResolutionError(
             f"framework: {label} has wheels only for Python {', '.join(series.python)} on the package index, and "
             f"buildkit-py images need Python >= {matrix.distros.min_python} (the launcher); "
             + _instead(matrix, fw, series, version, gpu))
     python = _python(matrix, config, label, series)
-    notes: list[str] = []
+    if gpu and not config.base_image and not gpu_python(matrix, python):
+        why = (f"python: {python} on a GPU image: no Ubuntu of the nvidia/cuda images has it in its own archive, and "
+               f"uv's standalone builds start at Python {matrix.distros.standalone_min_python} (base_images/distros.yaml)")
+        if fw and series and version != "nightly" and not config.python:
+            raise ResolutionError(f"{why}; {label} has wheels only for Python {', '.join(series.python)}; "
+                                  + _instead(matrix, fw, series, version, gpu))
+        raise ResolutionError(f"{why}; use Python {matrix.distros.standalone_min_python} or newer, gpu: false "
+                              f"({matrix.distros.cpu_image.format(python=python)}), or base_image with that Python")
+    notes: list[str] = substituted
     if series and series.origin != SHIPPED and matrix.overlay:
         notes.append(f"{label} is known from index metadata ({series.origin}, refreshed {matrix.overlay.generated} "
                      f"from {matrix.overlay.index}), not from buildkit-py's shipped data: only its default CUDA is "

@@ -7,7 +7,7 @@ import pytest
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ResolutionError
 from buildkit_py.matrix import load_matrix, minor, version_key
-from buildkit_py.plan import check_accelerator, make_plan
+from buildkit_py.plan import check_accelerator, gpu_python, make_plan
 
 
 def plan_for(framework: str = "none", **kw):
@@ -157,12 +157,16 @@ def test_every_series_resolves(fw, series):
     version = "nightly" if series.series == "nightly" else series.releases[-1]
     usable = [p for p in series.python if version_key(p) >= version_key(matrix.distros.min_python)]
     if not usable:
-        with pytest.raises(ResolutionError, match=r"need Python >= 3\.8 \(the launcher\); nearest release that builds"):
+        with pytest.raises(ResolutionError, match=r"need Python >= 3\.7 \(the launcher\); nearest release that builds"):
             plan_for(f"{fw.name}=={version}", gpu=False)
         return
     cpu = plan_for(f"{fw.name}=={version}", gpu=False, python=usable[-1] if usable[-1] in matrix.distros.cpu_python else None)
     assert cpu.base_kind == "cpu"
     if fw.gpu and series.cuda:
+        if not any(gpu_python(matrix, p) for p in usable):  # Python 3.7 only: no nvidia/cuda image has it
+            with pytest.raises(ResolutionError, match=r"on a GPU image: .*gpu: false builds"):
+                plan_for(f"{fw.name}=={version}")
+            return
         if all(c in matrix.deleted_cuda for c in series.cuda):
             with pytest.raises(ResolutionError, match="NVIDIA deleted from Docker Hub .*nearest release that builds"):
                 plan_for(f"{fw.name}=={version}")

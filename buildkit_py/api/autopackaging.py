@@ -15,7 +15,7 @@ from ..errors import ConfigError, RegistryError, show
 from ..fsutil import cache_dir, read_text, write_atomic
 from ..matrix import load_matrix
 from ..notebook import HtmlRepr
-from ..plan import Plan, closest_python, make_plan, usable_python
+from ..plan import Plan, closest_python, gpu_python, make_plan, usable_python
 from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
 from .builds import check_build_options
@@ -113,6 +113,7 @@ def _legacy_build(project: Project, directory: Path, inferred: Inferred, convers
     out: dict[str, Any] = {}
     notes = []
     runtime = conversion.runtime
+    chief = conversion.values["job"].chief
     # The trainer's own pin wins; an import or open range took the runtime's release already (infer's prefer).
     declared = inferred_keys.get("framework")
     if runtime is not None and declared not in (None, runtime.framework) and "framework" not in set(raw.data) | flagged:
@@ -128,14 +129,18 @@ def _legacy_build(project: Project, directory: Path, inferred: Inferred, convers
             notes.append(f"{runtime.framework} (what runtimeVersion {runtime.version} ran) is not in the version data; set "
                          "framework: (or --framework) to build another release")
         elif "python" not in given and (usable := usable_python(matrix, series)):
-            # The runtime's Python where the wheels exist for it and an image can have it (the launcher's floor).
+            # The runtime's Python where the wheels exist for it and an image can have it (the launcher's floor; a
+            # GPU image's Pythons).
+            floor = matrix.distros.min_python
+            if _gpu_image(project, raw.data, chief, known.gpu) and any(gpu_python(matrix, p) for p in usable):
+                usable, floor = [p for p in usable if gpu_python(matrix, p)], matrix.distros.standalone_min_python
             out["python"] = closest_python(runtime.python, usable)
             if out["python"] != runtime.python:
-                notes.append(f"AI Platform ran {runtime.framework} on Python {runtime.python}; buildkit-py images have "
-                             f"Python >= {matrix.distros.min_python} and its wheels are for Python "
-                             f"{', '.join(series.python)}: building with {out['python']}, the closest")
-        # No usable Python (TensorFlow 1.15-2.1): the plan refuses the release with its real options.
-    chief = conversion.values["job"].chief
+                notes.append(f"AI Platform ran {runtime.framework} on Python {runtime.python}; buildkit-py "
+                             f"{'GPU ' if floor != matrix.distros.min_python else ''}images have Python >= {floor} and "
+                             f"its wheels are for Python {', '.join(series.python)}: building with {out['python']}, "
+                             "the closest")
+        # No usable Python (TensorFlow 1.0-1.12): the plan refuses the release with its real options.
     if chief.accelerator_type and chief.accelerator_count and not {"gpu", "accelerator"} & flagged:
         said = {k: raw.data[k] for k in ("gpu", "accelerator") if k in raw.data}
         out.update(accelerator=chief.accelerator_type, gpu=True)
@@ -150,6 +155,17 @@ def _legacy_build(project: Project, directory: Path, inferred: Inferred, convers
     for note in (*conversion.notes, *notes):
         reporter.message(f"note: {note}")
     return tuple(out.items())
+
+
+def _gpu_image(project: Project, data: dict, chief: Any, framework_gpu: bool) -> bool:
+    """Is the image built for a GPU: a flag, else the legacy job's accelerator, else the config, else the framework's
+    default."""
+    flagged = dict(project.overrides)
+    if flagged.get("gpu") is not None:
+        return bool(flagged["gpu"])
+    if chief.accelerator_type and chief.accelerator_count:
+        return True
+    return bool(data["gpu"]) if data.get("gpu") is not None else framework_gpu
 
 
 def autopackage(source: Source = None, /, options: AutopackageOptions | None = None, *, progress: Progress = None,

@@ -24,8 +24,8 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     && if [ -s /run/secrets/buildkit-uv-conf ]; then export UV_CONFIG_FILE=/run/secrets/buildkit-uv-conf; fi \
     && export UV_CACHE_DIR=/root/.cache/uv UV_LINK_MODE=copy \
     && if [ ! -x /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv ]; then \
-        "$(readlink -f "$(command -v python)")" -m pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: uv==0.13.0 2>/dev/null \
-        || { python -m venv /tmp/buildkit-py/uv-boot && /tmp/buildkit-py/uv-boot/bin/pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: uv==0.13.0 && rm -rf /tmp/buildkit-py/uv-boot; }; \
+        "$(readlink -f "$(command -v python)")" -m pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: --ignore-requires-python uv==0.13.0 2>/dev/null \
+        || { python -m venv /tmp/buildkit-py/uv-boot && /tmp/buildkit-py/uv-boot/bin/pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: --ignore-requires-python uv==0.13.0 && rm -rf /tmp/buildkit-py/uv-boot; }; \
     fi \
     && /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv pip install scikit-learn==1.5.2 \
     && { python -m compileall -q -j 0 -x '/tests?/' /opt/venv/lib || true; }
