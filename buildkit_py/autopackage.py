@@ -29,7 +29,7 @@ from .config import bad_character, find_config, load_raw
 from .errors import ConfigError, show
 from .fsutil import read_text
 from .imports import Needed, closure, import_names, statements
-from .matrix import Framework, Matrix, load_matrix, version_key
+from .matrix import Framework, Matrix, load_matrix, usable_python, version_key
 from .progress import Reporter
 
 if TYPE_CHECKING:
@@ -506,8 +506,6 @@ def _framework_of(matrix: Matrix, requirement: Requirement) -> str | None:
 
 def _release_pythons(matrix: Matrix, pin: str) -> list[str]:
     """The Pythons an image can have that the release's wheels support (NAME==VERSION); [] where it is not known."""
-    from .plan import usable_python
-
     name, _, version = pin.partition("==")
     fw = matrix.framework(name)
     series = next((s.for_release(version) for s in fw.series if version in s.releases), None) if fw else None
@@ -1293,9 +1291,14 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         names = {canonicalize_name(n) for n in (fw.name, fw.package) if n}
         declared_names |= names
         if canonicalize_name(r.name) not in names:
+            matched = [s for s in fw.series if any(r.specifier.contains(x, prereleases=True) for x in s.releases)]
+            builds = [fw.gpu_series(s) for s in matched]
+            replaced = bool(matched) and all(b is not None and r.name in b.replaces for b in builds)
             notes.append(f"{w}: {r.name} is another distribution name of {fw.name}: the image's framework is {fw.name}, "
                          f"and the line, where it is installed as written, adds {r.name} beside it (the same code twice; "
-                         f"tensorflow-gpu has no release after 2.11); write {fw.name}{r.specifier} instead")
+                         f"tensorflow-gpu has no release after 2.11); write {fw.name}{r.specifier} instead"
+                         + (f" (a GPU image installs {builds[0].install.package} in their place and leaves the line "
+                            "out)" if replaced else ""))
     if configured_fw is not None:  # the config's framework is installed: its import is declared
         declared_names |= {canonicalize_name(n) for n in (configured_fw.name, configured_fw.package)}
     if raw.data.get("hypertune", True) is not False:
@@ -1334,10 +1337,13 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     found = parsed + [(w, Requirement(d)) for d, w in missing.items()]
     deciding = _by_framework(matrix, found)
     deciding_name = _deciding(deciding) if deciding else None
-    if python is None:  # a plain import the legacy runtime gave a release of: the oldest Python an image can have with it
+    if python is None:  # a plain import the legacy runtime gave a release of: the oldest Python an image can have with
+        # it, and that some release of the deciding framework has
+        framework = matrix.framework(deciding_name) if deciding_name else None
+        also = {p for s in framework.series for p in usable_python(matrix, s)} if framework else None
         python = next((fits[0] for d in missing if _framework_of(matrix, Requirement(d)) != deciding_name
                        and "==" in (ran := runtime_pins.get(canonicalize_name(d), ("",)))[0]
-                       and (fits := _release_pythons(matrix, ran[0]))), None)
+                       and (fits := [p for p in _release_pythons(matrix, ran[0]) if also is None or p in also])), None)
         if python is not None:
             overrides["python"] = python
     choice = _pin(matrix, found,

@@ -195,6 +195,16 @@ class Framework:
     def releases(self) -> list[str]:
         return [r for s in self.series for r in s.releases]
 
+    def gpu_series(self, series: FrameworkSeries) -> FrameworkSeries | None:
+        """What builds a release of this series for GPUs in place of the framework's own wheels: the series'
+        gpu_build, else (an older series of a release line) the gpu_build of the newest series of the same major."""
+        if series.gpu_build is not None:
+            return series.gpu_build
+        major = series.series.split(".")[0]
+        later = [s for s in self.series if s.gpu_build is not None and s.series.split(".")[0] == major
+                 and version_key(s.series) > version_key(series.series)]
+        return max(later, key=lambda s: version_key(s.series)).gpu_build if later else None
+
     @property
     def package(self) -> str:
         return self.series[-1].install.package if self.series else self.name
@@ -243,6 +253,18 @@ class Matrix:
 
     def framework(self, name: str) -> Framework | None:
         return self.frameworks.get(self.aliases.get(name, name))
+
+
+def usable_python(matrix: Matrix, series: FrameworkSeries) -> list[str]:
+    """The series' Pythons that an image can have (the launcher needs distros.yaml's min_python)."""
+    floor = version_key(matrix.distros.min_python)
+    return [p for p in series.python if version_key(p) >= floor]
+
+
+def gpu_python(matrix: Matrix, python: str) -> bool:
+    """Can an nvidia/cuda image have this Python: from an Ubuntu archive, or as uv's standalone build."""
+    return any(python in apt for apt in matrix.distros.ubuntu_apt.values()) or \
+        version_key(python) >= version_key(matrix.distros.standalone_min_python)
 
 
 def _load(path: Path, what: str | None = None) -> dict:

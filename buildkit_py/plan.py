@@ -36,8 +36,10 @@ from .matrix import (
     FrameworkSeries,
     Matrix,
     Tpu,
+    gpu_python,
     load_matrix,
     minor,
+    usable_python,
     version_key,
 )
 from .notebook import HtmlRepr
@@ -281,23 +283,6 @@ def tpu_named(matrix: Matrix, name: str, field: str = "accelerator") -> Tpu | No
     return tpu
 
 
-def usable_python(matrix: Matrix, series: FrameworkSeries) -> list[str]:
-    """The series' Pythons that an image can have (the launcher needs distros.yaml's min_python)."""
-    floor = version_key(matrix.distros.min_python)
-    return [p for p in series.python if version_key(p) >= floor]
-
-
-def gpu_series(fw: Framework, series: FrameworkSeries) -> FrameworkSeries | None:
-    """What builds a release of this series for GPUs in place of the framework's own wheels: the series' gpu_build,
-    else (a release line's older series) the gpu_build of the newest series of the same major that has one."""
-    if series.gpu_build is not None:
-        return series.gpu_build
-    major = series.series.split(".")[0]
-    later = [s for s in fw.series if s.gpu_build is not None and s.series.split(".")[0] == major
-             and version_key(s.series) > version_key(series.series)]
-    return max(later, key=lambda s: version_key(s.series)).gpu_build if later else None
-
-
 def _gpu_build_note(fw: Framework, series: FrameworkSeries, version: str, build: FrameworkSeries) -> str:
     index = f", from {build.install.gpu_index_url}" if build.install.gpu_index_url else ""
     last = (f"; {fw.name} {build.series} is the last {build.series.split('.')[0]}.x series, and code written for "
@@ -307,12 +292,6 @@ def _gpu_build_note(fw: Framework, series: FrameworkSeries, version: str, build:
             f"{fw.name} {series.series}'s own GPU wheels need CUDA {', '.join(series.cuda)} and Python "
             f"{', '.join(series.python)}, which no image can have{last}; requirements naming "
             f"{', '.join(build.replaces)} are left to it")
-
-
-def gpu_python(matrix: Matrix, python: str) -> bool:
-    """Can an nvidia/cuda image have this Python: from an Ubuntu archive, or as uv's standalone build."""
-    return any(python in apt for apt in matrix.distros.ubuntu_apt.values()) or \
-        version_key(python) >= version_key(matrix.distros.standalone_min_python)
 
 
 def _has_cudnn(release: CudaRelease, need: str) -> bool:
@@ -786,7 +765,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         why = "with base_image, the base is yours" if config.base_image else "the image has no GPU (gpu: false)"
         raise ResolutionError(f"cuda_flavor: {config.cuda_flavor} chooses the nvidia/cuda flavour, but {why}")
     substituted: list[str] = []
-    build = gpu_series(fw, series) if gpu and fw and series and version != "nightly" else None
+    build = fw.gpu_series(series) if gpu and fw and series and version != "nightly" else None
     if build is not None:
         substituted.append(_gpu_build_note(fw, series, version, build))
         series, version = build, build.releases[0]
@@ -805,7 +784,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
                                   + _instead(matrix, fw, series, version, gpu))
         raise ResolutionError(f"{why}; use Python {matrix.distros.standalone_min_python} or newer, gpu: false "
                               f"({matrix.distros.cpu_image.format(python=python)}), or base_image with that Python")
-    notes: list[str] = substituted
+    notes: list[str] = []
     if series and series.origin != SHIPPED and matrix.overlay:
         notes.append(f"{label} is known from index metadata ({series.origin}, refreshed {matrix.overlay.generated} "
                      f"from {matrix.overlay.index}), not from buildkit-py's shipped data: only its default CUDA is "
@@ -850,7 +829,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
     entrypoint, cmd = _entry(config)
     requirements = _requirements_file(config)
     libraries = _wheel_libraries(config, requirements, fw, ubuntu, base)
-    said = libraries.notes + _unchecked(config)  # what every build of the plan says
+    said = tuple(substituted) + libraries.notes + _unchecked(config)  # what every build of the plan says
     return Plan(
         base_image=base,
         base_kind=kind,

@@ -62,6 +62,7 @@ def _key(config: Config, plan: Plan, platform: str) -> str:
     pip_conf = _pip_conf_text(config) or ""
     uv = Path(_uv())
     given = json.dumps([SCHEME, fw.requirement if fw else None, fw.index_url if fw else None, fw.pre if fw else None,
+                        list(fw.overrides) if fw else None,
                         plan.hypertune, list(plan.pip), hashlib.sha256(requirements).hexdigest(), plan.python.version,
                         platform, hashlib.sha256(pip_conf.encode()).hexdigest(), str(uv), uv.stat().st_size])
     return hashlib.sha256(given.encode()).hexdigest()

@@ -12,7 +12,7 @@ from google.protobuf import json_format
 
 from buildkit_py import cli
 from buildkit_py.jobs.aiplatform import runtime_table
-from buildkit_py.matrix import version_key
+from buildkit_py.matrix import load_matrix, version_key
 from conftest import REPO
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/trainer:v1"
@@ -287,14 +287,21 @@ def test_runtime_2_11_on_python_3_7_builds_with_3_8_and_says_why(capsys, tmp_pat
     assert any("on Python 3.7" in n and "Python >= 3.8" in n and "building with 3.8" in n for n in notes(err)), err
 
 
-def test_runtime_1_15_is_refused_with_the_real_options(capsys, tmp_path):
+def test_runtime_1_15_on_a_gpu_builds_nvidias_tensorflow_1_15_and_says_why(capsys, tmp_path):
+    """The GPU job of runtime 1.15 (Python 3.7): Google's 1.15 GPU wheels need CUDA 10.0 and Python 3.7, which no image
+    can have; NVIDIA's TensorFlow 1.15 build for Python 3.8 and CUDA 12.1 serves the same code."""
     tf_trainer(tmp_path)
     (tmp_path / "config.yaml").write_text((LEGACY / "config_runtime_1_15.yaml").read_text())
     code, result, err = autopackage_dry(capsys, tmp_path, tmp_path / "config.yaml")
-    assert code == 2 and "Traceback" not in err, err
-    last = err.strip().splitlines()[-1]
-    assert "tensorflow==1.15.5 has wheels only for Python 3.7" in last and "Python >= 3.8" in last, last
-    assert "tf.compat.v1" in last and "your own Dockerfile" in last and "nearest release that builds" in last, last
+    assert code == 0 and "Traceback" not in err, err
+    plan = result["plan"]
+    assert plan["framework"]["requirement"] == "nvidia-tensorflow==1.15.5+nv23.3", plan["framework"]
+    assert plan["framework"]["index_url"] == "https://pypi.ngc.nvidia.com" and plan["python"]["version"] == "3.8"
+    assert plan["base_image"] == "nvidia/cuda:12.1.1-base-ubuntu20.04" and plan["gpu"] is True, plan
+    assert plan["framework"]["replaces"] == ["tensorflow", "tensorflow-gpu", "tensorflow-cpu"]
+    assert any("on Python 3.7" in n and "nvidia-tensorflow==1.15.5+nv23.3 are for Python 3.8" in n for n in notes(err)), err
+    assert any("tensorflow==1.15.5 on a GPU: nvidia-tensorflow==1.15.5+nv23.3" in n and "CUDA 10.0" in n
+               for n in plan["notes"]), plan["notes"]
 
 
 @pytest.mark.parametrize("runtime,python", [(v, p) for v, row in runtime_table().items() for p in row["python"]])
@@ -306,8 +313,10 @@ def test_every_runtime_resolves_or_says_why_not(capsys, tmp_path, runtime, pytho
     code, result, err = autopackage_dry(capsys, tmp_path, tmp_path / "config.yaml")
     release = runtime_table()[runtime]["tensorflow"]
     assert f"tensorflow=={release} on Python {python}" in err, err
-    if code == 0:
-        assert result["plan"]["framework"]["version"] == release, result["plan"]
+    if code == 0:  # the release, or on a GPU the build that stands for it (NVIDIA's TensorFlow 1.15)
+        fw = load_matrix().framework("tensorflow")
+        build = fw.gpu_series(next(s for s in fw.series if release in s.releases))
+        assert result["plan"]["framework"]["version"] == (build.releases[0] if build else release), result["plan"]
         assert result["plan"]["gpu"] is True and version_key(result["plan"]["python"]["version"]) >= version_key("3.8")
     else:  # the version data's refusal, naming the release and what builds instead
         last = err.strip().splitlines()[-1]

@@ -6,8 +6,8 @@ import pytest
 
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ResolutionError
-from buildkit_py.matrix import load_matrix, minor, version_key
-from buildkit_py.plan import check_accelerator, gpu_python, make_plan
+from buildkit_py.matrix import gpu_python, load_matrix, minor, version_key
+from buildkit_py.plan import check_accelerator, make_plan
 
 
 def plan_for(framework: str = "none", **kw):
@@ -162,6 +162,13 @@ def test_every_series_resolves(fw, series):
         return
     cpu = plan_for(f"{fw.name}=={version}", gpu=False, python=usable[-1] if usable[-1] in matrix.distros.cpu_python else None)
     assert cpu.base_kind == "cpu"
+    build = fw.gpu_series(series)
+    if fw.gpu and build is not None:  # TensorFlow 1.x: NVIDIA's 1.15 build on GPUs
+        gpu = plan_for(f"{fw.name}=={version}")
+        assert gpu.framework.requirement == f"{build.install.package}=={build.releases[0]}"
+        assert gpu.python.version in build.python and minor(gpu.cuda) in build.cuda, gpu
+        assert any("is installed instead" in n for n in gpu.notes), gpu.notes
+        return
     if fw.gpu and series.cuda:
         if not any(gpu_python(matrix, p) for p in usable):  # Python 3.7 only: no nvidia/cuda image has it
             with pytest.raises(ResolutionError, match=r"on a GPU image: .*gpu: false builds"):
@@ -420,13 +427,32 @@ def test_a_cuda_whose_base_was_deleted_is_refused_with_what_builds():
     assert (cpu.base_image, cpu.pip) == ("python:3.8-slim-bookworm", ("protobuf<3.20",))
 
 
-def test_tensorflow_115_is_refused_with_the_real_options():
-    for kw in ({}, {"gpu": False}):
-        with pytest.raises(ResolutionError) as err:
-            plan_for("tensorflow==1.15.5", **kw)
-        message = str(err.value)
-        assert message.startswith("framework: tensorflow==1.15.5 has wheels only for Python 3.7")
-        assert "tf.compat.v1" in message and "tensorflow==2.15.1" in message and "your own Dockerfile" in message
-    assert "nearest release that builds: tensorflow==2.2.0 (CPU)" in message
-    with pytest.raises(ResolutionError, match="python: 3.7 is not supported by tensorflow==2.9.3"):
+def test_tensorflow_1_x_builds_nvidias_1_15_on_a_gpu_and_the_official_wheel_on_python_3_7():
+    """Issue 28: TensorFlow 1.x on GPUs through NVIDIA's 1.15 build (Python 3.8, CUDA 12.1, its CUDA as wheels), code
+    pinned to an older 1.x too, with a note; on CPUs the official cp37 wheels on python:3.7-slim-bookworm."""
+    gpu = plan_for("tensorflow==1.15.5")
+    assert gpu.framework.requirement == "nvidia-tensorflow==1.15.5+nv23.3"
+    assert gpu.framework.index_url == "https://pypi.ngc.nvidia.com" and gpu.framework.bundles_cuda
+    assert gpu.python.version == "3.8" and gpu.base_image == "nvidia/cuda:12.1.1-base-ubuntu20.04" and gpu.cudnn == "8.8"
+    assert gpu.framework.replaces == ("tensorflow", "tensorflow-gpu", "tensorflow-cpu")
+    assert gpu.framework.overrides[1] == 'tensorflow-gpu ; sys_platform == "never"'
+    assert not any("is the last" in n for n in gpu.notes)
+    older = plan_for("tensorflow==1.13.1")
+    assert older.framework.requirement == gpu.framework.requirement and older.python.version == "3.8"
+    assert any("tensorflow 1.15 is the last 1.x series, and code written for 1.13 runs on it" in n for n in older.notes)
+    for version in ("1.13.1", "1.14.0", "1.15.5", "2.0.4", "2.1.4"):
+        cpu = plan_for(f"tensorflow=={version}", gpu=False)
+        assert (cpu.base_image, cpu.python.version) == ("python:3.7-slim-bookworm", "3.7"), version
+        assert cpu.framework.requirement == f"tensorflow=={version}" and cpu.framework.replaces == ()
+    with pytest.raises(ResolutionError, match=r"python: 3\.7 is not supported by tensorflow==1\.15\.5 on a GPU "
+                                              r"\(nvidia-tensorflow==1\.15\.5\+nv23\.3\); supported: 3\.8"):
+        plan_for("tensorflow==1.15.5", python="3.7")
+    with pytest.raises(ResolutionError) as err:  # 2.0 and 2.1: cp37 wheels, CUDA 10.x bases deleted, no GPU build
+        plan_for("tensorflow==2.1.4")
+    assert str(err.value).startswith("python: 3.7 on a GPU image:") and "gpu: false builds tensorflow==2.1.4" in str(err.value)
+    assert plan_for("tensorflow==2.9.3", python="3.7", gpu=False).base_image == "python:3.7-slim-bookworm"
+    with pytest.raises(ResolutionError, match="python: 3.7 on a GPU image: .*use Python 3.8 or newer"):
         plan_for("tensorflow==2.9.3", python="3.7")
+    with pytest.raises(ResolutionError, match=r"need Python >= 3\.7 \(the launcher\); nearest release that builds: "
+                                              r"tensorflow==1\.13\.1 \(CPU\)"):
+        plan_for("tensorflow==1.12.3", gpu=False)

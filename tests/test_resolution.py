@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 import socket
+import zipfile
+from dataclasses import replace
 
 import pytest
 from test_lock_e2e import Index, make_wheel
 
-from buildkit_py.resolution import OFFLINE_ENV
+from buildkit_py.config import load_config
+from buildkit_py.errors import ConfigError
+from buildkit_py.plan import make_plan
+from buildkit_py.resolution import OFFLINE_ENV, check_resolution, declared_in
 from conftest import run_cli
 
 
@@ -129,3 +134,32 @@ def test_resolve_and_dockerfile_resolve_too(online, index, tmp_path):
         proc = run_cli(command, "--dir", str(root))
         assert proc.returncode == 2 and "requirements.txt:1: 'bkpy-plain==9.9' does not resolve" in proc.stderr, proc.stderr
     assert run_cli("dockerfile", "--dir", str(root), env={OFFLINE_ENV: "1"}).returncode == 0
+
+
+def _platform_wheel(directory, name: str, version: str, tag: str, module: str) -> None:
+    """A wheel of one platform tag (NVIDIA's nvidia-tensorflow is cp38-cp38-linux_x86_64, not manylinux)."""
+    info = f"{name}-{version}.dist-info"
+    files = {f"{module}/__init__.py": f"__version__ = {version.split('+')[0]!r}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n",
+             f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n"}
+    with zipfile.ZipFile(directory / f"{name}-{version}-{tag}.whl", "w") as archive:
+        for n, t in {**files, f"{info}/RECORD": ""}.items():
+            archive.writestr(n, t)
+
+
+def test_nvidias_tensorflow_stands_for_the_tensorflow_requirements_in_the_resolution(online, index, tmp_path):
+    """A TensorFlow 1.15 GPU image installs nvidia-tensorflow (its index replaced by a loopback one here): the
+    trainer's own tensorflow-gpu==1.15.5 line (cp37 wheels only) is overridden away, as in the image's installs."""
+    _platform_wheel(index.directory, "nvidia_tensorflow", "1.15.5+nv23.3", "cp38-cp38-linux_x86_64", "tensorflow")
+    root = trainer(tmp_path / "app", index.url, "tensorflow-gpu==1.15.5\nbkpy-plain==1.0\n")
+    (root / "buildkit.yaml").write_text("framework: tensorflow==1.15.5\nhypertune: false\npip_conf: pip.conf\n"
+                                        "trainer: {script: train.py}\nrequirements: requirements.txt\n")
+    config = load_config(root / "buildkit.yaml")
+    plan = make_plan(config)
+    assert plan.framework.requirement == "nvidia-tensorflow==1.15.5+nv23.3" and plan.python.version == "3.8"
+    plan = replace(plan, framework=replace(plan.framework, index_url=index.url))
+    resolved = check_resolution(config, plan, declared_in(config, plan))
+    assert resolved.checked and dict(resolved.pins) == {"nvidia-tensorflow": "1.15.5+nv23.3", "bkpy-plain": "1.0"}
+    unreplaced = replace(plan, framework=replace(plan.framework, replaces=()))
+    with pytest.raises(ConfigError, match=r"requirements.txt:1: 'tensorflow-gpu==1.15.5' does not resolve for Python 3\.8"):
+        check_resolution(config, unreplaced, declared_in(config, unreplaced))

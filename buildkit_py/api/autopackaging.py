@@ -13,9 +13,9 @@ from ..build import build as build_image
 from ..builders import builder_class
 from ..errors import ConfigError, RegistryError, show
 from ..fsutil import cache_dir, read_text, write_atomic
-from ..matrix import load_matrix
+from ..matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
 from ..notebook import HtmlRepr
-from ..plan import Plan, closest_python, gpu_python, make_plan, usable_python
+from ..plan import Plan, closest_python, make_plan
 from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
 from .builds import check_build_options
@@ -128,18 +128,18 @@ def _legacy_build(project: Project, directory: Path, inferred: Inferred, convers
         if series is None:  # the plan's error names the releases the version data has
             notes.append(f"{runtime.framework} (what runtimeVersion {runtime.version} ran) is not in the version data; set "
                          "framework: (or --framework) to build another release")
-        elif "python" not in given and (usable := usable_python(matrix, series)):
+        elif "python" not in given and (usable := _runtime_pythons(
+                matrix, known, series, gpu_image := _gpu_image(project, raw.data, chief, known))):
             # The runtime's Python where the wheels exist for it and an image can have it (the launcher's floor; a
-            # GPU image's Pythons).
-            floor = matrix.distros.min_python
-            if _gpu_image(project, raw.data, chief, known.gpu) and any(gpu_python(matrix, p) for p in usable):
-                usable, floor = [p for p in usable if gpu_python(matrix, p)], matrix.distros.standalone_min_python
+            # GPU image's Pythons, those of the build a GPU image installs). None: the plan refuses with the options.
+            floor = matrix.distros.standalone_min_python if gpu_image else matrix.distros.min_python
+            built = (known.gpu_series(series) if gpu_image else None) or series
             out["python"] = closest_python(runtime.python, usable)
             if out["python"] != runtime.python:
+                wheels = f"{built.install.package}=={built.releases[0]}" if built is not series else "its wheels"
                 notes.append(f"AI Platform ran {runtime.framework} on Python {runtime.python}; buildkit-py "
-                             f"{'GPU ' if floor != matrix.distros.min_python else ''}images have Python >= {floor} and "
-                             f"its wheels are for Python {', '.join(series.python)}: building with {out['python']}, "
-                             "the closest")
+                             f"{'GPU ' if gpu_image else ''}images have Python >= {floor} and {wheels} are for Python "
+                             f"{', '.join(built.python)}: building with {out['python']}, the closest")
         # No usable Python (TensorFlow 1.0-1.12): the plan refuses the release with its real options.
     if chief.accelerator_type and chief.accelerator_count and not {"gpu", "accelerator"} & flagged:
         said = {k: raw.data[k] for k in ("gpu", "accelerator") if k in raw.data}
@@ -157,15 +157,23 @@ def _legacy_build(project: Project, directory: Path, inferred: Inferred, convers
     return tuple(out.items())
 
 
-def _gpu_image(project: Project, data: dict, chief: Any, framework_gpu: bool) -> bool:
+def _gpu_image(project: Project, data: dict, chief: Any, fw: Framework) -> bool:
     """Is the image built for a GPU: a flag, else the legacy job's accelerator, else the config, else the framework's
-    default."""
+    default (as the plan decides)."""
     flagged = dict(project.overrides)
     if flagged.get("gpu") is not None:
         return bool(flagged["gpu"])
     if chief.accelerator_type and chief.accelerator_count:
         return True
-    return bool(data["gpu"]) if data.get("gpu") is not None else framework_gpu
+    return bool(data["gpu"]) if data.get("gpu") is not None else fw.gpu
+
+
+def _runtime_pythons(matrix: Matrix, fw: Framework, series: FrameworkSeries, gpu_image: bool) -> list[str]:
+    """The Pythons an image of this release can have: on a GPU, those of the build installed there (gpu_series)
+    that an nvidia/cuda image can have."""
+    if not gpu_image:
+        return usable_python(matrix, series)
+    return [p for p in usable_python(matrix, fw.gpu_series(series) or series) if gpu_python(matrix, p)]
 
 
 def autopackage(source: Source = None, /, options: AutopackageOptions | None = None, *, progress: Progress = None,

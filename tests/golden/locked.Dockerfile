@@ -39,7 +39,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
-# The locked package set (buildkit.lock sha256:78b9d56ac358e65fca3f7562446c3df04833ca1ec20af83da933574f67cddc4d): the framework, hypertune, the config's
+# The locked package set (buildkit.lock sha256:1766a3d5376a1bbf186b2b00af7859356eab0c12b5a843b73ccc306aef73aca4): the framework, hypertune, the config's
 # packages and the requirements, each file checked against its sha256
 COPY [".buildkit-py/locked-requirements.txt", "/tmp/buildkit-py/locked-requirements.txt"]
 RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
@@ -51,8 +51,8 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     && if [ -s /run/secrets/buildkit-uv-conf ]; then export UV_CONFIG_FILE=/run/secrets/buildkit-uv-conf; fi \
     && export UV_CACHE_DIR=/root/.cache/uv UV_LINK_MODE=copy \
     && if [ ! -x /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv ]; then \
-        "$(readlink -f "$(command -v python)")" -m pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: uv==0.13.0 2>/dev/null \
-        || { python -m venv /tmp/buildkit-py/uv-boot && /tmp/buildkit-py/uv-boot/bin/pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: uv==0.13.0 && rm -rf /tmp/buildkit-py/uv-boot; }; \
+        "$(readlink -f "$(command -v python)")" -m pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: --ignore-requires-python uv==0.13.0 2>/dev/null \
+        || { python -m venv /tmp/buildkit-py/uv-boot && /tmp/buildkit-py/uv-boot/bin/pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: --ignore-requires-python uv==0.13.0 && rm -rf /tmp/buildkit-py/uv-boot; }; \
     fi \
     && /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv pip install --require-hashes -r /tmp/buildkit-py/locked-requirements.txt \
     && { python -m compileall -q -j 0 -x '/tests?/' /opt/venv/lib || true; }
@@ -79,7 +79,7 @@ LABEL org.opencontainers.image.base.name="127.0.0.1:5000/lock/base:1" \
     dev.buildkit-py.cuda="none" \
     dev.buildkit-py.cudnn="none" \
     org.opencontainers.image.base.digest="sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd" \
-    dev.buildkit-py.lock-digest="sha256:78b9d56ac358e65fca3f7562446c3df04833ca1ec20af83da933574f67cddc4d" \
+    dev.buildkit-py.lock-digest="sha256:1766a3d5376a1bbf186b2b00af7859356eab0c12b5a843b73ccc306aef73aca4" \
     dev.buildkit-py.plan="{\"accelerator\":null,\"base_image\":\"127.0.0.1:5000/lock/base:1\",\"cuda\":null,\"cuda_archs\":[],\"cuda_flavor\":null,\"cudnn\":null,\"framework\":null,\"gpu\":false,\"index_url\":null,\"python\":\"3.11\"}"
 ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "-m", "trainer.task"]
 CMD []
