@@ -625,18 +625,25 @@ def test_python2_code_is_said_not_crashed_on(project):
     assert "setup.py does not parse as Python 3" in err and "(line 2)" in err and "requirements.txt" in err
 
 
-def test_an_older_tensorflow_1_pin_gets_the_tensorflow_1_options_not_unknown_release(project):
-    """AI Platform's runtime 1.13 trainers pin tensorflow==1.13.1 in setup.py: the refusal names the 1.x options."""
+def test_an_older_tensorflow_1_pin_builds_nvidias_1_15_on_a_gpu_and_its_own_wheel_on_python_3_7(project):
+    """AI Platform's runtime 1.13 trainers pin tensorflow==1.13.1 in setup.py (issue 28): a GPU image gets NVIDIA's
+    TensorFlow 1.15 build, saying that 1.15 is the last 1.x; a CPU image the official 1.13.1 wheel on Python 3.7."""
     root = project({"setup.py": "from setuptools import setup, find_packages\n"
                                 "REQUIRED_PACKAGES = ['tensorflow==1.13.1']\n"
                                 "setup(name='trainer', version='0.1', packages=find_packages(),\n"
                                 "      install_requires=REQUIRED_PACKAGES)\n",
                     "trainer/__init__.py": "", "trainer/task.py": "import tensorflow as tf\n"})
-    err = refused(root)
-    assert "tensorflow==1.13.1 has wheels only for Python 3.5, 3.6, 3.7" in err and "not a known release" not in err
-    assert "tf.compat.v1" in err and "own Dockerfile" in err
+    gpu = dry(root)["plan"]
+    assert gpu["framework"]["requirement"] == "nvidia-tensorflow==1.15.5+nv23.3" and gpu["python"]["version"] == "3.8"
+    assert any("tensorflow 1.15 is the last 1.x series, and code written for 1.13 runs on it" in n for n in gpu["notes"])
+    cpu = dry(root, "--no-gpu")["plan"]
+    assert cpu["framework"]["requirement"] == "tensorflow==1.13.1" and cpu["base_image"] == "python:3.7-slim-bookworm"
     proc = run_cli("versions", "tensorflow")
     assert proc.returncode == 0 and "1.10     releases 1.10.0, 1.10.1; CUDA 9.0" in proc.stdout
+    (root / "setup.py").write_text((root / "setup.py").read_text().replace("1.13.1", "1.10.1"))
+    err = refused(root, "--no-gpu")  # wheels for Python 3.6 at most: the 1.x options, not "unknown release"
+    assert "tensorflow==1.10.1 has wheels only for Python 3.5, 3.6" in err and "not a known release" not in err
+    assert "tf.compat.v1" in err and "nearest release that builds: tensorflow==1.13.1 (CPU)" in err
 
 
 def test_dockerfiles_in_folders_or_named_x_dockerfile_are_said(project):
@@ -669,7 +676,11 @@ def test_tensorflow_gpu_is_the_tensorflow_framework_not_a_second_unpinned_one(pr
     assert any(n.startswith("requirements.txt:1: tensorflow-gpu is another distribution name of tensorflow")
                and "write tensorflow==2.8.0 instead" in n for n in inferred["notes"])
     root.joinpath("requirements.txt").write_text("tensorflow-gpu==1.15.5\n")
-    assert "tensorflow==1.15.5 has wheels only for Python 3.7" in refused(root)
+    out = dry(root)  # a GPU image: NVIDIA's 1.15 build stands for tensorflow-gpu, whose line is left out
+    assert out["plan"]["framework"]["requirement"] == "nvidia-tensorflow==1.15.5+nv23.3"
+    assert "tensorflow-gpu" in out["plan"]["framework"]["replaces"]
+    assert any("a GPU image installs nvidia-tensorflow in their place and leaves the line out" in n
+               for n in out["inferred"]["notes"])
 
 
 def test_a_removed_api_of_a_framework_beside_the_chosen_one_is_named(project):
