@@ -342,7 +342,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
             cuda = ", ".join(info["cuda"]) or "CPU only"
             build = f"TPU build {info['tpu']}" if info.get("tpu") else f"CUDA {cuda}"
             print(f"  {key:<8} releases {', '.join(info['releases']) or '(nightly)'}; {build}; "
-                  f"Python {', '.join(info['python'])}")
+                  f"Python {', '.join(info['python'])}" + (f"; GPU: {info['gpu_build']}" if info.get("gpu_build") else ""))
     return 0
 
 

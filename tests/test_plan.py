@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from buildkit_py.api import versions
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ResolutionError
 from buildkit_py.matrix import gpu_python, load_matrix, minor, version_key
@@ -456,3 +457,6 @@ def test_tensorflow_1_x_builds_nvidias_1_15_on_a_gpu_and_the_official_wheel_on_p
     with pytest.raises(ResolutionError, match=r"need Python >= 3\.7 \(the launcher\); nearest release that builds: "
                                               r"tensorflow==1\.13\.1 \(CPU\)"):
         plan_for("tensorflow==1.12.3", gpu=False)
+    listed = versions("tensorflow").to_dict()["tensorflow"]
+    assert listed["1.12"]["gpu_build"] == "nvidia-tensorflow==1.15.5+nv23.3 (CUDA 12.1, Python 3.8)"
+    assert "gpu_build" not in listed["2.1"]

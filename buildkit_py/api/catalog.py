@@ -33,6 +33,9 @@ class SeriesVersions:
     source: str = SHIPPED  # or the overlay file (index metadata)
     verified: tuple[tuple[str, str], ...] = ()  # CUDA -> what a real GPU machine reported
     tpu: str | None = None  # listed for a TPU: what its TPU build installs, "jax[tpu]"
+    # What a GPU image installs instead of the series' own wheels (gpu_build): "nvidia-tensorflow==1.15.5+nv23.3
+    # (CUDA 12.1, Python 3.8)"
+    gpu_build: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class Versions(HtmlRepr):
         return {name: {s.series + ("" if s.source == SHIPPED else " (index metadata)"): {
             "releases": list(s.releases), "cuda": list(s.cuda), "python": list(s.python),
             "default_cuda": s.default_cuda, "source": s.source, "verified": dict(s.verified)}
-            | ({"tpu": s.tpu} if s.tpu else {}) for s in series}
+            | ({"tpu": s.tpu} if s.tpu else {}) | ({"gpu_build": s.gpu_build} if s.gpu_build else {}) for s in series}
             for name, series in self.frameworks}
 
 
@@ -87,8 +90,10 @@ def versions(framework: str | None = None, accelerator: str | None = None) -> Ve
                 if not cuda:
                     continue
             default = s.default_cuda if s.default_cuda in cuda else (cuda[-1] if cuda and wanted else s.default_cuda)
+            build = fw.gpu_series(s)
             listed.append(SeriesVersions(s.series, tuple(releases), tuple(cuda), tuple(s.python), default, s.origin,
-                                         s.verified))
+                                         s.verified, gpu_build=f"{build.install.package}=={build.releases[0]} (CUDA "
+                                         f"{', '.join(build.cuda)}, Python {', '.join(build.python)})" if build else None))
         out.append((fw.name, tuple(listed)))
     return Versions(tuple(out), tpu.name if tpu else wanted.name if wanted else None)
 
