@@ -29,7 +29,7 @@ from .config import bad_character, find_config, load_raw
 from .errors import ConfigError, show
 from .fsutil import read_text
 from .imports import Needed, closure, import_names, statements
-from .matrix import Framework, Matrix, load_matrix, usable_python, version_key
+from .matrix import Framework, Matrix, gpu_python, load_matrix, usable_python, version_key
 from .progress import Reporter
 
 if TYPE_CHECKING:
@@ -1339,8 +1339,12 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     deciding_name = _deciding(deciding) if deciding else None
     if python is None:  # a plain import the legacy runtime gave a release of: the oldest Python an image can have with
         # it, and that some release of the deciding framework has
+        # it, and that some release of the deciding framework has (on a GPU image, one an nvidia/cuda image can have)
         framework = matrix.framework(deciding_name) if deciding_name else None
         also = {p for s in framework.series for p in usable_python(matrix, s)} if framework else None
+        asked = flags.get("gpu") if flags.get("gpu") is not None else raw.data.get("gpu")
+        if asked is True or (asked is None and framework is not None and framework.gpu):
+            also = {p for p in also if gpu_python(matrix, p)} if also is not None else None
         python = next((fits[0] for d in missing if _framework_of(matrix, Requirement(d)) != deciding_name
                        and "==" in (ran := runtime_pins.get(canonicalize_name(d), ("",)))[0]
                        and (fits := [p for p in _release_pythons(matrix, ran[0]) if also is None or p in also])), None)

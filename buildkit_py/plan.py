@@ -644,7 +644,7 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         if fw.name in tpu.undocumented else []
     entrypoint, cmd = _entry(config)
     requirements = _requirements_file(config)
-    libraries = _wheel_libraries(config, requirements, fw, None, matrix.distros.cpu_image.format(python=python))
+    libraries = _wheel_libraries(config, requirements, fw, version, None, matrix.distros.cpu_image.format(python=python))
     said = libraries.notes + _unchecked(config)  # what every build of the plan says
     return Plan(
         base_image=matrix.distros.cpu_image.format(python=python),
@@ -718,16 +718,17 @@ class _Libraries:
 _UBUNTU_TAG = re.compile(r"ubuntu([0-9]{2}\.[0-9]{2})", re.ASCII)
 
 
-def _wheel_libraries(config: Config, requirements: _Requirements, fw: Framework | None, ubuntu: str | None,
-                     base: str) -> _Libraries:
+def _wheel_libraries(config: Config, requirements: _Requirements, fw: Framework | None, version: str | None,
+                     ubuntu: str | None, base: str) -> _Libraries:
     """The system packages that the wheels of the image's distributions load at import and the base lacks
     (base_images/system_libraries.yaml), for the system-packages layer, each with a note."""
     from .requirements_file import requirement_name
 
-    # A URL line names no distribution before it is downloaded: it brings no system package.
-    names = [*requirements.names, *(requirement_name(t) for t in config.pip),
-             *([requirement_name(fw.package or fw.name)] if fw else [])]
-    wanted = list(dict.fromkeys(n for n in names if n))
+    # A URL line names no distribution before it is downloaded: it brings no system package. Only the framework's
+    # release is known here.
+    names = [*((n, None) for n in requirements.names), *((requirement_name(t), None) for t in config.pip),
+             *([(requirement_name(fw.package or fw.name), version)] if fw else [])]
+    wanted = list(dict.fromkeys((n, v) for n, v in names if n))
     if not wanted:
         return _Libraries()
     from .syslibs import system_libraries
@@ -828,7 +829,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
 
     entrypoint, cmd = _entry(config)
     requirements = _requirements_file(config)
-    libraries = _wheel_libraries(config, requirements, fw, ubuntu, base)
+    libraries = _wheel_libraries(config, requirements, fw, version, ubuntu, base)
     said = tuple(substituted) + libraries.notes + _unchecked(config)  # what every build of the plan says
     return Plan(
         base_image=base,

@@ -17,7 +17,8 @@ _LIBRARY = re.compile(r"(lib[A-Za-z0-9_+.-]*?\.so(?:\.[0-9]+)*)", re.ASCII)
 @dataclass(frozen=True)
 class SystemLibraries:
     libraries: dict[str, dict[str, str]]  # library file -> {"debian" | "ubuntu" | "ubuntu24.04": package}
-    distributions: dict[str, tuple[str, ...]]  # canonical distribution name -> the libraries its wheels load
+    # (canonical distribution name, the releases it applies to: "" for all) -> the libraries their wheels load
+    distributions: dict[tuple[str, str], tuple[str, ...]]
 
     def package(self, library: str, ubuntu: str | None) -> str | None:
         """The package that provides `library` on the base: Ubuntu `ubuntu` (a release, e.g. 22.04), else Debian."""
@@ -28,14 +29,21 @@ class SystemLibraries:
             return names.get(f"ubuntu{ubuntu}") or names.get("ubuntu")
         return names.get("debian")
 
-    def for_distributions(self, names: Iterable[str], ubuntu: str | None) -> dict[str, list[str]]:
-        """{package: [the distributions that need it]} for the canonical distribution names given."""
+    def for_distributions(self, names: Iterable[tuple[str, str | None]], ubuntu: str | None) -> dict[str, list[str]]:
+        """{package: [the distributions that need it]} for the (canonical distribution name, release or None) given:
+        a row for some releases only applies where the release is known and one of them."""
+        from packaging.specifiers import SpecifierSet
+
         found: dict[str, list[str]] = {}
-        for name in names:
-            for library in self.distributions.get(name, ()):
-                package = self.package(library, ubuntu)
-                if package is not None and name not in found.setdefault(package, []):
-                    found[package].append(name)
+        for name, version in names:
+            for (row, releases), needed in self.distributions.items():
+                if row != name or (releases and (version is None or
+                                                 not SpecifierSet(releases).contains(version, prereleases=True))):
+                    continue
+                for library in needed:
+                    package = self.package(library, ubuntu)
+                    if package is not None and name not in found.setdefault(package, []):
+                        found[package].append(name)
         return found
 
 
@@ -58,8 +66,16 @@ def system_libraries() -> SystemLibraries:
     for library, names in libraries.items():
         if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()) or "debian" not in names:
             raise DataError(f"{where}: libraries.{library} must map debian (and ubuntu, ubuntuXX.YY) to package names")
-    for name, needed in distributions.items():
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    rows: dict[tuple[str, str], tuple[str, ...]] = {}
+    for key, needed in distributions.items():
         if not isinstance(needed, list) or not all(n in libraries for n in needed):
-            raise DataError(f"{where}: distributions.{name} must list libraries of `libraries`")
-    return SystemLibraries({k: dict(v) for k, v in libraries.items()},
-                           {k: tuple(v) for k, v in distributions.items()})
+            raise DataError(f"{where}: distributions.{key} must list libraries of `libraries`")
+        try:  # NAME, or NAME with the releases it applies to ("xgboost<1.3")
+            row = Requirement(str(key))
+        except InvalidRequirement:
+            raise DataError(f"{where}: distributions.{key} must be a distribution name, with releases or not") from None
+        rows[(canonicalize_name(row.name), str(row.specifier))] = tuple(needed)
+    return SystemLibraries({k: dict(v) for k, v in libraries.items()}, rows)

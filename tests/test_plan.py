@@ -460,3 +460,24 @@ def test_tensorflow_1_x_builds_nvidias_1_15_on_a_gpu_and_the_official_wheel_on_p
     listed = versions("tensorflow").to_dict()["tensorflow"]
     assert listed["1.12"]["gpu_build"] == "nvidia-tensorflow==1.15.5+nv23.3 (CUDA 12.1, Python 3.8)"
     assert "gpu_build" not in listed["2.1"]
+
+
+def test_torch_and_xgboost_releases_older_than_the_cuda_11_era_build_for_cpu_and_say_what_builds_on_a_gpu():
+    """Issue 28: torch==1.2.0 and xgboost==0.81 were refused as unknown. Their wheels still install (cp37; py3), their
+    CUDA bases are deleted: CPU images build, GPU plans name the nearest release that builds."""
+    torch = plan_for("torch==1.2.0", gpu=False)
+    assert (torch.base_image, torch.python.version) == ("python:3.7-slim-bookworm", "3.7")
+    assert torch.framework.requirement == "torch==1.2.0"
+    assert torch.framework.index_url == "https://download.pytorch.org/whl/cpu"
+    assert plan_for("torch==1.6.0", gpu=False).python.version == "3.8"  # cp38 from 1.4
+    with pytest.raises(ResolutionError, match=r"torch==1\.2\.0.*nearest release that builds: torch==1\.7\.0 \(CUDA 11\.0\)"):
+        plan_for("torch==1.2.0")
+    xgb = plan_for("xgboost==0.81", gpu=False)
+    assert xgb.framework.requirement == "xgboost==0.81" and xgb.python.version == "3.8"
+    assert "libgomp1" in xgb.system_packages  # 1.2.1 and older load the system's libgomp.so.1
+    assert any("xgboost loads a system library the base may lack: libgomp1" in n for n in xgb.said), xgb.said
+    assert "libgomp1" not in plan_for("xgboost==1.3.3", gpu=False).system_packages  # vendors its own
+    with pytest.raises(ResolutionError, match=r"xgboost==0\.81.*nearest release that builds: xgboost==1\.4\.0 \(CUDA"):
+        plan_for("xgboost==0.81")
+    with pytest.raises(ResolutionError, match=r"xgboost==0\.71 is not a known release; nearest known: 0\.72\.1"):
+        plan_for("xgboost==0.71", gpu=False)  # sdist only on PyPI: not in the data
