@@ -29,6 +29,7 @@ from .config import bad_character, find_config, load_raw
 from .errors import ConfigError, show
 from .fsutil import read_text
 from .imports import Needed, closure, import_names, statements
+from .lockfiles import found_in, is_lock_file, locked
 from .matrix import Framework, Matrix, gpu_python, load_matrix, usable_python, version_key
 from .progress import Reporter
 
@@ -1197,9 +1198,28 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     own = canonicalize_name(package) if package else None
     notes += own_package.notes
     requirements = raw.data.get("requirements") if isinstance(raw.data.get("requirements"), str) else None
+    lock = found_in(directory)
     if "requirements" not in given and (directory / REQUIREMENTS).is_file():
         requirements = REQUIREMENTS
-    read = _read_requirements(directory, requirements) if requirements and (directory / requirements).is_file() else None
+        if lock:
+            notes.append(f"{lock} is here too: the image installs {REQUIREMENTS}; `requirements: {lock}` installs exactly "
+                         "the lock's packages instead")
+    elif "requirements" not in given and lock:
+        requirements = lock
+    if requirements and is_lock_file(requirements) and (directory / requirements).is_file():
+        # Another tool's lock: its pins (for the default Python: the plan exports them for the image's) decide the
+        # framework; what the project file declares is in the lock.
+        pins = locked(directory, requirements, matrix.distros.default_python, str(flags.get("platform") or
+                                                                                   raw.data.get("platform") or
+                                                                                   "linux/amd64"))
+        read = _RequirementsFile(tuple((f"{p.name} @ {p.direct}" if p.direct else f"{p.name}=={p.version}", p.where)
+                                       for p in pins), (), None, ())
+        if declared:
+            notes.append(f"the trainer package's dependencies are installed as {requirements} locks them")
+            declared = []
+        notes.append(f"{requirements}: the image installs exactly the {len(pins)} packages it locks (hashes checked)")
+    else:
+        read = _read_requirements(directory, requirements) if requirements and (directory / requirements).is_file() else None
     # Names known not to install (base_images/requirement_names.yaml) are replaced, each said; the file's own lines
     # cannot be changed in the copied file, so a file with one joins the config's pip entries, as `-e .` does.
     bad_names = _bad_names()

@@ -110,8 +110,11 @@ def planned_refs(config: Config, dockerfile: str | None = None, plan: Plan | Non
 
 
 def _extras(plan: Plan) -> list[tuple[str, Path]]:
-    """What buildkit-py adds to the context: the launcher, and the lock's requirements file."""
-    return launcher_sources() + ([(plan.lock.requirements, plan.lock.source)] if plan.lock else [])
+    """What buildkit-py adds to the context: the launcher, and the lock's requirements file (buildkit.lock's, else the
+    one exported from the trainer's own lock file)."""
+    export = plan.requirements_export
+    return launcher_sources() + ([(plan.lock.requirements, plan.lock.source)] if plan.lock else
+                                 [(export.context, export.source)] if export else [])
 
 
 def _listing(config: Config, dockerfile: str, ignore: str, plan: Plan) -> ContextListing:

@@ -23,7 +23,8 @@ import yaml
 
 from .config import Config, default_ca_bundle, read_yaml
 from .errors import BuildError, ConfigError, RegistryError, show
-from .fsutil import cache_dir, consult, read_text, write_atomic
+from .fsutil import consult, read_text, write_atomic
+from .lockfiles import kept
 from .notebook import HtmlRepr
 from .plan import Plan, PlanLock
 from .refs import parse_ref
@@ -321,17 +322,6 @@ def load_for(config: Config) -> LockedImage | None:
     return lock.image(config.variant)
 
 
-def _requirements_file(image: LockedImage) -> Path:
-    """The lock-derived requirements, named by their content, for the build context."""
-    text = image.requirements
-    path = cache_dir() / "locks" / (hashlib.sha256(text.encode()).hexdigest() + ".txt")
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text)
-    consult(path)  # a build context takes it: a kept recipe naming it holds while it is there
-    return path
-
-
 def apply(config: Config, plan: Plan, *, locked: bool) -> Plan:
     """The plan with the lock's base digest and package set, when a lock is beside the config and current.
     A stale lock: with `locked` (CI), an error naming what changed; else the build goes unlocked, with a note."""
@@ -347,7 +337,7 @@ def apply(config: Config, plan: Plan, *, locked: bool) -> Plan:
         return replace(plan, notes=plan.notes + (f"{STALE_LOCK} ({'; '.join(stale)}): this build is not locked; "
                                                  "run `buildkit-py lock`",))
     return replace(plan, lock=PlanLock(image.base_digest, image.digest, LOCKED_REQUIREMENTS,
-                                       _requirements_file(image)))
+                                       kept(image.requirements)))
 
 
 def pins(config: Config, plan: Plan) -> dict[str, str]:
@@ -451,7 +441,9 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     (the finished process, or None when it ran past `timeout`; the indexes, without credentials)."""
     fw = plan.framework
     wanted = ([fw.requirement] if fw else []) + ([plan.hypertune] if plan.hypertune else []) + list(plan.pip)
-    lines = wanted + ([f"-r {(config.root / plan.requirements).resolve()}"] if plan.requirements else [])
+    exported = plan.requirements_export  # another tool's lock: its exported lines (exact pins, so uv starts there)
+    source = exported.source if exported else (config.root / plan.requirements).resolve() if plan.requirements else None
+    lines = wanted + ([f"-r {source}"] if source else [])
     (work / "in.txt").write_text("".join(line + "\n" for line in lines))
     args = [_uv(), "pip", "compile", "in.txt", "-o", "out.txt", "--no-header", "--no-annotate",
             "--python-version", plan.python.version, "--python-platform", _PYTHON_PLATFORMS[platform], "--quiet"]

@@ -38,6 +38,7 @@ from .config import Config, distribution_name
 from .context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
 from .errors import BuildError, ConfigError, OutputError, show
 from .fsutil import cache_dir, read_text, write_atomic
+from .lockfiles import is_lock_file, locked
 from .matrix import load_matrix
 from .render import render_project_dockerignore
 from .requirements_file import requirement_lines
@@ -122,7 +123,12 @@ def dependencies(config: Config, pins: dict[str, str] | None = None) -> tuple[st
     """install_requires: the config's pip entries, requirements and hypertune; pinned to `pins` (buildkit.lock's
     versions) where given."""
     found = [dependency(p, f"{config.source}: pip") for p in config.pip]
-    if config.requirements:
+    if config.requirements and is_lock_file(config.requirements):  # another tool's lock: its pins (markers taken for
+        # the default Python: the executor image's is not known here)
+        found += [f"{p.name} @ {p.direct}" if p.direct else f"{p.name}=={p.version}" for p in
+                  locked(config.root, config.requirements, load_matrix().distros.default_python,
+                         config.platform or "linux/amd64")]
+    elif config.requirements:
         path = config.root / config.requirements
         for text, where in requirement_lines(read_text(path, "requirements file"), str(path)):
             found.append(dependency(text, where))

@@ -12,6 +12,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from . import __version__
@@ -28,6 +29,7 @@ from .launcher.constants import (
     TPU_TYPE_ENV,
 )
 from .launcher.gpu import arch_supports
+from .lockfiles import Exported, export, is_lock_file
 from .matrix import (
     SHIPPED,
     Accelerator,
@@ -133,6 +135,9 @@ class Plan(HtmlRepr):
     # The requirements file asks for hash checking: its install reinstalls what it names, since uv checks the hashes
     # only of what it installs, and the framework step installed some of them (with their dependencies) unchecked.
     requirements_hashed: bool = False
+    # The requirements file is another tool's lock (uv.lock, pylock.toml, poetry.lock, Pipfile.lock): its packages
+    # for this image, exported as hash-pinned lines (lockfiles.py), are what the requirements layer installs.
+    requirements_export: Exported | None = None
     # The trainer's own distribution, metadata only (config.TrainerPackage): installed before the code layer.
     trainer_package: TrainerPackage | None = None
     # Where the build's import check starts (the trainer's module or script); None: no check (no trainer code, or
@@ -643,7 +648,7 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
     notes = [f"Vertex AI's TPU page does not name {fw.name} for TPU {tpu.generation}: not documented, not refused"] \
         if fw.name in tpu.undocumented else []
     entrypoint, cmd = _entry(config)
-    requirements = _requirements_file(config)
+    requirements = _requirements_file(config, python)
     libraries = _wheel_libraries(config, requirements, fw, version, None, matrix.distros.cpu_image.format(python=python))
     said = libraries.notes + _unchecked(config)  # what every build of the plan says
     return Plan(
@@ -667,6 +672,7 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         pip=((build.companion,) if build.companion else ()) + config.pip,
         requirements=config.requirements,
         requirements_hashed=requirements.hashed,
+        requirements_export=requirements.export,
         trainer_package=config.trainer_package,
         import_check=_import_scope(config),
         build_extensions=config.build_extensions and not config.executor,
@@ -693,11 +699,16 @@ class _Requirements:
 
     hashed: bool = False
     names: tuple[str, ...] = ()
+    export: Exported | None = None
 
 
-def _requirements_file(config: Config) -> _Requirements:
+def _requirements_file(config: Config, python: str) -> _Requirements:
     if not config.requirements:
         return _Requirements()
+    if is_lock_file(config.requirements):
+        exported = export(config.root, config.requirements, python, config.platform or "linux/amd64")
+        return _Requirements(True, tuple(canonicalize_name(r.split("==")[0].split(" @ ")[0]) for r, _ in exported.pins),
+                             exported)
     from .requirements_file import hash_checked, requirement_names
 
     consult(config.root / config.requirements)
@@ -828,7 +839,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         kind = "cpu"
 
     entrypoint, cmd = _entry(config)
-    requirements = _requirements_file(config)
+    requirements = _requirements_file(config, python)
     libraries = _wheel_libraries(config, requirements, fw, version, ubuntu, base)
     said = tuple(substituted) + libraries.notes + _unchecked(config)  # what every build of the plan says
     return Plan(
@@ -850,6 +861,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         pip=(series.companions if series and fw else ()) + config.pip,  # companions: what the release needs beside it
         requirements=config.requirements,
         requirements_hashed=requirements.hashed,
+        requirements_export=requirements.export,
         trainer_package=config.trainer_package,
         import_check=_import_scope(config),
         build_extensions=config.build_extensions and not config.executor,

@@ -138,6 +138,8 @@ def declared_in(config: Config, plan: Plan) -> list[tuple[str, str]]:
     from .requirements_file import requirement_lines
 
     found = [(p, f"{config.source}: pip") for p in plan.pip]
+    if plan.requirements_export:  # another tool's lock: where each package is in it
+        return found + list(plan.requirements_export.pins)
     if plan.requirements:
         try:
             text = (config.root / plan.requirements).read_text(encoding="utf-8")

@@ -1,0 +1,435 @@
+"""Lock files other tools write, taken as the image's requirements: uv.lock, pylock.toml (PEP 751), poetry.lock and
+Pipfile.lock. Each becomes hash-pinned requirement lines of the packages it locks for the image's Python and platform
+(markers evaluated here; uv.lock's dependency graph walked from the project), so the image installs exactly the locked
+releases. A lock is first held against the project file it was made from (pyproject.toml, Pipfile): one that no longer
+matches it is named, never used. Nothing is run and nothing is fetched."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .errors import ConfigError, show
+from .fsutil import cache_dir, consult, write_atomic
+
+# The names each tool writes, in the order autopackage prefers them when a directory has several.
+LOCK_FILES = ("uv.lock", "pylock.toml", "poetry.lock", "Pipfile.lock")
+_PYLOCK = re.compile(r"pylock\.[^./\\]+\.toml", re.ASCII)  # PEP 751's named locks: pylock.<name>.toml
+_HASH = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
+_MACHINES = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+CONTEXT_FILE = ".buildkit-py/requirements-locked.txt"  # the exported lines' place in the build context
+
+
+def is_lock_file(name: str) -> bool:
+    base = PurePosixPath(name).name
+    return base in LOCK_FILES or bool(_PYLOCK.fullmatch(base))
+
+
+@dataclass(frozen=True)
+class Locked:
+    """One locked distribution: pinned from an index with its hashes, or from a URL or a git commit."""
+
+    name: str
+    version: str
+    hashes: tuple[str, ...]  # "sha256:..."
+    direct: str | None  # "git+https://...@COMMIT" or an archive URL: installed as NAME @ direct
+    where: str  # "uv.lock:41"
+
+    @property
+    def line(self) -> str:
+        head = f"{self.name} @ {self.direct}" if self.direct else f"{self.name}=={self.version}"
+        return " \\\n    ".join([head, *(f"--hash={h}" for h in self.hashes)])
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A lock file's packages for one image: the requirement lines, where they are in the build context and on this
+    machine, and (requirement, where) of each for messages."""
+
+    origin: str  # the lock file, relative to the trainer directory
+    context: str  # CONTEXT_FILE
+    source: Path  # the exported file on this machine (named by its content)
+    pins: tuple[tuple[str, str], ...]  # ("torch==2.5.1", "uv.lock:88")
+
+
+def environment(python: str, platform: str) -> dict[str, str]:
+    """PEP 508 marker values of the image: CPython `python` on Linux for `platform`."""
+    machine = _MACHINES.get(platform, "x86_64")
+    return {"python_version": python, "python_full_version": f"{python}.0", "os_name": "posix",
+            "sys_platform": "linux", "platform_system": "Linux", "platform_machine": machine,
+            "platform_release": "", "platform_version": "", "implementation_name": "cpython",
+            "platform_python_implementation": "CPython", "implementation_version": f"{python}.0", "extra": ""}
+
+
+def _applies(marker: Any, env: dict[str, str], where: str, context: str | None = None) -> bool:
+    if marker in (None, ""):
+        return True
+    if not isinstance(marker, str):
+        raise ConfigError(f"{where}: the marker {show(marker)} is not a string")
+    try:
+        parsed = Marker(marker)
+        if context is None:
+            return parsed.evaluate(env)
+        return parsed.evaluate({**env, "extras": frozenset(), "dependency_groups": frozenset()}, context)
+    except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName, TypeError) as exc:
+        raise ConfigError(f"{where}: the marker {show(marker)} cannot be read ({exc})") from None
+
+
+def _lines_of(text: str, header: str) -> Iterator[tuple[int, str]]:
+    """(line number, name) of each entry under a `[[header]]` table: where a package is, for messages."""
+    number, inside = 0, False
+    for number, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        if stripped.startswith("["):
+            inside = stripped == f"[[{header}]]"
+            continue
+        found = re.match(r'name\s*=\s*"([^"]+)"', stripped) if inside else None
+        if found:
+            inside = False
+            yield number, found.group(1)
+
+
+def _toml(path: Path, shown: str) -> tuple[dict, str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+        return tomllib.loads(text), text
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{shown}: cannot be read ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{shown}: not TOML ({exc})") from None
+
+
+def _version(value: Any, where: str) -> str:
+    try:
+        return str(Version(str(value)))
+    except InvalidVersion:
+        raise ConfigError(f"{where}: version {show(value)} is not a PEP 440 version") from None
+
+
+def _hashes(values: list[Any], where: str) -> tuple[str, ...]:
+    found = []
+    for value in values:
+        if not isinstance(value, str) or not _HASH.fullmatch(value):
+            raise ConfigError(f"{where}: hash {show(value)} is not sha256:<64 hex digits>")
+        found.append(value)
+    return tuple(dict.fromkeys(found))
+
+
+def _project_dependencies(root: Path) -> tuple[list[Requirement], str] | None:
+    """The dependencies pyproject.toml declares ([project], else Poetry's table), and where."""
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return None
+    data, _ = _toml(path, "pyproject.toml")
+    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    declared = project.get("dependencies")
+    if isinstance(declared, list):
+        return _requirements(declared, "pyproject.toml [project] dependencies"), "pyproject.toml [project] dependencies"
+    poetry = (data.get("tool") or {}).get("poetry") if isinstance(data.get("tool"), dict) else None
+    if isinstance(poetry, dict) and isinstance(poetry.get("dependencies"), dict):
+        where = "pyproject.toml [tool.poetry.dependencies]"
+        return _table_requirements(poetry["dependencies"], where), where
+    return None
+
+
+def _requirements(values: list[Any], where: str) -> list[Requirement]:
+    out = []
+    for value in values:
+        try:
+            out.append(Requirement(str(value)))
+        except InvalidRequirement as exc:
+            raise ConfigError(f"{where}: {show(value)} is not a requirement ({exc})") from None
+    return out
+
+
+def _table_requirements(table: dict, where: str) -> list[Requirement]:
+    """Poetry's and Pipenv's `name = "spec"` tables as requirements: the name always, the specifier where it is one
+    PEP 440 reads (Poetry's ^ and ~ ranges are not: only the name is held against the lock)."""
+    out = []
+    for name, spec in table.items():
+        if canonicalize_name(str(name)) == "python":
+            continue
+        text = spec if isinstance(spec, str) else spec.get("version", "*") if isinstance(spec, dict) else "*"
+        try:
+            specifier = "" if text in ("*", "") else str(SpecifierSet(str(text)))
+        except InvalidSpecifier:
+            specifier = ""
+        try:
+            out.append(Requirement(f"{name}{specifier}"))
+        except InvalidRequirement:
+            raise ConfigError(f"{where}: {show(name)} is not a distribution name") from None
+    return out
+
+
+def _unmatched(declared: list[Requirement], locked: dict[str, list[str]]) -> list[str]:
+    """What the project declares that the lock does not hold: a name it lacks, or a release outside the range."""
+    found = []
+    for requirement in declared:
+        versions = locked.get(canonicalize_name(requirement.name))
+        if not versions:
+            found.append(f"{requirement} is not in it")
+        elif requirement.specifier and not any(requirement.specifier.contains(v, prereleases=True) for v in versions):
+            found.append(f"{requirement} is locked at {', '.join(versions)}")
+    return found
+
+
+def _refuse_stale(shown: str, project: str, problems: list[str], fix: str) -> None:
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise ConfigError(f"{shown} does not match {project}: {'; '.join(problems[:3])}{more}; {fix}, or set "
+                          "requirements: to another file")
+
+
+# -- the formats --------------------------------------------------------------------------------------------------
+
+
+def _uv(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
+    data, text = _toml(root / name, name)
+    packages = data.get("package")
+    if not isinstance(packages, list) or not all(isinstance(p, dict) for p in packages):
+        raise ConfigError(f"{name}: no [[package]] tables: not a uv lock")
+    where = {i: f"{name}:{n}" for i, (n, _) in enumerate(_lines_of(text, "package"))}
+    entries = [(i, p) for i, p in enumerate(packages)]
+    roots = [(i, p) for i, p in entries if isinstance(p.get("source"), dict)
+             and (p["source"].get("editable") == "." or p["source"].get("virtual") == ".")]
+    if not roots:
+        raise ConfigError(f"{name}: no package of the project itself (source editable or virtual \".\"): the lock was "
+                          "not made for this directory")
+    declared = _project_dependencies(root)
+    if declared is not None:  # what `uv lock --check` holds: the project's requirements as the lock recorded them
+        metadata = roots[0][1].get("metadata") or {}
+        recorded = {(canonicalize_name(str(r.get("name"))), str(SpecifierSet(str(r.get("specifier") or "")))):
+                    True for r in metadata.get("requires-dist") or [] if isinstance(r, dict)}
+        now = {(canonicalize_name(r.name), str(r.specifier)) for r in declared[0]}
+        problems = [f"{n}{s or ''} is declared, the lock has {_recorded(n, recorded)}" for n, s in sorted(now - set(recorded))]
+        problems += [f"the lock has {n}{s}, no longer declared" for n, s in sorted(set(recorded) - now)
+                     if n not in {m for m, _ in now}]
+        _refuse_stale(name, declared[1], problems, "run `uv lock`")
+    by_name: dict[str, list[tuple[int, dict]]] = {}
+    for i, p in entries:
+        by_name.setdefault(canonicalize_name(str(p.get("name"))), []).append((i, p))
+    chosen: dict[int, dict] = {}
+    todo = [(i, p, ()) for i, p in roots]
+    seen: set[tuple[int, tuple]] = set()
+    while todo:
+        index, package, extras = todo.pop()
+        if (index, extras) in seen:
+            continue
+        seen.add((index, extras))
+        if index not in {i for i, _ in roots}:
+            chosen[index] = package
+        edges = list(package.get("dependencies") or [])
+        optional = package.get("optional-dependencies") or {}
+        for extra in extras:
+            edges += optional.get(extra) or []
+        for edge in edges:
+            at = where.get(index, name)
+            if not isinstance(edge, dict) or not _applies(edge.get("marker"), env, at):
+                continue
+            candidates = by_name.get(canonicalize_name(str(edge.get("name"))), [])
+            if "version" in edge:
+                candidates = [(i, p) for i, p in candidates if str(p.get("version")) == str(edge["version"])]
+            if len(candidates) != 1:
+                raise ConfigError(f"{at}: the dependency {show(edge.get('name'))} names "
+                                  f"{'no' if not candidates else 'more than one'} locked package: run `uv lock`")
+            todo.append((*candidates[0], tuple(edge.get("extra") or ())))
+    out = []
+    for index, package in sorted(chosen.items()):
+        at = where.get(index, name)
+        source = package.get("source") or {}
+        pkg = str(package.get("name"))
+        files = ([package["sdist"]] if isinstance(package.get("sdist"), dict) else []) + list(package.get("wheels") or [])
+        hashes = _hashes([f["hash"] for f in files if isinstance(f, dict) and "hash" in f], at)
+        if "git" in source:
+            url, _, commit = str(source["git"]).partition("#")
+            out.append(Locked(pkg, _version(package.get("version"), at), (), f"git+{url.split('?')[0]}@{commit}", at))
+        elif "url" in source:
+            out.append(Locked(pkg, _version(package.get("version"), at), hashes, str(source["url"]), at))
+        elif "registry" in source:
+            out.append(Locked(pkg, _version(package.get("version"), at), hashes, None, at))
+        else:
+            raise ConfigError(f"{at}: {pkg} comes from {show(source)}, a local path the image cannot install from the "
+                              "lock; publish it to an index, or make it part of the trainer directory")
+    return out
+
+
+def _recorded(name: str, recorded: dict) -> str:
+    found = [f"{n}{s}" for n, s in recorded if n == name]
+    return ", ".join(found) if found else "no such requirement"
+
+
+def _pylock(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
+    data, text = _toml(root / name, name)
+    packages = data.get("packages")
+    if not isinstance(packages, list) or not all(isinstance(p, dict) for p in packages) or "lock-version" not in data:
+        raise ConfigError(f"{name}: no lock-version and [[packages]]: not a PEP 751 lock")
+    where = {i: f"{name}:{n}" for i, (n, _) in enumerate(_lines_of(text, "packages"))}
+    out = []
+    for index, package in enumerate(packages):
+        at = where.get(index, name)
+        if not _applies(package.get("marker"), env, at, "lock_file"):
+            continue
+        pkg = str(package.get("name"))
+        directory = package.get("directory")
+        if isinstance(directory, dict):
+            if str(directory.get("path", "")).strip("/") in ("", "."):
+                continue  # the project itself: its code is copied, its metadata installed by trainer_package
+            raise ConfigError(f"{at}: {pkg} comes from the directory {show(directory.get('path'))}, which the image "
+                              "cannot install from the lock")
+        version = _version(package.get("version"), at) if package.get("version") is not None else ""
+        vcs = package.get("vcs")
+        archive = package.get("archive")
+        files = ([package["sdist"]] if isinstance(package.get("sdist"), dict) else []) + list(package.get("wheels") or [])
+        hashes = _hashes([f"sha256:{f['hashes']['sha256']}" for f in files
+                          if isinstance(f, dict) and isinstance(f.get("hashes"), dict) and "sha256" in f["hashes"]], at)
+        if isinstance(vcs, dict):
+            out.append(Locked(pkg, version, (), f"{vcs.get('type', 'git')}+{vcs.get('url')}@{vcs.get('commit-id')}", at))
+        elif isinstance(archive, dict):
+            digests = archive.get("hashes") if isinstance(archive.get("hashes"), dict) else {}
+            out.append(Locked(pkg, version, _hashes([f"sha256:{digests['sha256']}"] if "sha256" in digests else [], at),
+                              str(archive.get("url")), at))
+        else:
+            out.append(Locked(pkg, version or _version(None, at), hashes, None, at))
+    return out
+
+
+def _poetry(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
+    data, text = _toml(root / name, name)
+    packages = data.get("package")
+    if not isinstance(packages, list) or not isinstance(data.get("metadata"), dict):
+        raise ConfigError(f"{name}: no [[package]] tables and [metadata]: not a Poetry lock")
+    where = {i: f"{name}:{n}" for i, (n, _) in enumerate(_lines_of(text, "package"))}
+    out = []
+    for index, package in enumerate(packages):
+        at = where.get(index, name)
+        groups = package.get("groups")
+        if package.get("optional") is True or package.get("category", "main") != "main" or \
+                (isinstance(groups, list) and "main" not in groups):
+            continue  # an extra, or a dev/test group: not the trainer's runtime
+        markers = package.get("markers")
+        marker = markers.get("main") if isinstance(markers, dict) else markers
+        if not _applies(marker, env, at):
+            continue
+        pkg = str(package.get("name"))
+        source = package.get("source") if isinstance(package.get("source"), dict) else {}
+        hashes = _hashes([f["hash"] for f in package.get("files") or [] if isinstance(f, dict) and "hash" in f], at)
+        kind = source.get("type")
+        if kind == "git":
+            commit = source.get("resolved_reference") or source.get("reference")
+            out.append(Locked(pkg, _version(package.get("version"), at), (), f"git+{source.get('url')}@{commit}", at))
+        elif kind == "url":
+            out.append(Locked(pkg, _version(package.get("version"), at), hashes, str(source.get("url")), at))
+        elif kind in ("directory", "file"):
+            if str(source.get("url", "")).strip("/") in ("", "."):
+                continue
+            raise ConfigError(f"{at}: {pkg} comes from the {kind} {show(source.get('url'))}, which the image cannot "
+                              "install from the lock")
+        else:  # PyPI, or a source (index) the project names: pip_conf/pip_index_url give the image that index
+            out.append(Locked(pkg, _version(package.get("version"), at), hashes, None, at))
+    declared = _project_dependencies(root)
+    if declared is not None:
+        locked: dict[str, list[str]] = {}
+        for package in packages:
+            locked.setdefault(canonicalize_name(str(package.get("name"))), []).append(str(package.get("version")))
+        _refuse_stale(name, declared[1], _unmatched(declared[0], locked), "run `poetry lock`")
+    return out
+
+
+def _pipenv(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
+    path = root / name
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{name}: cannot be read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{name}: not JSON ({exc})") from None
+    default = data.get("default") if isinstance(data, dict) else None
+    if not isinstance(default, dict):
+        raise ConfigError(f"{name}: no \"default\" section: not a Pipfile lock")
+    lines = text.splitlines()
+    out = []
+    for pkg, entry in default.items():
+        number = next((n for n, line in enumerate(lines, 1) if line.strip().startswith(json.dumps(pkg) + ":")), 0)
+        at = f"{name}:{number}" if number else name
+        if not isinstance(entry, dict) or not _applies(entry.get("markers"), env, at):
+            continue
+        if entry.get("path") is not None or entry.get("editable"):
+            if str(entry.get("path", "")).strip("/") in ("", "."):
+                continue
+            raise ConfigError(f"{at}: {pkg} comes from the path {show(entry.get('path'))}, which the image cannot "
+                              "install from the lock")
+        hashes = _hashes(list(entry.get("hashes") or []), at)
+        if entry.get("git"):
+            out.append(Locked(pkg, "", (), f"git+{entry['git']}@{entry.get('ref')}", at))
+        elif entry.get("file"):
+            out.append(Locked(pkg, "", hashes, str(entry["file"]), at))
+        else:
+            version = str(entry.get("version", ""))
+            if not version.startswith("=="):
+                raise ConfigError(f"{at}: {pkg} has no ==version: {show(entry.get('version'))}")
+            out.append(Locked(pkg, _version(version[2:], at), hashes, None, at))
+    pipfile = root / "Pipfile"
+    if pipfile.is_file():
+        declared, _ = _toml(pipfile, "Pipfile")
+        packages = declared.get("packages") if isinstance(declared.get("packages"), dict) else {}
+        locked: dict[str, list[str]] = {}
+        for pkg, entry in default.items():
+            version = str(entry.get("version", "")).removeprefix("==") if isinstance(entry, dict) else ""
+            locked.setdefault(canonicalize_name(pkg), []).append(version)
+        problems = _unmatched(_table_requirements(packages, "Pipfile [packages]"),
+                              {n: [v for v in vs if v] or ["(a URL or git)"] for n, vs in locked.items()})
+        _refuse_stale(name, "Pipfile", [p for p in problems if "(a URL or git)" not in p], "run `pipenv lock`")
+    return out
+
+
+_READERS = {"uv.lock": _uv, "poetry.lock": _poetry, "Pipfile.lock": _pipenv}
+
+
+def locked(root: Path, name: str, python: str, platform: str) -> list[Locked]:
+    """The distributions the lock file `name` (relative to root) installs on CPython `python` for `platform`."""
+    consult(root / name)
+    base = PurePosixPath(name).name
+    reader = _READERS.get(base, _pylock)
+    return reader(root, name, environment(python, platform))
+
+
+def export(root: Path, name: str, python: str, platform: str) -> Exported:
+    """The lock's packages for the image as a requirements file (hash-pinned), kept under its content."""
+    found = locked(root, name, python, platform)
+    text = f"# {name}: the packages it locks for Python {python} ({platform}), exported by buildkit-py\n" + \
+        "".join(p.line + "\n" for p in found)
+    path = kept(text)
+    return Exported(name, CONTEXT_FILE, path,
+                    tuple((f"{p.name} @ {p.direct}" if p.direct else f"{p.name}=={p.version}", p.where) for p in found))
+
+
+def kept(text: str) -> Path:
+    """A generated requirements file for the build context, named by its content in the cache."""
+    path = cache_dir() / "locks" / (hashlib.sha256(text.encode()).hexdigest() + ".txt")
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+    consult(path)  # a build context takes it: a kept recipe naming it holds while it is there
+    return path
+
+
+def found_in(directory: Path) -> str | None:
+    """The lock file of a trainer directory, in LOCK_FILES order (then pylock.<name>.toml)."""
+    for name in LOCK_FILES:
+        if (directory / name).is_file() and not (directory / name).is_symlink():
+            return name
+    named = sorted(p.name for p in directory.glob("pylock.*.toml") if _PYLOCK.fullmatch(p.name) and p.is_file())
+    return named[0] if named else None
