@@ -211,6 +211,8 @@ class Plan(HtmlRepr):
         out["env"] = dict(self.env)
         if self.lock:
             out["lock"]["source"] = str(self.lock.source)
+        if self.requirements_export:
+            out["requirements_export"]["source"] = str(self.requirements_export.source)
         return out
 
 
