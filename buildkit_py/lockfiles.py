@@ -101,6 +101,38 @@ def _lines_of(text: str, header: str) -> Iterator[tuple[int, str]]:
             yield number, found.group(1)
 
 
+def _table(value: Any, where: str, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {what} must be a table, got {show(value)}")
+    return value
+
+
+def _tables(value: Any, where: str, what: str) -> list[dict]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ConfigError(f"{where}: {what} must be a list of tables, got {show(value)}")
+    return value
+
+
+def _text(value: Any, where: str, what: str) -> str:
+    if not isinstance(value, str) or not value or not value.isprintable():
+        raise ConfigError(f"{where}: {what} must be a string, got {show(value)}")
+    return value
+
+
+def _name(value: Any, where: str) -> str:
+    text = _text(value, where, "name")
+    try:
+        return str(Requirement(text).name) if Requirement(text).name == text else _bad_name(text, where)
+    except InvalidRequirement:
+        return _bad_name(text, where)
+
+
+def _bad_name(text: str, where: str) -> str:
+    raise ConfigError(f"{where}: {show(text)} is not a distribution name")
+
+
 def _toml(path: Path, shown: str) -> tuple[dict, str]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -180,9 +212,16 @@ def _unmatched(declared: list[Requirement], locked: dict[str, list[str]]) -> lis
         versions = locked.get(canonicalize_name(requirement.name))
         if not versions:
             found.append(f"{requirement} is not in it")
-        elif requirement.specifier and not any(requirement.specifier.contains(v, prereleases=True) for v in versions):
+        elif requirement.specifier and not any(_contains(requirement.specifier, v) for v in versions):
             found.append(f"{requirement} is locked at {', '.join(versions)}")
     return found
+
+
+def _contains(specifier: SpecifierSet, version: str) -> bool:
+    try:
+        return specifier.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return True  # a URL or git: held by name only
 
 
 def _refuse_stale(shown: str, project: str, problems: list[str], fix: str) -> None:
@@ -197,152 +236,172 @@ def _refuse_stale(shown: str, project: str, problems: list[str], fix: str) -> No
 
 def _uv(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
     data, text = _toml(root / name, name)
-    packages = data.get("package")
-    if not isinstance(packages, list) or not all(isinstance(p, dict) for p in packages):
+    packages = _tables(data.get("package"), name, "[[package]]")
+    if not packages:
         raise ConfigError(f"{name}: no [[package]] tables: not a uv lock")
     where = {i: f"{name}:{n}" for i, (n, _) in enumerate(_lines_of(text, "package"))}
-    entries = [(i, p) for i, p in enumerate(packages)]
-    roots = [(i, p) for i, p in entries if isinstance(p.get("source"), dict)
-             and (p["source"].get("editable") == "." or p["source"].get("virtual") == ".")]
+    names = [canonicalize_name(_name(p.get("name"), where.get(i, name))) for i, p in enumerate(packages)]
+    sources = [_table(p.get("source", {}), where.get(i, name), "source") for i, p in enumerate(packages)]
+    roots = [i for i, source in enumerate(sources) if source.get("editable") == "." or source.get("virtual") == "."]
     if not roots:
         raise ConfigError(f"{name}: no package of the project itself (source editable or virtual \".\"): the lock was "
                           "not made for this directory")
     declared = _project_dependencies(root)
     if declared is not None:  # what `uv lock --check` holds: the project's requirements as the lock recorded them
-        metadata = roots[0][1].get("metadata") or {}
-        recorded = {(canonicalize_name(str(r.get("name"))), str(SpecifierSet(str(r.get("specifier") or "")))):
-                    True for r in metadata.get("requires-dist") or [] if isinstance(r, dict)}
+        at = where.get(roots[0], name)
+        metadata = _table(packages[roots[0]].get("metadata", {}), at, "metadata")
+        recorded = set()
+        for entry in _tables(metadata.get("requires-dist"), at, "metadata.requires-dist"):
+            specifier = entry.get("specifier") or ""
+            try:
+                recorded.add((canonicalize_name(_name(entry.get("name"), at)), str(SpecifierSet(str(specifier)))))
+            except InvalidSpecifier:
+                raise ConfigError(f"{at}: requires-dist specifier {show(specifier)} is not PEP 440") from None
         now = {(canonicalize_name(r.name), str(r.specifier)) for r in declared[0]}
-        problems = [f"{n}{s or ''} is declared, the lock has {_recorded(n, recorded)}" for n, s in sorted(now - set(recorded))]
-        problems += [f"the lock has {n}{s}, no longer declared" for n, s in sorted(set(recorded) - now)
+        problems = [f"{n}{s} is declared, the lock has {_recorded(n, recorded)}" for n, s in sorted(now - recorded)]
+        problems += [f"the lock has {n}{s}, no longer declared" for n, s in sorted(recorded - now)
                      if n not in {m for m, _ in now}]
         _refuse_stale(name, declared[1], problems, "run `uv lock`")
-    by_name: dict[str, list[tuple[int, dict]]] = {}
-    for i, p in entries:
-        by_name.setdefault(canonicalize_name(str(p.get("name"))), []).append((i, p))
-    chosen: dict[int, dict] = {}
-    todo = [(i, p, ()) for i, p in roots]
-    seen: set[tuple[int, tuple]] = set()
+    chosen: set[int] = set()
+    todo: list[tuple[int, tuple[str, ...]]] = [(i, ()) for i in roots]
+    seen: set[tuple[int, tuple[str, ...]]] = set()
     while todo:
-        index, package, extras = todo.pop()
+        index, extras = todo.pop()
         if (index, extras) in seen:
             continue
         seen.add((index, extras))
-        if index not in {i for i, _ in roots}:
-            chosen[index] = package
-        edges = list(package.get("dependencies") or [])
-        optional = package.get("optional-dependencies") or {}
+        if index not in roots:
+            chosen.add(index)
+        at = where.get(index, name)
+        package = packages[index]
+        edges = list(_tables(package.get("dependencies"), at, "dependencies"))
+        optional = _table(package.get("optional-dependencies", {}), at, "optional-dependencies")
         for extra in extras:
-            edges += optional.get(extra) or []
+            edges += _tables(optional.get(extra), at, f"optional-dependencies.{extra}")
         for edge in edges:
-            at = where.get(index, name)
-            if not isinstance(edge, dict) or not _applies(edge.get("marker"), env, at):
+            if not _applies(edge.get("marker"), env, at):
                 continue
-            candidates = by_name.get(canonicalize_name(str(edge.get("name"))), [])
-            if "version" in edge:
-                candidates = [(i, p) for i, p in candidates if str(p.get("version")) == str(edge["version"])]
+            wanted = canonicalize_name(_name(edge.get("name"), at))
+            candidates = [i for i, n in enumerate(names) if n == wanted and
+                          ("version" not in edge or str(packages[i].get("version")) == str(edge["version"]))]
             if len(candidates) != 1:
                 raise ConfigError(f"{at}: the dependency {show(edge.get('name'))} names "
                                   f"{'no' if not candidates else 'more than one'} locked package: run `uv lock`")
-            todo.append((*candidates[0], tuple(edge.get("extra") or ())))
+            extra = edge.get("extra") or []
+            if not isinstance(extra, list) or not all(isinstance(e, str) for e in extra):
+                raise ConfigError(f"{at}: the extras of {show(edge.get('name'))} must be a list of names")
+            todo.append((candidates[0], tuple(extra)))
     out = []
-    for index, package in sorted(chosen.items()):
+    for index in sorted(chosen):
         at = where.get(index, name)
-        source = package.get("source") or {}
-        pkg = str(package.get("name"))
-        files = ([package["sdist"]] if isinstance(package.get("sdist"), dict) else []) + list(package.get("wheels") or [])
-        hashes = _hashes([f["hash"] for f in files if isinstance(f, dict) and "hash" in f], at)
+        package, source = packages[index], sources[index]
+        version = _version(package.get("version"), at)
+        files = ([_table(package["sdist"], at, "sdist")] if "sdist" in package else []) + \
+            _tables(package.get("wheels"), at, "wheels")
+        hashes = _hashes([f["hash"] for f in files if "hash" in f], at)
+        pkg = _name(package.get("name"), at)
         if "git" in source:
-            url, _, commit = str(source["git"]).partition("#")
-            out.append(Locked(pkg, _version(package.get("version"), at), (), f"git+{url.split('?')[0]}@{commit}", at))
+            url, _, commit = _text(source["git"], at, "source.git").partition("#")
+            out.append(Locked(pkg, version, (), _direct(f"git+{url.split('?')[0]}@{commit}", at), at))
         elif "url" in source:
-            out.append(Locked(pkg, _version(package.get("version"), at), hashes, str(source["url"]), at))
+            out.append(Locked(pkg, version, hashes, _direct(_text(source["url"], at, "source.url"), at), at))
         elif "registry" in source:
-            out.append(Locked(pkg, _version(package.get("version"), at), hashes, None, at))
+            out.append(Locked(pkg, version, hashes, None, at))
         else:
             raise ConfigError(f"{at}: {pkg} comes from {show(source)}, a local path the image cannot install from the "
                               "lock; publish it to an index, or make it part of the trainer directory")
     return out
 
 
-def _recorded(name: str, recorded: dict) -> str:
-    found = [f"{n}{s}" for n, s in recorded if n == name]
+def _recorded(name: str, recorded: set[tuple[str, str]]) -> str:
+    found = [f"{n}{s}" for n, s in sorted(recorded) if n == name]
     return ", ".join(found) if found else "no such requirement"
+
+
+def _direct(url: str, where: str) -> str:
+    """A URL or VCS reference for `NAME @ URL`: one word, nothing a requirements file would read as an option."""
+    if not re.fullmatch(r"(?:git\+)?(?:https?|ssh|file)://[^\s\\#]+", url, re.ASCII):
+        raise ConfigError(f"{where}: {show(url)} is not a URL the image can install from")
+    return url
 
 
 def _pylock(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
     data, text = _toml(root / name, name)
-    packages = data.get("packages")
-    if not isinstance(packages, list) or not all(isinstance(p, dict) for p in packages) or "lock-version" not in data:
-        raise ConfigError(f"{name}: no lock-version and [[packages]]: not a PEP 751 lock")
+    packages = _tables(data.get("packages"), name, "[[packages]]")
+    if "lock-version" not in data:
+        raise ConfigError(f"{name}: no lock-version: not a PEP 751 lock")
     where = {i: f"{name}:{n}" for i, (n, _) in enumerate(_lines_of(text, "packages"))}
     out = []
     for index, package in enumerate(packages):
         at = where.get(index, name)
         if not _applies(package.get("marker"), env, at, "lock_file"):
             continue
-        pkg = str(package.get("name"))
-        directory = package.get("directory")
-        if isinstance(directory, dict):
+        pkg = _name(package.get("name"), at)
+        if "directory" in package:
+            directory = _table(package["directory"], at, "directory")
             if str(directory.get("path", "")).strip("/") in ("", "."):
                 continue  # the project itself: its code is copied, its metadata installed by trainer_package
             raise ConfigError(f"{at}: {pkg} comes from the directory {show(directory.get('path'))}, which the image "
                               "cannot install from the lock")
-        version = _version(package.get("version"), at) if package.get("version") is not None else ""
-        vcs = package.get("vcs")
-        archive = package.get("archive")
-        files = ([package["sdist"]] if isinstance(package.get("sdist"), dict) else []) + list(package.get("wheels") or [])
-        hashes = _hashes([f"sha256:{f['hashes']['sha256']}" for f in files
-                          if isinstance(f, dict) and isinstance(f.get("hashes"), dict) and "sha256" in f["hashes"]], at)
-        if isinstance(vcs, dict):
-            out.append(Locked(pkg, version, (), f"{vcs.get('type', 'git')}+{vcs.get('url')}@{vcs.get('commit-id')}", at))
-        elif isinstance(archive, dict):
-            digests = archive.get("hashes") if isinstance(archive.get("hashes"), dict) else {}
-            out.append(Locked(pkg, version, _hashes([f"sha256:{digests['sha256']}"] if "sha256" in digests else [], at),
-                              str(archive.get("url")), at))
+        version = _version(package["version"], at) if "version" in package else ""
+        files = ([_table(package["sdist"], at, "sdist")] if "sdist" in package else []) + \
+            _tables(package.get("wheels"), at, "wheels")
+        digests = [_table(f.get("hashes", {}), at, "hashes") for f in files]
+        hashes = _hashes([f"sha256:{d['sha256']}" for d in digests if "sha256" in d], at)
+        if "vcs" in package:
+            vcs = _table(package["vcs"], at, "vcs")
+            kind, url = _text(vcs.get("type", "git"), at, "vcs.type"), _text(vcs.get("url"), at, "vcs.url")
+            commit = _text(vcs.get("commit-id"), at, "vcs.commit-id")
+            out.append(Locked(pkg, version, (), _direct(f"{kind}+{url}@{commit}", at), at))
+        elif "archive" in package:
+            archive = _table(package["archive"], at, "archive")
+            digest = _table(archive.get("hashes", {}), at, "archive.hashes")
+            out.append(Locked(pkg, version, _hashes([f"sha256:{digest['sha256']}"] if "sha256" in digest else [], at),
+                              _direct(_text(archive.get("url"), at, "archive.url"), at), at))
+        elif not version:
+            raise ConfigError(f"{at}: {pkg} has no version")
         else:
-            out.append(Locked(pkg, version or _version(None, at), hashes, None, at))
+            out.append(Locked(pkg, version, hashes, None, at))
     return out
 
 
 def _poetry(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
     data, text = _toml(root / name, name)
-    packages = data.get("package")
-    if not isinstance(packages, list) or not isinstance(data.get("metadata"), dict):
-        raise ConfigError(f"{name}: no [[package]] tables and [metadata]: not a Poetry lock")
+    packages = _tables(data.get("package"), name, "[[package]]")
+    _table(data.get("metadata"), name, "[metadata]")
     where = {i: f"{name}:{n}" for i, (n, _) in enumerate(_lines_of(text, "package"))}
     out = []
+    locked: dict[str, list[str]] = {}
     for index, package in enumerate(packages):
         at = where.get(index, name)
-        groups = package.get("groups")
+        pkg = _name(package.get("name"), at)
+        version = _version(package.get("version"), at)
+        locked.setdefault(canonicalize_name(pkg), []).append(version)
+        groups = package.get("groups", ["main"])
         if package.get("optional") is True or package.get("category", "main") != "main" or \
-                (isinstance(groups, list) and "main" not in groups):
+                not isinstance(groups, list) or "main" not in groups:
             continue  # an extra, or a dev/test group: not the trainer's runtime
         markers = package.get("markers")
-        marker = markers.get("main") if isinstance(markers, dict) else markers
-        if not _applies(marker, env, at):
+        if not _applies(markers.get("main") if isinstance(markers, dict) else markers, env, at):
             continue
-        pkg = str(package.get("name"))
-        source = package.get("source") if isinstance(package.get("source"), dict) else {}
-        hashes = _hashes([f["hash"] for f in package.get("files") or [] if isinstance(f, dict) and "hash" in f], at)
+        source = _table(package.get("source", {}), at, "source")
+        hashes = _hashes([f["hash"] for f in _tables(package.get("files"), at, "files") if "hash" in f], at)
         kind = source.get("type")
         if kind == "git":
-            commit = source.get("resolved_reference") or source.get("reference")
-            out.append(Locked(pkg, _version(package.get("version"), at), (), f"git+{source.get('url')}@{commit}", at))
+            commit = _text(source.get("resolved_reference") or source.get("reference"), at, "source.resolved_reference")
+            out.append(Locked(pkg, version, (), _direct(f"git+{_text(source.get('url'), at, 'source.url')}@{commit}", at),
+                              at))
         elif kind == "url":
-            out.append(Locked(pkg, _version(package.get("version"), at), hashes, str(source.get("url")), at))
+            out.append(Locked(pkg, version, hashes, _direct(_text(source.get("url"), at, "source.url"), at), at))
         elif kind in ("directory", "file"):
             if str(source.get("url", "")).strip("/") in ("", "."):
                 continue
             raise ConfigError(f"{at}: {pkg} comes from the {kind} {show(source.get('url'))}, which the image cannot "
                               "install from the lock")
         else:  # PyPI, or a source (index) the project names: pip_conf/pip_index_url give the image that index
-            out.append(Locked(pkg, _version(package.get("version"), at), hashes, None, at))
+            out.append(Locked(pkg, version, hashes, None, at))
     declared = _project_dependencies(root)
     if declared is not None:
-        locked: dict[str, list[str]] = {}
-        for package in packages:
-            locked.setdefault(canonicalize_name(str(package.get("name"))), []).append(str(package.get("version")))
         _refuse_stale(name, declared[1], _unmatched(declared[0], locked), "run `poetry lock`")
     return out
 
@@ -354,44 +413,48 @@ def _pipenv(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
         data = json.loads(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{name}: cannot be read ({exc})") from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise ConfigError(f"{name}: not JSON ({exc})") from None
-    default = data.get("default") if isinstance(data, dict) else None
-    if not isinstance(default, dict):
-        raise ConfigError(f"{name}: no \"default\" section: not a Pipfile lock")
+    default = _table(_table(data, name, "the file").get("default"), name, '"default"')
     lines = text.splitlines()
     out = []
+    locked: dict[str, list[str]] = {}
     for pkg, entry in default.items():
         number = next((n for n, line in enumerate(lines, 1) if line.strip().startswith(json.dumps(pkg) + ":")), 0)
         at = f"{name}:{number}" if number else name
-        if not isinstance(entry, dict) or not _applies(entry.get("markers"), env, at):
+        pkg = _name(pkg, at)
+        entry = _table(entry, at, pkg)
+        pinned = entry.get("version")
+        if pinned is not None and not (isinstance(pinned, str) and pinned.startswith("==")):
+            raise ConfigError(f"{at}: {pkg} has no ==version: {show(pinned)}")
+        version = _version(pinned[2:], at) if pinned else ""
+        locked.setdefault(canonicalize_name(pkg), []).append(version or "(a URL or git)")
+        if not _applies(entry.get("markers"), env, at):
             continue
         if entry.get("path") is not None or entry.get("editable"):
             if str(entry.get("path", "")).strip("/") in ("", "."):
                 continue
             raise ConfigError(f"{at}: {pkg} comes from the path {show(entry.get('path'))}, which the image cannot "
                               "install from the lock")
-        hashes = _hashes(list(entry.get("hashes") or []), at)
+        hashes_given = entry.get("hashes") or []
+        if not isinstance(hashes_given, list):
+            raise ConfigError(f"{at}: hashes must be a list, got {show(hashes_given)}")
+        hashes = _hashes(hashes_given, at)
         if entry.get("git"):
-            out.append(Locked(pkg, "", (), f"git+{entry['git']}@{entry.get('ref')}", at))
+            ref = _text(entry.get("ref"), at, "ref")
+            out.append(Locked(pkg, version, (), _direct(f"git+{_text(entry['git'], at, 'git')}@{ref}", at), at))
         elif entry.get("file"):
-            out.append(Locked(pkg, "", hashes, str(entry["file"]), at))
+            out.append(Locked(pkg, version, hashes, _direct(_text(entry["file"], at, "file"), at), at))
+        elif not version:
+            raise ConfigError(f"{at}: {pkg} has no ==version")
         else:
-            version = str(entry.get("version", ""))
-            if not version.startswith("=="):
-                raise ConfigError(f"{at}: {pkg} has no ==version: {show(entry.get('version'))}")
-            out.append(Locked(pkg, _version(version[2:], at), hashes, None, at))
+            out.append(Locked(pkg, version, hashes, None, at))
     pipfile = root / "Pipfile"
     if pipfile.is_file():
         declared, _ = _toml(pipfile, "Pipfile")
-        packages = declared.get("packages") if isinstance(declared.get("packages"), dict) else {}
-        locked: dict[str, list[str]] = {}
-        for pkg, entry in default.items():
-            version = str(entry.get("version", "")).removeprefix("==") if isinstance(entry, dict) else ""
-            locked.setdefault(canonicalize_name(pkg), []).append(version)
-        problems = _unmatched(_table_requirements(packages, "Pipfile [packages]"),
-                              {n: [v for v in vs if v] or ["(a URL or git)"] for n, vs in locked.items()})
-        _refuse_stale(name, "Pipfile", [p for p in problems if "(a URL or git)" not in p], "run `pipenv lock`")
+        packages = _table(declared.get("packages", {}), "Pipfile", "[packages]")
+        problems = _unmatched(_table_requirements(packages, "Pipfile [packages]"), locked)
+        _refuse_stale(name, "Pipfile", problems, "run `pipenv lock`")
     return out
 
 
@@ -403,7 +466,7 @@ def locked(root: Path, name: str, python: str, platform: str) -> list[Locked]:
     consult(root / name)
     base = PurePosixPath(name).name
     reader = _READERS.get(base, _pylock)
-    return reader(root, name, environment(python, platform))
+    return reader((root / name).parent, base, environment(python, platform))  # its project file is beside it
 
 
 def export(root: Path, name: str, python: str, platform: str) -> Exported:

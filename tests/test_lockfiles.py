@@ -224,3 +224,70 @@ def test_an_image_installs_exactly_the_locked_release(testenv, index, tmp_path):
     assert built.returncode == 0, built.stderr[-4000:]
     ran = docker(testenv, "run", "--rm", "--network", "none", json.loads(built.stdout)["tags"][0])
     assert ran.stdout.strip().splitlines()[-1] == "bkpin 1.0", ran.stdout + ran.stderr
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None) + "}"
+    return json.dumps(str(value))
+
+
+def _toml(data: dict) -> str:
+    """TOML of a lock's shape: top-level values, and arrays of tables written as [[name]] sections."""
+    lines = [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in data.items()
+             if v is not None and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v))]
+    for key, value in data.items():
+        if isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+            for table in value:
+                lines += [f"[[{key}]]"] + [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in table.items() if v is not None]
+    return "\n".join(lines) + "\n"
+
+
+def test_any_shape_of_a_lock_file_is_read_or_refused_by_name_never_a_traceback(index, tmp_path):
+    """Each value of real locks of the four formats swapped for values of other types and shapes (seeded)."""
+    import copy
+    import random
+    import tomllib
+
+    root = uv_project(tmp_path / "app", index, ["bkpin==1.0", "bkwin; sys_platform == 'win32'"])
+    samples = {"uv.lock": tomllib.loads((root / "uv.lock").read_text()),
+               "pylock.toml": tomllib.loads((root / "pylock.toml").read_text()),
+               "poetry.lock": tomllib.loads(POETRY_LOCK % ("0" * 64, "1" * 64)),
+               "Pipfile.lock": json.loads(json.dumps(PIPFILE_LOCK).replace("%s", "2" * 64))}
+    values = [None, 1, -1, 1.5, "", "x", "..", "sha256:" + "a" * 64, "==1.0", [], {}, [1], ["x"], {"a": 1}, True,
+              [{"name": "x"}], "sys_platform == 'linux'", "not a marker ==", {"editable": "."}, {"sha256": "zz"},
+              "x\ny", "git+https://example.com/r@abc", "../../etc/passwd"]
+    generator = random.Random(28)
+
+    def paths(obj, path=()):
+        yield path
+        children = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+        for key, child in children:
+            yield from paths(child, path + (key,))
+
+    outcomes = {"read": 0, "refused": 0}
+    for round_ in range(400):
+        name = list(samples)[round_ % 4]
+        data = copy.deepcopy(samples[name])
+        for _ in range(generator.randint(1, 3)):
+            path = generator.choice([p for p in paths(data) if p])
+            parent = data
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = copy.deepcopy(generator.choice(values))
+        folder = tmp_path / f"case{round_}"
+        folder.mkdir()
+        (folder / name).write_text(json.dumps(data, indent=1) if name == "Pipfile.lock" else _toml(data))
+        try:
+            export(folder, name, "3.11", "linux/amd64").source.read_text()
+            outcomes["read"] += 1
+        except ConfigError as exc:
+            assert name in str(exc) or "pyproject" in str(exc), exc  # the file is named
+            outcomes["refused"] += 1
+    assert outcomes["read"] > 40 and outcomes["refused"] > 40, outcomes  # both kinds of shape were met
