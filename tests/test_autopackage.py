@@ -789,3 +789,20 @@ def test_an_entry_point_that_is_python_2_exits_2_other_python_2_files_are_noted(
     (root / "trainer" / "util.py").write_text("print 'helper'\n")  # may never be imported: said, not refused
     inferred = dry(root, "--target", "local")["inferred"]
     assert any("trainer/util.py (line 1" in n for n in inferred["notes"]), inferred["notes"]
+
+
+def test_a_tensorflow_1_15_trainer_with_tf_contrib_builds_nvidias_1_15_and_no_removed_api_is_said(project):
+    """A runtime-1.15 trainer (tf.contrib, tf.estimator): both are in 1.15, so nothing is said of removed APIs; on a
+    GPU the image installs NVIDIA's 1.15 build on Python 3.8, on a CPU the official wheel on Python 3.7."""
+    root = project({"trainer/__init__.py": "", "requirements.txt": "tensorflow==1.15.5\n",
+                    "trainer/task.py": "import tensorflow as tf\nfrom tensorflow.contrib import layers\n\n"
+                                       "def main():\n    tf.estimator.RunConfig()\n\n"
+                                       "if __name__ == '__main__':\n    main()\n"})
+    out = dry(root)
+    assert out["inferred"]["framework"] == "tensorflow==1.15.5" and out["inferred"]["framework_from"] == "requirements.txt:1"
+    assert not any("removed in" in n for n in out["inferred"]["notes"]), out["inferred"]["notes"]
+    assert out["plan"]["framework"]["requirement"] == "nvidia-tensorflow==1.15.5+nv23.3"
+    assert (out["plan"]["python"]["version"], out["plan"]["cuda"]) == ("3.8", "12.1.1")
+    cpu = dry(root, "--no-gpu")["plan"]
+    assert (cpu["framework"]["requirement"], cpu["python"]["version"]) == ("tensorflow==1.15.5", "3.7")
+    assert "protobuf<3.20" in cpu["pip"]
