@@ -8,11 +8,12 @@ render, build, push, run or submit) are timed, and each says what it reused.
 from __future__ import annotations
 
 import ast
+import keyword
 import re
 import sys
 import time
 import tomllib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -778,10 +779,10 @@ def _script_file(directory: Path, rel: str) -> bool:
         return False
 
 
-def _trainer(directory: Path) -> tuple[dict, str, list[str], Declared | None]:
+def _trainer(directory: Path, entry_points: dict[str, list[str]]) -> tuple[dict, str, list[str], Declared | None]:
     """The trainer (its config value and how it was found), notes, and the Python its Dockerfile's FROM names: first
-    what the repository declares (a training Dockerfile's ENTRYPOINT/CMD, then a submit command or Vertex AI SDK call),
-    then the layouts known."""
+    what the repository declares (a training Dockerfile's ENTRYPOINT/CMD, then a submit command or Vertex AI SDK call,
+    then the package's console scripts), then the layouts known."""
     from .entrypoints import choose, dockerfile_entries, submitted_entries
 
     def is_module(name: str) -> bool:
@@ -809,8 +810,30 @@ def _trainer(directory: Path) -> tuple[dict, str, list[str], Declared | None]:
                          + "; ".join(f"{d.name} ({d.where})" for d in others[:5]))
         value = chosen.trainer | ({"package_dir": "src"} if chosen.module and _module_root(directory, chosen.module) else {})
         return value, f"{chosen.name} (named by {chosen.where})", notes, chosen
+    scripts = _console_scripts(entry_points, is_module)
+    training = [s for s in scripts if "train" in s[0].lower() or "train" in s[1].lower()] if len(scripts) > 1 else scripts
+    if len(training) == 1:
+        name, module, function = training[0]
+        value = {"module": module, "function": function} | ({"package_dir": "src"} if _module_root(directory, module)
+                                                              else {})
+        others = [f"{n} = {m}:{f}" for n, m, f in scripts if n != name]
+        return value, f"module {module}, function {function} (the package's console script {name})", \
+            ([f"the package's other console scripts, not used: {', '.join(others)}"] if others else []), None
     value, said = _layout_trainer(directory)
-    return value, said, [], None
+    listed = [f"{n} = {m}:{f}" for n, m, f in scripts]
+    return value, said, ([f"the package's console scripts name no one trainer ({', '.join(listed)}): the layout's is "
+                          "used; set `trainer: {module: M, function: F}` for one of them"] if listed else []), None
+
+
+def _console_scripts(entry_points: dict[str, list[str]], is_module: Callable[[str], bool]) -> list[tuple[str, str, str]]:
+    """(name, module, function) of the package's console scripts whose module is one of the directory's."""
+    found = []
+    for entry in entry_points.get("console_scripts", []):
+        name, _, target = entry.partition("=")
+        module, _, function = target.split("[")[0].strip().partition(":")
+        if name.strip() and function.isidentifier() and is_module(module) and not keyword.iskeyword(function):
+            found.append((name.strip(), module, function))
+    return found
 
 
 _PYTHON_VERSION_FILE = re.compile(r"\s*(?:cpython-|python-?)?(3\.[0-9]+)(?:\.[0-9]+)?\b", re.ASCII | re.IGNORECASE)
@@ -1184,16 +1207,17 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                               f"{show(module.replace('.', '/') + '.py')} there; give the trainer directory the legacy job "
                               "packaged, or --module", field="--from-aiplatform")
         overrides["trainer"], trainer = {"module": module}, f"module {module} (trainingInput.pythonModule)"
-    elif "trainer" not in given:
-        overrides["trainer"], trainer, said, from_dockerfile = _trainer(directory)
+    # Declared: the trainer's own package (what gcloud's `pip install .` installed), its console scripts a trainer.
+    own_package = _declared(directory)
+    if "trainer" not in given and module is None:
+        overrides["trainer"], trainer, said, from_dockerfile = _trainer(directory, own_package.entry_points or {})
         notes += said
         if from_dockerfile is not None:
             from_python = from_dockerfile.python
             notes += _from_dockerfile(from_dockerfile, given, overrides)
     matrix = load_matrix()
 
-    # Declared: the requirements file, and the trainer's own package (what gcloud's `pip install .` installed).
-    own_package = _declared(directory)
+    # Declared: the requirements file.
     package, declared = own_package.name, own_package.deps
     own = canonicalize_name(package) if package else None
     notes += own_package.notes

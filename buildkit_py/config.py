@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import keyword
 import os
 import re
 import tomllib
@@ -49,6 +50,7 @@ _PACKAGE_DIR = re.compile(f"{_PACKAGE_PART}(?:/{_PACKAGE_PART}){{0,7}}", re.ASCI
 _DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,127}(?:=[A-Za-z0-9.+:~-]{1,127})?", re.ASCII)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", re.ASCII)
+_FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _PATH = re.compile(r"[A-Za-z0-9._@+/ -]+", re.ASCII)  # no $, quotes, globs: COPY expands them
 _MIRROR_URL = re.compile(r"https?://[A-Za-z0-9._~:/?#\[\]!&()*+,;=%-]+", re.ASCII)
 _INDEX_URL = re.compile(r"https?://[!-~]+", re.ASCII)  # printable ASCII: credentials allowed, no space or line break
@@ -83,6 +85,9 @@ class Trainer:
     module: str | None = None
     script: str | None = None  # POSIX path relative to the context root
     args: tuple[str, ...] = ()
+    # A function of the module to call, as a console script calls it (`[project.scripts] train =
+    # "trainer.task:main"`): sys.exit(function()), for a module with no __main__ block of its own.
+    function: str | None = None
     # The folder holding the trainer's packages (`src` in a src layout), relative to the context root: on PYTHONPATH
     # before the root itself.
     package_dir: str | None = None
@@ -590,7 +595,7 @@ def _env(raw, path, value) -> tuple[tuple[str, str], ...]:
 def _trainer(raw, path, value, root: Path) -> Trainer:
     if not isinstance(value, dict):
         raise _err(raw, path, f"{show(value)} must be a mapping with module or script, and args")
-    allowed = ["module", "script", "args", "package_dir"]
+    allowed = ["module", "script", "function", "args", "package_dir"]
     for key in value:
         if key not in allowed:
             raise _unknown_key(raw, path, key, allowed)
@@ -613,6 +618,16 @@ def _trainer(raw, path, value, root: Path) -> Trainer:
         script = _relative_file(raw, path + ("script",), value["script"], root)
         if not script.endswith(".py"):
             raise _err(raw, path + ("script",), f"{show(script)} is not allowed: a script must be a .py file")
+    function = None
+    if value.get("function") is not None:
+        if module is None:
+            raise _err(raw, path + ("function",), "a function is called from a module: give module too")
+        function = _pattern(raw, path + ("function",), value["function"], _FUNCTION,
+                            "a function name of the module, as a console script names it (main)")
+        if keyword.iskeyword(function) or len(function) > 100:
+            raise _err(raw, path + ("function",), f"{show(function)} is not a function name")
+        if any(keyword.iskeyword(part) for part in module.split(".")):
+            raise _err(raw, path + ("module",), f"{show(module)} cannot be imported by name: a part is a Python keyword")
     args = []
     given = value.get("args")
     for i, arg in enumerate(_list(raw, path + ("args",), [] if given is None else given)):
@@ -620,7 +635,7 @@ def _trainer(raw, path, value, root: Path) -> Trainer:
     if len(json.dumps(args)) > MAX_ARGS_JSON_BYTES:
         raise _err(raw, path + ("args",), f"the arguments are too long for the image's CMD: at most {MAX_ARGS_JSON_BYTES} "
                                           "bytes as JSON; pass long values at run time")
-    return Trainer(module=module, script=script, args=tuple(args), package_dir=package_dir)
+    return Trainer(module=module, script=script, args=tuple(args), package_dir=package_dir, function=function)
 
 
 def distribution_name(text: str, field: str) -> str:

@@ -34,7 +34,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .config import Config, distribution_name
+from .config import Config, Trainer, distribution_name
 from .context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
 from .errors import BuildError, ConfigError, OutputError, show
 from .fsutil import cache_dir, read_text, write_atomic
@@ -398,6 +398,15 @@ def _modules(files: tuple[str, ...]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
+def refuse_function(trainer: Trainer | None) -> None:
+    """A prebuilt container runs `python -m MODULE` (Vertex AI's python_package_spec takes a module): a trainer that is a
+    function of its module cannot run there."""
+    if trainer is not None and trainer.function:
+        raise ConfigError(f"trainer.function: a prebuilt container runs `python -m {trainer.module}`, so "
+                          f"{trainer.function}() would not be called; give the module a __main__ block that calls it, "
+                          "or build an image (not --mode package)", field="trainer")
+
+
 def build_sdist(config: Config, out_dir: Path, *, name: str | None = None, version: str | None = None,
                 pins: dict[str, str] | None = None) -> Sdist:
     """Build the trainer's sdist into out_dir (written atomically; an identical file is left as it is).
@@ -407,6 +416,7 @@ def build_sdist(config: Config, out_dir: Path, *, name: str | None = None, versi
     if trainer is None:
         raise ConfigError("no module to run: pass --module trainer.task or --script train.py, or set trainer in the "
                           "config", field="trainer")
+    refuse_function(trainer)
     module, script = trainer.module, trainer.script
     mtime = source_date_epoch()
     files = included_files(root, render_project_dockerignore(root))

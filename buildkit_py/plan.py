@@ -567,6 +567,9 @@ def _entry(config: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
         return launcher, ()
     if trainer is None:
         return (), ()
+    if trainer.function:  # as the console script pip writes for module:function calls it
+        return launcher + ("python", "-c", f"import sys; from {trainer.module} import {trainer.function}; "
+                                           f"sys.exit({trainer.function}())"), trainer.args
     if trainer.module:
         return launcher + ("python", "-m", trainer.module), trainer.args
     return launcher + ("python", f"{WORKDIR}/{trainer.script}"), trainer.args

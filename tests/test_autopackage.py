@@ -806,3 +806,40 @@ def test_a_tensorflow_1_15_trainer_with_tf_contrib_builds_nvidias_1_15_and_no_re
     cpu = dry(root, "--no-gpu")["plan"]
     assert (cpu["framework"]["requirement"], cpu["python"]["version"]) == ("tensorflow==1.15.5", "3.7")
     assert "protobuf<3.20" in cpu["pip"]
+
+
+CONSOLE_SCRIPTS = {
+    "pyproject.toml": '[project]\nname = "mypkg"\nversion = "0.1.0"\ndependencies = []\n[project.scripts]\n'
+                      'mypkg-train = "mypkg.train:main"\nmypkg-eval = "mypkg.evaluate:run"\n',
+    "mypkg/__init__.py": "",
+    "mypkg/train.py": "import sys\n\ndef main():\n    print('TRAINED', sys.argv[1:])\n    return 3\n",
+    "mypkg/evaluate.py": "def run():\n    pass\n",
+}
+
+
+def test_a_console_script_is_the_trainer_called_as_pip_would_call_it(testenv, project, tmp_path):
+    """[project.scripts] mypkg-train = "mypkg.train:main", with no __main__ block and no known layout (issue 28): the
+    image calls main() and exits with what it returns; the other script is named, not used."""
+    root = project(CONSOLE_SCRIPTS)
+    out = dry(root)
+    assert out["inferred"]["config_keys"]["trainer"] == {"module": "mypkg.train", "function": "main"}
+    assert out["inferred"]["trainer"] == "module mypkg.train, function main (the package's console script mypkg-train)"
+    assert any("other console scripts, not used: mypkg-eval = mypkg.evaluate:run" in n for n in out["inferred"]["notes"])
+    assert out["plan"]["import_check"]["module"] == "mypkg.train"
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = run_cli("autopackage", str(root), "--image", f"{testenv['BUILDKIT_TEST_REGISTRY']}/autopkg-console/app",
+                   "--json", env=env)
+    assert "TRAINED []" in proc.stderr, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["run"]["exit_code"] == 3  # main()'s return value, as sys.exit takes it
+    # In package mode a prebuilt container runs `python -m MODULE`: the function would never be called.
+    assert "trainer.function: a prebuilt container runs `python -m mypkg.train`" in refused(root, "--mode", "package")
+
+
+def test_several_console_scripts_name_the_one_that_trains_or_leave_the_layout(project):
+    root = project({**CONSOLE_SCRIPTS, "pyproject.toml": CONSOLE_SCRIPTS["pyproject.toml"].replace(
+        'mypkg-train = "mypkg.train:main"', 'fit = "mypkg.fit:main"'), "mypkg/fit.py": "def main():\n    pass\n",
+        "trainer/__init__.py": "", "trainer/task.py": "print(1)\n"})
+    out = dry(root)  # neither script says train: the layout's trainer, and the scripts are named
+    assert out["inferred"]["trainer"] == "module trainer.task"
+    assert any("console scripts name no one trainer (fit = mypkg.fit:main, mypkg-eval = mypkg.evaluate:run)" in n
+               for n in out["inferred"]["notes"])

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError
@@ -137,3 +138,19 @@ def test_bad_values_name_field_value_and_rule(project, text, fragment):
 def test_script_must_be_python_file(project):
     with pytest.raises(ConfigError, match="must be a .py file"):
         load(project, "trainer: {script: run.sh}\n", **{"run.sh": "echo"})
+
+
+@pytest.mark.parametrize("trainer, fragment", [
+    ({"script": "train.py", "function": "main"}, "a function is called from a module: give module too"),
+    ({"module": "trainer.task", "function": "main()"}, "a function name of the module"),
+    ({"module": "trainer.task", "function": "class"}, "'class' is not a function name"),
+    ({"module": "trainer.task", "function": "a;import os"}, "a function name of the module"),
+    ({"module": "trainer.lambda", "function": "main"}, "cannot be imported by name: a part is a Python keyword"),
+    ({"module": "trainer.task", "function": 7}, "trainer.function"),
+])
+def test_a_trainer_function_is_a_name_of_a_module(tmp_path, trainer, fragment):
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "buildkit.yaml").write_text(yaml.safe_dump({"trainer": trainer}))
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path / "buildkit.yaml")
+    assert fragment in str(err.value), err.value

@@ -272,6 +272,10 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
         if own_dockerfile is not None:
             out[0] = f"{inferred.dockerfile} as it is{' with the launcher' if options.with_launcher else ''}, image {refs[0]}"
     pushes = refs[0].registry != "docker.io"  # a registry named in the image; Docker Hub is never pushed to unasked
+    if options.mode == "package":
+        from ..packaging import refuse_function
+
+        refuse_function(config.trainer)  # the dry run says it too
     if target != "local":
         if options.mode == "package":
             raise ConfigError("--mode package submits only from `buildkit-py submit`: stage the sdist with "

@@ -121,9 +121,10 @@ def run_sdists(config: Config, options: RunOptions, reporter: Reporter) -> RunRe
     """The sdists (options.packages) on the executor image, for a config already loaded (with --module applied)."""
     from ..executors import is_spec, resolve_executor
     from ..jobs.local import package_run, run_local
-    from ..packaging import SCRIPT_MODULE
+    from ..packaging import SCRIPT_MODULE, refuse_function
 
     trainer = config.trainer
+    refuse_function(trainer)
     module = trainer.module if trainer and trainer.module else SCRIPT_MODULE if trainer else None
     if module is None:
         raise ConfigError("no module to run: pass --module (e.g. trainer.task) or set trainer in the config", field="--module")
