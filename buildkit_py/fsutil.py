@@ -121,3 +121,13 @@ def make_output_dir(path: Path) -> None:
     if not marker.exists() and not any(path.iterdir()):
         marker.write_text("Outputs of a buildkit-py run or study. buildkit-py leaves this directory out of build "
                           "contexts; delete this file to have it sent.\n", encoding="utf-8")
+
+
+def kept_text(folder: str, text: str, suffix: str) -> Path:
+    """A generated file for a build context, named by its content under the cache's folder."""
+    path = cache_dir() / folder / (hashlib.sha256(text.encode()).hexdigest() + suffix)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+    consult(path)  # a build context takes it: a kept recipe naming it holds while it is there
+    return path

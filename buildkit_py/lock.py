@@ -23,8 +23,7 @@ import yaml
 
 from .config import Config, default_ca_bundle, read_yaml
 from .errors import BuildError, ConfigError, RegistryError, show
-from .fsutil import consult, read_text, write_atomic
-from .lockfiles import kept
+from .fsutil import consult, kept_text, read_text, write_atomic
 from .notebook import HtmlRepr
 from .plan import Plan, PlanLock
 from .refs import parse_ref
@@ -337,7 +336,7 @@ def apply(config: Config, plan: Plan, *, locked: bool) -> Plan:
         return replace(plan, notes=plan.notes + (f"{STALE_LOCK} ({'; '.join(stale)}): this build is not locked; "
                                                  "run `buildkit-py lock`",))
     return replace(plan, lock=PlanLock(image.base_digest, image.digest, LOCKED_REQUIREMENTS,
-                                       kept(image.requirements)))
+                                       kept_text("locks", image.requirements, ".txt")))
 
 
 def pins(config: Config, plan: Plan) -> dict[str, str]:

@@ -6,7 +6,6 @@ matches it is named, never used. Nothing is run and nothing is fetched."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import tomllib
@@ -22,7 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import ConfigError, show
-from .fsutil import cache_dir, consult, write_atomic
+from .fsutil import consult, kept_text
 
 # The names each tool writes, in the order autopackage prefers them when a directory has several.
 LOCK_FILES = ("uv.lock", "pylock.toml", "poetry.lock", "Pipfile.lock")
@@ -474,19 +473,9 @@ def export(root: Path, name: str, python: str, platform: str) -> Exported:
     found = locked(root, name, python, platform)
     text = f"# {name}: the packages it locks for Python {python} ({platform}), exported by buildkit-py\n" + \
         "".join(p.line + "\n" for p in found)
-    path = kept(text)
+    path = kept_text("locks", text, ".txt")
     return Exported(name, CONTEXT_FILE, path,
                     tuple((f"{p.name} @ {p.direct}" if p.direct else f"{p.name}=={p.version}", p.where) for p in found))
-
-
-def kept(text: str) -> Path:
-    """A generated requirements file for the build context, named by its content in the cache."""
-    path = cache_dir() / "locks" / (hashlib.sha256(text.encode()).hexdigest() + ".txt")
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text)
-    consult(path)  # a build context takes it: a kept recipe naming it holds while it is there
-    return path
 
 
 def found_in(directory: Path) -> str | None:

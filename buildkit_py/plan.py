@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -29,7 +30,6 @@ from .launcher.constants import (
     TPU_TYPE_ENV,
 )
 from .launcher.gpu import arch_supports
-from .lockfiles import Exported, export, is_lock_file
 from .matrix import (
     SHIPPED,
     Accelerator,
@@ -47,6 +47,9 @@ from .matrix import (
 from .notebook import HtmlRepr
 from .refs import parse_ref
 from .resources import LAUNCHER_MODULE
+
+if TYPE_CHECKING:
+    from .lockfiles import Exported
 
 VENV = "/opt/venv"
 WORKDIR = "/app"
@@ -710,6 +713,8 @@ class _Requirements:
 def _requirements_file(config: Config, python: str) -> _Requirements:
     if not config.requirements:
         return _Requirements()
+    from .lockfiles import export, is_lock_file  # here: it reads requirements and markers (start-up time)
+
     if is_lock_file(config.requirements):
         exported = export(config.root, config.requirements, python, config.platform or "linux/amd64")
         return _Requirements(True, tuple(canonicalize_name(r.split("==")[0].split(" @ ")[0]) for r, _ in exported.pins),
