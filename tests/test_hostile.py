@@ -46,6 +46,7 @@ PLACES = [
     ("trainer.module", lambda t: {"trainer": {"module": t, "args": ["--a"]}}),
     ("trainer.script", lambda t: {"trainer": {"script": t, "args": ["--a"]}}),
     ("trainer.args", lambda t: {"trainer": {"module": "trainer.task", "args": [t]}}),
+    ("trainer.function", lambda t: {"trainer": {"module": "trainer.task", "function": t, "args": ["--a"]}}),
 ] + [(key, lambda t, key=key: {key: [t] if key in ("tags", "allow_secrets", "allow_large") else t})
      for key in KEYS if key not in ("env", "pip", "system_packages", "trainer", "gpu", "hypertune")]
 
