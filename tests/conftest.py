@@ -149,3 +149,15 @@ class socket_closed:  # noqa: N801 - a context manager read as a phrase
 
     def __exit__(self, *exc) -> None:
         self.sock.close()
+
+
+@pytest.fixture
+def index(tmp_path):
+    """A PEP 503 package index on loopback over an empty folder of wheels (index.directory; test_lock_e2e.make_wheel)."""
+    from test_lock_e2e import Index
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    served = Index(wheels)
+    yield served
+    served.close()

@@ -11,7 +11,6 @@ import uuid
 import zipfile
 from pathlib import Path
 
-import pytest
 import yaml
 from test_build_e2e import docker
 
@@ -78,15 +77,6 @@ class Index:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
-
-
-@pytest.fixture
-def index(tmp_path):
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    served = Index(wheels)
-    yield served
-    served.close()
 
 
 def push_base(testenv, ref: str, label: str) -> str:

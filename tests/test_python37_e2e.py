@@ -10,20 +10,11 @@ import uuid
 import pytest
 import yaml
 from test_build_e2e import docker
-from test_lock_e2e import Index, cli, make_wheel
+from test_lock_e2e import cli, make_wheel
 
 from conftest import CA_BUNDLE
 
 PY37 = "python:3.7-slim-bookworm"
-
-
-@pytest.fixture
-def index(tmp_path):
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    served = Index(wheels)
-    yield served
-    served.close()
 
 
 def test_a_tensorflow_1_15_cpu_image_builds_on_python_3_7_and_runs_its_trainer(testenv, index, tmp_path):
