@@ -69,6 +69,8 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--template", help="your own Dockerfile template in the trainer directory")
     group.add_argument("--image", help="repository for the content and git tags, e.g. 127.0.0.1:5000/trainer")
     group.add_argument("--python-mirror", help="mirror for standalone Python downloads (UV_PYTHON_INSTALL_MIRROR)")
+    group.add_argument("--framework-index-url",
+                       help="a mirror of the framework's own index (PyTorch's cuXYZ, NVIDIA's), no credentials")
     group.add_argument("--variant", help="one of the config's variants: its overrides apply and its name ends the tags")
 
 
@@ -128,7 +130,7 @@ CLOUDBUILD_HELP = {
 
 _OVERRIDES = ("framework", "python", "cuda", "accelerator", "cuda_flavor", "base_image", "gpu", "hypertune",
               "import_check", "build_extensions", "keep_pip",
-              "requirements", "template", "image", "python_mirror", "tags", "platform", "network", "ca_cert",
+              "requirements", "template", "image", "python_mirror", "framework_index_url", "tags", "platform", "network", "ca_cert",
               "pip_index_url", "pip_conf", "builder", "allow_secrets", "allow_large")
 
 

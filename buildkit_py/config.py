@@ -162,6 +162,9 @@ class Config:
     template: str | None = None
     image: str | None = None  # the repository the content and git tags go on
     python_mirror: str | None = None  # where uv downloads standalone Pythons (UV_PYTHON_INSTALL_MIRROR)
+    # Replaces the framework's own package index (PyTorch's cuXYZ index, NVIDIA's for nvidia-tensorflow): a mirror
+    # of it. In the Dockerfile, so no credentials: an index that needs them is the pip_conf's.
+    framework_index_url: str | None = None
     # How to build: each also a flag of the same name.
     tags: tuple[str, ...] = ()
     platform: str | None = None  # default: linux/amd64 for CUDA images, the engine's own otherwise
@@ -1271,6 +1274,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "template": lambda r, p, v: _relative_file(r, p, v, root, "template"),
         "image": _image,
         "python_mirror": _mirror_url,
+        "framework_index_url": _mirror_url,
         "tags": lambda r, p, v: _strings(r, p, v, _tag),
         "platform": lambda r, p, v: _pattern(r, p, v, _PLATFORM, "OS/ARCH[/VARIANT], e.g. linux/amd64 or linux/arm64"),
         "network": lambda r, p, v: _choice(r, p, v, _BUILD_NETWORKS),

@@ -526,7 +526,7 @@ def _wheel_cudnn(series: FrameworkSeries, cuda: str | None) -> str | None:
 
 
 def _install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cuda: str | None,
-             bundled: bool) -> FrameworkInstall:
+             bundled: bool, mirror: str | None) -> FrameworkInstall:
     spec = series.install
     fields = {}
     if cuda:
@@ -540,7 +540,7 @@ def _install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cu
         name=fw.name,
         version=version,
         requirement=requirement,
-        index_url=url.format(**fields) if url else None,
+        index_url=(mirror or url.format(**fields)) if url else None,  # a mirror stands only for an index the build has
         pre=spec.pre,
         bundles_cuda=gpu and bundled,
         cudnn=_wheel_cudnn(series, cuda),
@@ -865,7 +865,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         forward_compat_branches=matrix.forward_compat_branches if cuda else (),
         ubuntu=ubuntu,
         python=python_setup,
-        framework=_install(fw, series, version, gpu, cuda, bundled) if fw else None,
+        framework=_install(fw, series, version, gpu, cuda, bundled, config.framework_index_url) if fw else None,
         hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
         system_packages=config.system_packages + libraries.packages,
         pip=(series.companions if series and fw else ()) + config.pip,  # companions: what the release needs beside it

@@ -272,28 +272,29 @@ build_standin() {
     log "tagged stand-in as: $STANDIN_TAGS"
 }
 
-# python:3.7-slim-bookworm (TensorFlow 1.15-2.1 CPU images): the stand-in with this machine's CPython 3.7 (pyenv's,
-# a bookworm build) copied in at its own path, so its RPATH to libpython holds, and on PATH as python3.7/python3/python.
-# Without a 3.7 here no such image is made, and tests/test_python37_e2e.py says so.
-PY37_IMAGE="python:3.7-slim-bookworm"
-standin_python37() {
-    local home ctx
-    docker_cli image inspect "$PY37_IMAGE" >/dev/null 2>&1 && { log "stand-in image $PY37_IMAGE present"; return 0; }
-    home="${BUILDKIT_STANDIN_PY37:-$(ls -d /root/.pyenv/versions/3.7.* 2>/dev/null | sort -V | tail -n 1)}"
-    if [ -z "$home" ] || [ ! -x "$home/bin/python3.7" ]; then
-        log "no CPython 3.7 on this machine: no $PY37_IMAGE stand-in"
+# Stand-ins with an older CPython (this machine's pyenv builds, bookworm ones) copied in at their own path, so their
+# RPATH to libpython holds, and on PATH as pythonX.Y/python3/python: python:3.7-slim-bookworm (TensorFlow 1.15-2.1
+# CPU images) and buildkit-py/standin:python3.8 (a custom base for NVIDIA's TensorFlow 1.15 build, Python 3.8).
+# Without that Python here no such image is made, and the tests that need it say so.
+# standin_pyenv X.Y IMAGE
+standin_pyenv() {
+    local version="$1" image="$2" home ctx
+    docker_cli image inspect "$image" >/dev/null 2>&1 && { log "stand-in image $image present"; return 0; }
+    home="$(ls -d /root/.pyenv/versions/"$version".* 2>/dev/null | sort -V | tail -n 1)"
+    if [ -z "$home" ] || [ ! -x "$home/bin/python$version" ]; then
+        log "no CPython $version on this machine: no $image stand-in"
         return 0
     fi
     ctx="$(mktemp -d)"
     printf '%s\n' "FROM $STANDIN_IMAGE" "COPY ${home#/} $home" \
-        "RUN ln -s $home/bin/python3.7 /usr/local/bin/python3.7 && ln -s python3.7 /usr/local/bin/python3 && ln -s python3.7 /usr/local/bin/python" \
+        "RUN ln -s $home/bin/python$version /usr/local/bin/python$version && ln -s python$version /usr/local/bin/python3 && ln -s python$version /usr/local/bin/python" \
         > "$ctx/Dockerfile"
-    tar --exclude="${home#/}/lib/python3.7/test" -C / -cf "$ctx/context.tar" "${home#/}"
+    tar --exclude="${home#/}/lib/python$version/test" -C / -cf "$ctx/context.tar" "${home#/}"
     tar -C "$ctx" -rf "$ctx/context.tar" Dockerfile
-    if DOCKER_BUILDKIT=0 docker_cli build -q -t "$PY37_IMAGE" - < "$ctx/context.tar" >/dev/null; then
-        log "built stand-in $PY37_IMAGE from $home"
+    if DOCKER_BUILDKIT=0 docker_cli build -q -t "$image" - < "$ctx/context.tar" >/dev/null; then
+        log "built stand-in $image from $home"
     else
-        log "could not build the $PY37_IMAGE stand-in from $home"
+        log "could not build the $image stand-in from $home"
     fi
     rm -rf "$ctx"
 }
@@ -346,7 +347,8 @@ cmd_up() {
     start_registry registry "$REG_PORT" 200
     start_registry auth-registry "$AUTH_REG_PORT" 401 auth
     build_standin
-    standin_python37
+    standin_pyenv 3.7 python:3.7-slim-bookworm
+    standin_pyenv 3.8 buildkit-py/standin:python3.8
     buildah_standin
     install_actionlint
     log "ready. Credentials for 127.0.0.1:$AUTH_REG_PORT: $AUTH_USER / $AUTH_PASS"
