@@ -17,18 +17,22 @@ from conftest import CA_BUNDLE
 PY37 = "python:3.7-slim-bookworm"
 
 
+def trainer(root, index, task: str):
+    """trainer/task.py of `task`, and a pip.conf adding the loopback index."""
+    (root / "trainer").mkdir(parents=True)
+    (root / "trainer" / "__init__.py").write_text("")
+    (root / "trainer" / "task.py").write_text(task)
+    (root / "pip.conf").write_text(f"[global]\nextra-index-url = {index.url}\n")
+    return root
+
+
 def test_a_tensorflow_1_15_cpu_image_builds_on_python_3_7_and_runs_its_trainer(testenv, index, tmp_path):
     if docker(testenv, "image", "inspect", PY37, check=False).returncode != 0:
         pytest.skip(f"no CPython 3.7 on this machine, so scripts/testenv.sh made no {PY37} stand-in")
     make_wheel(index.directory, "tensorflow", "1.15.5", module_text="VERSION = '1.15.5'\n")
     make_wheel(index.directory, "protobuf", "3.19.6", module_text="")
-    root = tmp_path / "tf1"
-    (root / "trainer").mkdir(parents=True)
-    (root / "trainer" / "__init__.py").write_text("")
-    (root / "trainer" / "task.py").write_text(
-        "import os, sys\nimport tensorflow as tf\n"
-        "print('tf', tf.VERSION, '%d.%d' % sys.version_info[:2], 'pid', os.getppid())\n")
-    (root / "pip.conf").write_text(f"[global]\nextra-index-url = {index.url}\n")
+    root = trainer(tmp_path / "tf1", index, "import os, sys\nimport tensorflow as tf\n"
+                   "print('tf', tf.VERSION, '%d.%d' % sys.version_info[:2], 'pid', os.getppid())\n")
     image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/py37-e2e/tf1-{uuid.uuid4().hex[:8]}"
     (root / "buildkit.yaml").write_text(yaml.safe_dump({
         "framework": "tensorflow==1.15.5", "gpu": False, "hypertune": False, "trainer": {"module": "trainer.task"},
@@ -59,14 +63,9 @@ def test_nvidias_tensorflow_1_15_installs_in_place_of_the_trainers_tensorflow_gp
         pytest.skip(f"no CPython 3.8 on this machine, so scripts/testenv.sh made no {PY38} stand-in")
     _platform_wheel(index.directory, "nvidia_tensorflow", "1.15.5+nv23.3", "cp38-cp38-linux_x86_64", "tensorflow")
     make_wheel(index.directory, "bkpin", "1.0")
-    root = tmp_path / "tf1gpu"
-    (root / "trainer").mkdir(parents=True)
-    (root / "trainer" / "__init__.py").write_text("")
-    (root / "trainer" / "task.py").write_text(
-        "import importlib.metadata as m, sys\nimport tensorflow as tf, bkpin\n"
-        "print('tf', tf.__version__, m.version('nvidia-tensorflow'), bkpin.VERSION, '%d.%d' % sys.version_info[:2])\n")
+    root = trainer(tmp_path / "tf1gpu", index, "import importlib.metadata as m, sys\nimport tensorflow as tf, bkpin\n"
+                   "print('tf', tf.__version__, m.version('nvidia-tensorflow'), bkpin.VERSION, '%d.%d' % sys.version_info[:2])\n")
     (root / "requirements.txt").write_text("tensorflow-gpu==1.15.5\nbkpin==1.0\n")
-    (root / "pip.conf").write_text(f"[global]\nextra-index-url = {index.url}\n")
     (root / "buildkit.yaml").write_text(yaml.safe_dump({
         "framework": "tensorflow==1.15.5", "gpu": True, "cuda": "12.1", "base_image": PY38, "hypertune": False,
         "framework_index_url": index.url, "requirements": "requirements.txt", "pip_conf": "pip.conf",
