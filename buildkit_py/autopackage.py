@@ -810,19 +810,40 @@ def _trainer(directory: Path, entry_points: dict[str, list[str]]) -> tuple[dict,
                          + "; ".join(f"{d.name} ({d.where})" for d in others[:5]))
         value = chosen.trainer | ({"package_dir": "src"} if chosen.module and _module_root(directory, chosen.module) else {})
         return value, f"{chosen.name} (named by {chosen.where})", notes, chosen
+    # The package's console scripts: where no layout is known, the one that trains; and where the layout's module is
+    # a script's and has no __main__ block, `python -m` would only define its function: the function is called.
     scripts = _console_scripts(entry_points, is_module)
     training = [s for s in scripts if "train" in s[0].lower() or "train" in s[1].lower()] if len(scripts) > 1 else scripts
-    if len(training) == 1:
-        name, module, function = training[0]
-        value = {"module": module, "function": function} | ({"package_dir": "src"} if _module_root(directory, module)
-                                                              else {})
-        others = [f"{n} = {m}:{f}" for n, m, f in scripts if n != name]
-        return value, f"module {module}, function {function} (the package's console script {name})", \
-            ([f"the package's other console scripts, not used: {', '.join(others)}"] if others else []), None
-    value, said = _layout_trainer(directory)
+    try:
+        value, said = _layout_trainer(directory)
+    except ConfigError:
+        if len(training) != 1:
+            raise
+        return _script_trainer(directory, training[0], scripts)
+    called = [s for s in scripts if s[1] == value.get("module") and not _guarded(directory, s[1])]
+    if called:
+        return _script_trainer(directory, called[0], scripts)
     listed = [f"{n} = {m}:{f}" for n, m, f in scripts]
-    return value, said, ([f"the package's console scripts name no one trainer ({', '.join(listed)}): the layout's is "
-                          "used; set `trainer: {module: M, function: F}` for one of them"] if listed else []), None
+    return value, said, ([f"the package's console scripts are not the trainer ({', '.join(listed)}): {said} is; set "
+                          "`trainer: {module: M, function: F}` for one of them"] if listed else []), None
+
+
+def _script_trainer(directory: Path, script: tuple[str, str, str],
+                    scripts: list[tuple[str, str, str]]) -> tuple[dict, str, list[str], None]:
+    name, module, function = script
+    value = {"module": module, "function": function} | ({"package_dir": "src"} if _module_root(directory, module) else {})
+    others = [f"{n} = {m}:{f}" for n, m, f in scripts if n != name]
+    return value, f"module {module}, function {function} (the package's console script {name})", \
+        ([f"the package's other console scripts, not used: {', '.join(others)}"] if others else []), None
+
+
+def _guarded(directory: Path, module: str) -> bool:
+    """Does the module's file run something under `if __name__ == "__main__"`."""
+    path = directory.joinpath(*module.split(".")).with_suffix(".py")
+    try:
+        return bool(_MAIN_GUARD.search(read_text(path, "Python file")))
+    except ConfigError:
+        return False
 
 
 def _console_scripts(entry_points: dict[str, list[str]], is_module: Callable[[str], bool]) -> list[tuple[str, str, str]]:

@@ -841,5 +841,18 @@ def test_several_console_scripts_name_the_one_that_trains_or_leave_the_layout(pr
         "trainer/__init__.py": "", "trainer/task.py": "print(1)\n"})
     out = dry(root)  # neither script says train: the layout's trainer, and the scripts are named
     assert out["inferred"]["trainer"] == "module trainer.task"
-    assert any("console scripts name no one trainer (fit = mypkg.fit:main, mypkg-eval = mypkg.evaluate:run)" in n
+    assert any("console scripts are not the trainer (fit = mypkg.fit:main, mypkg-eval = mypkg.evaluate:run)" in n
                for n in out["inferred"]["notes"])
+
+
+def test_the_layouts_module_is_called_through_its_console_script_when_it_has_no_main_block(project):
+    """trainer/task.py defines main() and nothing calls it: `python -m trainer.task` would run nothing, so the package's
+    console script for it is how it runs; with a __main__ block, `python -m` stays (what AI Platform ran)."""
+    setup = ("from setuptools import setup, find_packages\nsetup(name='t', version='1', packages=find_packages(),\n"
+             "      entry_points={'console_scripts': ['t-train = trainer.task:main']})\n")
+    root = project({"setup.py": setup, "trainer/__init__.py": "", "trainer/task.py": "def main():\n    print('run')\n"})
+    assert dry(root)["inferred"]["config_keys"]["trainer"] == {"module": "trainer.task", "function": "main"}
+    (root / "trainer" / "task.py").write_text("def main():\n    print('run')\n\n\nif __name__ == '__main__':\n    main()\n")
+    out = dry(root)
+    assert out["inferred"]["config_keys"]["trainer"] == {"module": "trainer.task"}
+    assert any("console scripts are not the trainer (t-train = trainer.task:main)" in n for n in out["inferred"]["notes"])
