@@ -839,7 +839,10 @@ def _script_trainer(directory: Path, script: tuple[str, str, str],
 
 def _guarded(directory: Path, module: str) -> bool:
     """Does the module's file run something under `if __name__ == "__main__"`."""
-    path = directory.joinpath(*module.split(".")).with_suffix(".py")
+    return _has_main_block(directory.joinpath(*module.split(".")).with_suffix(".py"))
+
+
+def _has_main_block(path: Path) -> bool:
     try:
         return bool(_MAIN_GUARD.search(read_text(path, "Python file")))
     except ConfigError:
@@ -991,11 +994,7 @@ def _main_modules(directory: Path) -> list[str]:
             if (path.name == "__init__.py" or _TEST_FILE.search(rel) or not _MODULE_PART.fullmatch(path.stem)
                     or path.is_symlink() or not path.is_file()):
                 continue
-            try:
-                text = read_text(path, "Python file")
-            except ConfigError:
-                continue
-            if _MAIN_GUARD.search(text):
+            if _has_main_block(path):
                 found.append(f"{package}.{path.stem}")
     return found
 
@@ -1257,8 +1256,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
         pins = locked(directory, requirements, matrix.distros.default_python, str(flags.get("platform") or
                                                                                    raw.data.get("platform") or
                                                                                    "linux/amd64"))
-        read = _RequirementsFile(tuple((f"{p.name} @ {p.direct}" if p.direct else f"{p.name}=={p.version}", p.where)
-                                       for p in pins), (), None, ())
+        read = _RequirementsFile(tuple((p.requirement, p.where) for p in pins), (), None, ())
         if declared:
             notes.append(f"the trainer package's dependencies are installed as {requirements} locks them")
             declared = []
@@ -1403,7 +1401,6 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     deciding = _by_framework(matrix, found)
     deciding_name = _deciding(deciding) if deciding else None
     if python is None:  # a plain import the legacy runtime gave a release of: the oldest Python an image can have with
-        # it, and that some release of the deciding framework has
         # it, and that some release of the deciding framework has (on a GPU image, one an nvidia/cuda image can have)
         framework = matrix.framework(deciding_name) if deciding_name else None
         also = {p for s in framework.series for p in usable_python(matrix, s)} if framework else None

@@ -47,9 +47,13 @@ class Locked:
     where: str  # "uv.lock:41"
 
     @property
+    def requirement(self) -> str:
+        """As a requirements file names it: NAME==VERSION, or NAME @ URL."""
+        return f"{self.name} @ {self.direct}" if self.direct else f"{self.name}=={self.version}"
+
+    @property
     def line(self) -> str:
-        head = f"{self.name} @ {self.direct}" if self.direct else f"{self.name}=={self.version}"
-        return " \\\n    ".join([head, *(f"--hash={h}" for h in self.hashes)])
+        return " \\\n    ".join([self.requirement, *(f"--hash={h}" for h in self.hashes)])
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ def _applies(marker: Any, env: dict[str, str], where: str, context: str | None =
 
 def _lines_of(text: str, header: str) -> Iterator[tuple[int, str]]:
     """(line number, name) of each entry under a `[[header]]` table: where a package is, for messages."""
-    number, inside = 0, False
+    inside = False
     for number, raw in enumerate(text.splitlines(), 1):
         stripped = raw.strip()
         if stripped.startswith("["):
@@ -123,13 +127,12 @@ def _text(value: Any, where: str, what: str) -> str:
 def _name(value: Any, where: str) -> str:
     text = _text(value, where, "name")
     try:
-        return str(Requirement(text).name) if Requirement(text).name == text else _bad_name(text, where)
+        parsed = Requirement(text)
     except InvalidRequirement:
-        return _bad_name(text, where)
-
-
-def _bad_name(text: str, where: str) -> str:
-    raise ConfigError(f"{where}: {show(text)} is not a distribution name")
+        parsed = None
+    if parsed is None or parsed.name != text:  # a name alone: no specifier, extras, marker or URL
+        raise ConfigError(f"{where}: {show(text)} is not a distribution name")
+    return text
 
 
 def _toml(path: Path, shown: str) -> tuple[dict, str]:
@@ -474,8 +477,7 @@ def export(root: Path, name: str, python: str, platform: str) -> Exported:
     text = f"# {name}: the packages it locks for Python {python} ({platform}), exported by buildkit-py\n" + \
         "".join(p.line + "\n" for p in found)
     path = kept_text("locks", text, ".txt")
-    return Exported(name, CONTEXT_FILE, path,
-                    tuple((f"{p.name} @ {p.direct}" if p.direct else f"{p.name}=={p.version}", p.where) for p in found))
+    return Exported(name, CONTEXT_FILE, path, tuple((p.requirement, p.where) for p in found))
 
 
 def found_in(directory: Path) -> str | None:

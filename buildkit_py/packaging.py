@@ -125,9 +125,8 @@ def dependencies(config: Config, pins: dict[str, str] | None = None) -> tuple[st
     found = [dependency(p, f"{config.source}: pip") for p in config.pip]
     if config.requirements and is_lock_file(config.requirements):  # another tool's lock: its pins (markers taken for
         # the default Python: the executor image's is not known here)
-        found += [f"{p.name} @ {p.direct}" if p.direct else f"{p.name}=={p.version}" for p in
-                  locked(config.root, config.requirements, load_matrix().distros.default_python,
-                         config.platform or "linux/amd64")]
+        found += [p.requirement for p in locked(config.root, config.requirements, load_matrix().distros.default_python,
+                                                config.platform or "linux/amd64")]
     elif config.requirements:
         path = config.root / config.requirements
         for text, where in requirement_lines(read_text(path, "requirements file"), str(path)):

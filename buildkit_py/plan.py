@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from . import __version__
@@ -714,12 +713,11 @@ def _requirements_file(config: Config, python: str) -> _Requirements:
     if not config.requirements:
         return _Requirements()
     from .lockfiles import export, is_lock_file  # here: it reads requirements and markers (start-up time)
+    from .requirements_file import hash_checked, requirement_name, requirement_names
 
     if is_lock_file(config.requirements):
         exported = export(config.root, config.requirements, python, config.platform or "linux/amd64")
-        return _Requirements(True, tuple(canonicalize_name(r.split("==")[0].split(" @ ")[0]) for r, _ in exported.pins),
-                             exported)
-    from .requirements_file import hash_checked, requirement_names
+        return _Requirements(True, tuple(n for r, _ in exported.pins if (n := requirement_name(r))), exported)
 
     consult(config.root / config.requirements)
     try:
