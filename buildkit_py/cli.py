@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 
 from . import __version__
-from .errors import BuildkitError, ConfigError
+from .errors import SHOWN_CHARS, BuildkitError, ConfigError, show, terminal_line
 from .progress import MODES, reporter
 
 
@@ -382,16 +382,16 @@ def _submit_options(args: argparse.Namespace) -> api.SubmitOptions:
 
 def _print_warnings(warnings: tuple[str, ...]) -> None:
     for warning in warnings:
-        print(f"buildkit-py: warning: {warning}", file=sys.stderr)
+        print(terminal_line(f"buildkit-py: warning: {warning}"), file=sys.stderr)
 
 
 def cmd_job(args: argparse.Namespace) -> int:
     as_json = args.json or (args.output is not None and args.output.suffix == ".json" and not args.yaml)
     result = api.job(_project(args), _job_options(args), args.output, as_json)
     for note in result.notes + result.job.notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(terminal_line(f"note: {note}"), file=sys.stderr)
     for field in result.not_converted:
-        print(f"not converted: {field}", file=sys.stderr)
+        print(terminal_line(f"not converted: {field}"), file=sys.stderr)
     if result.written:
         print(f"wrote {result.written} ({result.job.kind[:-1]})", file=sys.stderr)
     else:
@@ -574,10 +574,21 @@ def _skip_image_check_flag(parser: argparse.ArgumentParser) -> None:
                         "network only): the image is not checked and the job names it by tag, not pinned by digest")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad value echoed as any other message shows a value: one bounded line, escaped."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        line = terminal_line(message.replace("\n", " "))
+        if len(line) > 4 * SHOWN_CHARS:
+            line = line[:4 * SHOWN_CHARS] + "..."
+        self.exit(2, f"{self.prog}: error: {line}\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; only: the command given, whose shared flags alone are added (each command's own few are added
     anyway): about 600 arguments are most of a short command's parsing time."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="buildkit-py",
         description="Turn an ML trainer into a container image and a Vertex AI / AI Platform training job.",
         epilog="Options may stand anywhere before `--`; run, autopackage and tune pass what follows `--` to the trainer.",
@@ -816,7 +827,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except BuildkitError as exc:
-        print(f"buildkit-py: error: {exc}", file=sys.stderr)
+        print(terminal_line(f"buildkit-py: error: {exc}"), file=sys.stderr)
         _report(exc, debug)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -827,13 +838,13 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:
-        where = f" {exc.filename!r}:" if exc.filename else ""
+        where = f" {show(exc.filename)}:" if exc.filename else ""
         print(f"buildkit-py: error:{where} {exc.strerror or exc}", file=sys.stderr)
         _report(exc, debug)
         return 1
     except Exception as exc:  # a bug of ours: say so in one line; --debug shows where
-        print(f"buildkit-py: internal error: {type(exc).__name__}: {exc} "
-              "(run again with --debug for the traceback, and please report it)", file=sys.stderr)
+        print(terminal_line(f"buildkit-py: internal error: {type(exc).__name__}: {show(str(exc))} ")
+              + "(run again with --debug for the traceback, and please report it)", file=sys.stderr)
         _report(exc, debug)
         return INTERNAL_ERROR
 

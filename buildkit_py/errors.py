@@ -2,17 +2,115 @@
 
 from __future__ import annotations
 
+import re
+
 SHOWN_CHARS = 120  # a 70,000-character value is named by its start and its length
+SHOWN_DEPTH = 8  # nesting shown before "..."; a value nested thousands deep is never walked whole
+MASK = "***"
+_MASK_REACH = 4096  # characters of a long value read for credentials before it is cut to what is shown
+
+# userinfo of a URL (https://user:token@host, https://token@host) and the query parameters that carry keys
+_USERINFO = re.compile(r"://(?P<user>[^/@\s:]*)(?P<password>:[^/@\s]*)?@")
+_QUERY_SECRET = re.compile(r"(?i)(?P<key>[?&](?:access_token|token|key|api_key|apikey|password|passwd|secret|sig|signature|"
+                           r"x-goog-signature|x-goog-credential)=)[^&#\s]+")
+
+
+def mask_credentials(text: str) -> str:
+    """`text` with every URL's password (or lone token in the user part) and key-carrying query value
+    replaced by ***: what a user would not paste into a bug report."""
+    def userinfo(m: re.Match) -> str:
+        if m.group("password") is not None:
+            return f"://{m.group('user')}:{MASK}@"
+        return f"://{MASK}@"
+
+    return _QUERY_SECRET.sub(lambda m: m.group("key") + MASK, _USERINFO.sub(userinfo, text))
+
+
+def _bounded_repr(value: object, budget: int) -> str:
+    """repr() of `value` written until `budget` characters, containers walked with an explicit
+    stack to SHOWN_DEPTH levels: no recursion, and no work past what is shown."""
+    out: list[str] = []
+    size = 0
+    stack: list[object] = [(value, 0)]
+    while stack and size <= budget:
+        item = stack.pop()
+        if isinstance(item, str) and item.__class__ is _Token:
+            piece = item
+        else:
+            obj, depth = item
+            opened = _OPEN.get(type(obj))
+            if opened is None:
+                piece = _leaf(obj, budget - size)
+            elif depth >= SHOWN_DEPTH:
+                piece = opened[0] + "..." + opened[1]
+            else:
+                parts: list[object] = [_Token(opened[0])]
+                entries = list(obj.items()) if isinstance(obj, dict) else list(obj)
+                for i, entry in enumerate(entries[: budget - size]):  # never more entries than characters left
+                    if i:
+                        parts.append(_Token(", "))
+                    if isinstance(obj, dict):
+                        parts += [(entry[0], depth + 1), _Token(": "), (entry[1], depth + 1)]
+                    else:
+                        parts.append((entry, depth + 1))
+                if isinstance(obj, tuple) and len(entries) == 1:
+                    parts.append(_Token(","))
+                if not entries and isinstance(obj, (set, frozenset)):
+                    parts = [_Token(f"{type(obj).__name__}(")]
+                parts.append(_Token(opened[1] if entries or not isinstance(obj, (set, frozenset)) else ")"))
+                stack.extend(reversed(parts))
+                continue
+        out.append(piece)
+        size += len(piece)
+    return "".join(out)
+
+
+class _Token(str):
+    """Punctuation on _bounded_repr's stack, told apart from a user's string."""
+
+
+_OPEN = {list: ("[", "]"), tuple: ("(", ")"), dict: ("{", "}"), set: ("{", "}"), frozenset: ("frozenset({", "})")}
+
+
+def _leaf(value: object, budget: int) -> str:
+    if isinstance(value, str):
+        # masked before it is cut, so a cut cannot leave half a password unmasked
+        return repr(mask_credentials(value[: budget + _MASK_REACH])[: budget + SHOWN_CHARS])
+    if isinstance(value, (bytes, bytearray)):
+        return repr(bytes(value[:budget]))
+    if isinstance(value, (bool, int, float, complex, type(None))):
+        try:
+            return repr(value)
+        except ValueError:  # an int past Python's digit limit for str()
+            return f"<an int of {value.bit_length()} bits>"
+    try:
+        text = repr(value)
+    except Exception:  # a user's object whose repr fails or recurses: named by its type
+        return f"<{type(value).__name__}>"
+    return mask_credentials(text[: budget + _MASK_REACH])[: budget + SHOWN_CHARS].encode("ascii", "backslashreplace").decode()
 
 
 def show(value: object) -> str:
-    """A user's value in a message: escaped (repr), so control characters, line separators and
-    terminal escapes stay visible and inert, and cut short when long."""
-    text = repr(value)
+    """A user's value in a message: one line, escaped (repr), so control characters, line separators
+    and terminal escapes stay visible and inert, credentials masked, nesting and length bounded."""
+    text = _bounded_repr(value, SHOWN_CHARS)
     if len(text) > SHOWN_CHARS:
-        size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters as written"
+        if isinstance(value, str):
+            size = f"{len(value)} characters"
+        elif isinstance(value, (list, tuple, dict, set, frozenset)):
+            size = f"{len(value)} entries"
+        else:
+            size = type(value).__name__
         text = f"{text[:SHOWN_CHARS]}... ({size})"
     return text
+
+
+def terminal_line(text: str) -> str:
+    """A message for a terminal: its lines kept, every other control, format or separator
+    character escaped (ESC cannot move the cursor, U+202E cannot reverse a line), credentials masked."""
+    return mask_credentials("".join(
+        ch if ch in "\n\t" or ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+        for ch in text))
 
 
 class BuildkitError(Exception):
