@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "autopackage", "build", "cancel", "dockerfile", "job", "package", "plan", "push", "resolve",
-           "submit", "tune"]
+__all__ = ["__version__", "autopackage", "build", "cancel", "dockerfile", "job", "logs", "package", "plan", "push",
+           "resolve", "submit", "tune"]
 
 
 def __getattr__(name: str) -> Any:
@@ -55,4 +55,4 @@ sys.modules[__name__].__class__ = _Package
 
 
 if TYPE_CHECKING:
-    from .api import autopackage, build, cancel, dockerfile, job, package, plan, push, resolve, submit, tune
+    from .api import autopackage, build, cancel, dockerfile, job, logs, package, plan, push, resolve, submit, tune

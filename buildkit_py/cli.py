@@ -376,6 +376,7 @@ def _job_options(args: argparse.Namespace) -> api.JobOptions:
 
 def _submit_options(args: argparse.Namespace) -> api.SubmitOptions:
     return api.SubmitOptions(api_endpoint=args.api_endpoint, wait=getattr(args, "wait", False),
+                             logging_endpoint=args.logging_endpoint, stream_logs=not getattr(args, "no_logs", False),
                              **({"poll_interval": args.poll} if getattr(args, "poll", None) is not None else {}),
                              skip_image_check=getattr(args, "skip_image_check", False))
 
@@ -426,10 +427,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.dry_run:
         return cmd_plan(args)
 
-    def on_state(state: str, job: dict) -> None:
-        print(f"state {state}", file=sys.stderr if args.json else sys.stdout, flush=True)
+    out = sys.stderr if args.json else sys.stdout
 
-    result = api.submit(_project(args), _job_options(args), _submit_options(args), on_state)
+    def on_state(state: str, job: dict) -> None:
+        print(f"state {state}", file=out, flush=True)
+
+    result = api.submit(_project(args), _job_options(args), _submit_options(args), on_state,
+                        on_line=lambda line: print(line.text(), file=out, flush=True))
     _print_warnings(result.warnings)
     if args.json:
         _print_json(result.to_dict())
@@ -442,9 +446,30 @@ def cmd_submit(args: argparse.Namespace) -> int:
             print(f"end     {result.state}")
         if result.model:
             print(f"model   {result.model}")
-    if result.error:
-        print(f"buildkit-py: the job ended in {result.state}: {result.error}", file=sys.stderr)
+    _print_job_end(result.state, result.error, result.last_lines)
     return 1 if result.failed else 0
+
+
+def _print_job_end(state: str, error: str | None, last_lines: tuple) -> None:
+    """A failed job's end on stderr: the service's error, after the job's own last lines (what it died of)."""
+    if not error:
+        return
+    if last_lines:
+        print(f"buildkit-py: the job's last {len(last_lines)} lines:", file=sys.stderr)
+        for line in last_lines:
+            print(f"  {line.text()}", file=sys.stderr)
+    print(f"buildkit-py: the job ended in {state}: {error}", file=sys.stderr)
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    result = api.logs(args.job, _submit_options(args), project=args.project, region=args.region, follow=args.follow,
+                      on_line=None if args.json else lambda line: print(line.text(), flush=True),
+                      **({"poll_interval": args.poll} if args.poll is not None else {}))
+    if args.json:
+        _print_json(result.to_dict())
+    elif result.error:
+        print(f"buildkit-py: the job ended in {result.state}: {result.error}", file=sys.stderr)
+    return 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -495,6 +520,7 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
         print(f"state   {result.submitted.state}")
         if result.submitted.model:
             print(f"model   {result.submitted.model}")
+        _print_job_end(result.submitted.state, result.submitted.error, result.submitted.last_lines)
     if result.written:
         print(f"wrote {result.written}")
     return result.exit_code
@@ -566,6 +592,14 @@ def _pipeline_flags(group) -> None:
 def _api_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-endpoint", metavar="URL", help="the Vertex AI API (default: $BUILDKIT_PY_API_ENDPOINT, "
                         "else https://REGION-aiplatform.googleapis.com)")
+    parser.add_argument("--logging-endpoint", metavar="URL", help="the Cloud Logging API, for the job's log (default: "
+                        "$BUILDKIT_PY_LOGGING_ENDPOINT, else https://logging.googleapis.com)")
+
+
+def _wait_flags(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--wait", action="store_true", help=help_text)
+    parser.add_argument("--no-logs", action="store_true", help="with --wait: follow the job's state only, not the "
+                        "lines its replicas print (read from Cloud Logging as it runs)")
 
 
 def _skip_image_check_flag(parser: argparse.ArgumentParser) -> None:
@@ -726,7 +760,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    "trainer run on an executor image (framework, hypertune, launcher; no trainer code)")
     p.add_argument("--project", help="Google Cloud project for --target vertex (default: job.project, $GOOGLE_CLOUD_PROJECT)")
     p.add_argument("--region", help="region for --target vertex (default: job.region, else us-central1)")
-    p.add_argument("--wait", action="store_true", help="with vertex: follow the job until it ends; exit 1 when it fails")
+    _wait_flags(p, "with vertex: follow the job until it ends, showing its log; exit 1 when it fails")
     _legacy_flag(p)
     _pipeline_flags(p)
     p.add_argument("--poll", type=float, help=argparse.SUPPRESS)
@@ -773,7 +807,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _job_flags(p)
     _api_flags(p)
     _skip_image_check_flag(p)
-    p.add_argument("--wait", action="store_true", help="follow the job's state until it ends; exit 1 when it fails")
+    _wait_flags(p, "follow the job until it ends, showing its log; exit 1 when it fails")
     p.add_argument("--dry-run", action="store_true", help="only the plan: nothing is sent")
     p.add_argument("--poll", type=float, help=argparse.SUPPRESS)
 
@@ -782,6 +816,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                                                     "with --project and --region")
     p.add_argument("--project", help="with a bare ID")
     p.add_argument("--region", help="with a bare ID")
+    _api_flags(p)
+    p = command("logs", "print a Vertex AI job's log from Cloud Logging (each line with its replica)", cmd_logs,
+                json_help="print the lines, the state and the error as JSON")
+    p.add_argument("job", metavar="JOB", help="the job's name or console URL as submit prints them, or its ID with "
+                                              "--project and --region")
+    p.add_argument("--project", help="with a bare ID")
+    p.add_argument("--region", help="with a bare ID")
+    p.add_argument("--follow", "-f", action="store_true", help="show the lines as they come until the job ends")
+    p.add_argument("--poll", type=float, metavar="SECONDS", help="with --follow: seconds between reads (default 15)")
     _api_flags(p)
     return parser
 

@@ -9,9 +9,12 @@ import os
 import sys
 import time
 from collections import deque
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from .errors import ConfigError, show
+
+if TYPE_CHECKING:
+    from .jobs.logs import LogLine
 
 
 class Reporter:
@@ -49,6 +52,10 @@ class Reporter:
     def job_state(self, name: str, state: str) -> None:
         """A submitted job's state changed (submit with wait)."""
         self._write(f"buildkit-py: {name}: {state}")
+
+    def job_log(self, line: LogLine) -> None:
+        """A line of the submitted job's log (submit with wait)."""
+        self._write(line.text())
 
     def finish(self) -> None:
         """The operation ended (or failed): show what is still held back."""
@@ -116,6 +123,9 @@ class JsonReporter(Reporter):
     def job_state(self, name: str, state: str) -> None:
         self._event(event="job-state", name=name, state=state)
 
+    def job_log(self, line: LogLine) -> None:
+        self._event(event="job-log", **line.to_dict())
+
 
 class NotebookReporter(Reporter):
     """A live display in a Jupyter notebook: one output area, updated in place, with the latest build steps and
@@ -153,6 +163,10 @@ class NotebookReporter(Reporter):
     def job_state(self, name: str, state: str) -> None:
         self.state = (name, state)
         self._show(now=True)
+
+    def job_log(self, line: LogLine) -> None:
+        self.lines.append(line.text())
+        self._show()
 
     def finish(self) -> None:
         if self._held:

@@ -134,6 +134,7 @@ def fake(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
     monkeypatch.setenv(jobs_submit.ENDPOINT_ENV, server.url)
+    monkeypatch.setenv("BUILDKIT_PY_LOGGING_ENDPOINT", server.url)  # jobs.logs.ENDPOINT_ENV: Logging on the same server
     monkeypatch.setattr(jobs_submit, "RETRIES", 1)  # one retry, after 1 s: enough to show what a retry does
     with server:
         yield server

@@ -26,7 +26,8 @@ from buildkit_py.progress import MODES, JsonReporter, NotebookReporter, QuietRep
 from conftest import REPO
 
 QUICKSTART = REPO / "examples" / "quickstart"
-CALLS = ("resolve", "dockerfile", "build", "push", "package", "job", "plan", "submit", "cancel", "autopackage", "tune")
+CALLS = ("resolve", "dockerfile", "build", "push", "package", "job", "plan", "submit", "cancel", "logs", "autopackage",
+         "tune")
 HOSTILE = "<script>alert('x')</script>\x1b[31m\u2028"
 
 
@@ -203,7 +204,7 @@ def test_keywords_set_options_nested_ones_too(tmp_path):
 
 COMMANDS = {  # each call's command, with what it needs to reach the call
     "resolve": ["resolve"], "dockerfile": ["dockerfile"], "build": ["build"], "push": ["push", "r/x:1"],
-    "package": ["package"], "job": ["job"], "plan": ["plan"], "submit": ["submit"], "cancel": ["cancel", "x"],
+    "package": ["package"], "job": ["job"], "plan": ["plan"], "submit": ["submit"], "cancel": ["cancel", "x"], "logs": ["logs", "x"],
     "autopackage": ["autopackage"], "tune": ["tune", "--local"]}
 
 

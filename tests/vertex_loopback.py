@@ -15,6 +15,7 @@ Google's OAuth token endpoint, for tests where the real service cannot be reache
   and no artifactUri) are 400 INVALID_ARGUMENT. A pipeline walks `pipeline_states`; when it succeeds, its
   modelToUpload carries the uploaded model's resource name and trainingTaskMetadata its backing job.
 - GET of a job moves it one step along `states`; list with filter labels.KEY="VALUE"; :cancel.
+- POST /v2/entries:list: Cloud Logging (logging_loopback.FakeLogging), which the job's moves write to.
 - `refuse` queues answers for the next creates: (HTTP status, google.rpc.Status JSON) or "drop"
   (the job is created, then the connection closes before the answer, as after a timeout).
 """
@@ -32,6 +33,7 @@ from pathlib import Path
 from google.auth import jwt
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
+from logging_loopback import FakeLogging
 
 TYPES = {"customJobs": aiplatform_v1.CustomJob, "hyperparameterTuningJobs": aiplatform_v1.HyperparameterTuningJob,
          "trainingPipelines": aiplatform_v1.TrainingPipeline}
@@ -127,6 +129,7 @@ class FakeVertex:
         self.calls: list[tuple[str, str]] = []  # (method, path) of every /v1/ call
         self.bodies: list[dict] = []  # every create body, as parsed
         self.refuse: list = []
+        self.logging = FakeLogging()  # Cloud Logging's entries.list on the same server: its tokens are ours
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -192,6 +195,7 @@ class FakeVertex:
             elif not job["state"].endswith("_CANCELLED") and self.steps[name] < len(states):
                 job["state"] = states[self.steps[name]]
                 self.steps[name] += 1
+                self.logging.job_moved(name, job["state"])
                 if job["state"] in ("JOB_STATE_FAILED", "PIPELINE_STATE_FAILED"):
                     job["error"] = {"code": 3, "message": "The replica workerpool0-0 exited with a non-zero status of 1."}
                 if job["state"] == "PIPELINE_STATE_SUCCEEDED":
@@ -235,6 +239,14 @@ class FakeVertex:
                     return
                 fake.calls.append(("POST", path))
                 if not self._authorized():
+                    return
+                if path == "/v2/entries:list":
+                    answer = fake.logging.answer(raw)
+                    if answer == "drop":
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                    self._send(*answer)
                     return
                 match = JOB.fullmatch(path)
                 if match and match[5] and path[4:-7] in fake.jobs:

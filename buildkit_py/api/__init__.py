@@ -24,8 +24,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ".generated": ("GeneratedFile", "ci", "make"),
     ".packages": ("PackageOptions", "PackageResult", "package"),
     ".runs": ("RunOptions", "doctor", "run"),
-    ".jobs": ("CancelResult", "JobOptions", "JobResult", "PlanResult", "SubmitOptions", "SubmitResult", "cancel", "job",
-              "plan", "submit"),
+    ".jobs": ("CancelResult", "JobOptions", "JobResult", "LogsResult", "PlanResult", "SubmitOptions", "SubmitResult",
+              "cancel", "job", "logs", "plan", "submit"),
     ".autopackaging": ("AutopackageOptions", "AutopackageResult", "autopackage"),
     ".tuning": ("TuneOptions", "tune"),
     "..buildtypes": ("BuildOptions", "BuildResult"),
@@ -40,11 +40,11 @@ _MODULES: dict[str, tuple[str, ...]] = {
 _HOMES = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = ["AutopackageOptions", "AutopackageResult", "BuildOptions", "BuildResult", "CancelResult",
-    "DockerfileResult", "Executor", "GeneratedFile", "JobOptions", "JobResult", "LockOptions", "LockResult",
+    "DockerfileResult", "Executor", "GeneratedFile", "JobOptions", "JobResult", "LockOptions", "LockResult", "LogsResult",
     "MatrixOptions", "PRINTABLE", "PackageOptions", "PackageResult", "Plan", "PlanResult", "Project", "PushResult",
     "RunOptions", "RunResult", "SeriesVersions", "Study", "SubmitOptions", "SubmitResult", "Trial", "TuneOptions",
     "VariantsResult", "Versions", "autopackage", "build", "build_variants", "cancel", "ci", "cloudbuild_flag_name",
-    "dockerfile", "doctor", "executor_build", "executors", "job", "load", "lock", "make", "matrix_check",
+    "dockerfile", "doctor", "executor_build", "executors", "job", "load", "lock", "logs", "make", "matrix_check",
     "matrix_refresh", "package", "plan", "print_value", "push", "resolve", "run", "submit", "tune", "variant_configs",
     "versions"]
 
@@ -85,7 +85,20 @@ if TYPE_CHECKING:
         print_value,
         push,
     )
-    from .jobs import CancelResult, JobOptions, JobResult, PlanResult, SubmitOptions, SubmitResult, cancel, job, plan, submit
+    from .jobs import (
+        CancelResult,
+        JobOptions,
+        JobResult,
+        LogsResult,
+        PlanResult,
+        SubmitOptions,
+        SubmitResult,
+        cancel,
+        job,
+        logs,
+        plan,
+        submit,
+    )
     from .packages import PackageOptions, PackageResult, package
     from .project import Project, load, resolve, variant_configs
     from .runs import RunOptions, doctor, run

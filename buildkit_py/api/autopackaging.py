@@ -344,7 +344,8 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
             check_poll(options.submit)
             submitted = submit_planned(job_config, settings, job_options, options.submit,
                                         plan_job(job_config, settings, job_options, options.submit, planned),
-                                        lambda state, job: reporter.job_state(str(job.get("name", "")), state), planned)
+                                        lambda state, job: reporter.job_state(str(job.get("name", "")), state), planned,
+                                        on_line=reporter.job_log)
             out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
                 f"; model {submitted.model}" if submitted.model else "")
         return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, written=written,

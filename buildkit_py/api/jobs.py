@@ -25,6 +25,7 @@ from .project import Progress, Project, Source, arguments, checked, load, option
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
     from ..jobs import preflight, vertex
+    from ..jobs.logs import LogLine
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class SubmitOptions:
     # For a registry this machine cannot reach (VPC Service Controls, Google's network only): plan and submit skip
     # the manifest HEAD, so the image is neither checked nor pinned by digest (the job names its tag); said as a warning.
     skip_image_check: bool = False
+    # While waiting, the job's own lines from Cloud Logging as it runs (and a failed job's last lines).
+    stream_logs: bool = True
+    logging_endpoint: str | None = None  # default: $BUILDKIT_PY_LOGGING_ENDPOINT, else https://logging.googleapis.com
 
 
 def check_submit_options(options: SubmitOptions) -> None:
@@ -65,6 +69,8 @@ def check_submit_options(options: SubmitOptions) -> None:
 
     if not isinstance(options.skip_image_check, bool):
         raise ConfigError(f"{show(options.skip_image_check)} is not allowed: true or false", field=SKIP_IMAGE_CHECK)
+    if not isinstance(options.stream_logs, bool):
+        raise ConfigError(f"{show(options.stream_logs)} is not allowed: true or false", field="--no-logs")
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,8 @@ class SubmitResult(HtmlRepr):
     tried: tuple[str, ...] = ()  # alternatives refused for capacity or quota before this one, with the reason
     error: str | None = None  # the job's error, when it failed
     model: str | None = None  # a pipeline's uploaded model (projects/P/locations/R/models/ID), once it succeeded
-    warnings: tuple[str, ...] = ()  # the plan's
+    warnings: tuple[str, ...] = ()  # the plan's, and why the job's log could not be read while waiting
+    last_lines: tuple[LogLine, ...] = ()  # with wait: the job's last lines (what a failure shows)
 
     @property
     def failed(self) -> bool:
@@ -124,7 +131,23 @@ class SubmitResult(HtmlRepr):
 
     def to_dict(self) -> dict:
         return {"name": self.name, "console_url": self.console_url, "state": self.state, "tried": list(self.tried),
-                "error": self.error, "model": self.model, "warnings": list(self.warnings)}
+                "error": self.error, "model": self.model, "warnings": list(self.warnings),
+                "last_lines": [line.to_dict() for line in self.last_lines]}
+
+
+@dataclass(frozen=True)
+class LogsResult(HtmlRepr):
+    """A job's log: its lines (with follow, the last ones: every line went to on_line as it came), its state and
+    its error when it failed."""
+
+    name: str
+    state: str
+    lines: tuple[LogLine, ...]
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "state": self.state, "error": self.error,
+                "lines": [line.to_dict() for line in self.lines]}
 
 
 @dataclass(frozen=True)
@@ -322,26 +345,29 @@ def plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_op
 
 
 def submit(source: Source = None, /, options: JobOptions | None = None, submit_options: SubmitOptions | None = None,
-           on_state: Callable[[str, dict], None] | None = None, *, progress: Progress = None,
-           **settings: Any) -> SubmitResult:
+           on_state: Callable[[str, dict], None] | None = None, *, on_line: Callable[[LogLine], None] | None = None,
+           progress: Progress = None, **settings: Any) -> SubmitResult:
     """Check (as plan), then create the job; on a refusal for capacity or quota, the config's `fallbacks:` in
     order. With wait=True, follow its state to the end: the result then holds the last state (and the job's error).
 
     source, options, submit_options, settings: as plan's (wait=, poll_interval= too).
     on_state: called with (state, job resource) at each change while waiting; default: progress shows it.
-    progress: as build's (the job's states).
+    on_line: called with each line of the job's log while waiting (stream_logs); default: progress shows it.
+    progress: as build's (the job's states and log lines).
     """
     project, options, submit_options = arguments("submit", source, settings, options or JobOptions(),
                                                  submit_options or SubmitOptions(),
-                                                 takes=("options", "submit_options", "on_state", "progress"))
+                                                 takes=("options", "submit_options", "on_state", "on_line", "progress"))
     on_state = checked(on_state, "Callable[[str, dict], None] | None", "on_state")
+    on_line = checked(on_line, "Callable[[LogLine], None] | None", "on_line")
     check_poll(submit_options)
     check_submit_options(submit_options)
     config, job_settings, _, _ = _job_settings(project, options)
     planned = plan_job(config, job_settings, options, submit_options)
     with reporting(progress) as reporter:
         return submit_planned(config, job_settings, options, submit_options, planned,
-                              on_state or (lambda state, job: reporter.job_state(str(job.get("name", "")), state)))
+                              on_state or (lambda state, job: reporter.job_state(str(job.get("name", "")), state)),
+                              on_line=on_line or reporter.job_log)
 
 
 def check_poll(submit_options: SubmitOptions) -> None:
@@ -351,7 +377,8 @@ def check_poll(submit_options: SubmitOptions) -> None:
 
 def submit_planned(config: Config, settings: JobConfig, options: JobOptions, submit_options: SubmitOptions,
                     planned: PlanResult, on_state: Callable[[str, dict], None] | None = None,
-                    build_plan: Plan | None = None) -> SubmitResult:
+                    build_plan: Plan | None = None, *,
+                    on_line: Callable[[LogLine], None] | None = None) -> SubmitResult:
     """submit() once its plan is made: nothing is loaded or planned again."""
     from ..jobs import submit as jobs_submit
     from ..jobs import vertex
@@ -390,11 +417,12 @@ def submit_planned(config: Config, settings: JobConfig, options: JobOptions, sub
         return result
     what = "the training pipeline" if options.pipeline else "the job"
     try:
-        final = client.wait(name, on_state or (lambda state, job: None), poll=submit_options.poll_interval)
+        final, last, warned = follow_job(client, name, submit_options, on_state or (lambda state, job: None), on_line)
     except KeyboardInterrupt:
         raise WaitInterrupted(f"stopped following {name}; {what} keeps running. Cancel it with: "
                               f"buildkit-py cancel {name}") from None
-    result = replace(result, state=str(final.get("state")), error=jobs_submit.job_error(final))
+    result = replace(result, state=str(final.get("state")), error=jobs_submit.job_error(final), last_lines=last,
+                     warnings=result.warnings + warned)
     if options.pipeline and result.state == "PIPELINE_STATE_SUCCEEDED":
         from ..jobs import pipeline as jobs_pipeline
 
@@ -406,6 +434,92 @@ def submit_planned(config: Config, settings: JobConfig, options: JobOptions, sub
     return result
 
 
+LAST_LINES = 40  # a failed job's last lines kept in the result
+
+
+def follow_job(client: Any, name: str, submit_options: SubmitOptions, on_state: Callable[[str, dict], None],
+               on_line: Callable[[LogLine], None] | None, *,
+               log_optional: bool = True) -> tuple[dict, tuple[LogLine, ...], tuple[str, ...]]:
+    """Follow the job to its end: its states to on_state and, unless stream_logs is off, its log lines to on_line as
+    they come. log_optional: a log that cannot be read (the Logging API off, no logs.viewer) stops the lines, not
+    the wait, and why is in the warnings; else it is raised. Answers the ended job, its last lines and the
+    warnings."""
+    from collections import deque
+
+    from ..jobs import logs as jobs_logs
+    from ..jobs import submit as jobs_submit
+
+    if not submit_options.stream_logs:
+        return client.wait(name, on_state, poll=submit_options.poll_interval), (), ()
+    read = client.watch(name, on_state)
+    base = jobs_logs.logging_endpoint(submit_options.logging_endpoint, dict(os.environ))
+    reader = jobs_logs.LogReader(base, client.project, client.credentials, timeout=submit_options.timeout)
+    follower = jobs_logs.Follower(reader, None)
+    last: deque[LogLine] = deque(maxlen=LAST_LINES)
+    final: list[dict] = []
+    warned: list[str] = []
+
+    def finished() -> bool:
+        job, ended = read()
+        if follower.job_id is None:
+            follower.job_id = jobs_submit.logged_job_id(job)
+        if ended:
+            final.append(job)
+        return ended
+
+    def shown(line: LogLine) -> None:
+        last.append(line)
+        if on_line is not None:
+            on_line(line)
+
+    jobs_logs.follow(follower, finished, shown, poll=submit_options.poll_interval,
+                     on_error=(lambda exc: warned.append(f"the job's log cannot be shown: {exc}")) if log_optional
+                     else None)
+    return final[-1], tuple(last), tuple(warned)
+
+
+def logs(job: str, submit_options: SubmitOptions | None = None, *, project: str | None = None,
+         region: str | None = None, follow: bool = False, on_line: Callable[[LogLine], None] | None = None,
+         **settings: Any) -> LogsResult:
+    """A job's log entries from Cloud Logging, oldest first, each labelled with its replica (workerpool0-0 is the
+    chief) and, in a tuning job, its trial. JOB is the job's resource name or console URL as submit prints them, or
+    its ID with project and region. follow: show the lines as the job writes them (to on_line) until it ends.
+
+    submit_options: SubmitOptions, or its fields as keywords (api_endpoint=, logging_endpoint=, poll_interval=,
+    timeout=).
+    """
+    from ..jobs import submit as jobs_submit
+
+    submit_options = options_from(submit_options or SubmitOptions(), settings)
+    refuse_unknown(settings, "logs", ["submit_options", "project", "region", "follow", "on_line",
+                                      *option_names(submit_options)])
+    job = checked(job, "str", "JOB")
+    project, region = checked(project, "str | None", "--project"), checked(region, "str | None", "--region")
+    follow = checked(follow, "bool", "--follow")
+    on_line = checked(on_line, "Callable[[LogLine], None] | None", "on_line")
+    check_poll(submit_options)
+    ref = jobs_submit.job_reference(job, project, region)
+    base = jobs_submit.api_endpoint(submit_options.api_endpoint, ref.region, dict(os.environ))
+    credentials, _ = jobs_submit.default_credentials()
+    client = jobs_submit.Client(base, ref.project, ref.region, credentials, timeout=submit_options.timeout)
+    found = client.lookup(ref)
+    name = str(found.get("name") or ref.name(ref.kind or "customJobs"))
+    if follow:
+        final, last, _ = follow_job(client, name, replace(submit_options, stream_logs=True), lambda state, job: None,
+                                    on_line, log_optional=False)
+        return LogsResult(name, str(final.get("state")), last, jobs_submit.job_error(final))
+    from ..jobs import logs as jobs_logs
+
+    reader = jobs_logs.LogReader(jobs_logs.logging_endpoint(submit_options.logging_endpoint, dict(os.environ)),
+                                 ref.project, credentials, timeout=submit_options.timeout)
+    lines = []
+    for line in jobs_logs.Follower(reader, jobs_submit.logged_job_id(found)).read():
+        lines.append(line)
+        if on_line is not None:
+            on_line(line)
+    return LogsResult(name, str(found.get("state")), tuple(lines), jobs_submit.job_error(found))
+
+
 def _digest_of(image: str | None) -> str | None:
     return parse_ref(image, field="--image").digest if image else None
 
@@ -413,7 +527,7 @@ def _digest_of(image: str | None) -> str | None:
 def cancel(name: str, submit_options: SubmitOptions | None = None, *, project: str | None = None,
            region: str | None = None, **settings: Any) -> CancelResult:
     """Ask the service to cancel the job; it ends in JOB_STATE_CANCELLED (or had already ended). NAME is the
-    resource name submit prints, or a custom job's ID with project and region.
+    resource name or console URL submit prints, or the job's ID with project and region.
 
     submit_options: SubmitOptions, or its fields as keywords (api_endpoint=, timeout=).
     """
@@ -424,11 +538,10 @@ def cancel(name: str, submit_options: SubmitOptions | None = None, *, project: s
     name = checked(name, "str", "NAME")
     project, region = checked(project, "str | None", "--project"), checked(region, "str | None", "--region")
 
-    if "/" not in name and project is not None and region is not None:
-        name = f"projects/{job_flag('project', project)}/locations/{job_flag('region', region)}/customJobs/{name}"
-    project_id, region, _, _ = jobs_submit.parse_name(name)
-    base = jobs_submit.api_endpoint(submit_options.api_endpoint, region, dict(os.environ))
+    ref = jobs_submit.job_reference(name, project, region, field="NAME")
+    base = jobs_submit.api_endpoint(submit_options.api_endpoint, ref.region, dict(os.environ))
     credentials, _ = jobs_submit.default_credentials()
-    client = jobs_submit.Client(base, project_id, region, credentials, timeout=submit_options.timeout)
+    client = jobs_submit.Client(base, ref.project, ref.region, credentials, timeout=submit_options.timeout)
+    name = ref.name(ref.kind) if ref.kind else str(client.lookup(ref).get("name") or ref.name("customJobs"))
     client.cancel(name)
     return CancelResult(name, str(client.get(name).get("state")))

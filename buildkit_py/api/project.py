@@ -176,7 +176,8 @@ def options_from(options: Options, settings: dict[str, Any], config_keys: tuple[
 
 
 _KINDS = {"bool": "True or False", "int": "a whole number", "float": "a number", "str": "a string", "Path": "a path",
-          "None": "None", "tuple[str, ...]": "a list of strings", "Callable[[str, dict], None]": "a function"}
+          "None": "None", "tuple[str, ...]": "a list of strings", "Callable[[str, dict], None]": "a function",
+          "Callable[[LogLine], None]": "a function"}
 
 
 def checked(value: Any, hint: str, name: str) -> Any:
@@ -198,7 +199,7 @@ def checked(value: Any, hint: str, name: str) -> Any:
             return _path(value, name)
         if kind == "tuple[str, ...]" and isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             return tuple(value)
-        if kind == "Callable[[str, dict], None]" and callable(value):
+        if kind.startswith("Callable[") and callable(value):
             return value
     allowed = " or ".join(_KINDS.get(k, k) for k in kinds)
     raise ConfigError(f"{show(value)} is not allowed: {allowed}", field=name)

@@ -203,17 +203,10 @@ class CloudBuildApi:
         self.conf, self.requests, self.session = conf, requests, requests.Session()
 
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
-        from ..jobs.submit import _clean, error_line
+        from ..jobs.submit import _clean, access_token, error_line
 
-        if not self.conf.credentials.valid:
-            from google.auth.transport.requests import Request
-
-            try:
-                self.conf.credentials.refresh(Request())
-            except Exception as exc:  # google-auth raises several types; all mean "no token"
-                raise ServiceError(f"could not get an access token from the credentials: {_clean(exc)}") from None
         url = f"{self.conf.endpoint}/v1/projects/{self.conf.project}/locations/{self.conf.region}/{path}"
-        headers = {"Authorization": f"Bearer {self.conf.credentials.token}", "Accept": "application/json"}
+        headers = {"Authorization": f"Bearer {access_token(self.conf.credentials)}", "Accept": "application/json"}
         for attempt in range(4):
             try:
                 response = self.session.request(method, url, json=body, headers=headers, timeout=60, allow_redirects=False)

@@ -68,6 +68,46 @@ def parse_name(text: str, field: str = "NAME") -> tuple[str, str, str, str]:
     return match[1], match[2], match[3], match[4]
 
 
+_CONSOLE = re.compile(r"https://console\.cloud\.google\.com/(?:vertex-ai|agent-platform)/locations/([a-z0-9-]{1,40})/"
+                      r"training/([0-9A-Za-z_-]{1,64})(?:/[A-Za-z0-9_/-]*)?\?(?:[^#]*&)?project=([a-z0-9-]{1,30})(?:[&#].*)?",
+                      re.ASCII)
+
+
+@dataclass(frozen=True)
+class JobReference:
+    """A job the user names: its project, region and ID, and its kind where the name says it."""
+
+    project: str
+    region: str
+    job_id: str
+    kind: str | None = None  # customJobs, hyperparameterTuningJobs, trainingPipelines; None: look it up
+
+    def name(self, kind: str) -> str:
+        return f"projects/{self.project}/locations/{self.region}/{kind}/{self.job_id}"
+
+
+def job_reference(text: str, project: str | None, region: str | None, field: str = "JOB") -> JobReference:
+    """A job as `submit` prints it (its resource name or console URL), or its ID with --project and --region."""
+    if text.startswith("https://"):
+        match = _CONSOLE.fullmatch(text) if len(text) <= 600 else None
+        if not match:
+            raise ConfigError(f"{show(text)} is not a job's console URL: https://console.cloud.google.com/vertex-ai/"
+                              "locations/REGION/training/ID?project=PROJECT, as `buildkit-py submit` prints it",
+                              field=field)
+        return JobReference(match[3], match[1], match[2])
+    if "/" in text:
+        found_project, found_region, kind, job_id = parse_name(text, field)
+        return JobReference(found_project, found_region, job_id, kind)
+    if project is None or region is None:
+        raise ConfigError(f"{show(text)} is a bare job ID: give --project and --region too, or the job's name or "
+                          "console URL as `buildkit-py submit` prints it", field=field)
+    if not (text.isascii() and text.replace("-", "").replace("_", "").isalnum() and 0 < len(text) <= 64):
+        raise ConfigError(f"{show(text)} is not a job ID: the digits that end the job's name", field=field)
+    from ..config import job_flag
+
+    return JobReference(job_flag("project", project), job_flag("region", region), text)
+
+
 def _clean(text: Any, limit: int = 600) -> str:
     """The service's text on one line: control characters and line breaks escaped, cut short."""
     out = "".join(ch if unicodedata.category(ch)[0] != "C" and ch not in "\u2028\u2029" else repr(ch)[1:-1]
@@ -129,6 +169,18 @@ def default_credentials() -> tuple[Any, str | None]:
                            "application-default login` or set GOOGLE_APPLICATION_CREDENTIALS") from None
 
 
+def access_token(credentials: Any) -> str:
+    """A current access token of google-auth credentials, refreshed when it has expired."""
+    if not credentials.valid:
+        from google.auth.transport.requests import Request
+
+        try:
+            credentials.refresh(Request())
+        except Exception as exc:  # google-auth raises several types; all mean "no token"
+            raise ServiceError(f"could not get an access token from the credentials: {_clean(exc)}") from None
+    return credentials.token
+
+
 @dataclass
 class Client:
     """One project and region of the Vertex AI API."""
@@ -146,16 +198,6 @@ class Client:
         self._requests = requests
         self._session = requests.Session()
 
-    def _token(self) -> str:
-        if not self.credentials.valid:
-            from google.auth.transport.requests import Request
-
-            try:
-                self.credentials.refresh(Request())
-            except Exception as exc:  # google-auth raises several types; all mean "no token"
-                raise ServiceError(f"could not get an access token from the credentials: {_clean(exc)}") from None
-        return self.credentials.token
-
     @property
     def parent(self) -> str:
         return f"projects/{self.project}/locations/{self.region}"
@@ -165,7 +207,7 @@ class Client:
 
     def _call(self, method: str, path: str, *, body: dict | None = None, params: dict | None = None) -> Any:
         """One request: the decoded JSON, or ServiceError (transient=True on the error when a retry may help)."""
-        headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json"}
+        headers = {"Authorization": f"Bearer {access_token(self.credentials)}", "Accept": "application/json"}
         try:
             response = self._session.request(method, self.url(path), json=body, params=params, headers=headers,
                                              timeout=self.timeout, allow_redirects=False)
@@ -225,17 +267,50 @@ class Client:
     def cancel(self, name: str) -> None:
         self._retrying(lambda: self._call("POST", f"{name}:cancel", body={}))
 
+    def lookup(self, ref: JobReference) -> dict:
+        """The job a reference names; one that gives no kind is looked for as each kind in turn."""
+        for kind in (ref.kind,) if ref.kind else KINDS:
+            try:
+                return self.get(ref.name(kind))
+            except ServiceError as exc:
+                if exc.http_status != 404 or ref.kind:
+                    raise
+        raise ServiceError(f"no job {ref.job_id} in project {ref.project}, region {ref.region} (looked for a custom "
+                           "job, a tuning job and a training pipeline)", status="NOT_FOUND", http_status=404)
+
+    def watch(self, name: str, on_change: Callable[[str, dict], None]) -> Callable[[], tuple[dict, bool]]:
+        """A poll of the job's state: each call reads the job, calls on_change(state, job) when the state changed,
+        and answers the job and whether it has ended."""
+        state: list[Any] = [None]
+
+        def poll() -> tuple[dict, bool]:
+            job = self.get(name)
+            if job.get("state") != state[0]:
+                state[0] = job.get("state")
+                on_change(str(state[0]), job)
+            return job, state[0] in END_STATES
+
+        return poll
+
     def wait(self, name: str, on_change: Callable[[str, dict], None], *, poll: float = 15.0) -> dict:
         """Follow the job until it ends, calling on_change(state, job) at each change of state."""
-        state = None
+        read = self.watch(name, on_change)
         while True:
-            job = self.get(name)
-            if job.get("state") != state:
-                state = job.get("state")
-                on_change(str(state), job)
-            if state in END_STATES:
+            job, ended = read()
+            if ended:
                 return job
             time.sleep(poll)
+
+
+def logged_job_id(job: dict) -> str | None:
+    """The ID under which the job's containers log: its own, or a training pipeline's backing custom job's
+    (known once the pipeline has started it)."""
+    name = str(job.get("name", ""))
+    if "/trainingPipelines/" in name:
+        metadata = job.get("trainingTaskMetadata") if isinstance(job.get("trainingTaskMetadata"), dict) else {}
+        name = str(metadata.get("backingCustomJob") or "")
+    match = _NAME.fullmatch(name) if len(name) <= 300 else None
+    return match[4] if match and match[3] != "trainingPipelines" else None
 
 
 def job_error(job: dict) -> str | None:
