@@ -367,11 +367,14 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def _job_options(args: argparse.Namespace) -> api.JobOptions:
-    return api.JobOptions(image=args.job_image, name=args.name, machine_type=args.machine_type,
-                          accelerator_type=args.accelerator_type, accelerator_count=args.accelerator_count,
-                          replica_count=args.replica_count, project=args.project, region=args.region, target=args.target,
-                          from_aiplatform=args.from_aiplatform, pipeline=args.pipeline,
-                          serving_image=args.serving_image, model_name=args.model_name)
+    return api.JobOptions(image=args.job_image, name=args.name, project=args.project, region=args.region,
+                          target=args.target, from_aiplatform=args.from_aiplatform, pipeline=args.pipeline,
+                          serving_image=args.serving_image, model_name=args.model_name, **_job_settings(args))
+
+
+def _job_settings(args: argparse.Namespace) -> dict:
+    return {flag.key: tuple(value) if flag.form == "pools" else value
+            for flag in api.JOB_FLAGS if (value := getattr(args, f"job_{flag.key}")) is not None}
 
 
 def _submit_options(args: argparse.Namespace) -> api.SubmitOptions:
@@ -493,7 +496,8 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
                                      args=tuple(args.trainer_args), submit=_submit_options(args),
                                      job=api.JobOptions(project=args.project, region=args.region, pipeline=args.pipeline,
                                                         from_aiplatform=args.from_aiplatform,
-                                                        serving_image=args.serving_image, model_name=args.model_name))
+                                                        serving_image=args.serving_image, model_name=args.model_name,
+                                                        **_job_settings(args)))
     result = api.autopackage(_project(args), options, progress="json" if args.json else args.progress)
     _print_warnings(result.submitted.warnings if result.submitted else ())
     if args.json:
@@ -562,16 +566,34 @@ def _job_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--image", dest="job_image", metavar="URI", help="the trainer image, e.g. "
                        "us-central1-docker.pkg.dev/PROJECT/REPO/trainer:v1 (pinned by digest when the registry gives one)")
     group.add_argument("--name", help="display name (default: <base>_<YYYYMMDD_HHMMSS>)")
-    group.add_argument("--machine-type", help="e.g. n1-standard-8, g2-standard-12, a3-highgpu-8g")
-    group.add_argument("--accelerator-type", help="e.g. NVIDIA_TESLA_T4, NVIDIA_L4 (default: the config's accelerator)")
-    group.add_argument("--accelerator-count", type=int, help="GPUs per machine")
-    group.add_argument("--replica-count", type=int, help="total replicas: one chief and N-1 workers")
+    _job_setting_flags(group)
     group.add_argument("--target", choices=("vertex", "loopback"), default="vertex",
                        help="vertex (default); loopback: an API on this machine, loopback images allowed")
     group.add_argument("--project", help="Google Cloud project (default: job.project, $GOOGLE_CLOUD_PROJECT, ADC's)")
     group.add_argument("--region", help="e.g. us-central1 (default: job.region, else us-central1)")
     _legacy_flag(group)
     _pipeline_flags(group)
+
+
+def _comma_list(text: str) -> tuple[str, ...]:
+    return tuple(text.split(",")) if text else ()
+
+
+def _key_values(text: str) -> dict[str, str]:
+    pairs = [item.partition("=") for item in text.split(",")] if text else []
+    if any(not eq for _, eq, _ in pairs):
+        raise argparse.ArgumentTypeError("KEY=VALUE pairs, separated by commas")
+    return {key: value for key, _, value in pairs}
+
+
+_FORMS = {"text": {}, "int": {"type": int}, "list": {"type": _comma_list}, "labels": {"type": _key_values},
+          "pools": {"action": "append", "default": []}}
+
+
+def _job_setting_flags(group) -> None:
+    """The job settings every job command takes, from the one table (flags.JOB_FLAGS)."""
+    for flag in api.JOB_FLAGS:
+        group.add_argument(flag.flag, dest=f"job_{flag.key}", metavar=flag.metavar, help=flag.help, **_FORMS[flag.form])
 
 
 def _legacy_flag(group) -> None:
@@ -761,6 +783,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--project", help="Google Cloud project for --target vertex (default: job.project, $GOOGLE_CLOUD_PROJECT)")
     p.add_argument("--region", help="region for --target vertex (default: job.region, else us-central1)")
     _wait_flags(p, "with vertex: follow the job until it ends, showing its log; exit 1 when it fails")
+    _job_setting_flags(p.add_argument_group("the Vertex AI job, with --target vertex (flags override `job:` in the "
+                                            "config)"))
     _legacy_flag(p)
     _pipeline_flags(p)
     p.add_argument("--poll", type=float, help=argparse.SUPPRESS)

@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from .builders import BUILDERS
 from .errors import ConfigError, show
-from .flags import cloudbuild_flag_name, flag_name
+from .flags import cloudbuild_flag_name, flag_name, job_flag_name
 from .fsutil import consult, read_text
 from .refs import ImageRef, parse_ref
 
@@ -1038,8 +1038,59 @@ def _job(raw: _Raw, path: tuple, value: Any) -> JobConfig:
 
 def job_flag(key: str, value: Any) -> Any:
     """A job setting given as a flag (--machine-type...), checked by the validator of the config key."""
-    raw = _Raw(data={}, source=flag_name(key), positions={("job", key): flag_name(key)}, flags={"job"})
+    raw = _Raw(data={}, source=job_flag_name(key), positions={("job", key): job_flag_name(key)}, flags={"job"})
     return _JOB_FIELDS[key](raw, ("job", key), value)
+
+
+# gcloud's --worker-pool-spec keys that buildkit-py's job takes, as the pool keys they set
+_SPEC_KEYS = {"machine-type": "machine_type", "replica-count": "replica_count", "accelerator-type": "accelerator_type",
+              "accelerator-count": "accelerator_count"}
+# gcloud's keys for what buildkit-py decides itself: the image it built, or the executor and package of --mode package
+_SPEC_IMAGE_KEYS = ("container-image-uri", "executor-image-uri", "output-image-uri", "python-module", "script",
+                    "local-package-path", "requirements", "extra-dirs", "extra-packages")
+POOL_ORDER = ("chief", "workers", "parameter_servers", "evaluators")  # Vertex AI's pools 0-3
+
+
+def worker_pool_specs(specs: tuple[str, ...] | list[str]) -> dict[str, Pool | None]:
+    """gcloud's --worker-pool-spec values, one per pool in Vertex AI's order, as the job's pools: they replace the
+    config's pools as a whole (an empty spec leaves that pool out). The chief's replica_count is the total, as in
+    `job:`."""
+    flag = job_flag_name("worker_pool_specs")
+    if not isinstance(specs, (list, tuple)) or not all(isinstance(s, str) for s in specs):
+        raise ConfigError(f"{show(specs)} is not allowed: a list of specs like machine-type=n1-standard-8,"
+                          "replica-count=1", field=flag)
+    if not 0 < len(specs) <= len(POOL_ORDER):
+        raise ConfigError(f"{len(specs)} specs: give one to {len(POOL_ORDER)} (chief, workers, parameter servers, "
+                          "evaluators)", field=flag)
+    pools: dict[str, Pool | None] = {}
+    for index, (spec, name) in enumerate(zip(specs, POOL_ORDER, strict=False)):
+        where = f"{flag} #{index + 1} ({name})"
+        data: dict[str, Any] = {}
+        for item in spec.split(",") if spec.strip() else []:
+            key, equals, value = item.partition("=")
+            key = key.strip()
+            if key in _SPEC_IMAGE_KEYS:
+                raise ConfigError(f"{show(key)}: buildkit-py runs the image it built (or --image) in every pool; "
+                                  "drop it (for an executor and a package: autopackage --mode package)", field=where)
+            if key not in _SPEC_KEYS or not equals:
+                raise ConfigError(f"{show(item)} is not allowed: KEY=VALUE with KEY one of {', '.join(_SPEC_KEYS)}",
+                                  field=where)
+            if _SPEC_KEYS[key] in data:
+                raise ConfigError(f"{show(key)} is given twice", field=where)
+            text = value.strip()
+            data[_SPEC_KEYS[key]] = int(text) if key.endswith("-count") and text.isdigit() else text
+        raw = _Raw(data={}, source=where, positions={("job", name): where}, flags={"job"})
+        pools[name] = _pool(raw, ("job", name), data) if data else None
+    chief = pools["chief"]
+    if chief is None:
+        raise ConfigError("the first spec is the chief's (pool 0): it cannot be empty", field=f"{flag} #1 (chief)")
+    if chief.replica_count not in (None, 1):
+        raise ConfigError(f"replica-count={chief.replica_count}: pool 0 runs the one chief; give the workers in a "
+                          "second spec", field=f"{flag} #1 (chief)")
+    workers = pools.get("workers")
+    total = 1 + (workers.replica_count or 1 if workers is not None else 0)
+    pools["chief"] = replace(chief, replica_count=total)
+    return {name: pools.get(name) for name in POOL_ORDER}
 
 
 def validate_keys(data: dict[str, Any], source: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ".tuning": ("TuneOptions", "tune"),
     "..buildtypes": ("BuildOptions", "BuildResult"),
     "..lock": ("LockOptions", "LockResult"),
-    "..flags": ("cloudbuild_flag_name",),
+    "..flags": ("JOB_FLAGS", "cloudbuild_flag_name"),
     "..executors": ("Executor",),
     "..registry": ("PushResult",),
     "..jobs.local": ("RunResult",),
@@ -39,7 +39,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
 }
 _HOMES = {name: module for module, names in _MODULES.items() for name in names}
 
-__all__ = ["AutopackageOptions", "AutopackageResult", "BuildOptions", "BuildResult", "CancelResult",
+__all__ = ["JOB_FLAGS", "AutopackageOptions", "AutopackageResult", "BuildOptions", "BuildResult", "CancelResult",
     "DockerfileResult", "Executor", "GeneratedFile", "JobOptions", "JobResult", "LockOptions", "LockResult", "LogsResult",
     "MatrixOptions", "PRINTABLE", "PackageOptions", "PackageResult", "Plan", "PlanResult", "Project", "PushResult",
     "RunOptions", "RunResult", "SeriesVersions", "Study", "SubmitOptions", "SubmitResult", "Trial", "TuneOptions",
@@ -64,7 +64,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from ..buildtypes import BuildOptions, BuildResult
     from ..executors import Executor
-    from ..flags import cloudbuild_flag_name
+    from ..flags import JOB_FLAGS, cloudbuild_flag_name
     from ..jobs.local import RunResult
     from ..jobs.tune import Study, Trial
     from ..lock import LockOptions, LockResult

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..autopackage import Inferred, Stage
     from ..jobs import aiplatform
     from ..jobs.local import RunResult
+    from ..jobs.vertex import VertexJob
     from ..resolution import Resolution
 
 AUTOPACKAGE_TARGETS = ("local", "vertex", "loopback")  # loopback: a Vertex AI API on this machine (tests)
@@ -80,6 +81,7 @@ class AutopackageResult(HtmlRepr):
     written: Path | None = None
     submitted: SubmitResult | None = None
     resolution: Resolution | None = None  # the image's requirements as uv resolved them before the build
+    job: VertexJob | None = None  # with dry_run and a service target: the job that would be submitted
 
     @property
     def exit_code(self) -> int:
@@ -96,7 +98,8 @@ class AutopackageResult(HtmlRepr):
                 "resolution": resolved.to_dict() if resolved else None, "image": self.image, "plan": self.plan.to_dict(),
                 "stages": [s.to_dict() for s in self.stages], "next": list(self.next_steps),
                 "run": self.run.to_dict() if self.run else None, "written": str(self.written) if self.written else None,
-                "submitted": self.submitted.to_dict() if self.submitted else None}
+                "submitted": self.submitted.to_dict() if self.submitted else None,
+                "job": self.job.resource if self.job else None}
 
 
 def _legacy_build(project: Project, directory: Path, inferred: Inferred, conversion: aiplatform.Conversion,
@@ -276,6 +279,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
         from ..packaging import refuse_function
 
         refuse_function(config.trainer)  # the dry run says it too
+    spec = None
     if target != "local":
         if options.mode == "package":
             raise ConfigError("--mode package submits only from `buildkit-py submit`: stage the sdist with "
@@ -288,7 +292,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
                               f"(got {show(list(options.args))})", field="ARGS")
         job_options = replace(options.job, image=str(refs[0]), target=target)
         job_config, settings, _, _ = settings_for(loaded, job_options)
-        vertex_job(job_config, settings, job_options, planned)  # the spec's errors before any build
+        spec = vertex_job(job_config, settings, job_options, planned)  # the spec's errors before any build
     elif options.job.pipeline:
         raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
                           "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
@@ -310,7 +314,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
         steps = (f"build {refs[0]}", f"push {refs[0]}" if pushes else "no push: the image names no registry (--image)",
                  last)
         return AutopackageResult(inferred, tuple(stages.done), str(refs[0]), planned, steps, written=written,
-                                 resolution=resolution)
+                                 resolution=resolution, job=spec)
     with stages.stage("build") as out:
         if options.mode == "package":
             built = executor_build_for(config, replace(options.build, push=False), reporter)  # network: host, as `run`

@@ -14,8 +14,9 @@ import yaml
 
 from .. import lock as _lock
 from ..build import git_revision
-from ..config import Config, JobConfig, job_flag
+from ..config import Config, JobConfig, job_flag, worker_pool_specs
 from ..errors import BuildkitError, ConfigError, ResolutionError, ServiceError, WaitInterrupted, show
+from ..flags import JOB_FLAGS, job_flag_name
 from ..fsutil import write_atomic
 from ..notebook import HtmlRepr
 from ..plan import Plan, check_accelerator, make_plan
@@ -34,10 +35,20 @@ class JobOptions:
 
     image: str | None = None
     name: str | None = None
+    # The job settings of flags.JOB_FLAGS, named as their keys under `job:`, checked by the same validators.
     machine_type: str | None = None
     accelerator_type: str | None = None
     accelerator_count: int | None = None
     replica_count: int | None = None  # total: one chief (pool 0) and N-1 workers (pool 1)
+    worker_pool_specs: tuple[str, ...] = ()  # gcloud's --worker-pool-spec form, one per pool: replace the config's pools
+    args: tuple[str, ...] | None = None
+    strategy: str | None = None
+    max_wait_duration: str | int | None = None  # seconds, or 30m, 2h...
+    timeout: str | int | None = None
+    service_account: str | None = None
+    network: str | None = None
+    base_output_directory: str | None = None
+    labels: dict[str, str] | None = None  # each overrides the config's label of its key
     project: str | None = None
     region: str | None = None
     target: str = "vertex"  # or loopback: an API on this machine, where loopback images are allowed
@@ -170,14 +181,21 @@ def settings_for(config: Config, options: JobOptions) -> tuple[Config, JobConfig
     """_job_settings for a config already loaded: the job with the flags (and a legacy file's job) applied."""
     left: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-    flags = {key: job_flag(key, getattr(options, key)) for key in
-             ("image", "name", "project", "region", "machine_type", "accelerator_type", "accelerator_count", "replica_count")
-             if getattr(options, key) is not None}
+    keys = ("image", "name", "project", "region", *(f.key for f in JOB_FLAGS if f.key != "worker_pool_specs"))
+    flags = {key: job_flag(key, getattr(options, key)) for key in keys if getattr(options, key) is not None}
+    pools = worker_pool_specs(options.worker_pool_specs) if options.worker_pool_specs else {}
     if options.from_aiplatform is not None:
+        if pools:
+            raise ConfigError("the legacy file decides the job's pools: give its machines as --machine-type and the "
+                              "other flags, or drop --from-aiplatform", field=job_flag_name("worker_pool_specs"))
         config, left, notes = _legacy_config(config, options.from_aiplatform, flags)
     settings = config.job or JobConfig()
     chief = {k: flags.pop(k) for k in list(flags) if k in ("machine_type", "accelerator_type", "accelerator_count",
                                                               "replica_count")}
+    if "labels" in flags:  # the config's labels stay where the flag gives no value for their key
+        flags["labels"] = tuple({**dict(settings.labels), **dict(flags["labels"])}.items())
+    if pools:
+        settings = replace(settings, reduction_server=None, **pools)
     return config, replace(settings, chief=replace(settings.chief, **chief), **flags), left, notes
 
 

@@ -177,7 +177,7 @@ def options_from(options: Options, settings: dict[str, Any], config_keys: tuple[
 
 _KINDS = {"bool": "True or False", "int": "a whole number", "float": "a number", "str": "a string", "Path": "a path",
           "None": "None", "tuple[str, ...]": "a list of strings", "Callable[[str, dict], None]": "a function",
-          "Callable[[LogLine], None]": "a function"}
+          "Callable[[LogLine], None]": "a function", "dict[str, str]": "a dict of strings"}
 
 
 def checked(value: Any, hint: str, name: str) -> Any:
@@ -201,6 +201,8 @@ def checked(value: Any, hint: str, name: str) -> Any:
             return tuple(value)
         if kind.startswith("Callable[") and callable(value):
             return value
+        if kind == "dict[str, str]" and isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return dict(value)  # the values are checked by the config key's validator, with its message
     allowed = " or ".join(_KINDS.get(k, k) for k in kinds)
     raise ConfigError(f"{show(value)} is not allowed: {allowed}", field=name)
 
