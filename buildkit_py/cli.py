@@ -368,7 +368,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def _job_options(args: argparse.Namespace) -> api.JobOptions:
     return api.JobOptions(image=args.job_image, name=args.name, project=args.project, region=args.region,
-                          target=args.target, from_aiplatform=args.from_aiplatform, pipeline=args.pipeline,
+                          target=args.target, from_aiplatform=args.from_aiplatform, job_config=args.job_config,
+                          pipeline=args.pipeline,
                           serving_image=args.serving_image, model_name=args.model_name, **_job_settings(args))
 
 
@@ -495,7 +496,7 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
                                      gpus=args.gpus, output=args.output,
                                      args=tuple(args.trainer_args), submit=_submit_options(args),
                                      job=api.JobOptions(project=args.project, region=args.region, pipeline=args.pipeline,
-                                                        from_aiplatform=args.from_aiplatform,
+                                                        from_aiplatform=args.from_aiplatform, job_config=args.job_config,
                                                         serving_image=args.serving_image, model_name=args.model_name,
                                                         **_job_settings(args)))
     result = api.autopackage(_project(args), options, progress="json" if args.json else args.progress)
@@ -600,6 +601,10 @@ def _legacy_flag(group) -> None:
     group.add_argument("--from-aiplatform", type=Path, metavar="CONFIG_YAML",
                        help="a legacy AI Platform Training config.yaml (trainingInput) decides the job's machines, GPUs and "
                        "image; flags override it, the config's job fills only what it leaves out")
+    group.add_argument("--job-config", type=Path, metavar="FILE",
+                       help="the file `gcloud ai custom-jobs create --config` (a CustomJobSpec) or `gcloud ai "
+                       "hp-tuning-jobs create --config` takes decides the job the same way; ${VAR} and {NAME} filled "
+                       "from the environment; the image built (or --image) replaces its imageUri")
 
 
 def _pipeline_flags(group) -> None:

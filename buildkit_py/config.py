@@ -1036,6 +1036,17 @@ def _job(raw: _Raw, path: tuple, value: Any) -> JobConfig:
     return JobConfig(chief=chief, **values)
 
 
+def check_job_key(raw: _Raw, path: tuple, key: str, value: Any) -> Any:
+    """A key under `job:` read from another format (gcloud's job config), checked by its validator and named at
+    that file's own field and line."""
+    return _JOB_FIELDS[key](raw, path, value)
+
+
+def check_hyperparameters(raw: _Raw, path: tuple, value: Any) -> Hyperparameters:
+    """`hyperparameters:` read from another format, named at that file's field and line."""
+    return _hyperparameters(raw, path, value)
+
+
 def job_flag(key: str, value: Any) -> Any:
     """A job setting given as a flag (--machine-type...), checked by the validator of the config key."""
     raw = _Raw(data={}, source=job_flag_name(key), positions={("job", key): job_flag_name(key)}, flags={"job"})

@@ -113,6 +113,14 @@ def terminal_line(text: str) -> str:
         for ch in text))
 
 
+def shown_name(name: object) -> str:
+    """A file name or path in a message: as it is, unless it holds spaces at an end or characters a terminal would
+    act on, or is too long to read (a path can run to 4,096 bytes); then as show() writes it."""
+    if isinstance(name, str) and name.isprintable() and name == name.strip() and len(name) <= SHOWN_CHARS:
+        return name
+    return show(name)
+
+
 class BuildkitError(Exception):
     """Base of all errors buildkit-py reports to the user (never a traceback)."""
 

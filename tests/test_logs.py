@@ -8,7 +8,7 @@ import json
 
 import pytest
 from logging_loopback import parse_filter
-from test_submit import CONFIG, image, main, submit_args
+from test_submit import CONFIG, main, submit_args
 from vertex_loopback import status
 
 from buildkit_py.errors import ServiceError
@@ -158,7 +158,7 @@ def test_a_line_cannot_write_to_the_terminal(fake, capsys):
 
 
 def test_submit_wait_streams_the_jobs_lines_and_a_failure_ends_with_its_last_lines(fake, trainer, capsys, no_waiting):
-    from test_submit import push_image, REGISTRY, REPO_NAME
+    from test_submit import REGISTRY, REPO_NAME, push_image
 
     push_image(REGISTRY, REPO_NAME, "amd64")
     fake.states = ("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_FAILED")
@@ -179,7 +179,7 @@ def test_submit_wait_streams_the_jobs_lines_and_a_failure_ends_with_its_last_lin
 
 
 def test_submit_wait_goes_on_without_lines_when_the_log_is_refused(fake, trainer, capsys):
-    from test_submit import push_image, REGISTRY, REPO_NAME
+    from test_submit import REGISTRY, REPO_NAME, push_image
 
     push_image(REGISTRY, REPO_NAME, "amd64")
     fake.logging.refuse = [status(403, "PERMISSION_DENIED", "denied")] * 5
@@ -191,7 +191,7 @@ def test_submit_wait_goes_on_without_lines_when_the_log_is_refused(fake, trainer
 
 
 def test_no_logs_follows_the_state_alone(fake, trainer, capsys):
-    from test_submit import push_image, REGISTRY, REPO_NAME
+    from test_submit import REGISTRY, REPO_NAME, push_image
 
     push_image(REGISTRY, REPO_NAME, "amd64")
     code, out, err = main(capsys, *submit_args(trainer, "--wait", "--no-logs"))

@@ -25,7 +25,7 @@ from .project import Progress, Project, Source, arguments, checked, load, option
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
-    from ..jobs import preflight, vertex
+    from ..jobs import aiplatform, preflight, vertex
     from ..jobs.logs import LogLine
 
 
@@ -53,6 +53,7 @@ class JobOptions:
     region: str | None = None
     target: str = "vertex"  # or loopback: an API on this machine, where loopback images are allowed
     from_aiplatform: Path | None = None  # a legacy AI Platform config.yaml instead of the config's job
+    job_config: Path | None = None  # gcloud's job config file (custom-jobs or hp-tuning-jobs create --config), the same
     # A TrainingPipeline: the job, then the model uploaded to the Model Registry with a serving image.
     pipeline: bool = False
     serving_image: str | None = None  # overrides model.serving_image: an image, or NAME==VERSION of a prebuilt one
@@ -184,11 +185,14 @@ def settings_for(config: Config, options: JobOptions) -> tuple[Config, JobConfig
     keys = ("image", "name", "project", "region", *(f.key for f in JOB_FLAGS if f.key != "worker_pool_specs"))
     flags = {key: job_flag(key, getattr(options, key)) for key in keys if getattr(options, key) is not None}
     pools = worker_pool_specs(options.worker_pool_specs) if options.worker_pool_specs else {}
-    if options.from_aiplatform is not None:
+    if options.from_aiplatform is not None and options.job_config is not None:
+        raise ConfigError("give one job file: a legacy AI Platform config.yaml or gcloud's job config, not both",
+                          field="--job-config")
+    if options.from_aiplatform is not None or options.job_config is not None:
         if pools:
-            raise ConfigError("the legacy file decides the job's pools: give its machines as --machine-type and the "
-                              "other flags, or drop --from-aiplatform", field=job_flag_name("worker_pool_specs"))
-        config, left, notes = _legacy_config(config, options.from_aiplatform, flags)
+            raise ConfigError("the job file decides the job's pools: give its machines as --machine-type and the "
+                              "other flags, or drop the file", field=job_flag_name("worker_pool_specs"))
+        config, left, notes = _file_config(config, _converted(options, flags), flags)
     settings = config.job or JobConfig()
     chief = {k: flags.pop(k) for k in list(flags) if k in ("machine_type", "accelerator_type", "accelerator_count",
                                                               "replica_count")}
@@ -204,14 +208,23 @@ _LEGACY_WHOLE = ("chief", "workers", "parameter_servers", "reduction_server", "e
                  "command")
 
 
-def _legacy_config(config: Config, path: Path, flags: dict) -> tuple[Config, tuple[str, ...], tuple[str, ...]]:
-    """The config with the legacy file's job: the file decides its machines, GPUs and image; the local config's
-    job only fills the settings the file leaves out (project, service account, env...), as do flags."""
+def _converted(options: JobOptions, flags: dict) -> aiplatform.Conversion:
+    """The job file (--from-aiplatform or --job-config) as config keys; the flags given fill what it leaves out."""
+    if options.job_config is not None:
+        from ..jobs import gcloud_config
+
+        return gcloud_config.convert(options.job_config, flags)
     from ..jobs import aiplatform
 
     given = aiplatform.Given(**{k: flags.get(k) for k in ("machine_type", "accelerator_type", "accelerator_count", "image",
                                                           "region")})
-    conversion = aiplatform.convert(path, given)
+    return aiplatform.convert(options.from_aiplatform, given)
+
+
+def _file_config(config: Config, conversion: aiplatform.Conversion,
+                 flags: dict) -> tuple[Config, tuple[str, ...], tuple[str, ...]]:
+    """The config with a job file's job: the file decides its machines, GPUs and image; the local config's
+    job only fills the settings the file leaves out (project, service account, env...), as do flags."""
     legacy: JobConfig = conversion.values["job"]
     local = config.job or JobConfig()
     filled = {}
@@ -227,11 +240,11 @@ def _legacy_config(config: Config, path: Path, flags: dict) -> tuple[Config, tup
         filled["labels"] = tuple({**dict(local.labels), **dict(legacy.labels)}.items())
     notes = list(conversion.notes)
     if filled:
-        notes.append(f"from {config.source}: {', '.join(f'job.{k}' for k in filled)} (the legacy file leaves them out)")
+        notes.append(f"from {config.source}: {', '.join(f'job.{k}' for k in filled)} (the job file leaves them out)")
     hyperparameters = conversion.values.get("hyperparameters")
     if hyperparameters is None and config.hyperparameters is not None:
         hyperparameters = config.hyperparameters
-        notes.append(f"hyperparameters from {config.source} (the legacy file has none): a tuning job")
+        notes.append(f"hyperparameters from {config.source} (the job file has none): a tuning job")
     if "image" in flags and legacy.python_package is not None:
         legacy = replace(legacy, python_package=None)  # the image runs the trainer (noted by the conversion)
     config = replace(config, job=replace(legacy, **filled), hyperparameters=hyperparameters)
@@ -251,7 +264,7 @@ def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_p
             try:
                 return check_accelerator(planned(), accelerator)
             except ResolutionError as exc:
-                if options.from_aiplatform is None:
+                if options.from_aiplatform is None and options.job_config is None:
                     raise
                 # A legacy job is judged by what it says: its GPUs stand, the local config's build is only a remark.
                 return (f"the legacy job runs on {accelerator}, but {config.source} says otherwise: {exc}; an image "

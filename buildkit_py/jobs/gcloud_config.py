@@ -1,0 +1,308 @@
+"""The file a team gives `gcloud ai custom-jobs create --config` (a CustomJobSpec) or `gcloud ai hp-tuning-jobs
+create --config` (studySpec, trialJobSpec and the trial counts), as the config keys of the same job.
+
+Every value is checked by its config key's validator at the file's own field and line; a key the API does not
+have is refused there (the service would refuse it too), one the job cannot carry (NFS mounts, a persistent
+resource...) is listed as not converted. Placeholders are filled from the environment: `${VAR}` anywhere, and a
+value that is only `{NAME}` (gcloud's documentation writes `{IMAGE_URI}`); one left unset is refused naming the
+flag that replaces the field, unless that flag is given. The image is the one buildkit-py built or --image names:
+the file's imageUri stands only where neither is given.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..config import JobConfig, Pool, check_hyperparameters, check_job_key, load_raw
+from ..errors import ConfigError, show, shown_name
+from .aiplatform import Conversion
+from .vertex import REDUCTION_SERVER_IMAGE
+
+FLAG = "--job-config"
+_DOLLAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
+_BRACED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
+_POOLS = ("chief", "workers", "parameter_servers", "evaluators")  # Vertex AI's pools 0-3
+# What each part of the file may hold: a known key not converted says why; any other key is refused.
+_SPEC_KEYS = {"workerPoolSpecs", "scheduling", "serviceAccount", "network", "baseOutputDirectory", "tensorboard",
+              "enableWebAccess"}
+_SPEC_LEFT = {"persistentResourceId": "a persistent resource is not set by buildkit-py",
+              "reservedIpRanges": "reserved IP ranges are not set by buildkit-py",
+              "pscInterfaceConfig": "Private Service Connect is not set by buildkit-py",
+              "protectedArtifactLocationId": "not set by buildkit-py", "enableDashboardAccess": "not set by buildkit-py",
+              "experiment": "experiments are not set by buildkit-py", "experimentRun": "not set by buildkit-py",
+              "models": "not set by buildkit-py"}
+_POOL_KEYS = {"machineSpec", "replicaCount", "diskSpec", "containerSpec", "pythonPackageSpec"}
+_POOL_LEFT = {"nfsMounts": "NFS mounts are not set by buildkit-py"}
+_TUNING_KEYS = {"studySpec", "trialJobSpec", "maxTrialCount", "parallelTrialCount", "maxFailedTrialCount",
+                "displayName", "labels"}
+_TUNING_LEFT = {"encryptionSpec": "customer-managed encryption keys are not set by buildkit-py"}
+_SCALES = {"UNIT_LINEAR_SCALE": "linear", "UNIT_LOG_SCALE": "log", "UNIT_REVERSE_LOG_SCALE": "reverse_log"}
+_VALUE_SPECS = {"doubleValueSpec": "DOUBLE", "integerValueSpec": "INTEGER", "categoricalValueSpec": "CATEGORICAL",
+                "discreteValueSpec": "DISCRETE"}
+# The flag that replaces a field whose placeholder is unset (the path's last keys).
+_FIELD_FLAGS = {"imageUri": "--image", "machineType": "--machine-type", "serviceAccount": "--service-account",
+                "network": "--job-network", "outputUriPrefix": "--base-output-directory", "displayName": "--name"}
+_FLAG_KEYS = {"--image": "image", "--machine-type": "machine_type", "--service-account": "service_account",
+              "--job-network": "network", "--base-output-directory": "base_output_directory", "--name": "name"}
+
+
+class _Reader:
+    def __init__(self, raw: Any, given: dict[str, Any]):
+        self.raw, self.given = raw, given
+        self.left: list[str] = []
+        self.notes: list[str] = []
+
+    def fail(self, path: tuple, message: str) -> ConfigError:
+        return ConfigError(message, field=_dotted(path), where=self.raw.where(path))
+
+    def mapping(self, value: Any, path: tuple, known: set[str], left: dict[str, str]) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"{show(value)} is not allowed: a mapping")
+        for key in value:
+            if key in left:
+                self.left.append(f"{_dotted((*path, key))}: {left[key]}")
+            elif key not in known:
+                raise self.fail((*path, key), f"{shown_name(key)} is not a field here; allowed: "
+                                              f"{', '.join(sorted(known | set(left)))}")
+        return {k: v for k, v in value.items() if k in known}
+
+    def filled(self, value: Any, path: tuple) -> Any:
+        """A string with its placeholders filled; _UNSET when one is unset and the flag replacing it is given."""
+        if not isinstance(value, str):
+            return value
+        whole = _BRACED.fullmatch(value)
+        names = [whole[1]] if whole else _DOLLAR.findall(value)
+        if not names:
+            return value
+        unset = [n for n in names if n not in os.environ]
+        field = _dotted(path)
+        flag = _FIELD_FLAGS.get(str(path[-1]))
+        if not unset:
+            self.notes.append(f"{field}: {', '.join(names)} filled from the environment")
+            self.raw.scalars.pop(path, None)  # the value as written is the placeholder: the filled one stands
+            return os.environ[names[0]] if whole else _DOLLAR.sub(lambda m: os.environ[m.group(1)], value)
+        if flag and self.given.get(_FLAG_KEYS[flag]) is not None:
+            return _UNSET
+        raise self.fail(path, f"{show(value)} names {unset[0]}, which is not set in the environment: export "
+                              f"{unset[0]}=..." + (f", or pass {flag}" if flag else ", or write the value in the file"))
+
+    def walk(self, value: Any, path: tuple) -> Any:
+        """The document with every placeholder filled, iteratively (the YAML reader bounds its nesting)."""
+        out: dict | list = {} if isinstance(value, dict) else []
+        if not isinstance(value, (dict, list)):
+            return self.filled(value, path)
+        queue = deque([(value, out, path)])  # in document order: the first unset placeholder is the one named
+        while queue:
+            source, target, at = queue.popleft()
+            items = source.items() if isinstance(source, dict) else enumerate(source)
+            for key, item in items:
+                if isinstance(item, (dict, list)):
+                    made: dict | list = {} if isinstance(item, dict) else []
+                    queue.append((item, made, (*at, key)))
+                else:
+                    made = self.filled(item, (*at, key))
+                    if made is _UNSET:
+                        continue
+                if isinstance(target, dict):
+                    target[key] = made
+                else:
+                    target.append(made)
+        return out
+
+
+_UNSET = object()
+
+
+def _dotted(path: tuple) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{shown_name(p)}" for p in path).lstrip(".")
+
+
+def convert(path: Path, given: dict[str, Any]) -> Conversion:
+    """The file as config keys (job, and hyperparameters for a tuning job's file); given: the job flags set beside
+    it, by config key (they fill and override it: applying them is the caller's)."""
+    try:
+        raw, _ = load_raw(path, path.parent)
+    except ConfigError as exc:
+        if exc.field not in ("--config", "--dir"):
+            raise
+        raise ConfigError(exc.detail, field=FLAG, where=exc.where) from None
+    reader = _Reader(raw, given)
+    data = reader.walk(raw.data, ())
+    tuning = "studySpec" in data or "trialJobSpec" in data
+    if not data or not (tuning or "workerPoolSpecs" in data):
+        raise ConfigError("not a gcloud job config: it has no workerPoolSpecs (the CustomJobSpec `gcloud ai "
+                          "custom-jobs create --config` takes) nor studySpec and trialJobSpec (`gcloud ai "
+                          "hp-tuning-jobs create --config`)", field=FLAG, where=raw.source)
+    values: dict[str, Any] = {}
+    if tuning:
+        top = reader.mapping(data, (), _TUNING_KEYS, _TUNING_LEFT)
+        if "trialJobSpec" not in top or "studySpec" not in top:
+            raise reader.fail((), "a tuning job's file needs both studySpec and trialJobSpec")
+        job = _job(reader, top["trialJobSpec"], ("trialJobSpec",))
+        values["hyperparameters"] = _study(reader, top)
+        named = {key: check_job_key(raw, (name,), key, top[name]) for name, key in (("displayName", "name"),
+                                                                                     ("labels", "labels")) if name in top}
+        job = replace(job, **named)
+    else:
+        job = _job(reader, data, ())
+    if job.image is not None and given.get("image") is not None:
+        job = replace(job, image=None)  # the image buildkit-py built, or --image, runs
+    values["job"] = job
+    return Conversion(values, tuple(reader.left), tuple(reader.notes))
+
+
+def _job(reader: _Reader, value: Any, at: tuple) -> JobConfig:
+    raw = reader.raw
+    spec = reader.mapping(value, at, _SPEC_KEYS, _SPEC_LEFT)
+    pools = spec.get("workerPoolSpecs")
+    if isinstance(pools, dict):  # gcloud takes one pool written as a mapping
+        pools = [pools]
+    if not isinstance(pools, list) or not 0 < len(pools) <= len(_POOLS):
+        raise reader.fail((*at, "workerPoolSpecs"), f"{show(pools)} is not allowed: one to {len(_POOLS)} worker pool "
+                                                   "specs (chief, workers, parameter servers, evaluators)")
+    made: dict[str, Pool] = {}
+    chief_run: dict[str, Any] = {}
+    for index, pool in enumerate(pools):
+        where = (*at, "workerPoolSpecs", index)
+        pool = reader.mapping(pool, where, _POOL_KEYS, _POOL_LEFT)
+        if not pool:
+            if index == 0:
+                raise reader.fail(where, "the first pool is the chief's: it cannot be empty")
+            continue  # an empty pool keeps the pools after it in place, as gcloud allows
+        machine = reader.mapping(pool.get("machineSpec", {}), (*where, "machineSpec"),
+                                 {"machineType", "acceleratorType", "acceleratorCount", "tpuTopology"},
+                                 {"reservationAffinity": "set job.reservation instead"})
+        disk = reader.mapping(pool.get("diskSpec", {}), (*where, "diskSpec"), {"bootDiskType", "bootDiskSizeGb"}, {})
+        keys = {"machine_type": ("machineSpec", "machineType"), "accelerator_type": ("machineSpec", "acceleratorType"),
+                "accelerator_count": ("machineSpec", "acceleratorCount"), "tpu_topology": ("machineSpec", "tpuTopology"),
+                "boot_disk_type": ("diskSpec", "bootDiskType"), "boot_disk_size_gb": ("diskSpec", "bootDiskSizeGb")}
+        parts = {"machineSpec": machine, "diskSpec": disk}
+        found = {key: check_job_key(raw, (*where, part, name), key, parts[part][name])
+                 for key, (part, name) in keys.items() if name in parts[part]}
+        count = check_job_key(raw, (*where, "replicaCount"), "replica_count", pool.get("replicaCount", 1))
+        run = _run(reader, pool, where)
+        name = _POOLS[index]
+        if index == 0:
+            if count != 1:
+                raise reader.fail((*where, "replicaCount"), f"{count}: pool 0 runs the one chief; the workers are "
+                                                            "the second pool")
+            chief_run = run
+        elif index == 2 and run.get("image") == REDUCTION_SERVER_IMAGE:
+            name, run = "reduction_server", {}
+        else:
+            for key, item in run.items():
+                if key != "image" and item != chief_run.get(key):
+                    reader.left.append(f"{_dotted((*where, 'containerSpec', key))}: a pool's own {key}; every pool "
+                                       "runs the chief's")
+        made[name] = Pool(**found, replica_count=count)
+    workers = made.get("workers")
+    chief = replace(made.pop("chief"), replica_count=1 + (workers.replica_count or 1 if workers else 0))
+    return JobConfig(chief=chief, **made, **chief_run, **_settings(reader, spec, at))
+
+
+def _run(reader: _Reader, pool: dict, where: tuple) -> dict[str, Any]:
+    """What a pool runs, as job keys: image, command, args, env; or python_package."""
+    raw = reader.raw
+    if "containerSpec" in pool and "pythonPackageSpec" in pool:
+        raise reader.fail(where, "a pool runs a containerSpec or a pythonPackageSpec, not both")
+    if "pythonPackageSpec" in pool:
+        at = (*where, "pythonPackageSpec")
+        package = reader.mapping(pool["pythonPackageSpec"], at, {"executorImageUri", "packageUris", "pythonModule",
+                                                                 "args", "env"}, {})
+        out: dict[str, Any] = {"python_package": check_job_key(raw, at, "python_package", {
+            "executor": package.get("executorImageUri"), "package_uris": package.get("packageUris"),
+            "module": package.get("pythonModule")})}
+    else:
+        at = (*where, "containerSpec")
+        package = reader.mapping(pool.get("containerSpec", {}), at, {"imageUri", "command", "args", "env"}, {})
+        out = {}
+        if "imageUri" in package:
+            out["image"] = check_job_key(raw, (*at, "imageUri"), "image", package["imageUri"])
+        if "command" in package:
+            out["command"] = check_job_key(raw, (*at, "command"), "command", package["command"])
+    if "args" in package:
+        out["args"] = check_job_key(raw, (*at, "args"), "args", package["args"])
+    if "env" in package:
+        env = package["env"]
+        if not isinstance(env, list) or not all(isinstance(e, dict) and set(e) <= {"name", "value"} and "name" in e
+                                                for e in env):
+            raise reader.fail((*at, "env"), f"{show(env)} is not allowed: a list of {{name: NAME, value: VALUE}}")
+        out["env"] = check_job_key(raw, (*at, "env"), "env", {e["name"]: e.get("value", "") for e in env})
+    return out
+
+
+def _settings(reader: _Reader, spec: dict, at: tuple) -> dict[str, Any]:
+    raw = reader.raw
+    out: dict[str, Any] = {}
+    for name, key in (("serviceAccount", "service_account"), ("network", "network"), ("tensorboard", "tensorboard"),
+                      ("enableWebAccess", "enable_web_access")):
+        if name in spec:
+            out[key] = check_job_key(raw, (*at, name), key, spec[name])
+    if "baseOutputDirectory" in spec:
+        base = reader.mapping(spec["baseOutputDirectory"], (*at, "baseOutputDirectory"), {"outputUriPrefix"}, {})
+        if "outputUriPrefix" in base:
+            out["base_output_directory"] = check_job_key(raw, (*at, "baseOutputDirectory", "outputUriPrefix"),
+                                                         "base_output_directory", base["outputUriPrefix"])
+    if "scheduling" in spec:
+        where = (*at, "scheduling")
+        scheduling = reader.mapping(spec["scheduling"], where, {"timeout", "restartJobOnWorkerRestart", "strategy",
+                                                                "disableRetries", "maxWaitDuration"}, {})
+        for name, key in (("timeout", "timeout"), ("restartJobOnWorkerRestart", "restart_job_on_worker_restart"),
+                          ("strategy", "strategy"), ("disableRetries", "disable_retries"),
+                          ("maxWaitDuration", "max_wait_duration")):
+            if name in scheduling:
+                value = scheduling[name]
+                if key in ("timeout", "max_wait_duration") and isinstance(value, str) and value.endswith("s") \
+                        and value[:-1].isdigit():
+                    value = int(value[:-1])  # the API's Duration: "3600s"
+                out[key] = check_job_key(raw, (*where, name), key, value)
+    return out
+
+
+def _study(reader: _Reader, top: dict) -> Any:
+    """studySpec and the trial counts as the config's hyperparameters."""
+    at = ("studySpec",)
+    study = reader.mapping(top["studySpec"], at, {"metrics", "parameters", "algorithm"},
+                           {"observationNoise": "not set by buildkit-py",
+                            "measurementSelectionType": "not set by buildkit-py",
+                            "decayCurveStoppingSpec": "early stopping is not set by buildkit-py",
+                            "medianAutomatedStoppingSpec": "early stopping is not set by buildkit-py",
+                            "convexAutomatedStoppingSpec": "early stopping is not set by buildkit-py"})
+    metrics = study.get("metrics")
+    if not isinstance(metrics, list) or len(metrics) != 1:
+        raise reader.fail((*at, "metrics"), f"{show(metrics)} is not allowed: one metric (metricId and goal); "
+                                            "buildkit-py's studies have one")
+    metric = reader.mapping(metrics[0], (*at, "metrics", 0), {"metricId", "goal"}, {"safetyConfig": "not set"})
+    params = []
+    for i, item in enumerate(study.get("parameters") or []):
+        where = (*at, "parameters", i)
+        param = reader.mapping(item, where, {"parameterId", "scaleType", *_VALUE_SPECS},
+                               {"conditionalParameterSpecs": "conditional parameters are not set by buildkit-py"})
+        kinds = [k for k in _VALUE_SPECS if k in param]
+        if len(kinds) != 1:
+            raise reader.fail(where, f"a parameter has one of {', '.join(_VALUE_SPECS)}")
+        values = reader.mapping(param[kinds[0]], (*where, kinds[0]), {"minValue", "maxValue", "values"},
+                                {"defaultValue": "not set by buildkit-py"})
+        made = {"name": param.get("parameterId"), "type": _VALUE_SPECS[kinds[0]]}
+        for name, key in (("minValue", "min"), ("maxValue", "max"), ("values", "values")):
+            if name in values:
+                made[key] = values[name]
+        if "scaleType" in param and param["scaleType"] != "SCALE_TYPE_UNSPECIFIED":
+            if param["scaleType"] not in _SCALES:
+                raise reader.fail((*where, "scaleType"), f"{show(param['scaleType'])} is not allowed: one of "
+                                                         f"{', '.join(_SCALES)}")
+            made["scale"] = _SCALES[param["scaleType"]]
+        params.append(made)
+    hyperparameters = {"metric": metric.get("metricId"), "goal": metric.get("goal"),
+                       "max_trials": top.get("maxTrialCount", 1), "parallel_trials": top.get("parallelTrialCount", 1),
+                       "params": params}
+    if "maxFailedTrialCount" in top:
+        hyperparameters["max_failed_trials"] = top["maxFailedTrialCount"]
+    if "algorithm" in study:
+        hyperparameters["algorithm"] = study["algorithm"]
+    return check_hyperparameters(reader.raw, at, hyperparameters)
