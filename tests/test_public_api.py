@@ -204,8 +204,8 @@ def test_keywords_set_options_nested_ones_too(tmp_path):
 
 COMMANDS = {  # each call's command, with what it needs to reach the call
     "resolve": ["resolve"], "dockerfile": ["dockerfile"], "build": ["build"], "push": ["push", "r/x:1"],
-    "package": ["package"], "job": ["job"], "plan": ["plan"], "submit": ["submit"], "cancel": ["cancel", "x"], "logs": ["logs", "x"],
-    "autopackage": ["autopackage"], "tune": ["tune", "--local"]}
+    "package": ["package"], "job": ["job"], "plan": ["plan"], "submit": ["submit"], "cancel": ["cancel", "x"],
+    "logs": ["logs", "x"], "autopackage": ["autopackage"], "tune": ["tune", "--local"]}
 
 
 @pytest.mark.parametrize("name", CALLS)
