@@ -8,6 +8,7 @@ import json
 import pytest
 import yaml
 from google.cloud import aiplatform_v1
+from test_submit import CONFIG as SUBMIT_CONFIG
 
 import buildkit_py as bk
 from buildkit_py import api, cli
@@ -15,16 +16,10 @@ from buildkit_py.errors import ConfigError
 from buildkit_py.flags import JOB_FLAGS
 
 IMAGE = "us-docker.pkg.dev/p/r/trainer:v1"
-CONFIG = """\
-framework: torch==2.5.1
-accelerator: NVIDIA_TESLA_T4
-trainer: {module: trainer.task}
-job:
-  project: fake-project
-  labels: {team: ml, env: dev}
-  replica_count: 4
-  args: ["--from-config"]
-"""
+# test_submit's trainer, with an env label the flags override and a cluster they replace
+CONFIG = SUBMIT_CONFIG.replace("labels: {team: ml}", "labels: {team: ml, env: dev}") + \
+    '  replica_count: 4\n  args: ["--from-config"]\n'
+
 # One good value per flag, as the command line takes it, and what it makes of the CustomJob
 GOOD = {
     "machine_type": ("n1-highmem-8", lambda j: j.job_spec.worker_pool_specs[0].machine_spec.machine_type == "n1-highmem-8"),
