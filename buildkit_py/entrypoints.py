@@ -183,7 +183,8 @@ def dockerfile_entries(directory: Path, is_module: Callable[[str], bool],
         workdir = "/"
         apt: list[str] = []
         env: dict[str, str] = {}
-        for line, keyword, arguments in instructions(_text(path)):
+        for instruction in instructions(_text(path)):
+            line, keyword, arguments = instruction.line, instruction.keyword, instruction.arguments
             if keyword == "FROM":
                 entrypoint, cmd, workdir, apt, env = None, None, "/", [], {}
                 found = _FROM_PYTHON.match(arguments)
