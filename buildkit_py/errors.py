@@ -105,12 +105,20 @@ def show(value: object) -> str:
     return text
 
 
-def terminal_line(text: str) -> str:
-    """A message for a terminal: its lines kept, every other control, format or separator
-    character escaped (ESC cannot move the cursor, U+202E cannot reverse a line), credentials masked."""
+def terminal_line(text: str, *, lines: bool = True) -> str:
+    """A message for a terminal: its lines kept (lines=False: a line break escaped too, for what must stay one line,
+    as a file named `a\\nRUN x` in a report), every other control, format or separator character escaped (ESC
+    cannot move the cursor, U+202E cannot reverse a line), credentials masked."""
+    kept = "\n\t" if lines else "\t"
     return mask_credentials("".join(
-        ch if ch in "\n\t" or ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+        ch if ch in kept or ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
         for ch in text))
+
+
+def shown_name(name: str) -> str:
+    """A file name or path in a message: as it is, unless it holds spaces at an end or characters a terminal would
+    act on, or is too long to read (a path can run to 4,096 bytes); then as show() writes it."""
+    return name if name.isprintable() and name == name.strip() and len(name) <= SHOWN_CHARS else show(name)
 
 
 class BuildkitError(Exception):

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from typing import TextIO
 
-from .errors import ConfigError, show
+from .errors import ConfigError, show, terminal_line
 
 
 class Reporter:
@@ -28,7 +28,8 @@ class Reporter:
         self.stream.flush()
 
     def message(self, text: str) -> None:
-        self._write(f"buildkit-py: {text}")
+        # one line: a note quotes names from the trainer's files, which no character of may act on a terminal
+        self._write(terminal_line(f"buildkit-py: {text}", lines=False))
 
     def build_line(self, line: str) -> None:
         self._write(line)
@@ -48,7 +49,7 @@ class Reporter:
 
     def job_state(self, name: str, state: str) -> None:
         """A submitted job's state changed (submit with wait)."""
-        self._write(f"buildkit-py: {name}: {state}")
+        self._write(terminal_line(f"buildkit-py: {name}: {state}", lines=False))
 
     def finish(self) -> None:
         """The operation ended (or failed): show what is still held back."""
