@@ -115,10 +115,12 @@ def terminal_line(text: str, *, lines: bool = True) -> str:
         for ch in text))
 
 
-def shown_name(name: str) -> str:
+def shown_name(name: object) -> str:
     """A file name or path in a message: as it is, unless it holds spaces at an end or characters a terminal would
     act on, or is too long to read (a path can run to 4,096 bytes); then as show() writes it."""
-    return name if name.isprintable() and name == name.strip() and len(name) <= SHOWN_CHARS else show(name)
+    if isinstance(name, str) and name.isprintable() and name == name.strip() and len(name) <= SHOWN_CHARS:
+        return name
+    return show(name)
 
 
 class BuildkitError(Exception):
