@@ -300,7 +300,7 @@ def changes(config: Config, plan: Plan, image: LockedImage) -> tuple[str, ...]:
         if now["plan"] == had.get("plan"):
             raise ConfigError(f"{show(locked[name])} is not the {name} the lock was resolved for ({value}): it was "
                               "edited by hand; run `buildkit-py lock` to write it again", where=dict(image.lines).get(name))
-        found.append(f"{name} {value} is planned, the lock has {show(locked[name])}")
+        found.append(f"{name} {value} is planned, the lock has {shown_name(locked[name])}")
     if now["plan"] != had.get("plan") and not found:
         found.append("the planned packages changed since the lock was written (flags or the config)")
     return tuple(found)
@@ -519,7 +519,7 @@ def check(config: Config, plans: list[tuple[Config, Plan]]) -> tuple[str, ...]:
         found += [f"{name}: {c}" for c in changes(cfg, plan, image)]
         now = base_digest(plan.base_image, image.platform)
         if now != image.base_digest:
-            found.append(f"{name}: {plan.base_image} now points at {now}, the lock has {show(image.base_digest)}")
+            found.append(f"{name}: {plan.base_image} now points at {now}, the lock has {image.base_digest}")
     return tuple(found)
 
 

@@ -72,7 +72,7 @@ def test_legacy_keys_not_converted_are_shown_escaped(tmp_path):
     assert "not converted: trainingInput.'k\\x1b[2J\\u2028\\nRUN touch pwned': no Vertex AI equivalent" in proc.stderr
 
 
-def test_a_lock_section_with_a_hand_edited_name_is_shown_escaped(tmp_path, monkeypatch, capsys):
+def test_a_lock_section_name_and_base_image_edited_by_hand_are_shown_escaped(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
     monkeypatch.setenv("BUILDKIT_PY_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "trainer").mkdir()
@@ -86,3 +86,9 @@ def test_a_lock_section_with_a_hand_edited_name_is_shown_escaped(tmp_path, monke
     assert code == 2, err
     inert(out, err)
     assert "the lock has sections 'x\\x1b[2J\\u2028\\nRUN touch pwned'; the config's images are _base" in err
+    base = "127.0.0.1:5000/lock/base:1"
+    write_lock(tmp_path, lambda text: text.replace(f"image: {base}", 'image: "127.0.0.1:5000/lock/other:1\\e[2J\\u2028"'))
+    code, out, err = main(capsys, "build", "--dir", str(tmp_path), "--locked", "--python", "3.12")
+    assert code == 2, err
+    inert(out, err)
+    assert f"base_image {base} is planned, the lock has '127.0.0.1:5000/lock/other:1\\x1b[2J\\u2028'" in err
