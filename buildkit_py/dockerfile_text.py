@@ -228,11 +228,11 @@ def _line_words(line: str) -> list[str]:
     while i < n:
         ch = line[i]
         if ch in "'\"":
-            end = _quote_end(line, i)
+            end = _group_end(line, i)
             word.append(line[i:end])
             i = end
         elif ch == "$" and line.startswith("${", i):
-            end = _brace_end(line, i)
+            end = _group_end(line, i)
             for piece in line[i:end]:  # an unset variable's text is split like any text
                 if _is_space(piece):
                     close()
@@ -258,36 +258,35 @@ def _line_words(line: str) -> list[str]:
     return words
 
 
-def _quote_end(text: str, i: int) -> int:
-    """Where the quote opened at i ends (after its closing quote)."""
-    quote, j = text[i], i + 1
-    while j < len(text):
-        if text[j] == quote:
-            return j + 1
-        if quote == '"' and text[j] == "\\":
+def _group_end(text: str, i: int) -> int:
+    """Where the quote or ${...} opened at i ends (after its closing character): the ${ and quotes nested in it
+    counted on a stack, so a line of ten thousand nested ${ costs no recursion."""
+    closing: list[str] = []
+    j = i
+    while True:
+        if j >= len(text):
+            raise _Unlexed
+        top = closing[-1] if closing else None
+        ch = text[j]
+        if top is not None and ch == top:
+            closing.pop()
             j += 1
-        elif quote == '"' and text.startswith("${", j):
-            j = _brace_end(text, j)
-            continue
-        j += 1
-    raise _Unlexed
-
-
-def _brace_end(text: str, i: int) -> int:
-    """Where the ${...} opened at i ends; nested ${ and quotes inside it counted."""
-    j = i + 2
-    if j >= len(text) or text[j] in "{}:":
-        raise _Unlexed
-    while j < len(text):
-        if text[j] == "}":
-            return j + 1
-        if text[j] in "'\"":
-            j = _quote_end(text, j)
+            if not closing:
+                return j
+        elif top == "'":
+            j += 1  # nothing is special inside single quotes
+        elif ch == "\\" and top is not None:
+            j += 2
         elif text.startswith("${", j):
-            j = _brace_end(text, j)
+            if j + 2 >= len(text) or text[j + 2] in "{}:":
+                raise _Unlexed  # BuildKit: "bad substitution"
+            closing.append("}")
+            j += 2
+        elif ch in "'\"" and top != '"':
+            closing.append(ch)
+            j += 1
         else:
-            j += 2 if text[j] == "\\" else 1
-    raise _Unlexed
+            j += 1
 
 
 def _unquoted(word: str) -> list[str]:
@@ -311,7 +310,7 @@ def _unquoted(word: str) -> list[str]:
             current.append(word[i + 1:end])
             i = end + 1
         elif ch == '"':
-            end = _quote_end(word, i)
+            end = _group_end(word, i)
             inner = word[i + 1:end - 1]
             current.append(re.sub(r'\\([\\"$])', r"\1", inner))
             i = end

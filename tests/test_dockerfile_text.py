@@ -8,6 +8,8 @@ import subprocess
 
 import dockerfile  # BuildKit's parser (a test dependency)
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from buildkit_py.dockerfile_text import exec_form, instructions, read
 from buildkit_py.errors import ConfigError
@@ -45,7 +47,7 @@ def _parsed(text: str):
 def test_the_reader_finds_the_instructions_buildkit_finds(text):
     ours = instructions(text)
     theirs = _parsed(text)
-    assert [(i.keyword, i.line, i.end) for i in ours] == [(c.cmd.upper(), c.start_line, c.end_line) for c in theirs]
+    assert [(i.keyword, i.line, i.end) for i in ours] == [((c.cmd or "").upper(), c.start_line, c.end_line) for c in theirs]
     for mine, command in zip(ours, theirs, strict=True):
         if command.sub_cmd is None:  # the package does not show the heredocs of a command after ONBUILD
             assert [(h.name, h.content) for h in mine.heredocs] == [(h.name, h.content) for h in command.heredocs]
@@ -53,6 +55,31 @@ def test_the_reader_finds_the_instructions_buildkit_finds(text):
             assert exec_form(mine.arguments) == list(command.value)
         elif not command.flags and command.cmd.upper() in ("RUN", "CMD", "ENTRYPOINT"):
             assert mine.arguments == command.value[0]
+
+
+# Lines a Dockerfile is made of, in any order: BuildKit's reading of the whole decides what each one is. (Not `<< EOF`
+# nor `# check=`: the package's parser predates both.)
+PIECES = ["FROM x", "RUN a \\", "RUN a `", "  b", "# c", "", "  ", "\\", "`", "# escape=`", "# syntax=x", "#Syntax = y",
+          "RUN <<EOF", "RUN <<-EOF cat", "COPY <<A <<'B' /x", 'RUN 2<<"E F"', "EOF", "\tEOF", "A", "B", "E F",
+          'CMD ["a", \\', '"b"]', "cmd b", "ONBUILD RUN <<EOF", 'RUN ["<<EOF"]', "RUN --mount=x <<EOF",
+          "RUN echo '<<EOF'", 'RUN echo "${A:-<<EOF}" \\', "RUN a\\\\", "\x0b RUN c", "ENTRYPOINT [\"e\"]\r",
+          "<<EOF", "run <<eof", "eof", "copy <<X\\", "X", "RUN a # b \\", "  # escape=\\", "RUN <<EOF <<EOF"]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=14), st.sampled_from(["\n", "\r\n"]),
+       st.booleans())
+def test_any_arrangement_of_lines_is_read_as_buildkit_reads_it(pieces, newline, final_newline):
+    text = newline.join(pieces) + (newline if final_newline else "")
+    try:
+        theirs = _parsed(text)
+    except dockerfile.GoParseError:
+        return  # BuildKit refuses it (no instruction, an unterminated heredoc): nothing to compare
+    ours = instructions(text)
+    assert [(i.keyword, i.line, i.end) for i in ours] == [((c.cmd or "").upper(), c.start_line, c.end_line) for c in theirs]
+    for mine, command in zip(ours, theirs, strict=True):
+        if command.sub_cmd is None:
+            assert [(h.name, h.content) for h in mine.heredocs] == [(h.name, h.content) for h in command.heredocs]
 
 
 def _comparable(command) -> tuple:
