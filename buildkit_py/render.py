@@ -240,17 +240,19 @@ def _exec_form_of(dockerfile: str, where: str) -> tuple[list[str], list[str], st
         parsed = read_dockerfile(dockerfile)
     except ConfigError as exc:
         raise ConfigError(f"BuildKit cannot read it: {exc.detail}", where=where) from None
-    found: dict[str, tuple[list[str], Instruction]] = {}
+    found: dict[str, list[str]] = {}  # the last of each: it is the one the image gets
+    commands: list[Instruction] = []  # every ENTRYPOINT and CMD of the final stage: all give way to the launcher's
     for instruction in parsed.instructions:
         if instruction.keyword == "FROM":
-            found = {}
+            found, commands = {}, []
         elif instruction.keyword in ("ENTRYPOINT", "CMD"):
             value = exec_words(instruction.arguments)
             if value is None:
                 raise ConfigError(f"line {instruction.line}: {instruction.keyword} {show(instruction.arguments)} is not "
                                   "in exec form: --with-launcher hands the command to the launcher word for word, so "
                                   f"write it as a JSON list, {instruction.keyword} [\"python\", \"train.py\"]", where=where)
-            found[instruction.keyword] = (value, instruction)
+            found[instruction.keyword] = value
+            commands.append(instruction)
     if not found:
         raise ConfigError("the final stage sets no ENTRYPOINT or CMD of its own: --with-launcher needs the command it "
                           "hands off to (an image's inherited one is not known here)", where=where)
@@ -260,13 +262,13 @@ def _exec_form_of(dockerfile: str, where: str) -> tuple[list[str], list[str], st
         body = lines[n - 1].rstrip("\r\n")
         lines[n - 1] = prefix + parsed.continuation(body)[0] + lines[n - 1][len(body):]
 
-    for _, instruction in found.values():
+    for instruction in commands:
         for n in instruction.text_lines:  # a comment continues nothing, so the escape character goes
             rewrite(n, "# (after the launcher, below) ")
     last = parsed.instructions[-1]
-    if last.open and all(last is not instruction for _, instruction in found.values()):
+    if last.open and last not in commands:
         rewrite(last.text_lines[-1])  # the file ends inside a continuation, which would take in the launcher's COPY
-    return found.get("ENTRYPOINT", ([], None))[0], found.get("CMD", ([], None))[0], "".join(lines)
+    return found.get("ENTRYPOINT", []), found.get("CMD", []), "".join(lines)
 
 
 def render_with_launcher(dockerfile: str, where: str) -> str:

@@ -43,17 +43,21 @@ def _parsed(text: str):
     return dockerfile.parse_string(text)
 
 
+def _keyword(command) -> str:
+    return (command.cmd or "").upper()  # a line of only the escape character is an instruction with no keyword
+
+
 @pytest.mark.parametrize("text", CASES.values(), ids=CASES.keys())
 def test_the_reader_finds_the_instructions_buildkit_finds(text):
     ours = instructions(text)
     theirs = _parsed(text)
-    assert [(i.keyword, i.line, i.end) for i in ours] == [((c.cmd or "").upper(), c.start_line, c.end_line) for c in theirs]
+    assert [(i.keyword, i.line, i.end) for i in ours] == [(_keyword(c), c.start_line, c.end_line) for c in theirs]
     for mine, command in zip(ours, theirs, strict=True):
         if command.sub_cmd is None:  # the package does not show the heredocs of a command after ONBUILD
             assert [(h.name, h.content) for h in mine.heredocs] == [(h.name, h.content) for h in command.heredocs]
         if command.json:
             assert exec_form(mine.arguments) == list(command.value)
-        elif not command.flags and command.cmd.upper() in ("RUN", "CMD", "ENTRYPOINT"):
+        elif not command.flags and _keyword(command) in ("RUN", "CMD", "ENTRYPOINT"):
             assert mine.arguments == command.value[0]
 
 
@@ -76,7 +80,7 @@ def test_any_arrangement_of_lines_is_read_as_buildkit_reads_it(pieces, newline, 
     except dockerfile.GoParseError:
         return  # BuildKit refuses it (no instruction, an unterminated heredoc): nothing to compare
     ours = instructions(text)
-    assert [(i.keyword, i.line, i.end) for i in ours] == [((c.cmd or "").upper(), c.start_line, c.end_line) for c in theirs]
+    assert [(i.keyword, i.line, i.end) for i in ours] == [(_keyword(c), c.start_line, c.end_line) for c in theirs]
     for mine, command in zip(ours, theirs, strict=True):
         if command.sub_cmd is None:
             assert [(h.name, h.content) for h in mine.heredocs] == [(h.name, h.content) for h in command.heredocs]
@@ -84,16 +88,34 @@ def test_any_arrangement_of_lines_is_read_as_buildkit_reads_it(pieces, newline, 
 
 def _comparable(command) -> tuple:
     # end_line aside: a final continuation that ran to the end of the file (over comments) now ends at its text
-    return (command.cmd.upper(), command.sub_cmd, command.json, command.original, command.start_line, command.flags,
+    return (_keyword(command), command.sub_cmd, command.json, command.original, command.start_line, command.flags,
             command.value, command.heredocs)
 
 
 @pytest.mark.parametrize("text", CASES.values(), ids=CASES.keys())
 def test_the_launcher_changes_no_other_instruction(text):
+    _launcher_added_alone(text)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(PIECES + ['CMD ["python", "t.py"]', 'ENTRYPOINT ["python", \\', '  "t.py"]']),
+                min_size=1, max_size=14), st.sampled_from(["\n", "\r\n"]))
+def test_the_launcher_changes_no_other_instruction_of_any_arrangement(pieces, newline):
+    text = newline.join(pieces)
+    try:
+        if not all(_keyword(c) for c in _parsed(text)):
+            return  # an instruction without a keyword (a lone escape character): no build takes the file
+        render_with_launcher(text, "Dockerfile")
+    except (dockerfile.GoParseError, ConfigError):
+        return  # refused by BuildKit, or by --with-launcher (no exec-form command in the final stage)
+    _launcher_added_alone(text)
+
+
+def _launcher_added_alone(text: str) -> None:
     before = _parsed(text)
-    stage = max(i for i, c in enumerate(before) if c.cmd.upper() == "FROM")
-    own = {c.cmd.upper(): list(c.value) for c in before[stage:] if c.cmd.upper() in ("ENTRYPOINT", "CMD")}
-    kept = [c for i, c in enumerate(before) if i < stage or c.cmd.upper() not in ("ENTRYPOINT", "CMD")]
+    stage = max((i for i, c in enumerate(before) if _keyword(c) == "FROM"), default=0)
+    own = {_keyword(c): list(c.value) for c in before[stage:] if _keyword(c) in ("ENTRYPOINT", "CMD")}
+    kept = [c for i, c in enumerate(before) if i < stage or _keyword(c) not in ("ENTRYPOINT", "CMD")]
     after = _parsed(render_with_launcher(text, "Dockerfile"))
     assert [_comparable(c) for c in after[:-4]] == [_comparable(c) for c in kept]
     copy, env, entrypoint, cmd = after[-4:]
