@@ -733,7 +733,7 @@ def _scan_imports(directory: Path, code: _Code, script_dir: str | None, package_
                 by_name.setdefault(f"{shown_name(rel)}:{line}", f"`{statement}`")
                 continue
             if folder and folder != script_dir and top in siblings.get(folder, ()):
-                relative.setdefault(f"{shown_name(rel)}:{line}", f"`{statement}` means {folder}/{top}")
+                relative.setdefault(f"{shown_name(rel)}:{line}", f"`{statement}` means {shown_name(folder)}/{top}")
                 continue
             *specific, module = names
             dists = {d for n in specific if (d := table.distribution(n))} or {table.distribution(module)}
