@@ -197,7 +197,8 @@ def dockerfile_entries(directory: Path, is_module: Callable[[str], bool],
             elif keyword == "WORKDIR":
                 workdir = arguments if arguments.startswith("/") else f"{workdir.rstrip('/')}/{arguments}"
             elif keyword == "ENTRYPOINT":
-                entrypoint, cmd = (line, _words(arguments)), None  # ENTRYPOINT resets CMD, as the builder does
+                # the builder resets an inherited CMD (unknown here: None), not one this stage set
+                entrypoint = (line, _words(arguments))
             elif keyword == "CMD":
                 cmd = (line, _words(arguments))
         command = (entrypoint[1] or []) if entrypoint else []
