@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .errors import DataError
+from .errors import DataError, shown_name
 from .resources import read_data, resource_dir
 
 
@@ -90,7 +90,7 @@ def removed_uses(trees: dict[str, ast.AST], apis: tuple[RemovedApi, ...] | None 
         for name, line in _used_names(tree):
             for api in apis:
                 if (name == api.api or name.startswith(api.api + ".")) and api.api not in seen:
-                    seen[api.api] = RemovedUse(api, f"{path}:{line}")
+                    seen[api.api] = RemovedUse(api, f"{shown_name(str(path))}:{line}")
     return tuple(seen.values())
 
 

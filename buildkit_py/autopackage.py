@@ -27,7 +27,7 @@ from packaging.version import Version
 from .api_usage import notes as removed_notes
 from .api_usage import removed_uses
 from .config import bad_character, find_config, load_raw
-from .errors import ConfigError, show
+from .errors import ConfigError, show, shown_name
 from .fsutil import read_text
 from .imports import Needed, closure, import_names, statements
 from .lockfiles import found_in, is_lock_file, locked
@@ -727,21 +727,21 @@ def _scan_imports(directory: Path, code: _Code, script_dir: str | None, package_
             if top in sys.stdlib_module_names or top in own or top == "__future__":
                 continue
             if top in table.python2:
-                renamed.setdefault(f"{rel}:{line}", f"`{statement}`: Python 3 has {table.python2[top]}")
+                renamed.setdefault(f"{shown_name(rel)}:{line}", f"`{statement}`: Python 3 has {table.python2[top]}")
                 continue
             if top == directory.resolve().name and top not in own:
-                by_name.setdefault(f"{rel}:{line}", f"`{statement}`")
+                by_name.setdefault(f"{shown_name(rel)}:{line}", f"`{statement}`")
                 continue
             if folder and folder != script_dir and top in siblings.get(folder, ()):
-                relative.setdefault(f"{rel}:{line}", f"`{statement}` means {folder}/{top}")
+                relative.setdefault(f"{shown_name(rel)}:{line}", f"`{statement}` means {shown_name(folder)}/{top}")
                 continue
             *specific, module = names
             dists = {d for n in specific if (d := table.distribution(n))} or {table.distribution(module)}
             for dist in dists:
                 if dist is None:
-                    unknown.setdefault(module if top == "google" else top, f"{rel}:{line}")
+                    unknown.setdefault(module if top == "google" else top, f"{shown_name(rel)}:{line}")
                 else:
-                    found.setdefault(dist, f"{statement} ({rel}:{line})")
+                    found.setdefault(dist, f"{statement} ({shown_name(rel)}:{line})")
     def places(found: dict[str, str]) -> str:  # the first three, "where: what"
         return "; ".join(f"{w}: {what}" for w, what in list(found.items())[:3]) + (" ..." if len(found) > 3 else "")
 
@@ -755,7 +755,7 @@ def _scan_imports(directory: Path, code: _Code, script_dir: str | None, package_
                      f"relative imports): {places(relative)}; Python 3 fails there with ModuleNotFoundError: write "
                      "`from . import NAME` (or `from PACKAGE import NAME`)")
     if by_name:
-        notes.append(f"{len(by_name)} import(s) name the trainer directory itself ({directory.resolve().name}): "
+        notes.append(f"{len(by_name)} import(s) name the trainer directory itself ({shown_name(directory.resolve().name)}): "
                      f"{places(by_name)}; the image copies the directory's contents to its work directory, so no package "
                      "of that name exists there: import from the directory's own packages instead (`from trainer import "
                      "model`)")
@@ -954,7 +954,8 @@ def _layout_trainer(directory: Path) -> tuple[dict, str]:
               + ", or one package module with `if __name__ == \"__main__\"`"
               + (f" (found several: {', '.join(guarded)})" if len(guarded) > 1 else ""))
     own = _dockerfile(directory)
-    notebooks = sorted(p.relative_to(directory).as_posix() for p in [*directory.glob("*.ipynb"), *directory.glob("*/*.ipynb")])
+    notebooks = sorted(shown_name(p.relative_to(directory).as_posix())
+                       for p in [*directory.glob("*.ipynb"), *directory.glob("*/*.ipynb")])
     raise ConfigError(f"no trainer found in {show(str(directory))}: looked for {looked}; or set `trainer:` "
                       "(module or script) in buildkit.yaml, or pass --module or --script"
                       + (f"; or build its {own} as it is with --dockerfile" if own else "")
@@ -1518,7 +1519,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                      f"pass --dockerfile to build {dockerfile} as it is instead")
     others = _other_dockerfiles(directory)
     if others:
-        notes.append(f"{len(others)} other Dockerfile(s) here are not used: {', '.join(others[:5])}"
+        notes.append(f"{len(others)} other Dockerfile(s) here are not used: {', '.join(map(shown_name, others[:5]))}"
                      f"{' ...' if len(others) > 5 else ''}; autopackage renders its own Dockerfile (--dockerfile builds "
                      "only a Dockerfile at the directory's top, as it is)")
     return Inferred(directory.resolve(), config_file, trainer, requirements, tuple(pip), framework, framework_from,

@@ -150,6 +150,13 @@ def _build_options(args: argparse.Namespace) -> api.BuildOptions:
                             offline=args.offline)
 
 
+def _say(text: str, *, file=None, flush: bool = False) -> None:
+    """One line of a command's report for a human: names and values from the trainer's files and the config are
+    in it as they are, so every character a terminal would act on is escaped, a line break too (a file named
+    `a\\nRUN x` must not print a line of its own), and credentials are masked."""
+    print(terminal_line(text, lines=False), file=file, flush=flush)
+
+
 def _print_json(value) -> None:
     print(json.dumps(value, indent=2))
 
@@ -177,9 +184,9 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     if plan.tpu:  # what the TPU build adds, and the libtpu the framework loads
         rows[-2:-2] = ([("TPU extra", plan.tpu_companion)] if plan.tpu_companion else []) + [("libtpu", plan.tpu_runtime)]
     for name, value in rows:
-        print(f"{name:<11} {value}")
+        _say(f"{name:<11} {value}")
     for note in plan.notes:
-        print(f"note: {note}")
+        _say(f"note: {note}")
     return 0
 
 
@@ -188,7 +195,7 @@ def cmd_dockerfile(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict()))
     elif result.written:
-        print("wrote " + ", ".join(map(str, result.written)), file=sys.stderr)
+        _say("wrote " + ", ".join(map(str, result.written)), file=sys.stderr)
     else:
         sys.stdout.write(result.dockerfile)
     return 0
@@ -203,7 +210,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             _print_json(result.to_dict())
             return 0
         for name, build in result.builds:
-            print(f"variant {name}")
+            _say(f"variant {name}")
             _print_build(build, False)
         return 0
     return _print_build(api.build(_project(args), _build_options(args), progress=args.progress), args.json)
@@ -216,14 +223,14 @@ def cmd_lock(args: argparse.Namespace) -> int:
         _print_json(result.to_dict())
     elif args.check:
         for line in result.stale:
-            print(f"stale: {line}")
+            _say(f"stale: {line}")
         if not result.stale:
-            print(f"{result.path} is current")
+            _say(f"{result.path} is current")
     else:
         for image in result.images:
-            print(f"{image.variant or 'config'}: {image.base_image}@{image.base_digest}, {len(image.packages)} packages, "
+            _say(f"{image.variant or 'config'}: {image.base_image}@{image.base_digest}, {len(image.packages)} packages, "
                   f"lock {image.digest}")
-        print(f"wrote {result.path}", file=sys.stderr)
+        _say(f"wrote {result.path}", file=sys.stderr)
     return 1 if result.stale else 0
 
 
@@ -231,7 +238,7 @@ def _print_generated(result: api.GeneratedFile, as_json: bool) -> int:
     if as_json:
         print(json.dumps(result.to_dict()))
     elif result.written:
-        print(f"wrote {result.written}", file=sys.stderr)
+        _say(f"wrote {result.written}", file=sys.stderr)
     else:
         sys.stdout.write(result.text)
     return 0
@@ -247,7 +254,10 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 def cmd_print(args: argparse.Namespace) -> int:
     value = api.print_value(_project(args), args.name)
-    print(json.dumps({args.name: value}) if args.json else value)
+    if args.json:
+        print(json.dumps({args.name: value}))
+    else:
+        _say(value)
     return 0
 
 
@@ -255,11 +265,11 @@ def _print_build(result: api.BuildResult, as_json: bool) -> int:
     if as_json:
         _print_json(result.to_dict())
         return 0
-    print(f"image {result.image_id}{'' if result.built else ' (up to date)'}")
+    _say(f"image {result.image_id}{'' if result.built else ' (up to date)'}")
     for tag in result.tags:
-        print(f"tag   {tag}")
+        _say(f"tag   {tag}")
     for pushed in result.pushed:
-        print(f"push  {pushed.image}")
+        _say(f"push  {pushed.image}")
     return 0
 
 
@@ -275,11 +285,11 @@ def cmd_package(args: argparse.Namespace) -> int:
         _print_json(result.to_dict())
         return 0
     sdist = result.sdist
-    print(f"sdist   {sdist.path} ({sdist.size} bytes, {len(sdist.files)} files)")
-    print(f"sha256  {sdist.sha256}")
-    print(f"module  {sdist.module}")
+    _say(f"sdist   {sdist.path} ({sdist.size} bytes, {len(sdist.files)} files)")
+    _say(f"sha256  {sdist.sha256}")
+    _say(f"module  {sdist.module}")
     if result.staged:
-        print(f"uri     {result.uri}{'' if result.staged.uploaded else ' (already there)'}")
+        _say(f"uri     {result.uri}{'' if result.staged.uploaded else ' (already there)'}")
     return 0
 
 
@@ -293,7 +303,7 @@ def cmd_executor_list(args: argparse.Namespace) -> int:
         _print_json([e.to_dict() for e in found])
         return 0
     for e in found:
-        print(f"{e.framework}=={e.version} {'GPU (CUDA ' + e.cuda + ')' if e.gpu else 'CPU':<13} Python {e.python}  "
+        _say(f"{e.framework}=={e.version} {'GPU (CUDA ' + e.cuda + ')' if e.gpu else 'CPU':<13} Python {e.python}  "
               f"{e.uri}  (support ends {e.support_ends}, available until {e.available_until})")
     return 0
 
@@ -303,7 +313,7 @@ def cmd_push(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.__dict__))
     else:
-        print(result.image)
+        _say(result.image)
     return 0
 
 
@@ -313,7 +323,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         _print_json([f.__dict__ for f in findings])
     else:
         for f in findings:
-            print(f"{'ok ' if f.ok else 'FAIL'} {f.name:<9} {f.message}")
+            _say(f"{'ok ' if f.ok else 'FAIL'} {f.name:<9} {f.message}")
     # GPU and cluster failures are what a job would die of; missing build tools are only reported.
     return next((f.code for f in findings if not f.ok and f.code), 0)
 
@@ -327,9 +337,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.to_dict())
     else:
-        print(f"job {result.job_id}: exit code {result.exit_code}; outputs in {result.output_dir}")
+        _say(f"job {result.job_id}: exit code {result.exit_code}; outputs in {result.output_dir}")
         for metric in result.metrics:
-            print("metric " + json.dumps(metric))
+            _say("metric " + json.dumps(metric))
     return result.exit_code
 
 
@@ -339,11 +349,11 @@ def cmd_versions(args: argparse.Namespace) -> int:
         _print_json(out)
         return 0
     for name, series in out.items():
-        print(name)
+        _say(name)
         for key, info in series.items():
             cuda = ", ".join(info["cuda"]) or "CPU only"
             build = f"TPU build {info['tpu']}" if info.get("tpu") else f"CUDA {cuda}"
-            print(f"  {key:<8} releases {', '.join(info['releases']) or '(nightly)'}; {build}; "
+            _say(f"  {key:<8} releases {', '.join(info['releases']) or '(nightly)'}; {build}; "
                   f"Python {', '.join(info['python'])}" + (f"; GPU: {info['gpu_build']}" if info.get("gpu_build") else ""))
     return 0
 
@@ -356,12 +366,12 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         _print_json(report.to_dict())
     else:
         for finding in report.findings:
-            print(f"{'FAIL' if finding.problem else 'info'} {finding.message}")
+            _say(f"{'FAIL' if finding.problem else 'info'} {finding.message}")
         checked = ", ".join(f"{name} {count}" for name, count in report.checked)
-        print(f"checked {checked} releases against {report.index}: {len(report.problems)} problem(s)")
+        _say(f"checked {checked} releases against {report.index}: {len(report.problems)} problem(s)")
         if report.overlay:
             added = ", ".join(f"{f}=={r}" for f, r in report.added) or "nothing new"
-            print(f"wrote {report.overlay}: {added}")
+            _say(f"wrote {report.overlay}: {added}")
     # check: 1 when the data disagrees with the index, like diff; refresh has done its work either way.
     return 1 if args.action == "check" and report.problems else 0
 
@@ -387,34 +397,34 @@ def _submit_options(args: argparse.Namespace) -> api.SubmitOptions:
 
 def _print_warnings(warnings: tuple[str, ...]) -> None:
     for warning in warnings:
-        print(terminal_line(f"buildkit-py: warning: {warning}"), file=sys.stderr)
+        _say(f"buildkit-py: warning: {warning}", file=sys.stderr)
 
 
 def cmd_job(args: argparse.Namespace) -> int:
     as_json = args.json or (args.output is not None and args.output.suffix == ".json" and not args.yaml)
     result = api.job(_project(args), _job_options(args), args.output, as_json)
     for note in result.notes + result.job.notes:
-        print(terminal_line(f"note: {note}"), file=sys.stderr)
+        _say(f"note: {note}", file=sys.stderr)
     for field in result.not_converted:
-        print(terminal_line(f"not converted: {field}"), file=sys.stderr)
+        _say(f"not converted: {field}", file=sys.stderr)
     if result.written:
-        print(f"wrote {result.written} ({result.job.kind[:-1]})", file=sys.stderr)
+        _say(f"wrote {result.written} ({result.job.kind[:-1]})", file=sys.stderr)
     else:
         sys.stdout.write(result.text)
     return 0
 
 
 def _print_plan(result: api.PlanResult) -> None:
-    print(f"Vertex AI plan: {result.method} {result.url}")
-    print(f"  + {result.job.kind[:-1]} {json.dumps(result.job.display_name)}")
+    _say(f"Vertex AI plan: {result.method} {result.url}")
+    _say(f"  + {result.job.kind[:-1]} {json.dumps(result.job.display_name)}")
     for line in json.dumps(result.job.resource, indent=2).splitlines():
-        print(f"    {line}")
-    print("checks:")
+        _say(f"    {line}")
+    _say("checks:")
     for check in result.checks:
         mark = "info" if check.ok is None else "ok" if check.ok else "FAIL"
-        print(f"  {mark:<5} {check.name:<12} {check.detail}")
+        _say(f"  {mark:<5} {check.name:<12} {check.detail}")
     for note in result.job.notes:
-        print(f"note: {note}")
+        _say(f"note: {note}")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -434,22 +444,22 @@ def cmd_submit(args: argparse.Namespace) -> int:
     out = sys.stderr if args.json else sys.stdout
 
     def on_state(state: str, job: dict) -> None:
-        print(f"state {state}", file=out, flush=True)
+        _say(f"state {state}", file=out, flush=True)
 
     result = api.submit(_project(args), _job_options(args), _submit_options(args), on_state,
-                        on_line=lambda line: print(line.text(), file=out, flush=True))
+                        on_line=lambda line: _say(line.text(), file=out, flush=True))
     _print_warnings(result.warnings)
     if args.json:
         _print_json(result.to_dict())
     else:
         for tried in result.tried:
-            print(f"refused {tried}")
-        print(f"name    {result.name}")
-        print(f"console {result.console_url}")
+            _say(f"refused {tried}")
+        _say(f"name    {result.name}")
+        _say(f"console {result.console_url}")
         if args.wait:
-            print(f"end     {result.state}")
+            _say(f"end     {result.state}")
         if result.model:
-            print(f"model   {result.model}")
+            _say(f"model   {result.model}")
     _print_job_end(result.state, result.error, result.last_lines)
     return 1 if result.failed else 0
 
@@ -459,20 +469,20 @@ def _print_job_end(state: str, error: str | None, last_lines: tuple) -> None:
     if not error:
         return
     if last_lines:
-        print(f"buildkit-py: the job's last {len(last_lines)} lines:", file=sys.stderr)
+        _say(f"buildkit-py: the job's last {len(last_lines)} lines:", file=sys.stderr)
         for line in last_lines:
-            print(f"  {line.text()}", file=sys.stderr)
-    print(f"buildkit-py: the job ended in {state}: {error}", file=sys.stderr)
+            _say(f"  {line.text()}", file=sys.stderr)
+    _say(f"buildkit-py: the job ended in {state}: {error}", file=sys.stderr)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
     result = api.logs(args.job, _submit_options(args), project=args.project, region=args.region, follow=args.follow,
-                      on_line=None if args.json else lambda line: print(line.text(), flush=True),
+                      on_line=None if args.json else lambda line: _say(line.text(), flush=True),
                       **({"poll_interval": args.poll} if args.poll is not None else {}))
     if args.json:
         _print_json(result.to_dict())
     elif result.error:
-        print(f"buildkit-py: the job ended in {result.state}: {result.error}", file=sys.stderr)
+        _say(f"buildkit-py: the job ended in {result.state}: {result.error}", file=sys.stderr)
     return 0
 
 
@@ -481,7 +491,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.to_dict())
     else:
-        print(f"cancel requested for {result.name}: now {result.state}")
+        _say(f"cancel requested for {result.name}: now {result.state}")
     return 0
 
 
@@ -506,28 +516,28 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
         return result.exit_code
     found = result.inferred
     if found.dockerfile and args.dockerfile:
-        print(f"dockerfile   {found.dockerfile} (built as it is)")
+        _say(f"dockerfile   {found.dockerfile} (built as it is)")
     else:
-        print(f"trainer      {found.trainer or 'from ' + str(found.config_file)}")
-        print(f"requirements {found.requirements or 'none'}{' + ' + str(len(found.pip)) + ' in pip' if found.pip else ''}")
+        _say(f"trainer      {found.trainer or 'from ' + str(found.config_file)}")
+        _say(f"requirements {found.requirements or 'none'}{' + ' + str(len(found.pip)) + ' in pip' if found.pip else ''}")
         for source in found.sources:
-            print(f"  {source.requirement:<30} {source.source}")
-        print(f"framework    {found.framework + ' (' + str(found.framework_from) + ')' if found.framework else 'none found'}")
+            _say(f"  {source.requirement:<30} {source.source}")
+        _say(f"framework    {found.framework + ' (' + str(found.framework_from) + ')' if found.framework else 'none found'}")
         if found.framework_reason:
-            print(f"             {found.framework_reason}")
+            _say(f"             {found.framework_reason}")
     for stage in result.stages:
-        print(f"{stage.name:<7} {stage.seconds:6.2f}s  {stage.detail}")
+        _say(f"{stage.name:<7} {stage.seconds:6.2f}s  {stage.detail}")
     for step in result.next_steps:
-        print(f"would   {step}")
+        _say(f"would   {step}")
     if result.submitted:
-        print(f"name    {result.submitted.name}")
-        print(f"console {result.submitted.console_url}")
-        print(f"state   {result.submitted.state}")
+        _say(f"name    {result.submitted.name}")
+        _say(f"console {result.submitted.console_url}")
+        _say(f"state   {result.submitted.state}")
         if result.submitted.model:
-            print(f"model   {result.submitted.model}")
+            _say(f"model   {result.submitted.model}")
         _print_job_end(result.submitted.state, result.submitted.error, result.submitted.last_lines)
     if result.written:
-        print(f"wrote {result.written}")
+        _say(f"wrote {result.written}")
     return result.exit_code
 
 
@@ -542,16 +552,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
         _print_json(study.to_dict())
         return 0 if study.state == "SUCCEEDED" else 1
     names = [n for n, _ in study.trials[0].params] if study.trials else []
-    print("  ".join([f"{'trial':<5}", f"{'state':<9}", f"{study.metric:>12}", f"{'seconds':>7}", *names]))
+    _say("  ".join([f"{'trial':<5}", f"{'state':<9}", f"{study.metric:>12}", f"{'seconds':>7}", *names]))
     for t in study.trials:
         metric = f"{t.metric:.6g}" if t.metric is not None else "-"
-        print("  ".join([f"{t.id:<5}", f"{t.state:<9}", f"{metric:>12}", f"{t.seconds:7.1f}",
+        _say("  ".join([f"{t.id:<5}", f"{t.state:<9}", f"{metric:>12}", f"{t.seconds:7.1f}",
                          *(str(v) for _, v in t.params)]) + (f"  ({t.error})" if t.error else ""))
     best = study.best
-    print(f"best    {'trial ' + best.id + ': ' + study.metric + '=' + format(best.metric, '.6g') if best else 'none'} "
+    _say(f"best    {'trial ' + best.id + ': ' + study.metric + '=' + format(best.metric, '.6g') if best else 'none'} "
           f"({study.goal}, {study.algorithm}); study {study.state}; outputs in {study.output_dir}")
     for note in study.notes:
-        print(f"note: {note}")
+        _say(f"note: {note}")
     return 0 if study.state == "SUCCEEDED" else 1
 
 

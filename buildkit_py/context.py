@@ -20,7 +20,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import SHOWN_CHARS, ContextError, show
+from .errors import ContextError, show, shown_name
 from .fsutil import OUTPUT_MARKER
 
 HEAD_BYTES = 64 * 1024  # secrets are recognised by a prefix: a 50 GB dataset costs one small read
@@ -239,15 +239,15 @@ def _walk(root: Path, patterns: Sequence[_Pattern], notes: list[str]) -> Iterato
         except _GONE:
             if not folder:
                 raise
-            notes.append(f"{_shown(folder)}/ was deleted while the build context was listed: left out")
+            notes.append(f"{shown_name(folder)}/ was deleted while the build context was listed: left out")
             continue
         why = None if not folder or env_depth else _left_out_tree(entries)  # not the root: that is what the user named
         if why:
             env_depth = folder.count("/") + 1
             if not _may_reinclude(folder, patterns, env_depth):
                 if why.startswith("outputs"):  # an environment is plainly one; outputs might have been meant to ship
-                    notes.append(f"{_shown(folder)}/ left out: it holds {why} ({OUTPUT_MARKER}); "
-                                 f'a "!{_shown(folder)}" line in .dockerignore keeps it')
+                    notes.append(f"{shown_name(folder)}/ left out: it holds {why} ({OUTPUT_MARKER}); "
+                                 f'a "!{shown_name(folder)}" line in .dockerignore keeps it')
                 continue
         for entry in entries:
             rel = f"{folder}/{entry.name}" if folder else entry.name
@@ -263,14 +263,8 @@ def _walk(root: Path, patterns: Sequence[_Pattern], notes: list[str]) -> Iterato
             # would wait for a writer. Docker's context archive leaves sockets out too.
 
 
-def _shown(path: str) -> str:
-    """A path in a message: as it is, unless it holds spaces at an end or characters a terminal would act on,
-    or is too long to read (a path can run to 4,096 bytes)."""
-    return path if path.isprintable() and path == path.strip() and len(path) <= SHOWN_CHARS else show(path)
-
-
 def _os_error(exc: OSError) -> ContextError:
-    where = _shown(os.fsdecode(exc.filename)) if exc.filename is not None else "the build context"
+    where = shown_name(os.fsdecode(exc.filename)) if exc.filename is not None else "the build context"
     return ContextError(f"cannot read {where}: {exc.strerror or exc}")
 
 
@@ -284,7 +278,7 @@ def included_files(root: Path, ignore_text: str, notes: list[str] | None = None)
         real_root = root.resolve()
         for rel, entry in _walk(real_root, patterns, [] if notes is None else notes):
             if entry.is_symlink() and not Path(os.path.realpath(entry.path)).is_relative_to(real_root):
-                escaping.append(f"  {_shown(rel)} -> {_shown(os.readlink(entry.path))}")
+                escaping.append(f"  {shown_name(rel)} -> {shown_name(os.readlink(entry.path))}")
             files.append(rel)
     except OSError as exc:
         raise _os_error(exc) from None
@@ -434,7 +428,7 @@ def _head(path: Path, missing_ok: bool = False) -> bytes | None:
     except OSError as exc:
         if missing_ok and isinstance(exc, _GONE):
             return None
-        raise ContextError(f"cannot read {_shown(str(path))}: {exc.strerror or exc}") from None
+        raise ContextError(f"cannot read {shown_name(str(path))}: {exc.strerror or exc}") from None
 
 
 def _is_pkcs12(head: bytes) -> bool:
@@ -456,7 +450,7 @@ def find_large_files(root: Path, files: Iterable[str], *, missing_ok: bool = Fal
         except OSError as exc:
             if missing_ok and isinstance(exc, _GONE):
                 continue
-            raise ContextError(f"cannot read {_shown(str(root / rel))}: {exc.strerror or exc}") from None
+            raise ContextError(f"cannot read {shown_name(str(root / rel))}: {exc.strerror or exc}") from None
         if stat.S_ISREG(info.st_mode) and info.st_size > LARGE_FILE_BYTES:
             large.append((rel, info.st_size))
     return large
@@ -473,7 +467,7 @@ def _refuse(secrets: list[tuple[str, str]], allow_secrets: Sequence[str],
     problems: list[str] = []
     blocked = [(path, reason) for path, reason in secrets if not any(fnmatchcase(path, p) for p in allow_secrets)]
     if blocked:
-        listing = "\n".join(f"  {_shown(path)}  ({reason})" for path, reason in blocked)
+        listing = "\n".join(f"  {shown_name(path)}  ({reason})" for path, reason in blocked)
         problems.append(
             "the build context has files that look like secrets; they would be copied into the image:\n"
             f"{listing}\n"
@@ -482,7 +476,7 @@ def _refuse(secrets: list[tuple[str, str]], allow_secrets: Sequence[str],
         )
     too_big = [(path, size) for path, size in large if not any(fnmatchcase(path, p) for p in allow_large)]
     if too_big:
-        problems.append(_large_problem([f"  {_shown(path)}  ({_size(size)})" for path, size in too_big]))
+        problems.append(_large_problem([f"  {shown_name(path)}  ({_size(size)})" for path, size in too_big]))
     if problems:
         raise ContextError("\n".join(problems))
 
@@ -513,7 +507,7 @@ def _read_regular(rel: str, source: Path, limit: int | None, writer: BinaryIO | 
     copied there too. Past limit bytes (a file that grew since its size was checked) it stops and refuses."""
     reader = _open_regular(source)
     if reader is None:
-        raise ContextError(f"{_shown(rel)} changed while the build context was read: it is no longer a regular file")
+        raise ContextError(f"{shown_name(rel)} changed while the build context was read: it is no longer a regular file")
     # Only the exec bit carries over (as git keeps it): the image must not depend on the checkout's umask.
     content = hashlib.sha256()
     read = 0
@@ -523,7 +517,7 @@ def _read_regular(rel: str, source: Path, limit: int | None, writer: BinaryIO | 
         while chunk := reader.read(1 << 20 if limit is None else min(1 << 20, limit + 1 - read)):
             read += len(chunk)
             if limit is not None and read > limit:
-                raise ContextError(_large_problem([f"  {_shown(rel)}  (grew past {LARGE_FILE_BYTES >> 20} MiB "
+                raise ContextError(_large_problem([f"  {shown_name(rel)}  (grew past {LARGE_FILE_BYTES >> 20} MiB "
                                                    "while the build context was read)"]))
             if writer is not None:
                 writer.write(chunk)
@@ -637,10 +631,10 @@ def _snapshot(listing: ContextListing, directory: Path | None) -> Snapshot:
         try:
             kind, content = _take(rel, source, limit, None if directory is None else directory / rel)
         except _GONE:
-            notes.append(f"{_shown(rel)} was deleted while the build context was read: left out")
+            notes.append(f"{shown_name(rel)} was deleted while the build context was read: left out")
             continue
         except OSError as exc:
-            raise ContextError(f"cannot {'read' if directory is None else 'stage'} {_shown(rel)}: "
+            raise ContextError(f"cannot {'read' if directory is None else 'stage'} {shown_name(rel)}: "
                                f"{exc.strerror or exc}") from None
         digest.update(_record(kind, rel, content))
         files.append(rel)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .dockerfile_text import exec_form, instructions
+from .errors import shown_name
 
 MAX_FILES = 200  # files of each kind read
 MAX_BYTES = 1 << 20  # of each
@@ -183,11 +184,12 @@ def dockerfile_entries(directory: Path, is_module: Callable[[str], bool],
         workdir = "/"
         apt: list[str] = []
         env: dict[str, str] = {}
-        for line, keyword, arguments in instructions(_text(path)):
+        for instruction in instructions(_text(path)):
+            line, keyword, arguments = instruction.line, instruction.keyword, instruction.arguments
             if keyword == "FROM":
                 entrypoint, cmd, workdir, apt, env = None, None, "/", [], {}
                 found = _FROM_PYTHON.match(arguments)
-                python = (found.group(1), f"{rel}:{line}") if found else None
+                python = (found.group(1), f"{shown_name(rel)}:{line}") if found else None
             elif keyword == "RUN":
                 apt += _apt_packages(arguments)
             elif keyword == "ENV":
@@ -195,7 +197,8 @@ def dockerfile_entries(directory: Path, is_module: Callable[[str], bool],
             elif keyword == "WORKDIR":
                 workdir = arguments if arguments.startswith("/") else f"{workdir.rstrip('/')}/{arguments}"
             elif keyword == "ENTRYPOINT":
-                entrypoint, cmd = (line, _words(arguments)), None  # ENTRYPOINT resets CMD, as the builder does
+                # the builder resets an inherited CMD (unknown here: None), not one this stage set
+                entrypoint = (line, _words(arguments))
             elif keyword == "CMD":
                 cmd = (line, _words(arguments))
         command = (entrypoint[1] or []) if entrypoint else []
@@ -215,7 +218,7 @@ def dockerfile_entries(directory: Path, is_module: Callable[[str], bool],
         if any("$" in a for a in args):  # the shell expanded these; a job passes its args as they are
             others.append(f"arguments with shell variables ({' '.join(args)[:80]}) are left out")
             args = []
-        yield Declared(module, script, tuple(args), f"{rel}:{line}", "dockerfile", tuple(others), python,
+        yield Declared(module, script, tuple(args), f"{shown_name(rel)}:{line}", "dockerfile", tuple(others), python,
                        tuple(dict.fromkeys(apt)), tuple(env.items()))
 
 
@@ -237,7 +240,7 @@ def submitted_entries(directory: Path, is_module: Callable[[str], bool],
                     continue
                 if (is_module(name) if module else is_script(name)):
                     line = text.count("\n", 0, match.start()) + 1
-                    yield Declared(name if module else None, None if module else name, (), f"{rel}:{line}", "submit")
+                    yield Declared(name if module else None, None if module else name, (), f"{shown_name(rel)}:{line}", "submit")
 
 
 def _folders(directory: Path) -> list[Path]:

@@ -105,11 +105,13 @@ def show(value: object) -> str:
     return text
 
 
-def terminal_line(text: str) -> str:
-    """A message for a terminal: its lines kept, every other control, format or separator
-    character escaped (ESC cannot move the cursor, U+202E cannot reverse a line), credentials masked."""
+def terminal_line(text: str, *, lines: bool = True) -> str:
+    """A message for a terminal: its lines kept (lines=False: a line break escaped too, for what must stay one line,
+    as a file named `a\\nRUN x` in a report), every other control, format or separator character escaped (ESC
+    cannot move the cursor, U+202E cannot reverse a line), credentials masked."""
+    kept = "\n\t" if lines else "\t"
     return mask_credentials("".join(
-        ch if ch in "\n\t" or ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+        ch if ch in kept or ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
         for ch in text))
 
 

@@ -99,8 +99,8 @@ class Appended:
 
 
 def _instructions(text: str) -> list[tuple[str, str]]:
-    """(KEYWORD, arguments) per instruction, continuation lines joined and comments dropped."""
-    return [(keyword, arguments) for _, keyword, arguments in instructions(text)]
+    """(KEYWORD, arguments) per instruction, as BuildKit reads them."""
+    return [(i.keyword, i.arguments) for i in instructions(text)]
 
 
 def _words(arguments: str) -> list[str] | None:

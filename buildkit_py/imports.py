@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BuildError, ImportCheckError
+from .errors import BuildError, ImportCheckError, shown_name
 from .launcher.constants import IMPORT_CHECKING_MARKER, IMPORT_FAILED_MARKER, IMPORTS_CONTEXT_FILE
 
 # An import inside `try:` whose handler catches one of these is optional: the code runs without it.
@@ -229,7 +229,7 @@ def closure(module: str | None, script: str | None, files: Iterable[str], parse:
                 continue
             if folder and folder != script_dir and (f"{folder}/{top}.py" in listed or f"{folder}/{top}/__init__.py" in listed):
                 continue  # Python 2's implicit relative import: inference says so
-            names, _ = needed.setdefault(st.module, (set(), f"{rel}:{st.line}"))
+            names, _ = needed.setdefault(st.module, (set(), f"{shown_name(rel)}:{st.line}"))
             names.update(st.names)
     return ImportSet(tuple(Needed(m, tuple(sorted(names)), where, _provider(table, m, names))
                            for m, (names, where) in sorted(needed.items())))

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from .config import Config, default_ca_bundle, read_yaml
-from .errors import BuildError, ConfigError, RegistryError, show
+from .errors import BuildError, ConfigError, RegistryError, show, shown_name
 from .fsutil import consult, kept_text, read_text, write_atomic
 from .notebook import HtmlRepr
 from .plan import Plan, PlanLock
@@ -276,7 +276,7 @@ def _check_variants(lock: Lock, wanted: set[str | None], exact: bool) -> None:
     have = {i.variant for i in lock.images}
     if (wanted != have) if exact else not wanted <= have:
         def names(items: set) -> str:
-            return ", ".join(sorted(i or BASE_KEY for i in items)) or "none"
+            return ", ".join(sorted(shown_name(i or BASE_KEY) for i in items)) or "none"  # hand-edited names
         raise ConfigError(f"the lock has sections {names(have)}; the config's images are {names(wanted)}: is it another "
                           "config's lock? Run `buildkit-py lock` to write it for this one", where=str(lock.path))
 
@@ -300,7 +300,7 @@ def changes(config: Config, plan: Plan, image: LockedImage) -> tuple[str, ...]:
         if now["plan"] == had.get("plan"):
             raise ConfigError(f"{show(locked[name])} is not the {name} the lock was resolved for ({value}): it was "
                               "edited by hand; run `buildkit-py lock` to write it again", where=dict(image.lines).get(name))
-        found.append(f"{name} {value} is planned, the lock has {locked[name]}")
+        found.append(f"{name} {value} is planned, the lock has {shown_name(locked[name])}")
     if now["plan"] != had.get("plan") and not found:
         found.append("the planned packages changed since the lock was written (flags or the config)")
     return tuple(found)

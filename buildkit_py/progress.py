@@ -11,7 +11,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, TextIO
 
-from .errors import ConfigError, show
+from .errors import ConfigError, show, terminal_line
 
 if TYPE_CHECKING:
     from .jobs.logs import LogLine
@@ -31,7 +31,8 @@ class Reporter:
         self.stream.flush()
 
     def message(self, text: str) -> None:
-        self._write(f"buildkit-py: {text}")
+        # one line: a note quotes names from the trainer's files, which no character of may act on a terminal
+        self._write(terminal_line(f"buildkit-py: {text}", lines=False))
 
     def build_line(self, line: str) -> None:
         self._write(line)
@@ -51,7 +52,7 @@ class Reporter:
 
     def job_state(self, name: str, state: str) -> None:
         """A submitted job's state changed (submit with wait)."""
-        self._write(f"buildkit-py: {name}: {state}")
+        self._write(terminal_line(f"buildkit-py: {name}: {state}", lines=False))
 
     def job_log(self, line: LogLine) -> None:
         """A line of the submitted job's log (submit with wait)."""

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .buildtypes import EXTENSIONS_STAGE
+from .dockerfile_text import Instruction
 from .dockerfile_text import exec_form as exec_words
+from .dockerfile_text import read as read_dockerfile
 from .errors import ConfigError, OutputError, RenderError, show
 from .fsutil import cache_dir, consult, read_text, write_atomic
 from .launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
@@ -232,38 +234,41 @@ LAUNCHER_ROOT = "/opt/buildkit-py"  # where --with-launcher puts the launcher in
 def _exec_form_of(dockerfile: str, where: str) -> tuple[list[str], list[str], str]:
     """The final stage's own ENTRYPOINT and CMD, each a JSON (exec form) array ([] for one it does not set),
     and the Dockerfile with those instructions commented out: the launcher's take their place (hadolint
-    refuses two ENTRYPOINTs, and a reader should see one)."""
-    lines = dockerfile.split("\n")
-    found: dict[str, tuple[list[str], list[int]]] = {}
-    start, logical = 0, ""
-    for number, line in enumerate(lines):
-        stripped = line.strip()
-        if not logical and (not stripped or stripped.startswith("#")):
-            continue
-        if not logical:
-            start = number
-        if stripped.endswith("\\"):
-            logical += stripped[:-1] + " "
-            continue
-        logical, instruction = "", logical + stripped
-        keyword, _, rest = instruction.partition(" ")
-        keyword = keyword.upper()
-        if keyword == "FROM":
-            found = {}
-        elif keyword in ("ENTRYPOINT", "CMD"):
-            value = exec_words(rest)
+    refuses two ENTRYPOINTs, and a reader should see one). Read as BuildKit reads it (dockerfile_text), and
+    changed only where that leaves every other instruction as it was."""
+    try:
+        parsed = read_dockerfile(dockerfile)
+    except ConfigError as exc:
+        raise ConfigError(f"BuildKit cannot read it: {exc.detail}", where=where) from None
+    found: dict[str, list[str]] = {}  # the last of each: it is the one the image gets
+    commands: list[Instruction] = []  # every ENTRYPOINT and CMD of the final stage: all give way to the launcher's
+    for instruction in parsed.instructions:
+        if instruction.keyword == "FROM":
+            found, commands = {}, []
+        elif instruction.keyword in ("ENTRYPOINT", "CMD"):
+            value = exec_words(instruction.arguments)
             if value is None:
-                raise ConfigError(f"{keyword} {show(rest.strip())} is in shell form: --with-launcher hands the command to "
-                                  f"the launcher word for word, so write it in exec form, {keyword} [\"python\", "
-                                  "\"train.py\"]", where=where)
-            found[keyword] = (value, list(range(start, number + 1)))
+                raise ConfigError(f"line {instruction.line}: {instruction.keyword} {show(instruction.arguments)} is not "
+                                  "in exec form: --with-launcher hands the command to the launcher word for word, so "
+                                  f"write it as a JSON list, {instruction.keyword} [\"python\", \"train.py\"]", where=where)
+            found[instruction.keyword] = value
+            commands.append(instruction)
     if not found:
         raise ConfigError("the final stage sets no ENTRYPOINT or CMD of its own: --with-launcher needs the command it "
                           "hands off to (an image's inherited one is not known here)", where=where)
-    for _, numbers in found.values():
-        for n in numbers:
-            lines[n] = "# (after the launcher, below) " + lines[n].rstrip("\\").rstrip()  # a comment continues nothing
-    return found.get("ENTRYPOINT", ([], []))[0], found.get("CMD", ([], []))[0], "\n".join(lines)
+    lines = list(parsed.lines)
+
+    def rewrite(n: int, prefix: str = "") -> None:
+        body = lines[n - 1].rstrip("\r\n")
+        lines[n - 1] = prefix + parsed.continuation(body)[0] + lines[n - 1][len(body):]
+
+    for instruction in commands:
+        for n in instruction.text_lines:  # a comment continues nothing, so the escape character goes
+            rewrite(n, "# (after the launcher, below) ")
+    last = parsed.instructions[-1]
+    if last.open and last not in commands:
+        rewrite(last.text_lines[-1])  # the file ends inside a continuation, which would take in the launcher's COPY
+    return found.get("ENTRYPOINT", []), found.get("CMD", []), "".join(lines)
 
 
 def render_with_launcher(dockerfile: str, where: str) -> str:

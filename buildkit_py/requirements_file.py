@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from .errors import shown_name
+
 # pip's hash-checking mode: a per-requirement --hash, or --require-hashes on a line of its own.
 _HASH_CHECKED = re.compile(r"(?:^|\s)--(?:hash(?:=|\s)|require-hashes(?:\s|$))")
 
@@ -24,7 +26,7 @@ def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
         line = re.sub(r"(^|\s)#.*", "", pending + line).strip()
         pending = ""
         if line:
-            out.append((line, f"{source}:{start}"))
+            out.append((line, f"{shown_name(source)}:{start}"))
     return out
 
 

@@ -402,7 +402,7 @@ def test_a_script_in_a_folder_beside_a_dockerfile(project):
     assert text.endswith('ENTRYPOINT ["python3", "-m", "buildkit_launcher", "--", "python", "/trainer/train.py"]\nCMD []\n')
     assert hadolint(text) == ""
     root.joinpath("Dockerfile").write_text("FROM python:3.11-slim\nCMD python train.py\n")
-    assert "shell form" in refused(root, "--dockerfile", "--with-launcher")
+    assert "CMD 'python train.py' is not in exec form" in refused(root, "--dockerfile", "--with-launcher")
     root.joinpath("Dockerfile").write_text("FROM python:3.11-slim\nENTRYPOINT [\"x\"]\nFROM python:3.11-slim\nRUN true\n")
     assert "no ENTRYPOINT or CMD" in refused(root, "--dockerfile", "--with-launcher")
     root.joinpath("Dockerfile").unlink()

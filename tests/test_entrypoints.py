@@ -34,6 +34,12 @@ PACKAGE = {"mypkg/__init__.py": "", "mypkg/training/__init__.py": "", "mypkg/tra
     ("Dockerfile.training", 'FROM python:3.9\nCOPY . /app\nWORKDIR /app\n'
                             'CMD ["sh", "-c", "dvc pull data/raw && python src/models/train_model.py"]\n',
      {"script": "src/models/train_model.py"}, None),
+    # a CMD set before the ENTRYPOINT in the same stage stays (BuildKit resets only an inherited one)
+    ("Dockerfile", 'FROM python:3.10\nCOPY . /app\nCMD ["--steps", "5"]\nENTRYPOINT ["python", "-m", "mypkg.training.train"]\n',
+     {"module": "mypkg.training.train", "args": ["--steps", "5"]}, "--steps 5"),
+    # a heredoc's body is a script, not instructions
+    ("Dockerfile", 'FROM python:3.10\nRUN <<EOF\nENTRYPOINT ["python", "serve.py"]\nEOF\nCOPY . /app\n'
+                   'ENTRYPOINT ["python", "-m", "mypkg.training.train"]\n', {"module": "mypkg.training.train"}, None),
 ])
 def test_a_training_dockerfile_names_the_trainer(project, name, text, trainer, args):
     root = project({**PACKAGE, "src/models/train_model.py": "print(2)\n", "trainer/__init__.py": "",

@@ -46,11 +46,18 @@ def test_the_rendered_dockerfile_ends_in_the_code_step_and_names_what_earlier_st
     ("FROM x\nCOPY . /app\nWORKDIR /app\n", "last layer is not a plain `COPY . DIR`"),
     ("FROM x\nCOPY . /src\nCOPY . /app\n", "copies the whole context"),
     ("FROM x\nADD https://example.invalid/a /a\nCOPY . /app\n", "a URL"),
-    ("FROM x\nRUN <<EOF\necho\nEOF\nCOPY . /app\n", "instructions buildkit-py does not follow"),
+    ("FROM x\nFROBNICATE a\nCOPY . /app\n", "instructions buildkit-py does not follow"),
+    # a heredoc's body is the RUN's script, not instructions (as BuildKit reads it)
+    ("FROM x\nRUN <<EOF\nCOPY . /app\nEOF\n", "last layer is not a plain `COPY . DIR`"),
 ])
 def test_dockerfiles_the_fast_path_cannot_follow_say_why(text, why):
     found = fastpath.code_step(text)
     assert isinstance(found, str) and why in found
+
+
+def test_a_heredoc_before_the_code_step_is_a_layer_like_any_run():
+    step = fastpath.code_step("FROM x\nRUN <<EOF\necho\nEOF\nCOPY . /app\n")
+    assert step == fastpath.CodeStep("/app", "COPY . /app", ())
 
 
 def test_metadata_after_the_code_step_and_copies_from_stages_are_fine():

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import METRIC_TAG, load_raw, param_name, validate_keys
-from ..errors import ConfigError, show
+from ..errors import ConfigError, show, shown_name
 from ..resources import read_data, resource_dir
 
 # Legacy machine names (AI Platform "legacy machine types") -> Compute Engine type and GPUs.
@@ -258,7 +258,7 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
     master_config = ti.get("masterConfig") if isinstance(ti.get("masterConfig"), dict) else {}
     for key in master_config:
         if key not in ("acceleratorConfig", "imageUri", "containerCommand", "containerArgs"):
-            conv.leave(f"trainingInput.masterConfig.{key}", "no Vertex AI equivalent buildkit-py sets")
+            conv.leave(f"trainingInput.masterConfig.{shown_name(key)}", "no Vertex AI equivalent buildkit-py sets")
     if "imageUri" in master_config:
         job["image"] = master_config["imageUri"]
     if "containerCommand" in master_config:
@@ -300,7 +300,7 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
             job["timeout"] = str(scheduling["maxRunningTime"])
         for key in scheduling:
             if key != "maxRunningTime":
-                conv.leave(f"trainingInput.scheduling.{key}", "Vertex AI's scheduling has no equivalent")
+                conv.leave(f"trainingInput.scheduling.{shown_name(key)}", "Vertex AI's scheduling has no equivalent")
     known = {"scaleTier", "masterType", "masterConfig", "workerType", "workerConfig", "workerCount", "parameterServerType",
              "parameterServerConfig", "parameterServerCount", "evaluatorType", "evaluatorConfig", "evaluatorCount",
              "args", "jobDir", "packageUris", "pythonModule", "runtimeVersion", "pythonVersion", "region",
@@ -310,7 +310,7 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
            "workerConfig": "handled with workerType", "evaluatorConfig": "handled with evaluatorType"}
     for key in ti:
         if key not in known:
-            conv.leave(f"trainingInput.{key}", why.get(key, "no Vertex AI equivalent buildkit-py sets"))
+            conv.leave(f"trainingInput.{shown_name(key)}", why.get(key, "no Vertex AI equivalent buildkit-py sets"))
     values = {"job": job}
     if "hyperparameters" in ti:
         values["hyperparameters"] = _hyperparameters(conv, raw, conv.mapping(ti["hyperparameters"],
@@ -373,7 +373,7 @@ def _hyperparameters(conv: _Converter, raw: Any, hp: dict) -> dict:
     for key in hp:
         if key not in ("goal", "hyperparameterMetricTag", "maxTrials", "maxParallelTrials", "maxFailedTrials", "algorithm",
                        "params"):
-            conv.leave(f"{field}.{key}", "Vertex AI's study spec has no equivalent buildkit-py sets")
+            conv.leave(f"{field}.{shown_name(key)}", "Vertex AI's study spec has no equivalent buildkit-py sets")
     params = []
     for i, p in enumerate(hp.get("params") or []):
         p = conv.mapping(p, f"{field}.params[{i}]")
