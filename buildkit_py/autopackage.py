@@ -28,7 +28,7 @@ from .api_usage import notes as removed_notes
 from .api_usage import removed_uses
 from .config import bad_character, find_config, load_raw
 from .errors import ConfigError, show
-from .fsutil import read_text
+from .fsutil import inside, read_text
 from .imports import Needed, closure, import_names, statements
 from .lockfiles import found_in, is_lock_file, locked
 from .matrix import Framework, Matrix, gpu_python, load_matrix, usable_python, version_key
@@ -123,14 +123,6 @@ class _RequirementsFile:
     hashed: str | None = None  # where a line asks for hash checking (--hash, --require-hashes)
 
 
-def _option(text: str) -> tuple[str, str]:
-    head, _, rest = text.partition(" ")
-    if "=" in head:
-        head, _, value = head.partition("=")
-        return head, (value + " " + rest).strip()
-    return head, rest.strip()
-
-
 def _local_path(text: str) -> bool:
     return text.startswith(("./", "../", "/", "file:")) or bool(_ARCHIVE.fullmatch(text))
 
@@ -141,22 +133,22 @@ def _refuse_extras(text: str, where: str) -> None:
                       "the line", where=where)
 
 
-def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -> _RequirementsFile:
-    """Every line of a requirements file checked as pip would read it: an invalid requirement, an option the
-    image's installer cannot honour from a file copied alone, and a local path exit 2 naming the line."""
-    from .requirements_file import hash_checked, requirement_lines
+def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
+    """Every line of a requirements file and of the files it includes (-r) checked as pip would read it: an
+    invalid requirement, an option the image's installer cannot honour from a file copied alone, and a local path
+    exit 2 naming the line."""
+    from .requirements_file import asks_hashes, included_lines
+    from .requirements_file import option as option_of
 
-    path = directory / name
     lines: list[tuple[str, str]] = []
     options: list[tuple[str, str, str]] = []
-    included: list[str] = []
     installs_self = None
-    content = read_text(path, "requirements file")
-    hashed = hash_checked(content, name)
-    for text, where in requirement_lines(content, name):
+    read, included = included_lines(directory, name, ("-r", "--requirement"))
+    hashed = next((where for text, where, _ in read if asks_hashes(text)), None)
+    for text, where, _ in read:
         _checked_text(text, where)
         if text.startswith("-"):
-            option, value = _option(text)
+            option, value = option_of(text)
             if option in ("-e", "--editable") and value in _SELF:
                 installs_self = installs_self or where
             elif option in ("-e", "--editable") and _SELF_EXTRAS.fullmatch(value):
@@ -167,19 +159,6 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
                                   "index, or move its code into the trainer directory", where=where)
             elif option in ("-e", "--editable"):
                 lines.append((value, where))
-            elif option in ("-r", "--requirement"):
-                target = (path.parent / value).resolve()
-                if not target.is_relative_to(directory.resolve()) or not target.is_file():
-                    raise ConfigError(f"{show(text)}: {show(value)} is not a file in the trainer directory", where=where)
-                rel = target.relative_to(directory.resolve()).as_posix()
-                if rel in seen + (name,):
-                    raise ConfigError(f"{show(text)} includes {show(rel)} again (a loop)", where=where)
-                inner = _read_requirements(directory, rel, seen + (name,))
-                lines += inner.lines
-                options += inner.options
-                included += [rel, *inner.included]
-                installs_self = installs_self or inner.installs_self
-                hashed = hashed or inner.hashed
             elif option in ("-f", "--find-links") and value.startswith(("https://", "http://")):
                 options.append((option, value, where))
             elif option in ("-f", "--find-links"):
@@ -218,7 +197,7 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
             raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {_one_line(exc)}; current pip "
                               f"refuses it too{_meant(text)}", where=where) from None
         lines.append((text, where))
-    return _RequirementsFile(tuple(lines), tuple(options), installs_self, tuple(included), hashed)
+    return _RequirementsFile(tuple(lines), tuple(options), installs_self, included, hashed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,7 +418,7 @@ def _declared(directory: Path) -> _Own:
     """The trainer's own package: its name, requirements (with where), version and entry points. setup.py and
     setup.cfg are read without running anything where they state them; where the requirements are computed, the
     PEP 517 metadata hook runs, as `pip install .` (what gcloud's autopackaging ran) would."""
-    setup_py, setup_cfg, pyproject = (directory / n for n in ("setup.py", "setup.cfg", "pyproject.toml"))
+    setup_py, setup_cfg, pyproject = (inside(directory, directory / n, n) for n in ("setup.py", "setup.cfg", "pyproject.toml"))
     name: Any = None
     version: Any = _UNSET
     entry_points: Any = _UNSET
@@ -839,12 +818,12 @@ def _script_trainer(directory: Path, script: tuple[str, str, str],
 
 def _guarded(directory: Path, module: str) -> bool:
     """Does the module's file run something under `if __name__ == "__main__"`."""
-    return _has_main_block(directory.joinpath(*module.split(".")).with_suffix(".py"))
+    return _has_main_block(directory, directory.joinpath(*module.split(".")).with_suffix(".py"))
 
 
-def _has_main_block(path: Path) -> bool:
+def _has_main_block(directory: Path, path: Path) -> bool:
     try:
-        return bool(_MAIN_GUARD.search(read_text(path, "Python file")))
+        return bool(_MAIN_GUARD.search(read_text(path, "Python file", root=directory)))
     except ConfigError:
         return False
 
@@ -994,7 +973,7 @@ def _main_modules(directory: Path) -> list[str]:
             if (path.name == "__init__.py" or _TEST_FILE.search(rel) or not _MODULE_PART.fullmatch(path.stem)
                     or path.is_symlink() or not path.is_file()):
                 continue
-            if _has_main_block(path):
+            if _has_main_block(directory, path):
                 found.append(f"{package}.{path.stem}")
     return found
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import SHOWN_CHARS, ContextError, show
-from .fsutil import OUTPUT_MARKER
+from .fsutil import OUTPUT_MARKER, leads_outside
 
 HEAD_BYTES = 64 * 1024  # secrets are recognised by a prefix: a 50 GB dataset costs one small read
 # Datasets and checkpoints belong in a bucket the trainer reads at run time: in the image they are re-sent on
@@ -303,7 +303,7 @@ def included_files(root: Path, ignore_text: str, notes: list[str] | None = None)
     try:
         real_root = root.resolve()
         for rel, entry in _walk(real_root, patterns, [] if notes is None else notes):
-            if entry.is_symlink() and not Path(os.path.realpath(entry.path)).is_relative_to(real_root):
+            if entry.is_symlink() and leads_outside(entry.path, real_root):
                 escaping.append(f"  {_shown(rel)} -> {_shown(os.readlink(entry.path))}")
             files.append(rel)
     except OSError as exc:

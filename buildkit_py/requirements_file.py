@@ -3,7 +3,12 @@ the file asks for hash checking. Light on purpose: the plan reads it for every D
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
+
+MAX_INCLUDES = 16  # requirements files in one chain of -r / -c includes; real projects chain two or three
+INCLUDES = ("-r", "--requirement", "-c", "--constraint")
 
 # pip's hash-checking mode: a per-requirement --hash, or --require-hashes on a line of its own.
 _HASH_CHECKED = re.compile(r"(?:^|\s)--(?:hash(?:=|\s)|require-hashes(?:\s|$))")
@@ -28,9 +33,66 @@ def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
     return out
 
 
+def asks_hashes(line: str) -> bool:
+    """Whether a logical line asks for pip's hash-checking mode."""
+    return _HASH_CHECKED.search(line) is not None
+
+
 def hash_checked(text: str, source: str) -> str | None:
     """Where the file first asks for hash checking ("requirements.txt:3"), or None."""
-    return next((where for line, where in requirement_lines(text, source) if _HASH_CHECKED.search(line)), None)
+    return next((where for line, where in requirement_lines(text, source) if asks_hashes(line)), None)
+
+
+def option(text: str) -> tuple[str, str]:
+    """(option, value) of an option line: "-r x.txt", "--index-url=URL"."""
+    head, _, rest = text.partition(" ")
+    if "=" in head:
+        head, _, value = head.partition("=")
+        return head, (value + " " + rest).strip()
+    return head, rest.strip()
+
+
+def included_lines(root: Path, name: str, follow: tuple[str, ...] = INCLUDES
+                   ) -> tuple[list[tuple[str, str, bool]], tuple[str, ...]]:
+    """(line, "file:line", whether from a constraints file) for each logical line of the requirements file NAME
+    (relative to ROOT, the trainer directory) and of the files its `follow` options include, in pip's order; and the
+    included files. Each file is read inside ROOT, so that what a tool is handed holds no line buildkit-py has not
+    read; an include leading outside ROOT, missing, in a loop or past MAX_INCLUDES deep is a ConfigError naming the
+    line. Iterative: a long chain costs no stack."""
+    from .errors import ConfigError, show
+    from .fsutil import leads_outside, read_text
+
+    real_root = root.resolve()
+    lines: list[tuple[str, str, bool]] = []
+    included: list[str] = []
+    chain = [name]
+    stack = [(iter(requirement_lines(read_text(root / name, "requirements file", root=root), name)), False)]
+    while stack:
+        step = next(stack[-1][0], None)
+        if step is None:
+            stack.pop()
+            chain.pop()
+            continue
+        text, where = step
+        constraint = stack[-1][1]
+        key, value = option(text) if text.startswith("-") else ("", "")
+        if key not in follow:
+            lines.append((text, where, constraint))
+            continue
+        target = Path(os.path.normpath(root / chain[-1] / ".." / value))
+        if not value or leads_outside(target, real_root) or not target.is_file():
+            raise ConfigError(f"{show(text)}: {show(value)} is not a file in the trainer directory", where=where)
+        rel = Path(os.path.realpath(target)).relative_to(real_root).as_posix()
+        if rel in chain:
+            raise ConfigError(f"{show(text)} includes {show(rel)} again (a loop)", where=where)
+        if len(chain) >= MAX_INCLUDES:
+            raise ConfigError(f"{show(text)} makes a chain of more than {MAX_INCLUDES} requirements files; "
+                              f"buildkit-py follows at most {MAX_INCLUDES} -r / -c includes deep", where=where)
+        chain.append(rel)
+        included.append(rel)
+        stack.append((iter(requirement_lines(read_text(real_root / rel, "requirements file", root=root), rel)),
+                      constraint or key in ("-c", "--constraint")))
+    return lines, tuple(included)
 
 
 _NAME = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=\s*(?:\[|[<>=!~;@]|$))", re.ASCII)
