@@ -33,6 +33,7 @@ from .imports import Needed, closure, import_names, statements
 from .lockfiles import found_in, is_lock_file, locked
 from .matrix import Framework, Matrix, gpu_python, load_matrix, usable_python, version_key
 from .progress import Reporter
+from .requirements_file import local_path
 
 if TYPE_CHECKING:
     from .entrypoints import Declared
@@ -49,9 +50,6 @@ _MODULE_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 # tf.data or TensorBoard beside torch, a boosting baseline, scikit-learn's metrics); frameworks not
 # listed follow by name. The others stay plain requirements, installed from the index as declared.
 FRAMEWORK_ORDER = ("torch", "tensorflow", "jax", "xgboost", "scikit-learn")
-# Options of a requirements file that uv honours in the copied file (checked with uv 0.13.0, 2026-11-24).
-_KEPT_OPTIONS = {"-i", "--index-url", "--extra-index-url", "--no-index", "--pre", "--prefer-binary",
-                 "--only-binary", "--no-binary", "--require-hashes"}
 # pip's per-requirement options, after the requirement on the same line.
 _PER_REQUIREMENT = re.compile(r"\s+--(?:hash|config-settings|global-option|install-option)(?:=|\s).*$")
 _SELF = {".", "./", "file:.", "file:./"}
@@ -59,7 +57,6 @@ _SELF = {".", "./", "file:.", "file:./"}
 # installer uses it anyway, so the option says nothing (pypi.python.org redirects to pypi.org).
 _PYPI_INDEX = re.compile(r"https?://pypi\.(?:python\.)?org/simple/?", re.ASCII | re.IGNORECASE)
 _SELF_EXTRAS = re.compile(r"(?:file:)?\./?\[[^\]]*\]")
-_ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
 MAX_REQUIREMENT = 4096  # characters of one requirement line; longer is not a requirement (URLs with hashes fit)
 _DOCKERFILE_NAME = re.compile(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
@@ -123,10 +120,6 @@ class _RequirementsFile:
     hashed: str | None = None  # where a line asks for hash checking (--hash, --require-hashes)
 
 
-def _local_path(text: str) -> bool:
-    return text.startswith(("./", "../", "/", "file:")) or bool(_ARCHIVE.fullmatch(text))
-
-
 def _refuse_extras(text: str, where: str) -> None:
     raise ConfigError(f"{show(text)} installs the trainer with extras: autopackage installs the trainer's declared "
                       "dependencies, not those of its extras; list the extras' requirements in the file instead of "
@@ -137,7 +130,7 @@ def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
     """Every line of a requirements file and of the files it includes (-r) checked as pip would read it: an
     invalid requirement, an option the image's installer cannot honour from a file copied alone, and a local path
     exit 2 naming the line."""
-    from .requirements_file import asks_hashes, included_lines
+    from .requirements_file import KEPT_OPTIONS, asks_hashes, included_lines
     from .requirements_file import option as option_of
 
     lines: list[tuple[str, str]] = []
@@ -171,11 +164,11 @@ def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
             elif option in ("-c", "--constraint"):
                 raise ConfigError(f"{show(text)}: a constraints file is not copied with the requirements file; pin the "
                                   "versions in the requirements file itself", where=where)
-            elif option in _KEPT_OPTIONS:
+            elif option in KEPT_OPTIONS:
                 options.append((option, value, where))
             else:
                 raise ConfigError(f"{show(text)}: the option {show(option)} is not one autopackage can pass to the "
-                                  f"image's installer; allowed: {', '.join(sorted(_KEPT_OPTIONS))}, -r, -f URL, -e .",
+                                  f"image's installer; allowed: {', '.join(sorted(KEPT_OPTIONS))}, -r, -f URL, -e .",
                                   where=where)
             continue
         text = _PER_REQUIREMENT.sub("", text)
@@ -190,7 +183,7 @@ def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
             if "://" in text:  # a URL pip installs (an archive or VCS link): left to the installer
                 lines.append((text, where))
                 continue
-            if _local_path(text):
+            if local_path(text):
                 raise ConfigError(f"{show(text)} is a path on this machine: the requirements file is copied into the "
                                   "image alone; publish the package to an index, or move its code into the trainer "
                                   "directory", where=where) from None

@@ -216,7 +216,7 @@ def render_project_dockerignore(root: Path) -> str:
     """The defaults plus the project's own .dockerignore, when it has one."""
     user = root / ".dockerignore"
     consult(user)
-    return render_dockerignore(read_text(user, ".dockerignore") if user.is_file() else None)
+    return render_dockerignore(read_text(user, ".dockerignore", root=root) if user.is_file() else None)
 
 
 def render_dockerignore(user_dockerignore: str | None = None) -> str:

@@ -9,6 +9,9 @@ from pathlib import Path
 
 MAX_INCLUDES = 16  # requirements files in one chain of -r / -c includes; real projects chain two or three
 INCLUDES = ("-r", "--requirement", "-c", "--constraint")
+# Options of a requirements file that uv honours in the copied file (checked with uv 0.13.0, 2026-11-24).
+KEPT_OPTIONS = frozenset({"-i", "--index-url", "--extra-index-url", "--no-index", "--pre", "--prefer-binary",
+                          "--only-binary", "--no-binary", "--require-hashes"})
 
 # pip's hash-checking mode: a per-requirement --hash, or --require-hashes on a line of its own.
 _HASH_CHECKED = re.compile(r"(?:^|\s)--(?:hash(?:=|\s)|require-hashes(?:\s|$))")
@@ -108,3 +111,35 @@ def requirement_name(line: str) -> str | None:
 def requirement_names(text: str, source: str) -> tuple[str, ...]:
     """The distributions a requirements file's requirements name (options, paths and URLs left out)."""
     return tuple(name for line, _ in requirement_lines(text, source) if (name := requirement_name(line)))
+
+
+# A wheel or sdist named by its file: a path on this machine, whatever its directory
+_ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
+
+
+def local_path(text: str) -> bool:
+    """Whether a requirement line names a path on this machine (a directory, an archive, a file: URL)."""
+    return ("file:" in text.lower() or _ARCHIVE.fullmatch(text) is not None
+            or (("/" in text or text.startswith(".")) and "://" not in text))
+
+
+def resolver_input(root: Path, name: str) -> tuple[list[str], list[str]]:
+    """(requirements, constraints) of the requirements file NAME for a resolver (uv) to take instead of the file:
+    its lines and its includes', read inside ROOT (the trainer directory); an option only where the image's
+    installer honours it, never a path on this machine (the resolver would read or build it). Anything else is a
+    ConfigError naming the line."""
+    from .errors import ConfigError, show
+
+    requirements: list[str] = []
+    constraints: list[str] = []
+    for text, where, constraint in included_lines(root, name)[0]:
+        key, value = option(text) if text.startswith("-") else ("", text)
+        url = value.startswith(("https://", "http://", "git+https://"))
+        if key and key not in KEPT_OPTIONS and not (key in ("-f", "--find-links", "-e", "--editable") and url):
+            raise ConfigError(f"{show(text)}: the option {show(key)} is not one buildkit-py hands to the resolver; "
+                              f"allowed: {', '.join(sorted(KEPT_OPTIONS))}, -r, -c, -f URL, -e URL", where=where)
+        if not key and local_path(text):
+            raise ConfigError(f"{show(text)} is a path on this machine: publish the package to an index, or name it "
+                              "by an http(s) URL", where=where)
+        (constraints if constraint else requirements).append(text)
+    return requirements, constraints
