@@ -5,7 +5,6 @@ include chains past their named limits are refused within seconds, and a walk is
 from __future__ import annotations
 
 import http.server
-import os
 import threading
 import time
 from pathlib import Path
