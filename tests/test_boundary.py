@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from buildkit_py.context import MAX_DEPTH, included_files
+from buildkit_py.render import render_dockerignore
 from buildkit_py.requirements_file import MAX_INCLUDES
 from conftest import run_cli
 
@@ -162,32 +163,43 @@ def test_an_own_dockerfile_that_links_out_is_not_built(trap):
     assert "Dockerfile" in err and "outside the trainer directory" in err, err
 
 
-def _chain(root: Path, depth: int) -> None:
-    """A directory chain `depth` deep under root with a file at its end (os.makedirs recurses)."""
-    folder = root
+def _chain(root: Path, depth: int) -> list[Path]:
+    """A directory chain `depth` deep under root with a file at its end (os.makedirs recurses); its folders."""
+    folders = [root]
     for _ in range(depth):
-        folder = folder / "d"
-        folder.mkdir()
-    (folder / "x.py").write_text("x = 1\n")
+        folders.append(folders[-1] / "d")
+        folders[-1].mkdir()
+    (folders[-1] / "x.py").write_text("x = 1\n")
+    return folders[1:]
+
+
+def _unchain(folders: list[Path]) -> None:
+    """Removed from the bottom up: pytest's clean-up of old runs (shutil.rmtree) recurses, and stops at 1,000."""
+    (folders[-1] / "x.py").unlink()
+    for folder in reversed(folders):
+        folder.rmdir()
 
 
 def test_a_tree_past_the_depth_limit_is_refused_within_seconds(trap):
     root, _ = trap
     (root / "buildkit.yaml").write_text("trainer:\n  script: train.py\n")
-    _chain(root, 1000)
-    started = time.monotonic()
-    err = refused("print", "content-digest", "--dir", str(root))
-    assert f"more than {MAX_DEPTH} directories deep" in err, err
-    err = refused("autopackage", str(root), "--dry-run")
-    assert f"more than {MAX_DEPTH} directories deep" in err, err
-    assert time.monotonic() - started < 30
+    folders = _chain(root, 1000)
+    try:
+        started = time.monotonic()
+        err = refused("print", "content-digest", "--dir", str(root))
+        assert f"more than {MAX_DEPTH} directories deep" in err, err
+        err = refused("autopackage", str(root), "--dry-run")
+        assert f"more than {MAX_DEPTH} directories deep" in err, err
+        assert time.monotonic() - started < 30
+    finally:
+        _unchain(folders)
 
 
 def _walk_seconds(root: Path) -> float:
     best = float("inf")
     for _ in range(3):
         started = time.perf_counter()
-        included_files(root, "")
+        included_files(root, render_dockerignore())  # the default list: each pattern was tried at every parent
         best = min(best, time.perf_counter() - started)
     return best
 
