@@ -10,7 +10,6 @@ best of --runs walks in a fresh interpreter; no Docker engine or network is need
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import subprocess
@@ -18,7 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from startup import code_arguments  # benchmarks/ is first on the path of a script run from there
+
 DEEP = (32, 64, 128, 256)  # 256: the deepest tree buildkit-py walks (context.MAX_DEPTH)
 WIDE = (256, 1024, 4096, 16384)
 # Run in the checkout under test, so that an older one (without the limits) can be timed the same way.
@@ -62,11 +62,7 @@ def walk_seconds(root: Path, runs: int, code: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--code", type=Path, default=REPO, help="the checkout whose buildkit_py walks (default: this "
-                        "one), e.g. an exported older commit to compare with")
-    args = parser.parse_args()
+    args = code_arguments(__doc__, 3)
     print(f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, load average "
           f"{os.getloadavg()[0]:.1f} at the start; best of {args.runs} walks; code: {args.code}\n")
     print("| tree | directories | walk | per directory | growth for 2x or 4x the size |\n|---|---|---|---|---|")
