@@ -49,12 +49,17 @@ def medians(command: list[str], runs: int, code: Path = REPO) -> tuple[float, fl
     return statistics.median(wall), statistics.median(cpu)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=21)
+def code_arguments(doc: str, runs: int) -> argparse.Namespace:
+    """--runs and --code, which the benchmarks that time this checkout against another share."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=runs)
     parser.add_argument("--code", type=Path, default=REPO, help="the checkout whose buildkit_py runs (default: this "
                         "one), e.g. an exported older commit to compare with")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = code_arguments(__doc__, 21)
     if not CONSOLE.is_file():
         raise SystemExit(f"{CONSOLE} is missing: install buildkit-py for {sys.executable} (pip install -e {REPO})")
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.code / "buildkit_py")], check=True)

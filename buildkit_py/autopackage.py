@@ -28,11 +28,12 @@ from .api_usage import notes as removed_notes
 from .api_usage import removed_uses
 from .config import bad_character, find_config, load_raw
 from .errors import ConfigError, show, shown_name
-from .fsutil import read_text
+from .fsutil import inside, read_text
 from .imports import Needed, closure, import_names, statements
 from .lockfiles import found_in, is_lock_file, locked
 from .matrix import Framework, Matrix, gpu_python, load_matrix, usable_python, version_key
 from .progress import Reporter
+from .requirements_file import local_path
 
 if TYPE_CHECKING:
     from .entrypoints import Declared
@@ -49,9 +50,6 @@ _MODULE_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 # tf.data or TensorBoard beside torch, a boosting baseline, scikit-learn's metrics); frameworks not
 # listed follow by name. The others stay plain requirements, installed from the index as declared.
 FRAMEWORK_ORDER = ("torch", "tensorflow", "jax", "xgboost", "scikit-learn")
-# Options of a requirements file that uv honours in the copied file (checked with uv 0.13.0, 2026-11-24).
-_KEPT_OPTIONS = {"-i", "--index-url", "--extra-index-url", "--no-index", "--pre", "--prefer-binary",
-                 "--only-binary", "--no-binary", "--require-hashes"}
 # pip's per-requirement options, after the requirement on the same line.
 _PER_REQUIREMENT = re.compile(r"\s+--(?:hash|config-settings|global-option|install-option)(?:=|\s).*$")
 _SELF = {".", "./", "file:.", "file:./"}
@@ -59,7 +57,6 @@ _SELF = {".", "./", "file:.", "file:./"}
 # installer uses it anyway, so the option says nothing (pypi.python.org redirects to pypi.org).
 _PYPI_INDEX = re.compile(r"https?://pypi\.(?:python\.)?org/simple/?", re.ASCII | re.IGNORECASE)
 _SELF_EXTRAS = re.compile(r"(?:file:)?\./?\[[^\]]*\]")
-_ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
 _TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
 MAX_REQUIREMENT = 4096  # characters of one requirement line; longer is not a requirement (URLs with hashes fit)
 _DOCKERFILE_NAME = re.compile(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
@@ -123,40 +120,28 @@ class _RequirementsFile:
     hashed: str | None = None  # where a line asks for hash checking (--hash, --require-hashes)
 
 
-def _option(text: str) -> tuple[str, str]:
-    head, _, rest = text.partition(" ")
-    if "=" in head:
-        head, _, value = head.partition("=")
-        return head, (value + " " + rest).strip()
-    return head, rest.strip()
-
-
-def _local_path(text: str) -> bool:
-    return text.startswith(("./", "../", "/", "file:")) or bool(_ARCHIVE.fullmatch(text))
-
-
 def _refuse_extras(text: str, where: str) -> None:
     raise ConfigError(f"{show(text)} installs the trainer with extras: autopackage installs the trainer's declared "
                       "dependencies, not those of its extras; list the extras' requirements in the file instead of "
                       "the line", where=where)
 
 
-def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -> _RequirementsFile:
-    """Every line of a requirements file checked as pip would read it: an invalid requirement, an option the
-    image's installer cannot honour from a file copied alone, and a local path exit 2 naming the line."""
-    from .requirements_file import hash_checked, requirement_lines
+def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
+    """Every line of a requirements file and of the files it includes (-r) checked as pip would read it: an
+    invalid requirement, an option the image's installer cannot honour from a file copied alone, and a local path
+    exit 2 naming the line."""
+    from .requirements_file import KEPT_OPTIONS, asks_hashes, included_lines
+    from .requirements_file import option as option_of
 
-    path = directory / name
     lines: list[tuple[str, str]] = []
     options: list[tuple[str, str, str]] = []
-    included: list[str] = []
     installs_self = None
-    content = read_text(path, "requirements file")
-    hashed = hash_checked(content, name)
-    for text, where in requirement_lines(content, name):
+    read, included = included_lines(directory, name, ("-r", "--requirement"))
+    hashed = next((where for text, where, _ in read if asks_hashes(text)), None)
+    for text, where, _ in read:
         _checked_text(text, where)
         if text.startswith("-"):
-            option, value = _option(text)
+            option, value = option_of(text)
             if option in ("-e", "--editable") and value in _SELF:
                 installs_self = installs_self or where
             elif option in ("-e", "--editable") and _SELF_EXTRAS.fullmatch(value):
@@ -167,19 +152,6 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
                                   "index, or move its code into the trainer directory", where=where)
             elif option in ("-e", "--editable"):
                 lines.append((value, where))
-            elif option in ("-r", "--requirement"):
-                target = (path.parent / value).resolve()
-                if not target.is_relative_to(directory.resolve()) or not target.is_file():
-                    raise ConfigError(f"{show(text)}: {show(value)} is not a file in the trainer directory", where=where)
-                rel = target.relative_to(directory.resolve()).as_posix()
-                if rel in seen + (name,):
-                    raise ConfigError(f"{show(text)} includes {show(rel)} again (a loop)", where=where)
-                inner = _read_requirements(directory, rel, seen + (name,))
-                lines += inner.lines
-                options += inner.options
-                included += [rel, *inner.included]
-                installs_self = installs_self or inner.installs_self
-                hashed = hashed or inner.hashed
             elif option in ("-f", "--find-links") and value.startswith(("https://", "http://")):
                 options.append((option, value, where))
             elif option in ("-f", "--find-links"):
@@ -192,11 +164,11 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
             elif option in ("-c", "--constraint"):
                 raise ConfigError(f"{show(text)}: a constraints file is not copied with the requirements file; pin the "
                                   "versions in the requirements file itself", where=where)
-            elif option in _KEPT_OPTIONS:
+            elif option in KEPT_OPTIONS:
                 options.append((option, value, where))
             else:
                 raise ConfigError(f"{show(text)}: the option {show(option)} is not one autopackage can pass to the "
-                                  f"image's installer; allowed: {', '.join(sorted(_KEPT_OPTIONS))}, -r, -f URL, -e .",
+                                  f"image's installer; allowed: {', '.join(sorted(KEPT_OPTIONS))}, -r, -f URL, -e .",
                                   where=where)
             continue
         text = _PER_REQUIREMENT.sub("", text)
@@ -211,14 +183,14 @@ def _read_requirements(directory: Path, name: str, seen: tuple[str, ...] = ()) -
             if "://" in text:  # a URL pip installs (an archive or VCS link): left to the installer
                 lines.append((text, where))
                 continue
-            if _local_path(text):
+            if local_path(text):
                 raise ConfigError(f"{show(text)} is a path on this machine: the requirements file is copied into the "
                                   "image alone; publish the package to an index, or move its code into the trainer "
                                   "directory", where=where) from None
             raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {_one_line(exc)}; current pip "
                               f"refuses it too{_meant(text)}", where=where) from None
         lines.append((text, where))
-    return _RequirementsFile(tuple(lines), tuple(options), installs_self, tuple(included), hashed)
+    return _RequirementsFile(tuple(lines), tuple(options), installs_self, included, hashed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,7 +411,7 @@ def _declared(directory: Path) -> _Own:
     """The trainer's own package: its name, requirements (with where), version and entry points. setup.py and
     setup.cfg are read without running anything where they state them; where the requirements are computed, the
     PEP 517 metadata hook runs, as `pip install .` (what gcloud's autopackaging ran) would."""
-    setup_py, setup_cfg, pyproject = (directory / n for n in ("setup.py", "setup.cfg", "pyproject.toml"))
+    setup_py, setup_cfg, pyproject = (inside(directory, directory / n, n) for n in ("setup.py", "setup.cfg", "pyproject.toml"))
     name: Any = None
     version: Any = _UNSET
     entry_points: Any = _UNSET
@@ -839,12 +811,12 @@ def _script_trainer(directory: Path, script: tuple[str, str, str],
 
 def _guarded(directory: Path, module: str) -> bool:
     """Does the module's file run something under `if __name__ == "__main__"`."""
-    return _has_main_block(directory.joinpath(*module.split(".")).with_suffix(".py"))
+    return _has_main_block(directory, directory.joinpath(*module.split(".")).with_suffix(".py"))
 
 
-def _has_main_block(path: Path) -> bool:
+def _has_main_block(directory: Path, path: Path) -> bool:
     try:
-        return bool(_MAIN_GUARD.search(read_text(path, "Python file")))
+        return bool(_MAIN_GUARD.search(read_text(path, "Python file", root=directory)))
     except ConfigError:
         return False
 
@@ -995,7 +967,7 @@ def _main_modules(directory: Path) -> list[str]:
             if (path.name == "__init__.py" or _TEST_FILE.search(rel) or not _MODULE_PART.fullmatch(path.stem)
                     or path.is_symlink() or not path.is_file()):
                 continue
-            if _has_main_block(path):
+            if _has_main_block(directory, path):
                 found.append(f"{package}.{path.stem}")
     return found
 

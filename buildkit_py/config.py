@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 from .builders import BUILDERS
 from .errors import ConfigError, show
 from .flags import cloudbuild_flag_name, flag_name, job_flag_name
-from .fsutil import consult, read_text
+from .fsutil import consult, inside, leads_outside, read_text
 from .refs import ImageRef, parse_ref
 
 CONFIG_FILES = ("buildkit.yaml", "buildkit.yml")
@@ -333,6 +333,8 @@ def load_raw(config_path: Path | None, directory: Path, document: Mapping[str, A
     path = config_path or find_config(directory)
     if path is None:
         return _Raw(data={}, source="(defaults)"), directory.resolve()
+    if config_path is None:  # found, not named: a repository's link must not make buildkit-py read another file
+        inside(directory, path, "config file")
     if path.name == "pyproject.toml":
         table = _tool_table(path)
         if table is None:
@@ -467,12 +469,13 @@ def _inside(raw: _Raw, path: tuple, text: str, target: Path, root: Path) -> None
     consult(target)
     try:
         real = target.resolve(strict=True)
-        inside = real.is_relative_to(root.resolve())
+        outside = leads_outside(real, root.resolve())
         is_file = real.is_file()
     except (OSError, RuntimeError) as exc:  # missing, a symlink loop, a name too long
         raise _err(raw, path, f"file {show(text)} not found in {root} ({getattr(exc, 'strerror', None) or exc})") from None
-    if not inside:
-        raise _err(raw, path, f"{show(text)} leads outside {root} (to {real}); the file must be inside the trainer directory")
+    if outside:
+        raise _err(raw, path, f"{show(text)} leads outside {root} (to {show(str(real))}); the file must be inside the "
+                              "trainer directory")
     if not is_file:
         raise _err(raw, path, f"{show(text)} is not a regular file")
 
@@ -607,8 +610,7 @@ def _trainer(raw, path, value, root: Path) -> Trainer:
         package_dir = _pattern(raw, path + ("package_dir",), value["package_dir"], _PACKAGE_DIR,
                                "a folder of the trainer directory, e.g. src")
         consult(root / package_dir)
-        inside = (root / package_dir).resolve().is_relative_to(root.resolve())
-        if not inside or not (root / package_dir).is_dir():
+        if leads_outside(root / package_dir, root.resolve()) or not (root / package_dir).is_dir():
             raise _err(raw, path + ("package_dir",), f"{show(package_dir)} is not a folder of the trainer directory")
     if ("module" in value) == ("script" in value):
         raise _err(raw, path, "give exactly one of module (python -m MODULE) or script (a .py file)")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import ContextError, show, shown_name
-from .fsutil import OUTPUT_MARKER
+from .fsutil import OUTPUT_MARKER, leads_outside
 
 HEAD_BYTES = 64 * 1024  # secrets are recognised by a prefix: a 50 GB dataset costs one small read
 # Datasets and checkpoints belong in a bucket the trainer reads at run time: in the image they are re-sent on
@@ -32,6 +32,9 @@ MAX_PATTERN_CHARS = 64 * 1024  # Docker's line reader (a Go bufio.Scanner) stops
 # match by the path's depth. Four keep a 40-deep path in milliseconds; real patterns use one or two.
 MAX_DOUBLE_STARS = 4
 FIXED_MTIME = 315532800  # 1980-01-01, the earliest time every archive format (zip included) can hold
+# A checkout's code is a few levels deep and some thousands of files; past these it is data, or a trap.
+MAX_DEPTH = 256
+MAX_FILES = 200_000
 SHOWN_LINKS = 20  # a vendored tree can hold hundreds of links: name enough to find the culprit
 DIGEST_SCHEME = b"buildkit-py context v1\n"  # a change to what the digest covers must change every digest
 _GONE = (FileNotFoundError, NotADirectoryError)  # a file deleted (or its directory deleted or replaced) since listed
@@ -176,14 +179,18 @@ def _parse_ignore(ignore_text: str) -> list[_Pattern]:
     return patterns
 
 
-def _excluded(path: str, patterns: Sequence[_Pattern], *, first: int = 1, excluded: bool = False) -> bool:
-    """The last pattern that matches the path or one of its parent directories decides; with `first`, only
-    the parents that many parts deep or deeper are tried, and `excluded` is the state when none matches."""
-    parts = path.split("/")
-    candidates = ["/".join(parts[:n]) for n in range(first, len(parts) + 1)]
-    for pattern in patterns:
+def _matching(path: str, patterns: Sequence[_Pattern]) -> int:
+    """The patterns that match the path itself, one bit each (pattern i is bit i)."""
+    return sum(1 << i for i, pattern in enumerate(patterns) if pattern.matches(path))
+
+
+def _excluded(hits: int, patterns: Sequence[_Pattern], *, excluded: bool = False) -> bool:
+    """The last pattern that matches the path or one of its parent directories decides (hits: those patterns,
+    the parents' carried down the walk, so that a deep path costs no more than a shallow one); `excluded` is the
+    state when none matches."""
+    for i, pattern in enumerate(patterns):
         # A pattern that could only confirm the current state need not be tried.
-        if pattern.negated == excluded and any(pattern.matches(c) for c in candidates):
+        if pattern.negated == excluded and hits >> i & 1:
             excluded = not pattern.negated
     return excluded
 
@@ -230,11 +237,15 @@ def _walk(root: Path, patterns: Sequence[_Pattern], notes: list[str]) -> Iterato
     trainer's package may well be called env/ or build/), unless a "!" pattern names it or something inside it:
     a "!" that re-includes a parent directory does not bring back the environment within. Outputs left out, and
     a directory deleted while it is listed, are told in notes."""
-    pending = [("", 0)]  # (directory, depth of the environment it lies in, 0 when none)
+    # (directory, depth of the environment it lies in (0 when none), the patterns matching it or a parent, and
+    # those matching it or a parent inside that environment)
+    pending = [("", 0, 0, 0)]
+    kept = 0
     while pending:
-        folder, env_depth = pending.pop()
+        folder, env_depth, hits, env_hits = pending.pop()
         try:
-            with os.scandir(root / folder) as scan:
+            # A string, not root / folder: pathlib splits the whole path again for each directory.
+            with os.scandir(os.path.join(root, folder)) as scan:
                 entries = list(scan)
         except _GONE:
             if not folder:
@@ -243,7 +254,7 @@ def _walk(root: Path, patterns: Sequence[_Pattern], notes: list[str]) -> Iterato
             continue
         why = None if not folder or env_depth else _left_out_tree(entries)  # not the root: that is what the user named
         if why:
-            env_depth = folder.count("/") + 1
+            env_depth, env_hits = folder.count("/") + 1, _matching(folder, patterns)
             if not _may_reinclude(folder, patterns, env_depth):
                 if why.startswith("outputs"):  # an environment is plainly one; outputs might have been meant to ship
                     notes.append(f"{shown_name(folder)}/ left out: it holds {why} ({OUTPUT_MARKER}); "
@@ -251,13 +262,22 @@ def _walk(root: Path, patterns: Sequence[_Pattern], notes: list[str]) -> Iterato
                 continue
         for entry in entries:
             rel = f"{folder}/{entry.name}" if folder else entry.name
-            excluded = _excluded(rel, patterns) or (
-                env_depth > 0 and _excluded(rel, patterns, first=env_depth, excluded=True))
+            own = _matching(rel, patterns)
+            excluded = _excluded(hits | own, patterns) or (
+                env_depth > 0 and _excluded(env_hits | own, patterns, excluded=True))
             if entry.is_dir(follow_symlinks=False):
                 # .git and .venv hold most of the files in a checkout: never walked unless a "!" may reach in.
                 if not excluded or _may_reinclude(rel, patterns, env_depth):
-                    pending.append((rel, env_depth))
+                    if rel.count("/") >= MAX_DEPTH:  # rel is one deeper than that count
+                        raise ContextError(f"{shown_name(rel)} is more than {MAX_DEPTH} directories deep: buildkit-py "
+                                           f"walks trees at most {MAX_DEPTH} deep; add it to .dockerignore")
+                    pending.append((rel, env_depth, hits | own, env_hits | own))
             elif not excluded and (entry.is_symlink() or entry.is_file(follow_symlinks=False)):
+                kept += 1
+                if kept > MAX_FILES:
+                    raise ContextError(f"the trainer directory holds more than {MAX_FILES} files to send (at "
+                                       f"{shown_name(rel)}): buildkit-py takes at most {MAX_FILES}; add the data to "
+                                       ".dockerignore and read it at run time (a bucket, or a mounted directory)")
                 yield rel, entry
             # A FIFO, socket or device is left out: it has no content an image could hold, and reading a FIFO
             # would wait for a writer. Docker's context archive leaves sockets out too.
@@ -277,7 +297,7 @@ def included_files(root: Path, ignore_text: str, notes: list[str] | None = None)
     try:
         real_root = root.resolve()
         for rel, entry in _walk(real_root, patterns, [] if notes is None else notes):
-            if entry.is_symlink() and not Path(os.path.realpath(entry.path)).is_relative_to(real_root):
+            if entry.is_symlink() and leads_outside(entry.path, real_root):
                 escaping.append(f"  {shown_name(rel)} -> {shown_name(os.readlink(entry.path))}")
             files.append(rel)
     except OSError as exc:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from .errors import ConfigError, OutputError
+from .errors import ConfigError, OutputError, show
 
 CACHE_ENV = "BUILDKIT_PY_CACHE_DIR"  # where buildkit-py keeps what it can make again (default: ~/.cache/buildkit-py)
 # At the root of every run and study output directory buildkit-py makes: a build context leaves such a directory
@@ -64,8 +64,29 @@ def signature(path: str) -> str:
     return f"{real}\0{st.st_mode:o}\0{digest}"
 
 
-def read_text(path: Path, what: str, *, limit: int = MAX_TEXT_FILE) -> str:
-    """A UTF-8 text file (a UTF-8 BOM is dropped), or ConfigError naming the file and what is wrong."""
+def leads_outside(path: str | os.PathLike[str], real_root: Path) -> bool:
+    """Whether PATH, after every symlink and "..", lies outside REAL_ROOT (resolved already). The trainer directory's
+    boundary: one rule for the build context and for every file buildkit-py reads there."""
+    return not Path(os.path.realpath(path)).is_relative_to(real_root)
+
+
+def inside(root: Path, path: Path, what: str) -> Path:
+    """PATH, a file of the trainer directory ROOT, refused where a symlink or ".." takes it outside ROOT: a cloned
+    repository must not have buildkit-py read, show or send the user's other files."""
+    if leads_outside(path, root.resolve()):
+        named = Path(os.path.abspath(path))
+        shown = named.relative_to(os.path.abspath(root)) if named.is_relative_to(os.path.abspath(root)) else named
+        raise ConfigError(f"the {what} leads outside the trainer directory (to {show(os.path.realpath(path))}); "
+                          f"buildkit-py reads only files inside {show(str(root))}: put the file itself there",
+                          where=str(shown))
+    return path
+
+
+def read_text(path: Path, what: str, *, limit: int = MAX_TEXT_FILE, root: Path | None = None) -> str:
+    """A UTF-8 text file (a UTF-8 BOM is dropped), or ConfigError naming the file and what is wrong. With root
+    (the trainer directory), a file that leads outside it is refused before it is opened."""
+    if root is not None:
+        inside(root, path, what)
     consult(path)
     try:
         with open(path, "rb") as handle:

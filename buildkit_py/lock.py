@@ -441,8 +441,14 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     fw = plan.framework
     wanted = ([fw.requirement] if fw else []) + ([plan.hypertune] if plan.hypertune else []) + list(plan.pip)
     exported = plan.requirements_export  # another tool's lock: its exported lines (exact pins, so uv starts there)
-    source = exported.source if exported else (config.root / plan.requirements).resolve() if plan.requirements else None
-    lines = wanted + ([f"-r {source}"] if source else [])
+    lines = wanted + ([f"-r {exported.source}"] if exported else [])
+    if plan.requirements and not exported:
+        # The lines buildkit-py read and checked, never the file: uv would follow its includes wherever they lead.
+        from .requirements_file import resolver_input
+
+        requirements, constraints = resolver_input(config.root, plan.requirements)
+        lines += requirements + (["-c constraints.txt"] if constraints else [])
+        (work / "constraints.txt").write_text("".join(line + "\n" for line in constraints))
     (work / "in.txt").write_text("".join(line + "\n" for line in lines))
     args = [_uv(), "pip", "compile", "in.txt", "-o", "out.txt", "--no-header", "--no-annotate",
             "--python-version", plan.python.version, "--python-platform", _PYTHON_PLATFORMS[platform], "--quiet"]

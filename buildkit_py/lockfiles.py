@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import ConfigError, show
-from .fsutil import consult, kept_text
+from .fsutil import consult, inside, kept_text
 
 # The names each tool writes, in the order autopackage prefers them when a directory has several.
 LOCK_FILES = ("uv.lock", "pylock.toml", "poetry.lock", "Pipfile.lock")
@@ -468,7 +468,10 @@ def locked(root: Path, name: str, python: str, platform: str) -> list[Locked]:
     consult(root / name)
     base = PurePosixPath(name).name
     reader = _READERS.get(base, _pylock)
-    return reader((root / name).parent, base, environment(python, platform))  # its project file is beside it
+    folder = (root / name).parent  # its project file is beside it
+    for read in (base, "pyproject.toml", "Pipfile"):  # what a reader opens: inside the trainer directory
+        inside(root, folder / read, read)
+    return reader(folder, base, environment(python, platform))
 
 
 def export(root: Path, name: str, python: str, platform: str) -> Exported:

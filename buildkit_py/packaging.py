@@ -37,11 +37,11 @@ from packaging.version import Version
 from .config import Config, Trainer, distribution_name
 from .context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
 from .errors import BuildError, ConfigError, OutputError, show
-from .fsutil import cache_dir, read_text, write_atomic
+from .fsutil import cache_dir, leads_outside, read_text, write_atomic
 from .lockfiles import is_lock_file, locked
 from .matrix import load_matrix
 from .render import render_project_dockerignore
-from .requirements_file import requirement_lines
+from .requirements_file import local_path, requirement_lines
 
 # The generated pyproject's backend, pinned: the sdist's bytes (PKG-INFO, SOURCES.txt) depend on its version.
 SETUPTOOLS_REQUIREMENT = "setuptools==80.9.0"
@@ -59,7 +59,6 @@ _OPTION_HINTS = {
     "-r": "an included file", "--requirement": "an included file", "-c": "a constraints file",
     "--constraint": "a constraints file",
 }
-_ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ def dependency(text: str, where: str) -> str:
     try:
         req = Requirement(text)
     except InvalidRequirement:
-        if "/" in text or text.startswith(".") or _ARCHIVE.fullmatch(text):
+        if local_path(text):
             raise ConfigError(f"{show(text)} is a local path; a package cannot depend on files of this machine: "
                               "publish it to an index, or depend on it by URL (NAME @ https://...)", where=where) from None
         raise ConfigError(f"{show(text)} is not a PEP 508 requirement", where=where) from None
@@ -129,7 +128,7 @@ def dependencies(config: Config, pins: dict[str, str] | None = None) -> tuple[st
                                                 config.platform or "linux/amd64")]
     elif config.requirements:
         path = config.root / config.requirements
-        for text, where in requirement_lines(read_text(path, "requirements file"), str(path)):
+        for text, where in requirement_lines(read_text(path, "requirements file", root=config.root), str(path)):
             found.append(dependency(text, where))
     if config.hypertune:
         found.append(load_matrix().tools.hypertune_requirement)
@@ -149,7 +148,7 @@ def own_build(root: Path) -> bool:
     if not pyproject.is_file():
         return False
     try:
-        data = tomllib.loads(read_text(pyproject, "pyproject.toml"))
+        data = tomllib.loads(read_text(pyproject, "pyproject.toml", root=root))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", where=str(pyproject)) from None
     return "build-system" in data or "project" in data
@@ -285,7 +284,9 @@ def _metadata_key(root: Path) -> str:
     """What a computed install_requires can read, cheaply: the trainer's top-level files (setup.py, setup.cfg,
     pyproject.toml, the requirements or version files setup.py opens); the code below them is not hashed."""
     digest = hashlib.sha256(sys.version.encode())
-    for path in sorted(p for p in root.iterdir() if p.is_file() and p.stat().st_size < LARGE_FILE_BYTES):
+    real_root = root.resolve()
+    for path in sorted(p for p in root.iterdir() if p.is_file() and p.stat().st_size < LARGE_FILE_BYTES
+                       and not leads_outside(p, real_root)):
         digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:24]
 

@@ -19,7 +19,7 @@ from . import __version__
 from .buildtypes import LABEL_PREFIX
 from .config import Config, ImportScope, TrainerPackage
 from .errors import ResolutionError, show
-from .fsutil import consult
+from .fsutil import read_text
 from .launcher.constants import (
     COMPAT_DRIVER_ENV,
     CUDA_ARCHS_ENV,
@@ -719,11 +719,7 @@ def _requirements_file(config: Config, python: str) -> _Requirements:
         exported = export(config.root, config.requirements, python, config.platform or "linux/amd64")
         return _Requirements(True, tuple(n for r, _ in exported.pins if (n := requirement_name(r))), exported)
 
-    consult(config.root / config.requirements)
-    try:
-        text = (config.root / config.requirements).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return _Requirements()  # the build's COPY and install say what is wrong with it
+    text = read_text(config.root / config.requirements, "requirements file", root=config.root)
     return _Requirements(hash_checked(text, config.requirements) is not None,
                          requirement_names(text, config.requirements))
 

@@ -125,7 +125,7 @@ def render_dockerfile(plan: Plan, *, root: Path | None = None, buildkit: bool = 
     """Render the plan's variant template, or the user's template (relative to root) over it."""
     if not plan.entrypoint:
         raise ConfigError("the config has no trainer (module or script) to run as the ENTRYPOINT", field="trainer")
-    user = read_text((root or Path.cwd()) / plan.user_template, "template") if plan.user_template else None
+    user = read_text((root or Path.cwd()) / plan.user_template, "template", root=root) if plan.user_template else None
     return _kept(("dockerfile", plan.to_dict(), buildkit, user), lambda: _render_plan(plan, user, buildkit))
 
 
@@ -218,7 +218,7 @@ def render_project_dockerignore(root: Path) -> str:
     """The defaults plus the project's own .dockerignore, when it has one."""
     user = root / ".dockerignore"
     consult(user)
-    return render_dockerignore(read_text(user, ".dockerignore") if user.is_file() else None)
+    return render_dockerignore(read_text(user, ".dockerignore", root=root) if user.is_file() else None)
 
 
 def render_dockerignore(user_dockerignore: str | None = None) -> str:

@@ -21,7 +21,7 @@ from .config import Config
 from .errors import ConfigError, OutputError, show
 from .fsutil import cache_dir, write_atomic
 from .plan import Plan
-from .requirements_file import requirement_name
+from .requirements_file import requirement_name, resolver_input
 
 OFFLINE_ENV = "BUILDKIT_PY_OFFLINE"
 CHECK_TIMEOUT = 600  # seconds: a cold resolve of a CUDA framework reads large index pages
@@ -58,7 +58,10 @@ def _key(config: Config, plan: Plan, platform: str) -> str:
     from .lock import _pip_conf_text, _uv
 
     fw = plan.framework
-    requirements = (config.root / plan.requirements).read_bytes() if plan.requirements else b""
+    if plan.requirements_export or not plan.requirements:
+        requirements = (config.root / plan.requirements).read_bytes() if plan.requirements else b""
+    else:  # what uv is handed: the file's checked lines and its includes'
+        requirements = json.dumps(resolver_input(config.root, plan.requirements)).encode()
     pip_conf = _pip_conf_text(config) or ""
     uv = Path(_uv())
     given = json.dumps([SCHEME, fw.requirement if fw else None, fw.index_url if fw else None, fw.pre if fw else None,
@@ -135,17 +138,13 @@ def _failure(said: str, declared: Sequence[tuple[str, str]], plan: Plan, platfor
 def declared_in(config: Config, plan: Plan) -> list[tuple[str, str]]:
     """(requirement, where) of what a config declares for its image: the `pip` entries and the requirements file's
     lines, for an error's position."""
-    from .requirements_file import requirement_lines
+    from .requirements_file import included_lines
 
     found = [(p, f"{config.source}: pip") for p in plan.pip]
     if plan.requirements_export:  # another tool's lock: where each package is in it
         return found + list(plan.requirements_export.pins)
     if plan.requirements:
-        try:
-            text = (config.root / plan.requirements).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            text = ""  # the build's COPY says what is wrong with it
-        found += requirement_lines(text, plan.requirements)
+        found += [(text, where) for text, where, _ in included_lines(config.root, plan.requirements)[0]]
     return found
 
 

@@ -243,7 +243,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
     for note in inferred.notes:
         reporter.message(f"note: {note}")
     written = None
-    own_dockerfile = read_text(directory / inferred.dockerfile, "Dockerfile") if options.dockerfile else None
+    own_dockerfile = read_text(directory / inferred.dockerfile, "Dockerfile", root=directory) if options.dockerfile else None
     if own_dockerfile is not None and options.with_launcher:
         from ..render import render_with_launcher
 
