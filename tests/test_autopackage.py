@@ -17,6 +17,7 @@ from vertex_loopback import FakeVertex, new_key_file
 
 from buildkit_py.autopackage import config_text, infer
 from buildkit_py.cli import autopackage_main
+from buildkit_py.jobs.logs import ENDPOINT_ENV as LOGGING_ENDPOINT_ENV
 from buildkit_py.jobs.submit import ENDPOINT_ENV
 from conftest import REPO, hadolint, run_cli
 
@@ -141,7 +142,7 @@ def test_vertex_target_builds_pushes_and_submits_to_the_api(testenv, trainer_cop
     key, server.public_key = new_key_file(tmp_path, f"{server.url}/token")
     registry = testenv["BUILDKIT_TEST_REGISTRY"]
     env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "GOOGLE_APPLICATION_CREDENTIALS": str(key),
-           ENDPOINT_ENV: server.url}
+           ENDPOINT_ENV: server.url, LOGGING_ENDPOINT_ENV: server.url}
     args = ("autopackage", str(trainer_copy), "--image", f"{registry}/autopkg-vertex/quick", "--project", "fake-project")
     with server:
         proc = run_cli(*args, "--target", "loopback", "--wait", "--poll", "0.01", "--json", env=env)
@@ -164,7 +165,7 @@ def test_a_code_edit_for_the_service_is_appended_in_the_registry_with_no_engine(
     key, server.public_key = new_key_file(tmp_path, f"{server.url}/token")
     registry = testenv["BUILDKIT_TEST_REGISTRY"]
     env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "GOOGLE_APPLICATION_CREDENTIALS": str(key),
-           ENDPOINT_ENV: server.url, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+           ENDPOINT_ENV: server.url, LOGGING_ENDPOINT_ENV: server.url, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     args = ("autopackage", str(trainer_copy), "--image", f"{registry}/autopkg-fast/quick-{time.time_ns()}", "--project",
             "fake-project", "--target", "loopback", "--json")
     with server:
@@ -189,7 +190,7 @@ def test_vertex_target_with_pipeline_builds_pushes_submits_and_reports_the_uploa
     key, server.public_key = new_key_file(tmp_path, f"{server.url}/token")
     registry = testenv["BUILDKIT_TEST_REGISTRY"]
     env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "GOOGLE_APPLICATION_CREDENTIALS": str(key),
-           ENDPOINT_ENV: server.url}
+           ENDPOINT_ENV: server.url, LOGGING_ENDPOINT_ENV: server.url}
     args = ("autopackage", str(trainer_copy), "--image", f"{registry}/autopkg-pipeline/quick", "--project",
             "fake-project", "--target", "loopback", "--pipeline", "--serving-image", "scikit-learn==1.5",
             "--model-name", "quick", "--wait", "--poll", "0.01")
@@ -553,7 +554,8 @@ def test_autopackage_loads_plans_renders_and_parses_each_reference_once(testenv,
     server = FakeVertex()
     key, server.public_key = new_key_file(tmp_path, f"{server.url}/token")
     for name, value in {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"],
-                        "GOOGLE_APPLICATION_CREDENTIALS": str(key), ENDPOINT_ENV: server.url}.items():
+                        "GOOGLE_APPLICATION_CREDENTIALS": str(key), ENDPOINT_ENV: server.url,
+                        LOGGING_ENDPOINT_ENV: server.url}.items():
         monkeypatch.setenv(name, value)
     with server:
         code = cli.main(["autopackage", str(trainer_copy), "--image", f"{testenv['BUILDKIT_TEST_REGISTRY']}/autopkg-once/quick",

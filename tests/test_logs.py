@@ -231,3 +231,16 @@ def test_the_stand_in_refuses_what_the_service_refuses(fake):
     assert fake.logging.answer(json.dumps({"resourceNames": ["projects/other"], "filter": ""}).encode())[0] == 400
     assert fake.logging.answer(json.dumps({"resourceNames": ["projects/fake-project"], "filter": "",
                                            "pageToken": "123:3"}).encode())[0] == 400
+
+
+def test_an_unreachable_log_never_holds_a_finished_jobs_wait(fake, trainer, capsys, no_waiting, monkeypatch):
+    from conftest import socket_closed
+    from test_submit import push_image, REGISTRY, REPO_NAME
+
+    push_image(REGISTRY, REPO_NAME, "amd64")
+    with socket_closed() as url:
+        monkeypatch.setenv(jobs_logs.ENDPOINT_ENV, url)
+        code, out, err = main(capsys, *submit_args(trainer, "--wait"))
+    assert code == 0, err
+    assert "end     JOB_STATE_SUCCEEDED" in out
+    assert "the job's log cannot be shown" in err and "cannot reach the Cloud Logging API" in err

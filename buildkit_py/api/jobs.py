@@ -484,7 +484,8 @@ def follow_job(client: Any, name: str, submit_options: SubmitOptions, on_state: 
         return client.wait(name, on_state, poll=submit_options.poll_interval), (), ()
     read = client.watch(name, on_state)
     base = jobs_logs.logging_endpoint(submit_options.logging_endpoint, dict(os.environ))
-    reader = jobs_logs.LogReader(base, client.project, client.credentials, timeout=submit_options.timeout)
+    # No retries inside a read: the next poll is the retry, and the job's state is not held up meanwhile.
+    reader = jobs_logs.LogReader(base, client.project, client.credentials, timeout=submit_options.timeout, retries=0)
     follower = jobs_logs.Follower(reader, None)
     last: deque[LogLine] = deque(maxlen=LAST_LINES)
     final: list[dict] = []

@@ -92,11 +92,13 @@ _HINTS = {
 class LogReader:
     """Cloud Logging's entries.list for one project."""
 
-    def __init__(self, base: str, project: str, credentials: Any, *, timeout: float = 60.0, backoff: float = 1.0):
+    def __init__(self, base: str, project: str, credentials: Any, *, timeout: float = 60.0, backoff: float = 1.0,
+                 retries: int | None = None):
         import requests
 
         self.base, self.project, self.credentials = base, project, credentials
         self.timeout, self.backoff = timeout, backoff
+        self.retries = RETRIES if retries is None else retries
         self._requests, self._session = requests, requests.Session()
 
     def _who(self) -> str:
@@ -133,11 +135,11 @@ class LogReader:
         return answer
 
     def _retrying(self, query: str, token: str | None) -> dict:
-        for n in range(RETRIES + 1):
+        for n in range(self.retries + 1):
             try:
                 return self._page(query, token)
             except ServiceError as exc:
-                if not exc.transient or n == RETRIES:
+                if not exc.transient or n == self.retries:
                     raise
             time.sleep(self.backoff * 2 ** n)
         raise AssertionError("unreachable")
@@ -207,13 +209,16 @@ def _rfc3339(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+FINAL_READS = 3  # reads of a job's last lines tried after it ended, when the log cannot be reached
+
+
 def follow(follower: Follower, finished: Callable[[], bool], on_line: Callable[[LogLine], None], *, poll: float,
            on_error: Callable[[ServiceError], None] | None = None) -> None:
-    """Show the job's lines as they come until it has ended, then the last ones it wrote. A read that still fails
-    after its retries (the network gone for minutes) is tried again at the next poll, from where it stopped. A
-    refusal (no permission, the API off) is raised, or, given on_error, handed to it: the job is then followed to
-    its end without its lines."""
-    reading = True
+    """Show the job's lines as they come until it has ended, then the last ones it wrote. A read that fails (the
+    network gone) is tried again at the next poll, from where it stopped; once the job has ended, FINAL_READS times.
+    A refusal (no permission, the API off), or a log still unreachable after the end, is raised, or, given
+    on_error, handed to it: the job is then followed to its end without its lines."""
+    reading, final_reads = True, 0
     while True:
         done = finished()  # asked before the read: lines written before the end are all in the last read
         if reading:
@@ -221,7 +226,8 @@ def follow(follower: Follower, finished: Callable[[], bool], on_line: Callable[[
                 for line in follower.read():
                     on_line(line)
             except ServiceError as exc:
-                if exc.transient:
+                final_reads += done
+                if exc.transient and final_reads < FINAL_READS:
                     done = False  # read again: the job's last lines are still to come
                 elif on_error is None:
                     raise
