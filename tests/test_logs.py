@@ -234,8 +234,9 @@ def test_the_stand_in_refuses_what_the_service_refuses(fake):
 
 
 def test_an_unreachable_log_never_holds_a_finished_jobs_wait(fake, trainer, capsys, no_waiting, monkeypatch):
+    from test_submit import REGISTRY, REPO_NAME, push_image
+
     from conftest import socket_closed
-    from test_submit import push_image, REGISTRY, REPO_NAME
 
     push_image(REGISTRY, REPO_NAME, "amd64")
     with socket_closed() as url:
