@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import html
 import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -263,10 +264,23 @@ def api_page() -> str:
                 signature = ""
             kind = "class " if inspect.isclass(obj) else ""
             out += [f"### `{module}.{name}`", "", "```python", f"{kind}{name}{signature}", "```", ""]
-            doc = inspect.getdoc(obj) or ""
-            if doc:
-                out += [_cell(line) if line.strip() else "" for line in doc.splitlines()] + [""]
+            out += _docstring(inspect.getdoc(obj) or "") + [""]
     return "\n".join(out)
+
+
+def _docstring(doc: str) -> list[str]:
+    """A docstring as Markdown: its `name: text` paragraphs (the parameters) as a list, the rest as prose."""
+    out, in_item = [], False
+    for line in doc.splitlines():
+        item = re.match(r"([A-Za-z_]\w*): (.*)", line)
+        if item:
+            out.append(f"- `{item[1]}`: {_cell(item[2])}")
+        elif line.strip():
+            out.append(("  " if in_item else "") + _cell(line))
+        else:
+            out.append("")
+        in_item = bool(item) or (in_item and bool(line.strip()))
+    return out
 
 
 def error_classes() -> list[type]:
