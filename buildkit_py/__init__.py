@@ -4,8 +4,8 @@ The Python API, for notebooks and pipeline code (`import buildkit_py as bk`): th
 command line makes, one per stage (resolve, dockerfile, build, push, package, job, plan, submit,
 cancel, autopackage, tune). Keyword arguments are named like the config keys and flags, a config
 dict or path is accepted, results are typed and frozen, and errors are the typed exceptions of
-buildkit_py.errors (each with the field, the value and what is allowed). See the README's "Python
-API" section for what is public and stable.
+buildkit_py.errors (each with the field, the value and what is allowed). See docs/python-api-guide.md
+for what is public and stable.
 
     import buildkit_py as bk
     image = bk.build("examples/quickstart", image="127.0.0.1:5000/quickstart", push=True)

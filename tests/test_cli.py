@@ -134,8 +134,9 @@ def test_cli_calls_only_the_api_layer():
     assert imported <= {"api", "errors", "progress", "__version__"}, imported
 
 
-README_FORMS = [line.strip().removeprefix("$ ") for line in (REPO / "README.md").read_text().split("\n")
-                if line.strip().startswith("$ buildkit-py ")]
+# README.md's command lines and the documentation site's (docs/), where README's reference sections went
+README_FORMS = [line.strip().removeprefix("$ ") for page in (REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")))
+                for line in page.read_text().split("\n") if line.strip().startswith("$ buildkit-py ")]
 
 
 @pytest.mark.parametrize("line", README_FORMS)
