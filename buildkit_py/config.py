@@ -12,7 +12,6 @@ import json
 import keyword
 import os
 import re
-import tomllib
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -25,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 from .builders import BUILDERS
 from .errors import ConfigError, show
 from .flags import cloudbuild_flag_name, flag_name
-from .fsutil import consult, read_text
+from .fsutil import MAX_NESTING, consult, read_text, read_toml, too_deep
 from .refs import ImageRef, parse_ref
 
 CONFIG_FILES = ("buildkit.yaml", "buildkit.yml")
@@ -39,7 +38,6 @@ MAX_ENV_VALUE_BYTES = 16384  # ENV values: escaping can double them on their lin
 MAX_ENV_ENTRIES = 1000
 MAX_LIST_BYTES = 8192  # pip and system_packages share one RUN line each; quoting can grow a pip entry 5x
 MAX_ARGS_JSON_BYTES = 16384  # CMD is one JSON line
-MAX_YAML_DEPTH = 16
 
 _FRAMEWORK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})(?:==(?P<version>[0-9A-Za-z][0-9A-Za-z.+!-]{0,63}))?",
                         re.ASCII)
@@ -228,11 +226,7 @@ def find_config(directory: Path) -> Path | None:
 
 def _tool_table(path: Path) -> Any:
     """[tool.buildkit-py] of a pyproject.toml, or None when it has none."""
-    try:
-        document = tomllib.loads(read_text(path, "pyproject.toml"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", where=str(path)) from None
-    tool = document.get("tool")
+    tool = read_toml(path, "pyproject.toml").get("tool")
     if tool is None:
         return None
     if not isinstance(tool, dict):
@@ -257,8 +251,8 @@ def _check_events(text: str, filename: str) -> None:
             raise ConfigError(f"YAML tags ({show(event.tag)}) are not supported: write a plain value", where=where)
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
-            if depth > MAX_YAML_DEPTH:
-                raise ConfigError(f"nested deeper than {MAX_YAML_DEPTH} levels", where=where)
+            if depth > MAX_NESTING:
+                raise ConfigError(too_deep(MAX_NESTING), where=where)
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
 
