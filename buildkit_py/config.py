@@ -1310,8 +1310,8 @@ def load_config(
                 continue
             raw.data[key] = value
             raw.positions[(key,)] = flag_name(key)
-            if isinstance(value, dict):  # a mapping set by flags of its keys' names (trainer by --module, --script)
-                raw.positions.update({(key, sub): flag_name(sub) for sub in value})
+            if key == "trainer" and isinstance(value, dict):  # set by flags of its keys' names (--module, --script)
+                raw.positions.update({(key, sub): flag_name(sub) for sub in value if isinstance(sub, str)})
             raw.scalars = {p: t for p, t in raw.scalars.items() if p[:1] != (key,)}
             raw.flags.add(key)
     validators = _validators(root)

@@ -25,7 +25,7 @@ from ..render import render_dockerfile, render_project_dockerignore
 from ..resolution import check_resolution, declared_in
 from ..resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 from .builds import check_build_options
-from .project import Progress, Project, Source, checked, load, project_from, refuse_unknown, reporting, variant_configs
+from .project import Progress, Project, Source, checked, load, output_file, project_from, refuse_unknown, reporting, variant_configs
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None
     source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
     settings: config keys as their flags set them (framework=, cuda=, base_image=...), config, dir, variant.
     """
-    output = checked(output, "Path | None", "output")
+    output = output_file(output, "output")
     config = load(project_from(source, settings, "dockerfile", ["output"]))
     plan = _lock.apply(config, make_plan(config), locked=False)
     if plan.lock is None:  # what the Dockerfile installs resolves (a lock's set was resolved when it was written)
