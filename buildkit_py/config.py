@@ -679,6 +679,8 @@ _ENTRY = re.compile(r"([A-Za-z0-9_.-][A-Za-z0-9_. -]{0,99}?) ?= ?[A-Za-z_][A-Za-
 _SCRIPT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", re.ASCII)
 MAX_ENTRY_GROUPS = 50
 MAX_ENTRIES = 200  # per group
+# The metadata is one RUN line, and BuildKit reads lines of at most 64 KiB (render.MAX_LINE_BYTES): half of that for it
+MAX_TRAINER_PACKAGE_BYTES = 32768
 
 
 def _trainer_package(raw, path, value) -> TrainerPackage:
@@ -719,7 +721,12 @@ def _trainer_package(raw, path, value) -> TrainerPackage:
                                            "letters, digits, _ . -")
             texts.append(text)
         entries.append((group, tuple(texts)))
-    return TrainerPackage(out["name"], out["version"], tuple(entries))
+    package = TrainerPackage(out["name"], out["version"], tuple(entries))
+    size = len(package.json())
+    if size > MAX_TRAINER_PACKAGE_BYTES:
+        raise _err(raw, path + ("entry_points",), f"{len(entries)} groups of {sum(len(e) for _, e in entries)} entry "
+                   f"points make {size} bytes of metadata, one Dockerfile line: at most {MAX_TRAINER_PACKAGE_BYTES}")
+    return package
 
 
 def _image(raw, path, value) -> str:
