@@ -188,7 +188,7 @@ def cmd_dockerfile(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict()))
     elif result.written:
-        print("wrote " + ", ".join(map(str, result.written)), file=sys.stderr)
+        print(terminal_line("wrote " + ", ".join(map(str, result.written))), file=sys.stderr)
     else:
         sys.stdout.write(result.dockerfile)
     return 0
@@ -223,7 +223,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
         for image in result.images:
             print(f"{image.variant or 'config'}: {image.base_image}@{image.base_digest}, {len(image.packages)} packages, "
                   f"lock {image.digest}")
-        print(f"wrote {result.path}", file=sys.stderr)
+        print(terminal_line(f"wrote {result.path}"), file=sys.stderr)
     return 1 if result.stale else 0
 
 
@@ -231,7 +231,7 @@ def _print_generated(result: api.GeneratedFile, as_json: bool) -> int:
     if as_json:
         print(json.dumps(result.to_dict()))
     elif result.written:
-        print(f"wrote {result.written}", file=sys.stderr)
+        print(terminal_line(f"wrote {result.written}"), file=sys.stderr)
     else:
         sys.stdout.write(result.text)
     return 0
@@ -361,7 +361,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         print(f"checked {checked} releases against {report.index}: {len(report.problems)} problem(s)")
         if report.overlay:
             added = ", ".join(f"{f}=={r}" for f, r in report.added) or "nothing new"
-            print(f"wrote {report.overlay}: {added}")
+            print(terminal_line(f"wrote {report.overlay}: {added}"))
     # check: 1 when the data disagrees with the index, like diff; refresh has done its work either way.
     return 1 if args.action == "check" and report.problems else 0
 
@@ -393,7 +393,7 @@ def cmd_job(args: argparse.Namespace) -> int:
     for field in result.not_converted:
         print(terminal_line(f"not converted: {field}"), file=sys.stderr)
     if result.written:
-        print(f"wrote {result.written} ({result.job.kind[:-1]})", file=sys.stderr)
+        print(terminal_line(f"wrote {result.written} ({result.job.kind[:-1]})"), file=sys.stderr)
     else:
         sys.stdout.write(result.text)
     return 0
@@ -496,7 +496,7 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
         if result.submitted.model:
             print(f"model   {result.submitted.model}")
     if result.written:
-        print(f"wrote {result.written}")
+        print(terminal_line(f"wrote {result.written}"))
     return result.exit_code
 
 

@@ -12,7 +12,7 @@ _MASK_REACH = 4096  # characters of a long value read for credentials before it 
 # userinfo of a URL (https://user:token@host, https://token@host) and the query parameters that carry keys
 _USERINFO = re.compile(r"://(?P<user>[^/@\s:]*)(?P<password>:[^/@\s]*)?@")
 _QUERY_SECRET = re.compile(r"(?i)(?P<key>[?&](?:access_token|token|key|api_key|apikey|password|passwd|secret|sig|signature|"
-                           r"x-goog-signature|x-goog-credential)=)[^&#\s]+")
+                           r"x-goog-signature|x-goog-credential)=)(?!\*\*\*)[^&#\s]+")  # (?!***): masking a message twice keeps it
 
 
 def mask_credentials(text: str) -> str:
