@@ -1298,6 +1298,12 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
 KEYS = tuple(_validators(Path(".")))
 
 
+def _flag_like(key: Any) -> bool:
+    """A key of a mapping set by flags that a flag may be named after: an API caller's {1: ...} or {"\\n": ...} is
+    named by its path in the config instead."""
+    return isinstance(key, str) and _KEY.fullmatch(key) is not None
+
+
 def load_config(
     config_path: Path | None = None,
     directory: Path | None = None,
@@ -1311,14 +1317,14 @@ def load_config(
             if key == "cloudbuild" and isinstance(value, dict):  # set key by key (--cloudbuild-KEY): the file's other keys stay
                 given = raw.data.get(key)
                 raw.data[key] = {**(given if isinstance(given, dict) else {}), **value}
-                raw.positions.update({(key, sub): cloudbuild_flag_name(sub) for sub in value})
+                raw.positions.update({(key, sub): cloudbuild_flag_name(sub) for sub in value if _flag_like(sub)})
                 raw.scalars = {p: t for p, t in raw.scalars.items() if p[:2] not in {(key, k) for k in value}}
                 raw.flags.add(key)
                 continue
             raw.data[key] = value
             raw.positions[(key,)] = flag_name(key)
             if key == "trainer" and isinstance(value, dict):  # set by flags of its keys' names (--module, --script)
-                raw.positions.update({(key, sub): flag_name(sub) for sub in value if isinstance(sub, str)})
+                raw.positions.update({(key, sub): flag_name(sub) for sub in value if _flag_like(sub)})
             raw.scalars = {p: t for p, t in raw.scalars.items() if p[:1] != (key,)}
             raw.flags.add(key)
     validators = _validators(root)

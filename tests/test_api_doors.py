@@ -44,7 +44,7 @@ def nest(leaf: object, depth: int, kind: str) -> object:
 
 
 NESTED = st.builds(nest, ATOMS, st.sampled_from([MAX_NESTING + 1, 100, 5000]), st.sampled_from(["dict", "list", "tuple"]))
-VALUES = st.one_of(ATOMS, NESTED, st.lists(ATOMS, max_size=4), st.dictionaries(TEXT, ATOMS, max_size=3))
+VALUES = st.one_of(ATOMS, NESTED, st.lists(ATOMS, max_size=4), st.dictionaries(st.one_of(TEXT, st.integers()), ATOMS, max_size=3))
 EXAMPLES = int(os.environ.get("BUILDKIT_HYPOTHESIS_EXAMPLES", "40"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 
