@@ -107,6 +107,7 @@ def outcome(call, *args, **kwargs) -> int:
         return 0
     except BuildkitError as exc:
         check_message(str(exc))
+        assert exc.exit_code == 2, f"bad input is exit 2 whatever stage notices it: {exc!r}"
         return exc.exit_code
     return 0
 
@@ -150,6 +151,13 @@ def test_every_keyword_of_every_call(trainer, keyword, value):
         outcome(bk.push, "127.0.0.1:1/x:y", **{name: value})
     else:
         outcome(getattr(api, call), trainer, **{name: value})
+
+
+@SETTINGS
+@given(call=st.sampled_from(sorted(PARAMETERS)), value=VALUES)
+def test_every_first_argument(trainer, call, value):
+    """The project (a path, a config dict, a Project), or push's REF and cancel's NAME."""
+    outcome(getattr(api, call), value)
 
 
 @SETTINGS
