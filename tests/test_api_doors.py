@@ -201,8 +201,9 @@ def refusal(call, *args, **kwargs) -> ConfigError:
 
 def test_the_issues_api_cases_are_config_errors_naming_the_keyword(trainer):
     assert refusal(bk.build, trainer, options="x").field == "options"
-    assert refusal(bk.build, trainer, options=api.BuildOptions(push="yes")).field == "push"  # not taken as true
-    assert refusal(api.run, trainer, options=api.RunOptions(build=api.BuildOptions(no_cache=1))).field == "no_cache"
+    assert refusal(bk.build, trainer, options=api.BuildOptions(push="yes")).field == "--push"  # not taken as true
+    assert refusal(bk.build, trainer, push="yes").field == "push"  # a keyword is named as such
+    assert refusal(api.run, trainer, options=api.RunOptions(build=api.BuildOptions(no_cache=1))).field == "--no-cache"
     assert refusal(bk.submit, trainer, submit_options=api.JobOptions()).field == "submit_options"
     assert "env[1]" in str(refusal(bk.dockerfile, trainer, env={1: "x"}))
     assert "lone surrogate" in str(refusal(bk.dockerfile, trainer, output="\ud800"))
@@ -210,7 +211,7 @@ def test_the_issues_api_cases_are_config_errors_naming_the_keyword(trainer):
     assert "at most 255 bytes" in str(refusal(bk.dockerfile, trainer, output="a" * 300))
     for folder in (".", "/", str(trainer)):
         assert "is a directory" in str(refusal(bk.dockerfile, trainer, output=folder))
-    assert refusal(bk.resolve, api.Project(directory=5)).field == "Project.directory"
+    assert refusal(bk.resolve, api.Project(directory=5)).field == "--dir"
     assert not list(Path.cwd().iterdir()), "a refused call wrote nothing"
 
 

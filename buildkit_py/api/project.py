@@ -144,15 +144,15 @@ def _checked_project(project: Project) -> Project:
     if not isinstance(project.overrides, tuple) or not all(
             isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str) for pair in project.overrides):
         raise ConfigError(f"{show(project.overrides)} is not allowed: a tuple of (config key, value) pairs",
-                          field="Project.overrides")
+                          field="overrides")
     for key, value in project.overrides:
         _shallow(value, key)
     if project.document is not None and not isinstance(project.document, Mapping):
-        raise ConfigError(f"{show(project.document)} is not allowed: a mapping of config keys", field="Project.document")
-    return replace(project, config=checked(project.config, "Path | None", "Project.config"),
-                   directory=checked(project.directory, "Path | None", "Project.directory"),
-                   variant=checked(project.variant, "str | None", "Project.variant"),
-                   document=_shallow(project.document, "Project.document"))
+        raise ConfigError(f"{show(project.document)} is not allowed: a mapping of config keys", field="config")
+    return replace(project, config=checked(project.config, "Path | None", "--config"),
+                   directory=checked(project.directory, "Path | None", "--dir"),
+                   variant=checked(project.variant, "str | None", "--variant"),
+                   document=_shallow(project.document, "config"))
 
 
 def options_of(given: Any, kind: type[Options], name: str) -> Options:
@@ -210,11 +210,15 @@ def options_from(options: Options, settings: dict[str, Any], config_keys: tuple[
         if item.name in settings and item.name not in config_keys:
             values[item.name] = checked(settings.pop(item.name), str(item.type), item.name)
             continue
-        value = checked(current, str(item.type), item.name)
+        value = checked(current, str(item.type), _FLAGS.get(item.name) or "--" + item.name.replace("_", "-"))
         if type(value) is not type(current):  # a path given as a string, a list for a tuple
             values[item.name] = value
     return replace(options, **values) if values else options  # type: ignore[type-var]
 
+
+# The flag of an options field, where it is not --FIELD: a field of an options object the caller made is named as
+# the command line names it (a keyword, by the keyword).
+_FLAGS = {"fast_path": "--no-fast-path", "parameter_servers": "--ps", "poll_interval": "--poll"}
 
 _KINDS = {"bool": "True or False", "int": "a whole number", "float": "a number", "str": "a string", "Path": "a path",
           "None": "None", "tuple[str, ...]": "a list of strings", "Callable[[str, dict], None]": "a function"}
@@ -263,7 +267,7 @@ def _path(value: Any, name: str) -> Path:
     text = os.fspath(value)
     problem = path_problem(text) if isinstance(text, str) else "a path of text, not bytes"
     if problem:
-        raise ConfigError(f"{show(value)} is not allowed: {problem}", field=name)
+        raise ConfigError(f"{show(text)} is not allowed: {problem}", field=name)
     return Path(text)
 
 
