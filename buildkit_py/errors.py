@@ -120,6 +120,7 @@ class BuildkitError(Exception):
     exit_code = 1
 
     def __init__(self, message: str):
+        message = mask_credentials(message)  # whatever a message quotes (a path made of a URL, a service's answer)
         super().__init__(message)
         self.message = message
 
@@ -139,7 +140,7 @@ class ConfigError(BuildkitError):
         if field:
             prefix += f"{field}: "
         super().__init__(prefix + message)
-        self.detail = message  # without the position and field, to restate under another name
+        self.detail = mask_credentials(message)  # without the position and field, to restate under another name
         self.field = field
         self.where = where
 

@@ -60,7 +60,9 @@ class Reached(Exception):
 STOPS = [("buildkit_py.api.builds", "build_project"), ("buildkit_py.api.runs", "_run"),
          ("buildkit_py.api.tuning", "build_image"), ("buildkit_py.api.jobs", "plan_job"),
          ("buildkit_py.api.images", "push_image"), ("buildkit_py.packaging", "build_sdist"),
-         ("buildkit_py.jobs.submit", "default_credentials"), ("buildkit_py.api.autopackaging", "_autopackage_with")]
+         ("buildkit_py.jobs.submit", "default_credentials"), ("buildkit_py.api.autopackaging", "_autopackage_with"),
+         ("buildkit_py.api.images", "build_image"), ("buildkit_py.api.images", "executor_build_for"),
+         ("buildkit_py.lock", "lock"), ("buildkit_py.index_metadata", "run"), ("buildkit_py.doctor", "diagnose")]
 
 # The calls with the keywords each takes beyond the config keys: their parameters and their options' fields.
 OPTIONS = {"build": api.BuildOptions, "run": api.RunOptions, "tune": api.TuneOptions, "package": api.PackageOptions,
@@ -158,6 +160,28 @@ def test_every_keyword_of_every_call(trainer, keyword, value):
 def test_every_first_argument(trainer, call, value):
     """The project (a path, a config dict, a Project), or push's REF and cancel's NAME."""
     outcome(getattr(api, call), value)
+
+
+# The calls of bk.api that take a Project and options as they are (what the commands call), each with good arguments.
+def _good(trainer: Path) -> dict:
+    project = api.Project(directory=trainer)
+    return {"lock": (project, api.LockOptions()), "matrix_check": (project, api.MatrixOptions()),
+            "matrix_refresh": (project, api.MatrixOptions()), "build_variants": (project, api.BuildOptions(), QuietReporter()),
+            "executor_build": (project, api.BuildOptions(), QuietReporter()), "make": (project, None),
+            "ci": (project, "github", None), "print_value": (project, "image-tag"), "load": (project,),
+            "doctor": (None,), "versions": (None, None), "executors": (None, None)}
+
+
+@SETTINGS
+@given(call=st.sampled_from(sorted(_good(Path(".")))), data=st.data())
+def test_every_argument_of_the_calls_that_take_a_project(trainer, call, data):
+    arguments = list(_good(trainer)[call])
+    place = data.draw(st.integers(0, len(arguments) - 1))
+    value = data.draw(VALUES)
+    arguments[place] = value
+    if call == "lock" and place == 1:
+        arguments[1] = data.draw(st.sampled_from([value, api.LockOptions(upgrade_packages=value), api.LockOptions(check=value)]))
+    outcome(getattr(api, call), *arguments)
 
 
 @SETTINGS

@@ -50,6 +50,7 @@ def load(project: Project) -> Config:
     """The project's config, validated (with its variant applied when it names one)."""
     from ..config import load_config
 
+    project = project_from(project, {}, "load")  # a Project, or what a call's first argument may be
     directory = project.directory or (project.config.parent if project.config else Path.cwd())
     config = load_config(project.config, directory, dict(project.overrides), project.document)
     variants = variant_configs(config)
@@ -64,8 +65,11 @@ def load(project: Project) -> Config:
 
 def variant_configs(config: Config) -> list[Config]:
     """Each variant's config, every one checked to resolve: a variant that does not is named."""
+    from ..config import Config
     from ..plan import make_plan
 
+    if not isinstance(config, Config):
+        raise ConfigError(f"{show(config)} is not allowed: a Config (from load())", field="config")
     out = []
     for i, variant in enumerate(config.variants):
         derived = config.with_variant(variant)
@@ -162,6 +166,12 @@ def options_of(given: Any, kind: type[Options], name: str) -> Options:
     if not isinstance(given, kind):
         raise ConfigError(f"{show(given)} is not allowed: a {kind.__name__} or None", field=name)
     return given
+
+
+def typed(project: Any, options: Any, kind: type[Options], call: str) -> tuple[Project, Options]:
+    """The Project and options of a call that takes them as they are (lock, matrix_check, build_variants...): both
+    checked as a call's first argument and its options object are."""
+    return project_from(project, {}, call), options_from(options_of(options, kind, "options"), {})
 
 
 def arguments(call: str, source: Source, settings: dict[str, Any], *options: Any, takes: Iterable[str] = (),
