@@ -11,8 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError, OutputError, show
+
+if TYPE_CHECKING:
+    import ast
 
 CACHE_ENV = "BUILDKIT_PY_CACHE_DIR"  # where buildkit-py keeps what it can make again (default: ~/.cache/buildkit-py)
 # At the root of every run and study output directory buildkit-py makes: a build context leaves such a directory
@@ -24,6 +28,9 @@ MAX_TEXT_FILE = 1 << 20  # config files, templates, ignore and requirements file
 MAX_NESTING = 16
 # Python's own parser gives up (RecursionError, MemoryError) some thousands of levels down, never fewer than this.
 PYTHON_NESTING = 1000
+# Values walked in one document or keyword: a 1 MiB file holds fewer; an API caller's list shared at every level (a
+# billion laughs made of Python objects) is stopped here.
+MAX_VALUES = 1_000_000
 PATH_BYTES = 4096  # PATH_MAX: the longest path a system call takes
 NAME_BYTES = 255  # NAME_MAX: the longest file name
 
@@ -95,10 +102,15 @@ def read_text(path: Path, what: str, *, limit: int = MAX_TEXT_FILE) -> str:
 
 
 def nesting_problem(value: object, limit: int = MAX_NESTING) -> str | None:
-    """Why a parsed document or a keyword's value nests too deep, or None: walked with a stack, never recursing."""
+    """Why a parsed document or a keyword's value nests too deep (or holds too many values), or None: walked with a
+    stack, never recursing; a value that holds itself ends at the limit."""
     stack = [(value, 0)]
+    walked = 0
     while stack:
         item, depth = stack.pop()
+        walked += 1
+        if walked > MAX_VALUES:
+            return f"more than {MAX_VALUES} values in all"
         if isinstance(item, (dict, list, tuple, set, frozenset)):
             if depth >= limit:
                 return too_deep(limit)
@@ -132,10 +144,10 @@ def read_toml(path: Path, what: str) -> dict:
     return parse_toml(read_text(path, what), str(path))
 
 
-def parse_python(text: str | bytes, filename: str):  # -> ast.Module; ast is imported only here, for start-up time
+def parse_python(text: str | bytes, filename: str) -> ast.Module:
     """A Python module's AST (SyntaxError as ast.parse raises it), or ConfigError naming the file where the parser
     gives up on nesting (an expression of 100,000 terms): Python could not run that file either."""
-    import ast
+    import ast  # here, for start-up time
 
     try:
         return ast.parse(text, filename=filename)

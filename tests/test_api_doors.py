@@ -267,6 +267,16 @@ def test_a_value_nested_thousands_deep_is_refused_naming_the_key_and_the_limit(t
     assert error.field in ("env", "config")
 
 
+def test_a_value_that_holds_itself_or_is_shared_at_every_level_ends_within_the_limits(trainer):
+    cycle: list = []
+    cycle.append(cycle)
+    assert "nested too deep" in str(refusal(bk.resolve, trainer, pip=cycle))
+    shared: list = ["x"] * 10
+    for _ in range(12):  # 10**12 paths through 130 lists
+        shared = [shared] * 10
+    assert "values in all" in str(refusal(bk.resolve, trainer, env={"A": shared}))
+
+
 def test_toml_nested_thousands_deep_names_the_file_and_the_limit(tmp_path, capsys):
     (tmp_path / "pyproject.toml").write_text(f"[tool.buildkit-py]\nenv = {deep_list(5000)}\n")
     assert cli_code(capsys, "resolve", "--dir", str(tmp_path)) == 2
