@@ -8,7 +8,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .errors import DataError, shown_name
+from .errors import ConfigError, DataError, shown_name
+from .fsutil import parse_python
 from .resources import read_data, resource_dir
 
 
@@ -76,8 +77,8 @@ def find_removed(sources: dict[str, str], apis: tuple[RemovedApi, ...] | None = 
     trees = {}
     for path, text in sources.items():
         try:
-            trees[path] = ast.parse(text)
-        except (SyntaxError, ValueError):
+            trees[path] = parse_python(text, path)
+        except (SyntaxError, ValueError, ConfigError):
             continue
     return removed_uses(trees, apis)
 

@@ -12,7 +12,6 @@ import keyword
 import re
 import sys
 import time
-import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -28,7 +27,7 @@ from .api_usage import notes as removed_notes
 from .api_usage import removed_uses
 from .config import bad_character, find_config, load_raw
 from .errors import ConfigError, show, shown_name
-from .fsutil import inside, read_text
+from .fsutil import PYTHON_NESTING, inside, parse_python, read_text, read_toml, too_deep
 from .imports import Needed, closure, import_names, statements
 from .lockfiles import found_in, is_lock_file, locked
 from .matrix import Framework, Matrix, gpu_python, load_matrix, usable_python, version_key
@@ -252,7 +251,7 @@ def _setup_py(path: Path) -> dict[str, Any]:
     None when computed, or _UNSET when the call does not pass it."""
     text = read_text(path, "setup.py")
     try:
-        tree = ast.parse(text, filename=str(path))
+        tree = parse_python(text, str(path))
     except SyntaxError as exc:
         raise ConfigError(f"setup.py does not parse as Python 3: {exc.msg} (line {exc.lineno}); Python 2 code (which "
                           "AI Platform's runtimes up to 1.15 ran) cannot be read or installed here: port the file to "
@@ -351,10 +350,7 @@ def _pyproject(path: Path) -> tuple[str | None, list[str] | None, bool, Any, Any
     """(name, [project] dependencies, whether dependencies are dynamic: only the build backend tells, version, entry
     points, where its build compiles, requires-python and where); version and entry points None when dynamic, _UNSET
     when not given."""
-    try:
-        document = tomllib.loads(read_text(path, "pyproject.toml"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", where=str(path)) from None
+    document = read_toml(path, "pyproject.toml")
     project = document.get("project") if isinstance(document.get("project"), dict) else {}
     deps = project.get("dependencies")
     if deps is not None and not (isinstance(deps, list) and all(isinstance(d, str) for d in deps)):
@@ -657,10 +653,16 @@ def _read_code(directory: Path) -> _Code:
     unparsed: dict[str, str] = {}
     for rel in files[:MAX_SCANNED]:
         try:
-            trees[rel] = ast.parse(read_text(directory / rel, "Python file"), filename=rel)
+            text = read_text(directory / rel, "Python file")
+        except ConfigError:
+            continue
+        try:
+            trees[rel] = parse_python(text, rel)
         except SyntaxError as exc:
             unparsed[rel] = f"line {exc.lineno}: {exc.msg}"  # the file fails where it runs, with Python's own message
-        except (ValueError, ConfigError):
+        except ConfigError as exc:  # nested past what Python's parser takes: it cannot run the file either
+            unparsed[rel] = exc.detail
+        except ValueError:
             continue
     return _Code(listed, trees, unparsed)
 
@@ -1307,6 +1309,9 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     module = trainer_value.get("module") if isinstance(trainer_value, dict) else None
     entry = script if isinstance(script, str) else (f"{package_dir}/" if package_dir else "") + module.replace(".", "/") \
         + ".py" if isinstance(module, str) else None
+    if entry in code.unparsed and code.unparsed[entry].startswith(too_deep(PYTHON_NESTING)):
+        raise ConfigError(f"{show(entry)}, the trainer's entry point: {code.unparsed[entry]}; Python cannot run it "
+                          "either", where=str(directory / entry))
     if entry in code.unparsed:  # the job would die at its first line: no image is worth building
         raise ConfigError(f"{show(entry)}, the trainer's entry point, does not parse as Python 3 ({code.unparsed[entry]}): "
                           "Python 2 code must be ported before an image can run it (2to3 or "

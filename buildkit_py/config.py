@@ -12,7 +12,6 @@ import json
 import keyword
 import os
 import re
-import tomllib
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -25,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 from .builders import BUILDERS
 from .errors import ConfigError, show
 from .flags import cloudbuild_flag_name, flag_name, job_flag_name
-from .fsutil import consult, inside, leads_outside, read_text
+from .fsutil import MAX_NESTING, consult, inside, leads_outside, read_text, read_toml, too_deep
 from .refs import ImageRef, parse_ref
 
 CONFIG_FILES = ("buildkit.yaml", "buildkit.yml")
@@ -39,7 +38,6 @@ MAX_ENV_VALUE_BYTES = 16384  # ENV values: escaping can double them on their lin
 MAX_ENV_ENTRIES = 1000
 MAX_LIST_BYTES = 8192  # pip and system_packages share one RUN line each; quoting can grow a pip entry 5x
 MAX_ARGS_JSON_BYTES = 16384  # CMD is one JSON line
-MAX_YAML_DEPTH = 16
 
 _FRAMEWORK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})(?:==(?P<version>[0-9A-Za-z][0-9A-Za-z.+!-]{0,63}))?",
                         re.ASCII)
@@ -228,11 +226,7 @@ def find_config(directory: Path) -> Path | None:
 
 def _tool_table(path: Path) -> Any:
     """[tool.buildkit-py] of a pyproject.toml, or None when it has none."""
-    try:
-        document = tomllib.loads(read_text(path, "pyproject.toml"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", where=str(path)) from None
-    tool = document.get("tool")
+    tool = read_toml(path, "pyproject.toml").get("tool")
     if tool is None:
         return None
     if not isinstance(tool, dict):
@@ -257,8 +251,8 @@ def _check_events(text: str, filename: str) -> None:
             raise ConfigError(f"YAML tags ({show(event.tag)}) are not supported: write a plain value", where=where)
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
-            if depth > MAX_YAML_DEPTH:
-                raise ConfigError(f"nested deeper than {MAX_YAML_DEPTH} levels", where=where)
+            if depth > MAX_NESTING:
+                raise ConfigError(too_deep(MAX_NESTING), where=where)
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
 
@@ -687,6 +681,8 @@ _ENTRY = re.compile(r"([A-Za-z0-9_.-][A-Za-z0-9_. -]{0,99}?) ?= ?[A-Za-z_][A-Za-
 _SCRIPT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", re.ASCII)
 MAX_ENTRY_GROUPS = 50
 MAX_ENTRIES = 200  # per group
+# The metadata is one RUN line, and BuildKit reads lines of at most 64 KiB (render.MAX_LINE_BYTES): half of that for it
+MAX_TRAINER_PACKAGE_BYTES = 32768
 
 
 def _trainer_package(raw, path, value) -> TrainerPackage:
@@ -727,7 +723,12 @@ def _trainer_package(raw, path, value) -> TrainerPackage:
                                            "letters, digits, _ . -")
             texts.append(text)
         entries.append((group, tuple(texts)))
-    return TrainerPackage(out["name"], out["version"], tuple(entries))
+    package = TrainerPackage(out["name"], out["version"], tuple(entries))
+    size = len(package.json())
+    if size > MAX_TRAINER_PACKAGE_BYTES:
+        raise _err(raw, path + ("entry_points",), f"{len(entries)} groups of {sum(len(e) for _, e in entries)} entry "
+                   f"points make {size} bytes of metadata, one Dockerfile line: at most {MAX_TRAINER_PACKAGE_BYTES}")
+    return package
 
 
 def _image(raw, path, value) -> str:
@@ -1361,6 +1362,12 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
 KEYS = tuple(_validators(Path(".")))
 
 
+def _flag_like(key: Any) -> bool:
+    """A key of a mapping set by flags that a flag may be named after: an API caller's {1: ...} or {"\\n": ...} is
+    named by its path in the config instead."""
+    return isinstance(key, str) and _KEY.fullmatch(key) is not None
+
+
 def load_config(
     config_path: Path | None = None,
     directory: Path | None = None,
@@ -1374,14 +1381,14 @@ def load_config(
             if key == "cloudbuild" and isinstance(value, dict):  # set key by key (--cloudbuild-KEY): the file's other keys stay
                 given = raw.data.get(key)
                 raw.data[key] = {**(given if isinstance(given, dict) else {}), **value}
-                raw.positions.update({(key, sub): cloudbuild_flag_name(sub) for sub in value})
+                raw.positions.update({(key, sub): cloudbuild_flag_name(sub) for sub in value if _flag_like(sub)})
                 raw.scalars = {p: t for p, t in raw.scalars.items() if p[:2] not in {(key, k) for k in value}}
                 raw.flags.add(key)
                 continue
             raw.data[key] = value
             raw.positions[(key,)] = flag_name(key)
-            if isinstance(value, dict):  # a mapping set by flags of its keys' names (trainer by --module, --script)
-                raw.positions.update({(key, sub): flag_name(sub) for sub in value})
+            if key == "trainer" and isinstance(value, dict):  # set by flags of its keys' names (--module, --script)
+                raw.positions.update({(key, sub): flag_name(sub) for sub in value if _flag_like(sub)})
             raw.scalars = {p: t for p, t in raw.scalars.items() if p[:1] != (key,)}
             raw.flags.add(key)
     validators = _validators(root)

@@ -351,6 +351,6 @@ def exec_form(arguments: str) -> list[str] | None:
         return None
     try:
         words = json.loads(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or arrays nested thousands deep: not an exec form either
         return None
     return words if isinstance(words, list) and all(isinstance(w, str) for w in words) else None

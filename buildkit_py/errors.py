@@ -9,10 +9,11 @@ SHOWN_DEPTH = 8  # nesting shown before "..."; a value nested thousands deep is 
 MASK = "***"
 _MASK_REACH = 4096  # characters of a long value read for credentials before it is cut to what is shown
 
-# userinfo of a URL (https://user:token@host, https://token@host) and the query parameters that carry keys
-_USERINFO = re.compile(r"://(?P<user>[^/@\s:]*)(?P<password>:[^/@\s]*)?@")
+# userinfo of a URL (https://user:token@host, https://token@host; https:/ too, as a path made of a URL keeps it) and the
+# query parameters that carry keys
+_USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])(?P<slashes>:/{1,2})(?P<user>[^/@\s:]*)(?P<password>:[^/@\s]*)?@")
 _QUERY_SECRET = re.compile(r"(?i)(?P<key>[?&](?:access_token|token|key|api_key|apikey|password|passwd|secret|sig|signature|"
-                           r"x-goog-signature|x-goog-credential)=)[^&#\s]+")
+                           r"x-goog-signature|x-goog-credential)=)(?!\*\*\*)[^&#\s]+")  # (?!***): masking a message twice keeps it
 
 
 def mask_credentials(text: str) -> str:
@@ -20,8 +21,8 @@ def mask_credentials(text: str) -> str:
     replaced by ***: what a user would not paste into a bug report."""
     def userinfo(m: re.Match) -> str:
         if m.group("password") is not None:
-            return f"://{m.group('user')}:{MASK}@"
-        return f"://{MASK}@"
+            return f"{m.group('slashes')}{m.group('user')}:{MASK}@"
+        return f"{m.group('slashes')}{MASK}@"
 
     return _QUERY_SECRET.sub(lambda m: m.group("key") + MASK, _USERINFO.sub(userinfo, text))
 
@@ -129,6 +130,7 @@ class BuildkitError(Exception):
     exit_code = 1
 
     def __init__(self, message: str):
+        message = mask_credentials(message)  # whatever a message quotes (a path made of a URL, a service's answer)
         super().__init__(message)
         self.message = message
 
@@ -148,7 +150,7 @@ class ConfigError(BuildkitError):
         if field:
             prefix += f"{field}: "
         super().__init__(prefix + message)
-        self.detail = message  # without the position and field, to restate under another name
+        self.detail = mask_credentials(message)  # without the position and field, to restate under another name
         self.field = field
         self.where = where
 

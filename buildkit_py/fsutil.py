@@ -11,14 +11,28 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError, OutputError, show
+
+if TYPE_CHECKING:
+    import ast
 
 CACHE_ENV = "BUILDKIT_PY_CACHE_DIR"  # where buildkit-py keeps what it can make again (default: ~/.cache/buildkit-py)
 # At the root of every run and study output directory buildkit-py makes: a build context leaves such a directory
 # out wherever it lies (an --output inside the trainer directory), as it does a virtual environment.
 OUTPUT_MARKER = ".buildkit-py-output"
 MAX_TEXT_FILE = 1 << 20  # config files, templates, ignore and requirements files are small; a bigger one is a mistake
+# Nesting in a config, a TOML file or an API keyword: a config nests 4 levels (variants[0].trainer.args[0]); deeper is a
+# mistake or an attack on the recursion of a parser or a walk.
+MAX_NESTING = 16
+# Python's own parser gives up (RecursionError, MemoryError) some thousands of levels down, never fewer than this.
+PYTHON_NESTING = 1000
+# Values walked in one document or keyword: a 1 MiB file holds fewer; an API caller's list shared at every level (a
+# billion laughs made of Python objects) is stopped here.
+MAX_VALUES = 1_000_000
+PATH_BYTES = 4096  # PATH_MAX: the longest path a system call takes
+NAME_BYTES = 255  # NAME_MAX: the longest file name
 
 _WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
               (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
@@ -108,22 +122,92 @@ def read_text(path: Path, what: str, *, limit: int = MAX_TEXT_FILE, root: Path |
                           "save it as UTF-8", where=str(path)) from None
 
 
+def nesting_problem(value: object, limit: int = MAX_NESTING) -> str | None:
+    """Why a parsed document or a keyword's value nests too deep (or holds too many values), or None: walked with a
+    stack, never recursing; a value that holds itself ends at the limit."""
+    stack = [(value, 0)]
+    walked = 0
+    while stack:
+        item, depth = stack.pop()
+        walked += 1
+        if walked > MAX_VALUES:
+            return f"more than {MAX_VALUES} values in all"
+        if isinstance(item, (dict, list, tuple, set, frozenset)):
+            if depth >= limit:
+                return too_deep(limit)
+            stack += [(child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)]
+    return None
+
+
+def too_deep(limit: int) -> str:
+    return f"nested too deep: more than {limit} levels"
+
+
+def parse_toml(text: str, where: str) -> dict:
+    """A TOML document, or ConfigError naming the file: its syntax, or nesting past MAX_NESTING levels (tomllib
+    recurses into arrays and inline tables; dotted keys nest without it)."""
+    import tomllib
+
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", where=where) from None
+    except RecursionError:  # tomllib gives up hundreds of levels down, past MAX_NESTING
+        raise ConfigError(too_deep(MAX_NESTING), where=where) from None
+    problem = nesting_problem(document)
+    if problem:
+        raise ConfigError(problem, where=where)
+    return document
+
+
+def read_toml(path: Path, what: str, *, root: Path | None = None) -> dict:
+    """A TOML file read as read_text reads it (inside root, when given), parsed by parse_toml."""
+    return parse_toml(read_text(path, what, root=root), str(path))
+
+
+def parse_python(text: str | bytes, filename: str) -> ast.Module:
+    """A Python module's AST (SyntaxError as ast.parse raises it), or ConfigError naming the file where the parser
+    gives up on nesting (an expression of 100,000 terms): Python could not run that file either."""
+    import ast  # here, for start-up time
+
+    try:
+        return ast.parse(text, filename=filename)
+    except (RecursionError, MemoryError):  # MemoryError: the parser's own stack, not the machine's memory
+        raise ConfigError(too_deep(PYTHON_NESTING) + " (Python's parser gives up)", where=filename) from None
+
+
+def path_problem(value: str) -> str | None:
+    """Why a path the user gives cannot name a file on this system, or None: said before any work, instead of
+    the OSError or UnicodeEncodeError of the first system call."""
+    if not value or "\0" in value:
+        return "a path, not empty, without NUL characters"
+    try:
+        data = os.fsencode(value)
+    except UnicodeEncodeError:
+        return "a path of valid Unicode (it holds a lone surrogate)"
+    if len(data) > PATH_BYTES:
+        return f"a path of at most {PATH_BYTES} bytes"
+    if any(len(part) > NAME_BYTES for part in data.split(b"/")):
+        return f"a path whose every name is at most {NAME_BYTES} bytes"
+    return None
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write beside the target, then rename over it: readers see the old or the new file."""
-    if path.is_dir():
-        raise OutputError(f"{str(path)!r} is a directory; give a file name")
     try:
+        if path.is_dir():
+            raise OutputError(f"{show(str(path))} is a directory; give a file name")
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", dir=path.parent)
-    except OSError as exc:
-        raise OutputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a name the system cannot encode
+        raise OutputError(f"cannot write {show(str(path))}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+        raise OutputError(f"cannot write {show(str(path))}: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BuildError, ImportCheckError, shown_name
+from .errors import BuildError, ConfigError, ImportCheckError, shown_name
+from .fsutil import parse_python
 from .launcher.constants import IMPORT_CHECKING_MARKER, IMPORT_FAILED_MARKER, IMPORTS_CONTEXT_FILE
 
 # An import inside `try:` whose handler catches one of these is optional: the code runs without it.
@@ -291,8 +292,8 @@ def staged_imports(module: str | None, script: str | None, package_dir: str | No
     copy, the bytes the build gets."""
     def parse(rel: str) -> ast.AST | None:
         try:
-            return ast.parse((directory / rel).read_bytes(), filename=rel)
-        except (SyntaxError, ValueError, OSError):
+            return parse_python((directory / rel).read_bytes(), rel)
+        except (SyntaxError, ValueError, OSError, ConfigError):
             return None
 
     return closure(module, script, files, parse, import_names(), package_dir=package_dir)

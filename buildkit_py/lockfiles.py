@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -21,7 +20,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import ConfigError, show
-from .fsutil import consult, inside, kept_text
+from .fsutil import consult, inside, kept_text, parse_toml
 
 # The names each tool writes, in the order autopackage prefers them when a directory has several.
 LOCK_FILES = ("uv.lock", "pylock.toml", "poetry.lock", "Pipfile.lock")
@@ -138,11 +137,9 @@ def _name(value: Any, where: str) -> str:
 def _toml(path: Path, shown: str) -> tuple[dict, str]:
     try:
         text = path.read_text(encoding="utf-8")
-        return tomllib.loads(text), text
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{shown}: cannot be read ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{shown}: not TOML ({exc})") from None
+    return parse_toml(text, shown), text
 
 
 def _version(value: Any, where: str) -> str:

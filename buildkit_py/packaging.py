@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import tomllib
 import venv
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -37,7 +36,7 @@ from packaging.version import Version
 from .config import Config, Trainer, distribution_name
 from .context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
 from .errors import BuildError, ConfigError, OutputError, show
-from .fsutil import cache_dir, leads_outside, read_text, write_atomic
+from .fsutil import cache_dir, leads_outside, read_text, read_toml, write_atomic
 from .lockfiles import is_lock_file, locked
 from .matrix import load_matrix
 from .render import render_project_dockerignore
@@ -147,10 +146,7 @@ def own_build(root: Path) -> bool:
     pyproject = root / "pyproject.toml"
     if not pyproject.is_file():
         return False
-    try:
-        data = tomllib.loads(read_text(pyproject, "pyproject.toml", root=root))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", where=str(pyproject)) from None
+    data = read_toml(pyproject, "pyproject.toml", root=root)
     return "build-system" in data or "project" in data
 
 

@@ -135,7 +135,7 @@ def key(project: object, locked: bool) -> str:
     environment = sorted((k, v) for k, v in os.environ.items() if not k.startswith("DOCKER_") and k not in _SHELL)
     given = repr((RECIPE_SCHEME, __version__, _own_files(), sys.executable, sys.version, os.getcwd(), repr(project),
                   locked, environment))
-    return hashlib.sha256(given.encode("utf-8", "surrogateescape")).hexdigest()
+    return hashlib.sha256(given.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate the config refuses
 
 
 def _path(digest: str) -> Path:

@@ -138,7 +138,7 @@ HOSTILE_FILES = [
         f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefgh", "bcdefghi",
                                                                                             strict=True)),
      "anchors and aliases"),
-    ("deep nesting", "env: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper"),
+    ("deep nesting", "env: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deep: more than 16 levels"),
     ("utf-16", "framework: none\n".encode("utf-16"), "UTF-16"),
     ("latin-1", "env: {A: caf\xe9}\n".encode("latin-1"), "not valid UTF-8"),
     ("nul", b"framework: none\x00\n", "NUL byte"),

@@ -163,7 +163,7 @@ def test_poetry_and_pipenv_locks_give_the_main_packages_for_the_image_and_are_he
 
 
 @pytest.mark.parametrize("text, fragment", [
-    ("not toml [", "uv.lock: not TOML"),
+    ("not toml [", "uv.lock: invalid TOML"),
     ('version = 1\n[[package]]\nname = "a"\nversion = "1.0"\nsource = { registry = "x" }\n',
      "no package of the project itself"),
     ('version = 1\n[[package]]\nname = "p"\nversion = "0.1"\nsource = { virtual = "." }\n'

@@ -31,7 +31,7 @@ from .jobs import (
     submit_planned,
     vertex_job,
 )
-from .project import MAX_GPUS, Progress, Project, Source, arguments, check_count, load, reporting, runs_dir
+from .project import MAX_GPUS, Progress, Project, Source, arguments, check_count, load, options_of, reporting, runs_dir
 from .runs import RunOptions, check_run_options, run_sdists
 
 # Imported where used, for start-up time (see this package's docstring).
@@ -191,7 +191,7 @@ def autopackage(source: Source = None, /, options: AutopackageOptions | None = N
     progress: as build's (the stages, build steps, push bytes, the job's states).
     settings: config keys as their flags set them (image= names the config's image), config, dir, variant.
     """
-    project, options = arguments("autopackage", source, settings, options or AutopackageOptions(),
+    project, options = arguments("autopackage", source, settings, options_of(options, AutopackageOptions, "options"),
                                  takes=("options", "progress"), config_keys=("image",))
     if project.document is not None:  # inference reads the directory's own config: the dict's keys go over it
         project = replace(project, document=None, overrides=(*project.document.items(), *project.overrides))

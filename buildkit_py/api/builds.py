@@ -15,7 +15,7 @@ from ..errors import ConfigError, show
 from ..fsutil import consulted
 from ..progress import Reporter
 from ..refs import parse_ref
-from .project import Progress, Project, Source, arguments, load, reporting
+from .project import Progress, Project, Source, arguments, load, options_of, reporting
 
 
 def build(source: Source = None, /, options: BuildOptions | None = None, *, progress: Progress = None,
@@ -29,7 +29,8 @@ def build(source: Source = None, /, options: BuildOptions | None = None, *, prog
     notebook, log (the `buildkit_py` logger), quiet, or a Reporter.
     settings: config keys as their flags set them (image=, tags=[...], framework=...), config, dir, variant.
     """
-    project, options = arguments("build", source, settings, options or BuildOptions(), takes=("options", "progress"))
+    project, options = arguments("build", source, settings, options_of(options, BuildOptions, "options"),
+                                 takes=("options", "progress"))
     check_build_options(options)
     with reporting(progress) as reporter:
         return build_project(project, options, reporter)

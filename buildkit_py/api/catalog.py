@@ -13,7 +13,7 @@ from ..launcher.gpu import arch_supports
 from ..matrix import SHIPPED, load_matrix, version_key
 from ..notebook import HtmlRepr
 from ..plan import accelerator_named, tpu_named, tpu_releases
-from .project import Project, load
+from .project import Project, checked, load, typed
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
@@ -56,6 +56,8 @@ class Versions(HtmlRepr):
 def versions(framework: str | None = None, accelerator: str | None = None) -> Versions:
     """The known releases; with an accelerator, only the releases and CUDA variants whose build has
     kernels for it (as resolution would choose among them)."""
+    framework = checked(framework, "str | None", "framework")
+    accelerator = checked(accelerator, "str | None", "--accelerator")
     matrix = load_matrix()
     tpu = tpu_named(matrix, accelerator, "--accelerator") if accelerator is not None else None
     wanted = accelerator_named(matrix, accelerator, "--accelerator") if accelerator is not None and not tpu else None
@@ -124,6 +126,7 @@ def matrix_check(project: Project, options: MatrixOptions) -> index_metadata.Mat
     CUDA/cuDNN that the default wheel's pins contradict."""
     from .. import index_metadata
 
+    project, options = typed(project, options, MatrixOptions, "matrix_check")
     return index_metadata.run(load_matrix(), _package_index(project, options), options.frameworks)
 
 
@@ -132,6 +135,7 @@ def matrix_refresh(project: Project, options: MatrixOptions) -> index_metadata.M
     resolution then reads (flagged as known from index metadata)."""
     from .. import index_metadata
 
+    project, options = typed(project, options, MatrixOptions, "matrix_refresh")
     return index_metadata.run(load_matrix(), _package_index(project, options), options.frameworks, refresh=True)
 
 
@@ -139,4 +143,4 @@ def executors(framework: str | None = None, region: str | None = None) -> list[E
     """Google's prebuilt training images (base_images/executors.yaml), in the region's repository."""
     from ..executors import catalog_entries
 
-    return catalog_entries(framework, region=region)
+    return catalog_entries(checked(framework, "str | None", "framework"), region=checked(region, "str | None", "--region"))

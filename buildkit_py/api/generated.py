@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import ConfigError, show
 from ..fsutil import write_atomic
 from ..notebook import HtmlRepr
-from .project import Project, load
+from .project import Project, checked, load, output_file, project_from
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ def make(project: Project, output: Path | None = None) -> GeneratedFile:
     """buildkit.mk: Make targets that each run one buildkit-py command, for `include buildkit.mk`."""
     from ..makefile import render_makefile
 
+    output = output_file(output, "--output")
+    project = project_from(project, {}, "make")
     config = load(project)
     return _generated(render_makefile(config, project.config, output.parent if output else Path.cwd()), output)
 
@@ -40,8 +42,9 @@ def ci(project: Project, flavour: str, output: Path | None = None) -> GeneratedF
     """A CI pipeline (github, cloudbuild or gitlab) that builds every variant with a registry cache and pushes."""
     from ..ci import CI_FLAVOURS, render_ci
 
-    if flavour not in CI_FLAVOURS:
+    output = output_file(output, "--output")
+    if checked(flavour, "str", "FLAVOUR") not in CI_FLAVOURS:
         raise ConfigError(f"{show(flavour)} is not a CI flavour buildkit-py writes; one of {', '.join(CI_FLAVOURS)}",
                           field="FLAVOUR")
-    config = load(project)
-    return _generated(render_ci(config, project.config, flavour), output)
+    project = project_from(project, {}, "ci")
+    return _generated(render_ci(load(project), project.config, flavour), output)

@@ -25,7 +25,19 @@ from ..render import render_dockerfile, render_project_dockerignore
 from ..resolution import check_resolution, declared_in
 from ..resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 from .builds import check_build_options
-from .project import Progress, Project, Source, checked, load, project_from, refuse_unknown, reporting, variant_configs
+from .project import (
+    Progress,
+    Project,
+    Source,
+    checked,
+    load,
+    output_file,
+    project_from,
+    refuse_unknown,
+    reporting,
+    typed,
+    variant_configs,
+)
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
@@ -53,7 +65,7 @@ def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None
     source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
     settings: config keys as their flags set them (framework=, cuda=, base_image=...), config, dir, variant.
     """
-    output = checked(output, "Path | None", "output")
+    output = output_file(output, "output")
     config = load(project_from(source, settings, "dockerfile", ["output"]))
     plan = _lock.apply(config, make_plan(config), locked=False)
     if plan.lock is None:  # what the Dockerfile installs resolves (a lock's set was resolved when it was written)
@@ -83,6 +95,7 @@ class VariantsResult(HtmlRepr):
 
 def build_variants(project: Project, options: BuildOptions, reporter: Reporter) -> VariantsResult:
     """Every variant of the config, one after the other on one builder: their common layers are built once."""
+    project, options = typed(project, options, BuildOptions, "build_variants")
     check_build_options(options)
     configs = variant_configs(load(replace(project, variant=None)))
     if not configs:
@@ -97,6 +110,7 @@ def build_variants(project: Project, options: BuildOptions, reporter: Reporter) 
 
 def lock(project: Project, options: _lock.LockOptions) -> _lock.LockResult:
     """Write buildkit.lock for the config and each of its variants (or, with check, say what makes it stale)."""
+    project, options = typed(project, options, _lock.LockOptions, "lock")
     for name in options.upgrade_packages:
         _lock.check_package_name(name)
     config = load(replace(project, variant=None))
@@ -122,6 +136,7 @@ def executor_build(project: Project, options: BuildOptions, reporter: Reporter) 
     """An executor image: the config's framework, Python, packages, hypertune and the launcher, without trainer
     code. The build context holds only the launcher (and the requirements file and template the config names),
     so a trainer's code edits never change it."""
+    project, options = typed(project, options, BuildOptions, "executor_build")
     check_build_options(options)
     return executor_build_for(load(project), options, reporter)
 

@@ -21,7 +21,20 @@ from ..fsutil import write_atomic
 from ..notebook import HtmlRepr
 from ..plan import Plan, check_accelerator, make_plan
 from ..refs import parse_ref
-from .project import Progress, Project, Source, arguments, checked, load, option_names, options_from, refuse_unknown, reporting
+from .project import (
+    Progress,
+    Project,
+    Source,
+    arguments,
+    checked,
+    load,
+    option_names,
+    options_from,
+    options_of,
+    output_file,
+    refuse_unknown,
+    reporting,
+)
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
@@ -303,8 +316,9 @@ def job(source: Source = None, /, options: JobOptions | None = None, output: str
     accelerator_type=, project=, region=...).
     settings: config keys as their flags set them, config, dir, variant.
     """
-    project, options = arguments("job", source, settings, options or JobOptions(), takes=("options", "output", "as_json"))
-    output = checked(output, "Path | None", "output")
+    project, options = arguments("job", source, settings, options_of(options, JobOptions, "options"),
+                                 takes=("options", "output", "as_json"))
+    output = output_file(output, "output")
     as_json = checked(as_json, "bool", "as_json")
     config, job_settings, left, notes = _job_settings(project, options)
     made = vertex_job(config, job_settings, options)
@@ -340,8 +354,9 @@ def plan(source: Source = None, /, options: JobOptions | None = None, submit_opt
     source, options, settings: as job's; submit_options: SubmitOptions, or its fields as keywords
     (api_endpoint=, timeout=, skip_image_check=).
     """
-    project, options, submit_options = arguments("plan", source, settings, options or JobOptions(),
-                                                 submit_options or SubmitOptions(), takes=("options", "submit_options"))
+    project, options, submit_options = arguments("plan", source, settings, options_of(options, JobOptions, "options"),
+                                                 options_of(submit_options, SubmitOptions, "submit_options"),
+                                                 takes=("options", "submit_options"))
     check_submit_options(submit_options)
     config, job_settings, _, _ = _job_settings(project, options)
     return plan_job(config, job_settings, options, submit_options)
@@ -386,8 +401,8 @@ def submit(source: Source = None, /, options: JobOptions | None = None, submit_o
     on_line: called with each line of the job's log while waiting (stream_logs); default: progress shows it.
     progress: as build's (the job's states and log lines).
     """
-    project, options, submit_options = arguments("submit", source, settings, options or JobOptions(),
-                                                 submit_options or SubmitOptions(),
+    project, options, submit_options = arguments("submit", source, settings, options_of(options, JobOptions, "options"),
+                                                 options_of(submit_options, SubmitOptions, "submit_options"),
                                                  takes=("options", "submit_options", "on_state", "on_line", "progress"))
     on_state = checked(on_state, "Callable[[str, dict], None] | None", "on_state")
     on_line = checked(on_line, "Callable[[LogLine], None] | None", "on_line")
@@ -565,7 +580,7 @@ def cancel(name: str, submit_options: SubmitOptions | None = None, *, project: s
     """
     from ..jobs import submit as jobs_submit
 
-    submit_options = options_from(submit_options or SubmitOptions(), settings)
+    submit_options = options_from(options_of(submit_options, SubmitOptions, "submit_options"), settings)
     refuse_unknown(settings, "cancel", ["submit_options", "project", "region", *option_names(submit_options)])
     name = checked(name, "str", "NAME")
     project, region = checked(project, "str | None", "--project"), checked(region, "str | None", "--region")

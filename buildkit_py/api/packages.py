@@ -11,7 +11,7 @@ from ..config import distribution_name, pep440_version
 from ..errors import ConfigError
 from ..notebook import HtmlRepr
 from ..plan import make_plan
-from .project import Source, arguments, load
+from .project import Source, arguments, load, options_of
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def package(source: Source = None, /, options: PackageOptions | None = None, **s
     from ..packaging import build_sdist
     from ..staging import parse_stage, stage
 
-    project, options = arguments("package", source, settings, options or PackageOptions(), takes=("options",))
+    project, options = arguments("package", source, settings, options_of(options, PackageOptions, "options"), takes=("options",))
 
     if options.module and options.script:
         raise ConfigError("give --module or --script, not both", field="--script")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, RegistryError, show
-from .project import Project, load
+from .project import Project, checked, load
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -85,6 +85,6 @@ PRINTABLE: dict[str, Callable[[Config], str]] = {
 
 def print_value(project: Project, name: str) -> str:
     """One value for Make and shell scripts (`buildkit-py print NAME`): one of PRINTABLE."""
-    if name not in PRINTABLE:
+    if checked(name, "str", "NAME") not in PRINTABLE:
         raise ConfigError(f"{show(name)} is not a value buildkit-py prints; one of {', '.join(PRINTABLE)}", field="NAME")
     return PRINTABLE[name](load(project))

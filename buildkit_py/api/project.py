@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigError, ResolutionError, show
-from ..fsutil import cache_dir
+from ..fsutil import cache_dir, nesting_problem, path_problem
 from ..progress import Reporter, reporter
 from ..recipe import slug
 
@@ -50,6 +50,7 @@ def load(project: Project) -> Config:
     """The project's config, validated (with its variant applied when it names one)."""
     from ..config import load_config
 
+    project = project_from(project, {}, "load")  # a Project, or what a call's first argument may be
     directory = project.directory or (project.config.parent if project.config else Path.cwd())
     config = load_config(project.config, directory, dict(project.overrides), project.document)
     variants = variant_configs(config)
@@ -64,8 +65,11 @@ def load(project: Project) -> Config:
 
 def variant_configs(config: Config) -> list[Config]:
     """Each variant's config, every one checked to resolve: a variant that does not is named."""
+    from ..config import Config
     from ..plan import make_plan
 
+    if not isinstance(config, Config):
+        raise ConfigError(f"{show(config)} is not allowed: a Config (from load())", field="config")
     out = []
     for i, variant in enumerate(config.variants):
         derived = config.with_variant(variant)
@@ -97,12 +101,14 @@ def project_from(source: Source, settings: dict[str, Any], call: str, allowed: I
     """The Project a call names: its first argument, then config=, dir= and variant= and the config keys among the
     keywords (each as its flag sets it; `tags=["a"]` as `--tag a`). Takes what it uses from settings; any keyword
     left is unknown to the call and refused, naming what it allows."""
+    for name, value in settings.items():  # before anything walks them (a recipe's key, the config's checks)
+        _shallow(value, name)
     config, directory = settings.pop("config", None), settings.pop("dir", None)
     variant = settings.pop("variant", None)
     if isinstance(source, Project):
-        project = source
+        project = _checked_project(source)
     elif source is None or isinstance(source, Mapping):
-        project = Project(document=source)
+        project = Project(document=_shallow(source, "config"))
     else:
         path = _path(source, "project")
         project = Project(directory=path) if path.is_dir() else Project(config=path)
@@ -126,6 +132,46 @@ def project_from(source: Source, settings: dict[str, Any], call: str, allowed: I
     overrides = tuple((key, tuple(value) if isinstance(value, list) else value) for key, value in settings.items())
     settings.clear()
     return replace(project, overrides=project.overrides + overrides) if overrides else project
+
+
+def _shallow(value: Any, name: str) -> Any:
+    """A keyword's value nested no deeper than a config file may be (a value thousands deep would reach Python's
+    recursion limit in the first walk over it)."""
+    problem = nesting_problem(value)
+    if problem:
+        raise ConfigError(problem, field=name)
+    return value
+
+
+def _checked_project(project: Project) -> Project:
+    """A Project the caller made, its fields checked as the keywords that set them are."""
+    if not isinstance(project.overrides, tuple) or not all(
+            isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str) for pair in project.overrides):
+        raise ConfigError(f"{show(project.overrides)} is not allowed: a tuple of (config key, value) pairs",
+                          field="overrides")
+    for key, value in project.overrides:
+        _shallow(value, key)
+    if project.document is not None and not isinstance(project.document, Mapping):
+        raise ConfigError(f"{show(project.document)} is not allowed: a mapping of config keys", field="config")
+    return replace(project, config=checked(project.config, "Path | None", "--config"),
+                   directory=checked(project.directory, "Path | None", "--dir"),
+                   variant=checked(project.variant, "str | None", "--variant"),
+                   document=_shallow(project.document, "config"))
+
+
+def options_of(given: Any, kind: type[Options], name: str) -> Options:
+    """A call's options argument: None for the defaults, else a `kind` (options_from checks its fields)."""
+    if given is None:
+        return kind()
+    if not isinstance(given, kind):
+        raise ConfigError(f"{show(given)} is not allowed: a {kind.__name__} or None", field=name)
+    return given
+
+
+def typed(project: Any, options: Any, kind: type[Options], call: str) -> tuple[Project, Options]:
+    """The Project and options of a call that takes them as they are (lock, matrix_check, build_variants...): both
+    checked as a call's first argument and its options object are."""
+    return project_from(project, {}, call), options_from(options_of(options, kind, "options"), {})
 
 
 def arguments(call: str, source: Source, settings: dict[str, Any], *options: Any, takes: Iterable[str] = (),
@@ -154,9 +200,10 @@ def option_names(*options: Any) -> list[str]:
 
 
 def options_from(options: Options, settings: dict[str, Any], config_keys: tuple[str, ...] = ()) -> Options:
-    """options (a frozen dataclass instance) with the fields that settings name replaced, each checked against its
-    type; a field holding options of its own (RunOptions.build) takes their fields from the same keywords. Takes
-    what it uses from settings; config_keys stay there for project_from (a call's `image` may be the config's)."""
+    """options (a frozen dataclass instance) with the fields that settings name replaced, each field checked against
+    its type, a keyword's or the caller's (BuildOptions(push="yes") is refused, not taken as true); a field holding
+    options of its own (RunOptions.build) takes their fields from the same keywords. Takes what it uses from
+    settings; config_keys stay there for project_from (a call's `image` may be the config's)."""
     values: dict[str, Any] = {}
     for item in dataclasses.fields(options):  # type: ignore[arg-type]
         current = getattr(options, item.name)
@@ -172,8 +219,16 @@ def options_from(options: Options, settings: dict[str, Any], config_keys: tuple[
             continue
         if item.name in settings and item.name not in config_keys:
             values[item.name] = checked(settings.pop(item.name), str(item.type), item.name)
+            continue
+        value = checked(current, str(item.type), _FLAGS.get(item.name) or "--" + item.name.replace("_", "-"))
+        if type(value) is not type(current):  # a path given as a string, a list for a tuple
+            values[item.name] = value
     return replace(options, **values) if values else options  # type: ignore[type-var]
 
+
+# The flag of an options field, where it is not --FIELD: a field of an options object the caller made is named as
+# the command line names it (a keyword, by the keyword).
+_FLAGS = {"fast_path": "--no-fast-path", "parameter_servers": "--ps", "poll_interval": "--poll"}
 
 _KINDS = {"bool": "True or False", "int": "a whole number", "float": "a number", "str": "a string", "Path": "a path",
           "None": "None", "tuple[str, ...]": "a list of strings", "Callable[[str, dict], None]": "a function",
@@ -203,16 +258,29 @@ def checked(value: Any, hint: str, name: str) -> Any:
             return value
         if kind == "dict[str, str]" and isinstance(value, dict) and all(isinstance(k, str) for k in value):
             return dict(value)  # the values are checked by the config key's validator, with its message
-    allowed = " or ".join(_KINDS.get(k, k) for k in kinds)
+    allowed = " or ".join(_KINDS.get(k, f"a {k}") for k in kinds)
     raise ConfigError(f"{show(value)} is not allowed: {allowed}", field=name)
+
+
+def output_file(value: Any, name: str) -> Path | None:
+    """A file to write a result to (None: not written), refused before any work when it names a directory."""
+    path = checked(value, "Path | None", name)
+    try:
+        folder = path is not None and (path.name in ("", "..") or path.is_dir())
+    except OSError:  # not readable here: the write says why
+        folder = False
+    if folder:
+        raise ConfigError(f"{show(str(path))} is a directory: give a file name", field=name)
+    return path
 
 
 def _path(value: Any, name: str) -> Path:
     if not isinstance(value, (str, os.PathLike)):
         raise ConfigError(f"{show(value)} is not allowed: a path (str or os.PathLike)", field=name)
     text = os.fspath(value)
-    if not isinstance(text, str) or not text or "\0" in text:
-        raise ConfigError(f"{show(value)} is not allowed: a path, not empty, without NUL characters", field=name)
+    problem = path_problem(text) if isinstance(text, str) else "a path of text, not bytes"
+    if problem:
+        raise ConfigError(f"{show(text)} is not allowed: {problem}", field=name)
     return Path(text)
 
 

@@ -15,7 +15,7 @@ from ..errors import ConfigError, show
 from ..progress import Reporter
 from ..refs import parse_ref
 from .builds import check_build_options
-from .project import MAX_GPUS, MAX_WORKERS, Progress, Project, Source, arguments, check_count, load, reporting, runs_dir
+from .project import MAX_GPUS, MAX_WORKERS, Progress, Project, Source, arguments, check_count, load, options_of, reporting, runs_dir
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def run(source: Source = None, /, options: RunOptions | None = None, *, progress
     progress: as build's.
     settings: config keys as their flags set them, config, dir, variant.
     """
-    project, options = arguments("run", source, settings, options or RunOptions(), takes=("options", "progress"))
+    project, options = arguments("run", source, settings, options_of(options, RunOptions, "options"), takes=("options", "progress"))
     check_run_options(options)
     with reporting(progress) as reporter:
         return _run(project, options, reporter)

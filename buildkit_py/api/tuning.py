@@ -11,7 +11,7 @@ from ..build import build as build_image
 from ..errors import ConfigError, show
 from ..refs import parse_ref
 from .builds import check_build_options
-from .project import MAX_GPUS, Progress, Source, arguments, check_count, load, reporting, runs_dir
+from .project import MAX_GPUS, Progress, Source, arguments, check_count, load, options_of, reporting, runs_dir
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
@@ -46,7 +46,8 @@ def tune(source: Source = None, /, options: TuneOptions | None = None, *, progre
     """
     from ..jobs import tune as jobs_tune
 
-    project, options = arguments("tune", source, settings, options or TuneOptions(), takes=("options", "progress"))
+    project, options = arguments("tune", source, settings, options_of(options, TuneOptions, "options"),
+                                 takes=("options", "progress"))
 
     check_count("--gpus", options.gpus, MAX_GPUS)
     timeout = options.trial_timeout
