@@ -68,9 +68,10 @@ STOPS = [("buildkit_py.api.builds", "build_project"), ("buildkit_py.api.runs", "
 OPTIONS = {"build": api.BuildOptions, "run": api.RunOptions, "tune": api.TuneOptions, "package": api.PackageOptions,
            "job": api.JobOptions, "plan": api.JobOptions, "submit": api.JobOptions, "autopackage": api.AutopackageOptions}
 PARAMETERS = {"dockerfile": ["output"], "job": ["output", "as_json"], "build": ["progress", "options"],
-              "run": ["progress", "options"], "tune": ["progress", "options"], "submit": ["submit_options", "on_state"],
+              "run": ["progress", "options"], "tune": ["progress", "options"], "submit": ["submit_options", "on_state", "on_line"],
               "plan": ["submit_options", "options"], "package": ["options"], "autopackage": ["options", "progress"],
-              "resolve": [], "cancel": ["submit_options", "project", "region"], "push": ["progress"]}
+              "resolve": [], "cancel": ["submit_options", "project", "region"], "push": ["progress"],
+              "logs": ["submit_options", "project", "region", "follow", "on_line"]}
 OWN_KEYWORDS = sorted({(call, name) for call, names in PARAMETERS.items() for name in names} | {
     (call, f.name) for call, kind in OPTIONS.items() for f in dataclasses.fields(kind)})
 
@@ -147,8 +148,8 @@ def test_every_config_key_as_keyword_and_in_a_config_dict(trainer, call, key, va
 @given(keyword=st.sampled_from(OWN_KEYWORDS), value=VALUES)
 def test_every_keyword_of_every_call(trainer, keyword, value):
     call, name = keyword
-    if call == "cancel":
-        outcome(bk.cancel, "projects/p/locations/us-central1/customJobs/1", **{name: value})
+    if call in ("cancel", "logs"):
+        outcome(getattr(bk, call), "projects/p/locations/us-central1/customJobs/1", **{name: value})
     elif call == "push":
         outcome(bk.push, "127.0.0.1:1/x:y", **{name: value})
     else:

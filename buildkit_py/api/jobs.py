@@ -537,7 +537,7 @@ def logs(job: str, submit_options: SubmitOptions | None = None, *, project: str 
     """
     from ..jobs import submit as jobs_submit
 
-    submit_options = options_from(submit_options or SubmitOptions(), settings)
+    submit_options = options_from(options_of(submit_options, SubmitOptions, "submit_options"), settings)
     refuse_unknown(settings, "logs", ["submit_options", "project", "region", "follow", "on_line",
                                       *option_names(submit_options)])
     job = checked(job, "str", "JOB")
