@@ -234,7 +234,8 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
                          dockerfile=options.dockerfile, with_launcher=options.with_launcher,
                          prefer=runtime.preferred if runtime else (),
                          module=conversion.module if conversion is not None else None,
-                         legacy_gpu=aiplatform.master_gpus(conversion) if conversion is not None else None)
+                         legacy_gpu=aiplatform.master_gpus(conversion) if conversion is not None else None,
+                         run_hooks=not options.dry_run)
         out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
         out[1] = not inferred.overrides
     for note in inferred.notes:
