@@ -245,7 +245,7 @@ def _image(reader: _Reader, key: str, value) -> LockedImage:
                              "one of " + ", ".join(_PYTHON_PLATFORMS)),
         base_image=reader.text(at + ("base", "image"), base["image"], None, "an image reference"),
         base_digest=reader.text(at + ("base", "digest"), base["digest"], _HASH, "a sha256:<64 hex digits> digest"),
-        indexes=tuple(reader.text(at + ("indexes", i), u, re.compile(r"[!-~]{1,2048}", re.ASCII), "an index URL")
+        indexes=tuple(_index(reader, at + ("indexes", i), u)
                       for i, u in enumerate(reader.items(at + ("indexes",), section["indexes"]))),
         inputs=tuple((k, reader.text(at + ("inputs", k), v, digest_or_none, "a sha256:<64 hex digits> digest"))
                      for k, v in inputs_.items()),
@@ -253,6 +253,17 @@ def _image(reader: _Reader, key: str, value) -> LockedImage:
         lines=tuple((name, reader.where(at + path)) for name, path in
                     (("python", ("python",)), ("platform", ("platform",)), ("base_image", ("base", "image")))),
     )
+
+
+def _index(reader: _Reader, at: tuple, value) -> str:
+    """An index URL as `lock` writes it: never quoted in a refusal (a hand edit may have put a password in it), and
+    refused with credentials, which a lock never holds (they travel as the build's secrets)."""
+    if not isinstance(value, str) or not re.fullmatch(r"[!-~]{1,2048}", value, re.ASCII):
+        raise reader.fail(at, "is not an index URL: printable ASCII without spaces")
+    if "@" in value.partition("://")[2].split("/", 1)[0]:
+        raise reader.fail(at, "is an index URL with credentials (not shown): a lock never holds them; they belong in "
+                              "pip_conf or pip_index_url, which the build passes as secrets")
+    return value
 
 
 def read_lock(path: Path) -> Lock:

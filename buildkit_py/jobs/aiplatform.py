@@ -201,6 +201,14 @@ def _expanded(conv: _Converter, value: Any, path: tuple, given: Given) -> Any:
                       field=field, where=conv.source)
 
 
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}", re.ASCII)
+
+
+def _field(prefix: str, key: Any) -> str:
+    """A field the conversion leaves behind, as a line can show it: a field name as it is, anything else quoted."""
+    return prefix + (key if isinstance(key, str) and _KEY.fullmatch(key) else show(key))
+
+
 _DROPPED = object()  # a field whose ${VAR} is unset and whose flag is given
 
 
@@ -213,11 +221,15 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
         if exc.field not in ("--config", "--dir"):
             raise
         raise ConfigError(exc.detail, field="--from-aiplatform", where=exc.where) from None
+    if not isinstance(raw.data.get("trainingInput"), dict):
+        # Parsed, never echoed: a file the user points at by mistake (or a repository's script does) may be anything.
+        raise ConfigError("not an AI Platform Training config: it has no trainingInput mapping (the file `gcloud "
+                          "ai-platform jobs submit training --config` takes)", field="--from-aiplatform", where=raw.source)
     conv = _Converter(raw.source)
     data = raw.data = _expanded(conv, raw.data, (), given)
     for key in data:
         if key not in ("trainingInput", "labels", "jobId"):
-            conv.leave(key, "not part of a training job's config")
+            conv.leave(_field("", key), "not part of a training job's config")
     ti = conv.mapping(data.get("trainingInput", {}), "trainingInput")
     job: dict[str, Any] = {}
     if "jobId" in data:
@@ -258,7 +270,7 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
     master_config = ti.get("masterConfig") if isinstance(ti.get("masterConfig"), dict) else {}
     for key in master_config:
         if key not in ("acceleratorConfig", "imageUri", "containerCommand", "containerArgs"):
-            conv.leave(f"trainingInput.masterConfig.{key}", "no Vertex AI equivalent buildkit-py sets")
+            conv.leave(_field("trainingInput.masterConfig.", key), "no Vertex AI equivalent buildkit-py sets")
     if "imageUri" in master_config:
         job["image"] = master_config["imageUri"]
     if "containerCommand" in master_config:
@@ -300,7 +312,7 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
             job["timeout"] = str(scheduling["maxRunningTime"])
         for key in scheduling:
             if key != "maxRunningTime":
-                conv.leave(f"trainingInput.scheduling.{key}", "Vertex AI's scheduling has no equivalent")
+                conv.leave(_field("trainingInput.scheduling.", key), "Vertex AI's scheduling has no equivalent")
     known = {"scaleTier", "masterType", "masterConfig", "workerType", "workerConfig", "workerCount", "parameterServerType",
              "parameterServerConfig", "parameterServerCount", "evaluatorType", "evaluatorConfig", "evaluatorCount",
              "args", "jobDir", "packageUris", "pythonModule", "runtimeVersion", "pythonVersion", "region",
@@ -310,7 +322,7 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
            "workerConfig": "handled with workerType", "evaluatorConfig": "handled with evaluatorType"}
     for key in ti:
         if key not in known:
-            conv.leave(f"trainingInput.{key}", why.get(key, "no Vertex AI equivalent buildkit-py sets"))
+            conv.leave(_field("trainingInput.", key), why.get(key, "no Vertex AI equivalent buildkit-py sets"))
     values = {"job": job}
     if "hyperparameters" in ti:
         values["hyperparameters"] = _hyperparameters(conv, raw, conv.mapping(ti["hyperparameters"],
@@ -373,7 +385,7 @@ def _hyperparameters(conv: _Converter, raw: Any, hp: dict) -> dict:
     for key in hp:
         if key not in ("goal", "hyperparameterMetricTag", "maxTrials", "maxParallelTrials", "maxFailedTrials", "algorithm",
                        "params"):
-            conv.leave(f"{field}.{key}", "Vertex AI's study spec has no equivalent buildkit-py sets")
+            conv.leave(_field(f"{field}.", key), "Vertex AI's study spec has no equivalent buildkit-py sets")
     params = []
     for i, p in enumerate(hp.get("params") or []):
         p = conv.mapping(p, f"{field}.params[{i}]")
