@@ -482,6 +482,14 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     ca = config.ca_cert or default_ca_bundle()
     if ca:
         env["SSL_CERT_FILE"] = str(ca)
+    from .indexes import netrc, url_credentials
+
+    credentials = url_credentials(config.pip, "pip")
+    if credentials:  # plan.pip holds the URLs without them: uv reads them as the build's uv does
+        fd = os.open(work / "netrc", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(netrc(credentials))
+        env["NETRC"] = str(work / "netrc")
     try:
         done = subprocess.run([*args, *extra], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -163,3 +163,30 @@ def test_a_file_that_is_not_an_ai_platform_config_is_refused_in_one_line_never_e
             assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
             for secret in ("Shadow-Hash", "daemon", "Private", "secrets"):
                 assert secret not in proc.stdout + proc.stderr, proc.stderr
+
+
+def test_lock_resolves_a_pip_url_with_its_credentials_and_never_shows_them(testenv, tmp_path):
+    """`lock` hands uv the URL without the credentials and the netrc beside it, as the build does. (A lock of a
+    requirement by URL is refused after the resolve, credentials or not: the lock holds pins of an index.)"""
+    import yaml
+    from test_lock_e2e import cli, push_base
+
+    token = "Tok-" + uuid.uuid4().hex[:12]
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    wheel = make_wheel(wheels, "bkprivate", "1.0")
+    server = _Private(wheels, "bob", token)
+    base = push_base(testenv, f"{testenv['BUILDKIT_TEST_REGISTRY']}/nosecrets/base:{uuid.uuid4().hex[:8]}", "nosecrets")
+    trainer = tmp_path / "app"
+    (trainer / "trainer").mkdir(parents=True)
+    (trainer / "trainer" / "task.py").write_text("import bkprivate\n")
+    (trainer / "buildkit.yaml").write_text(yaml.safe_dump({
+        "framework": "none", "python": "3.11", "base_image": base, "hypertune": False,
+        "pip": [f"bkprivate @ http://bob:{token}@{server.url}/{wheel.name}"], "trainer": {"module": "trainer.task"}}))
+    try:
+        locked = cli(testenv, "lock", "--dir", str(trainer))
+    finally:
+        server.close()
+    assert (f"/{wheel.name}", True) in server.seen, server.seen  # uv sent the credentials
+    assert token not in locked.stdout + locked.stderr and "Traceback" not in locked.stderr, locked.stderr
+    assert not (trainer / "buildkit.lock").exists() or token not in (trainer / "buildkit.lock").read_text()
