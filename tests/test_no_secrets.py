@@ -190,3 +190,16 @@ def test_lock_resolves_a_pip_url_with_its_credentials_and_never_shows_them(teste
     assert (f"/{wheel.name}", True) in server.seen, server.seen  # uv sent the credentials
     assert token not in locked.stdout + locked.stderr and "Traceback" not in locked.stderr, locked.stderr
     assert not (trainer / "buildkit.lock").exists() or token not in (trainer / "buildkit.lock").read_text()
+
+
+@pytest.mark.parametrize("builder, said, code", [("cloudbuild", "Secret Manager", 2), ("legacy", "buildkit-netrc", 6)])
+def test_a_builder_that_cannot_take_the_netrc_secret_refuses_before_anything_is_sent(tmp_path, builder, said, code):
+    trainer = tmp_path / "quickstart"
+    shutil.copytree(QUICKSTART, trainer, ignore=shutil.ignore_patterns("__pycache__"))
+    (trainer / "buildkit.yaml").write_text((trainer / "buildkit.yaml").read_text()
+                                           + "pip: ['p @ https://bob:Build-Sekrit@h.example/p.whl']\n")
+    (trainer / ".dockerignore").write_text("buildkit.yaml\n")
+    proc = run_cli("build", "--dir", str(trainer), "--builder", builder,
+                   env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock", "GOOGLE_CLOUD_PROJECT": "proj-123"})
+    assert proc.returncode == code and said in proc.stderr, proc.stderr  # legacy: as for its other secrets
+    assert "Build-Sekrit" not in proc.stdout + proc.stderr
