@@ -8,6 +8,7 @@ render, build, push, run or submit) are timed, and each says what it reused.
 from __future__ import annotations
 
 import ast
+import json
 import keyword
 import re
 import sys
@@ -27,7 +28,7 @@ from packaging.version import Version
 from .api_usage import notes as removed_notes
 from .api_usage import removed_uses
 from .config import bad_character, find_config, load_raw
-from .errors import ConfigError, show
+from .errors import ConfigError, mask_credentials, show
 from .fsutil import read_text
 from .imports import Needed, closure, import_names, statements
 from .lockfiles import found_in, is_lock_file, locked
@@ -102,13 +103,19 @@ class Inferred:
     metadata: str | None = None  # the trainer package's computed metadata: "computed", "not computed" (dry run)
 
     def to_dict(self) -> dict:
-        return {"directory": str(self.directory), "config": str(self.config_file) if self.config_file else None,
+        return masked_credentials({"directory": str(self.directory), "config": str(self.config_file) if self.config_file else None,
                 "trainer": self.trainer, "requirements": self.requirements, "pip": list(self.pip),
                 "framework": self.framework, "framework_from": self.framework_from,
                 "framework_reason": self.framework_reason, "sources": [s.to_dict() for s in self.sources],
                 "package": self.package, "dockerfile": self.dockerfile, "imports": [n.to_dict() for n in self.imports],
                 "notes": list(self.notes), "metadata": self.metadata,
-                "config_keys": {k: v for k, v in self.overrides}}
+                "config_keys": {k: v for k, v in self.overrides}})
+
+
+def masked_credentials(data: dict) -> dict:
+    """The dict with every URL's credentials masked in its strings (a requirement the trainer declares may carry
+    them): what --json prints goes to logs as much as a message does."""
+    return json.loads(mask_credentials(json.dumps(data)))
 
 
 _NOT_COMPUTED = ("the trainer's dependencies are computed by its setup.py (PEP 517 metadata hook); a dry run runs "
@@ -1589,6 +1596,7 @@ class Stages:
         out: list = [name, False]
         start = time.monotonic()
         yield out
-        done = Stage(name, time.monotonic() - start, out[0], bool(out[1]))
+        # A stage's detail may quote an inferred requirement: a URL's credentials are masked in it.
+        done = Stage(name, time.monotonic() - start, mask_credentials(str(out[0])), bool(out[1]))
         self.done.append(done)
         self.reporter.message(f"[{done.name} {done.seconds:.2f}s] {done.detail}")

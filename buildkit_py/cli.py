@@ -481,7 +481,7 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
         print(f"trainer      {found.trainer or 'from ' + str(found.config_file)}")
         print(f"requirements {found.requirements or 'none'}{' + ' + str(len(found.pip)) + ' in pip' if found.pip else ''}")
         for source in found.sources:
-            print(f"  {source.requirement:<30} {source.source}")
+            print(terminal_line(f"  {source.requirement:<30} {source.source}"))  # a URL's credentials masked
         print(f"framework    {found.framework + ' (' + str(found.framework_from) + ')' if found.framework else 'none found'}")
         if found.framework_reason:
             print(f"             {found.framework_reason}")

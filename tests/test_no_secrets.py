@@ -203,3 +203,17 @@ def test_a_builder_that_cannot_take_the_netrc_secret_refuses_before_anything_is_
                    env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock", "GOOGLE_CLOUD_PROJECT": "proj-123"})
     assert proc.returncode == code and said in proc.stderr, proc.stderr  # legacy: as for its other secrets
     assert "Build-Sekrit" not in proc.stdout + proc.stderr
+
+
+def test_an_inferred_requirement_with_credentials_is_masked_in_the_stages_and_the_json(project):
+    trainer = project({"trainer/__init__.py": "", "trainer/task.py": "import six\n",
+                       "setup.py": "from setuptools import setup\nsetup(name='t', version='1', packages=['trainer'])\n",
+                       "requirements.txt": "six @ https://bob:Ap-Sekrit@h.example/six-1.16.0-py2.py3-none-any.whl\n-e .\n",
+                       ".dockerignore": "requirements.txt\n"})
+    for extra in ((), ("--json",)):
+        proc = run_cli("autopackage", str(trainer), "--dry-run", *extra)
+        assert proc.returncode == 0, proc.stderr
+        assert "Ap-Sekrit" not in proc.stdout + proc.stderr
+        assert "six @ https://bob:***@h.example" in proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["plan"]["pip"] == ["six @ https://h.example/six-1.16.0-py2.py3-none-any.whl"] and out["plan"]["pip_credentials"]

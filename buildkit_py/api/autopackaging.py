@@ -88,15 +88,16 @@ class AutopackageResult(HtmlRepr):
 
     def to_dict(self) -> dict:
         resolved = self.resolution
+        from ..autopackage import masked_credentials
         from ..requirements_file import requirement_name
 
         requirements = [s.to_dict() | {"resolved": resolved.version(name) if resolved and (name := requirement_name(
             s.requirement)) else None} for s in self.inferred.sources]
-        return {"inferred": self.inferred.to_dict(), "requirements": requirements,
+        return masked_credentials({"inferred": self.inferred.to_dict(), "requirements": requirements,
                 "resolution": resolved.to_dict() if resolved else None, "image": self.image, "plan": self.plan.to_dict(),
                 "stages": [s.to_dict() for s in self.stages], "next": list(self.next_steps),
                 "run": self.run.to_dict() if self.run else None, "written": str(self.written) if self.written else None,
-                "submitted": self.submitted.to_dict() if self.submitted else None}
+                "submitted": self.submitted.to_dict() if self.submitted else None})
 
 
 def _legacy_build(project: Project, directory: Path, inferred: Inferred, conversion: aiplatform.Conversion,
