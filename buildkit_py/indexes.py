@@ -64,7 +64,7 @@ def _toml_string(text: str) -> str:
                          else f"\\U{ord(c):08x}" for c in text) + '"'
 
 
-def without_url_credentials(text: str) -> str:
+def without_credentials(text: str) -> str:
     """The requirement with every URL's credentials cut out: what a Dockerfile line, a plan or a message may show."""
     return _URL_USERINFO.sub(lambda m: m.group("scheme") + m.group("host"), text)
 

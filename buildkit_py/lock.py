@@ -24,6 +24,7 @@ import yaml
 from .config import Config, default_ca_bundle, read_yaml
 from .errors import BuildError, ConfigError, RegistryError, show
 from .fsutil import consult, kept_text, read_text, write_atomic
+from .indexes import without_credentials
 from .notebook import HtmlRepr
 from .plan import Plan, PlanLock
 from .refs import parse_ref
@@ -41,7 +42,6 @@ _PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?", re.ASCII)
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.ASCII)
-_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 UV_TIMEOUT = 900  # seconds: a cold resolve of torch with CUDA wheels downloads no wheel, yet reads large pages
 
 
@@ -175,10 +175,6 @@ def platform_of(config: Config) -> str:
     if platform not in _PYTHON_PLATFORMS:
         raise ConfigError(f"a lock is made for {', '.join(_PYTHON_PLATFORMS)}, not {show(platform)}", field="platform")
     return platform
-
-
-def without_credentials(url: str) -> str:
-    return _CREDENTIALS.sub("", url)
 
 
 # ---------------------------------------------------------------------------------------------

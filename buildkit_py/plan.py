@@ -20,7 +20,7 @@ from .buildtypes import LABEL_PREFIX
 from .config import Config, ImportScope, TrainerPackage
 from .errors import ConfigError, ResolutionError, show
 from .fsutil import consult
-from .indexes import first_credentials_line, url_credentials, without_url_credentials
+from .indexes import first_credentials_line, url_credentials, without_credentials
 from .launcher.constants import (
     COMPAT_DRIVER_ENV,
     CUDA_ARCHS_ENV,
@@ -708,7 +708,7 @@ def _pip(config: Config) -> tuple[str, ...]:
     """The config's pip entries as a Dockerfile line may hold them: each URL's credentials cut out (checked here, so
     that a pair the build's netrc cannot hold exits 2 before anything is rendered)."""
     url_credentials(config.pip, "pip")
-    return tuple(without_url_credentials(p) for p in config.pip)
+    return tuple(without_credentials(p) for p in config.pip)
 
 
 @dataclass(frozen=True)
