@@ -406,6 +406,7 @@ def _hook_in_container(root: Path, files: list[str]) -> tuple[str, str]:
         ca = default_ca_bundle()
         pip = ["python3", "-m", "pip", "install", "--quiet", "--no-input", "--disable-pip-version-check",
                "--only-binary=:all:", "--no-warn-script-location", "--target", _REQS, "--", *requires]
+        # The host's network, as autopackage's builds use: the engine's default bridge may resolve no names.
         _container(client, image, pip, {volume.name: {"bind": _REQS, "mode": "rw"}}, network="host",
                              files={"ca.pem": ca.read_bytes()} if ca else {},
                              environment={"PIP_CERT": f"{_SRC}/ca.pem"} if ca else {},
@@ -441,8 +442,10 @@ def _container(client, image: str, command: list[str], volumes: dict, *, network
         client.images.get(image)
     except NotFound:
         client.images.pull(image)
+    # No capabilities, no privilege gain, bounded processes: the hook is someone else's code.
     container = client.containers.create(image, command, volumes=volumes, network_mode=network,
-                                         environment=environment or {}, working_dir="/", detach=True)
+                                         environment=environment or {}, working_dir="/", detach=True,
+                                         cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=512)
     try:
         archive = tempfile.TemporaryFile()  # noqa: SIM115 - closed below; a trainer's files need not fit in memory
         with archive, tarfile.open(fileobj=archive, mode="w") as tar:
@@ -452,7 +455,7 @@ def _container(client, image: str, command: list[str], volumes: dict, *, network
             if tree is not None:
                 root, rels = tree
                 for rel in rels:  # a symlink travels as a link: nothing outside the trainer directory is read
-                    tar.add(root / rel, arcname=f"{_SRC.lstrip('/')}/{rel}", recursive=False)
+                    tar.add(root / rel, arcname=f"{_SRC.lstrip('/')}/{rel}", recursive=False, filter=_owned_by_root)
             tar.close()
             archive.seek(0)
             container.put_archive("/", archive)
@@ -476,6 +479,14 @@ def _container(client, image: str, command: list[str], volumes: dict, *, network
             container.remove(force=True)
         except DockerException:
             pass
+
+
+def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """The container's root, without capabilities, writes only what it owns (setuptools writes egg-info beside the
+    sources): the copy is root's, whoever owns the trainer here."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes | None) -> None:
