@@ -8,6 +8,7 @@ render, build, push, run or submit) are timed, and each says what it reused.
 from __future__ import annotations
 
 import ast
+import json
 import keyword
 import re
 import sys
@@ -26,7 +27,7 @@ from packaging.version import Version
 from .api_usage import notes as removed_notes
 from .api_usage import removed_uses
 from .config import bad_character, find_config, load_raw
-from .errors import ConfigError, show, shown_name
+from .errors import ConfigError, mask_credentials, show, shown_name
 from .fsutil import PYTHON_NESTING, inside, parse_python, read_text, read_toml, too_deep
 from .imports import Needed, closure, import_names, statements
 from .lockfiles import found_in, is_lock_file, locked
@@ -95,15 +96,26 @@ class Inferred:
     framework_reason: str | None = None  # why this framework decides the base, when several are declared
     dockerfile: str | None = None  # a Dockerfile in the directory (relative path)
     imports: tuple[Needed, ...] = ()  # what the build's import check imports (the entry point's closure), and from what
+    metadata: str | None = None  # the trainer package's computed metadata: "computed", "not computed" (dry run)
 
     def to_dict(self) -> dict:
-        return {"directory": str(self.directory), "config": str(self.config_file) if self.config_file else None,
+        return masked_credentials({"directory": str(self.directory), "config": str(self.config_file) if self.config_file else None,
                 "trainer": self.trainer, "requirements": self.requirements, "pip": list(self.pip),
                 "framework": self.framework, "framework_from": self.framework_from,
                 "framework_reason": self.framework_reason, "sources": [s.to_dict() for s in self.sources],
                 "package": self.package, "dockerfile": self.dockerfile, "imports": [n.to_dict() for n in self.imports],
-                "notes": list(self.notes),
-                "config_keys": {k: v for k, v in self.overrides}}
+                "notes": list(self.notes), "metadata": self.metadata,
+                "config_keys": {k: v for k, v in self.overrides}})
+
+
+def masked_credentials(data: dict) -> dict:
+    """The dict with every URL's credentials masked in its strings (a requirement the trainer declares may carry
+    them): what --json prints goes to logs as much as a message does."""
+    return json.loads(mask_credentials(json.dumps(data)))
+
+
+_NOT_COMPUTED = ("the trainer's dependencies are computed by its setup.py (PEP 517 metadata hook); a dry run runs "
+                 "none of the trainer's code, so its metadata was not computed")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,12 +413,14 @@ class _Own:
     entry_points: dict[str, list[str]] | None = None  # group -> entries; None: computed by its build, not read
     compiled: str | None = None  # where the package declares compiled parts (setup.py:12 (Extension))
     python_requires: tuple[str, str] | None = None  # (requires-python / python_requires, where)
+    metadata: str | None = None  # "computed" (by the metadata hook), "not computed" (a dry run); None: read as written
 
 
-def _declared(directory: Path) -> _Own:
+def _declared(directory: Path, run_hook: bool) -> _Own:
     """The trainer's own package: its name, requirements (with where), version and entry points. setup.py and
     setup.cfg are read without running anything where they state them; where the requirements are computed, the
-    PEP 517 metadata hook runs, as `pip install .` (what gcloud's autopackaging ran) would."""
+    PEP 517 metadata hook runs, as `pip install .` (what gcloud's autopackaging ran) would, in a container; with
+    run_hook False (a dry run) it does not, and `metadata` says so."""
     setup_py, setup_cfg, pyproject = (inside(directory, directory / n, n) for n in ("setup.py", "setup.cfg", "pyproject.toml"))
     name: Any = None
     version: Any = _UNSET
@@ -447,6 +461,12 @@ def _declared(directory: Path) -> _Own:
             computed = True
         elif sdeps is not _UNSET:
             deps = [(d, f"setup.py:install_requires[{i}]") for i, d in enumerate(sdeps)]
+    if computed and not run_hook:
+        # A dry run runs nothing of the trainer: its computed requirements, version and entry points stay unknown.
+        notes.append(f"{_NOT_COMPUTED}: the plan assumes the requirements the trainer states elsewhere (requirements "
+                     "file, imports) and none of its own; a run without --dry-run reads them in a container")
+        return _Own(name if isinstance(name, str) and name else None, [], notes, None, None, compiled, python_requires,
+                    metadata="not computed")
     if computed:
         from .packaging import declared_metadata
 
@@ -455,11 +475,12 @@ def _declared(directory: Path) -> _Own:
         deps = [(d, f"metadata hook (prepare_metadata_for_build_wheel):Requires-Dist[{i}]")
                 for i, d in enumerate(meta.requires)]
         notes.append("the trainer's dependencies are computed by its build: read through the PEP 517 metadata hook "
-                     "in an isolated build environment (nothing of it runs in the image)")
+                     "in a container without network that holds only a copy of the trainer's files (nothing of it runs "
+                     "here or in the image)")
     return _Own(name if isinstance(name, str) and name else None, deps, notes,
                 version if isinstance(version, str) and version else None,
                 {} if entry_points is _UNSET else entry_points if isinstance(entry_points, dict) else None, compiled,
-                python_requires)
+                python_requires, "computed" if computed else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1007,6 +1028,8 @@ def _own_package(found: _Own, given: set[str], where_set: dict[str, str], overri
             "dependencies are installed and its code is copied into the image, importable on PYTHONPATH")
     if "trainer_package" in given:
         return f"{said}; trainer_package ({where_set['trainer_package']}) says what is installed of its metadata"
+    if found.metadata == "not computed":
+        return f"{said}; its metadata was not computed (dry run): the plan assumes the package itself is not installed"
     missing = [what for what, value in (("version", found.version), ("entry points", found.entry_points))
                if value is None]
     if missing:
@@ -1168,7 +1191,7 @@ def _requirement(text: str, where: str) -> Requirement | None:
 
 def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
           dockerfile: bool = False, with_launcher: bool = False, prefer: Sequence[tuple[str, str]] = (),
-          module: str | None = None, legacy_gpu: str | None = None) -> Inferred:
+          module: str | None = None, legacy_gpu: str | None = None, run_hooks: bool = False) -> Inferred:
     """What the directory says about the keys neither the config file nor a flag sets. A framework pin in
     the requirements that disagrees with the config's (or --framework): exit 2 naming both. strict: an
     import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
@@ -1176,7 +1199,9 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     legacy runtimeVersion ran, each taken where the trainer's requirements and imports leave that release open (an import
     nothing declares gets it as its pin); (NAME, why) where the runtime shipped NAME in a release not recorded. module: the
     legacy file's pythonModule, the trainer where the config names none. legacy_gpu: the GPUs a legacy job's master
-    asks for ("NVIDIA_TESLA_T4 x1"), refused beside a CPU-only framework build unless a flag sets gpu or accelerator."""
+    asks for ("NVIDIA_TESLA_T4 x1"), refused beside a CPU-only framework build unless a flag sets gpu or accelerator.
+    run_hooks: a computed install_requires is read by running the trainer's metadata hook in a container; without it
+    (a dry run) nothing of the trainer runs and Inferred.metadata says "not computed"."""
     raw, _ = load_raw(config_path, directory)
     config_file = config_path or find_config(directory)
     if dockerfile:
@@ -1203,7 +1228,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                               "packaged, or --module", field="--from-aiplatform")
         overrides["trainer"], trainer = {"module": module}, f"module {module} (trainingInput.pythonModule)"
     # Declared: the trainer's own package (what gcloud's `pip install .` installed), its console scripts a trainer.
-    own_package = _declared(directory)
+    own_package = _declared(directory, run_hooks)
     if "trainer" not in given and module is None:
         overrides["trainer"], trainer, said, from_dockerfile = _trainer(directory, own_package.entry_points or {})
         notes += said
@@ -1500,7 +1525,8 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
                      f"{' ...' if len(others) > 5 else ''}; autopackage renders its own Dockerfile (--dockerfile builds "
                      "only a Dockerfile at the directory's top, as it is)")
     return Inferred(directory.resolve(), config_file, trainer, requirements, tuple(pip), framework, framework_from,
-                    tuple(notes), tuple(overrides.items()), tuple(sources), package, reason, dockerfile, reached)
+                    tuple(notes), tuple(overrides.items()), tuple(sources), package, reason, dockerfile, reached,
+                    own_package.metadata)
 
 
 def _parses(text: str) -> bool:
@@ -1548,6 +1574,7 @@ class Stages:
         out: list = [name, False]
         start = time.monotonic()
         yield out
-        done = Stage(name, time.monotonic() - start, out[0], bool(out[1]))
+        # A stage's detail may quote an inferred requirement: a URL's credentials are masked in it.
+        done = Stage(name, time.monotonic() - start, mask_credentials(str(out[0])), bool(out[1]))
         self.done.append(done)
         self.reporter.message(f"[{done.name} {done.seconds:.2f}s] {done.detail}")

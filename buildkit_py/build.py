@@ -24,7 +24,7 @@ from .errors import BuildError, RegistryError
 from .fastbuild import appended_result, attempt, checked, git_revision, prepared
 from .fsutil import read_text
 from .imports import import_failure
-from .indexes import uv_config
+from .indexes import netrc, url_credentials, uv_config
 from .launcher.constants import IMPORTS_CONTEXT_FILE
 from .lock import STALE_LOCK
 from .lock import apply as apply_lock
@@ -45,30 +45,36 @@ CA_SECRET = "buildkit-ca"
 PIP_CONF_SECRET = "buildkit-pip-conf"
 # The same index settings for uv (the build's installer), which does not read pip.conf: a uv.toml.
 UV_CONF_SECRET = "buildkit-uv-conf"
+# The logins cut out of the pip entries' URLs, as a netrc: uv sends them to their hosts (plan.pip_credentials).
+NETRC_SECRET = "buildkit-netrc"
 
 
 def image_refs(config: Config, content_tag: str, revision: str | None) -> list[ImageRef]:
     return _image_refs(config.image, config.tags, config.root, config.variant, content_tag, revision)
 
 
-_SECRET_FILES = {CA_SECRET: "ca.pem", PIP_CONF_SECRET: "pip.conf", UV_CONF_SECRET: "uv.toml"}
+_SECRET_FILES = {CA_SECRET: "ca.pem", PIP_CONF_SECRET: "pip.conf", UV_CONF_SECRET: "uv.toml", NETRC_SECRET: "netrc"}
 
 
 def secret_sources(config: Config) -> tuple[tuple[str, bytes], ...]:
-    """(secret id, content) of each secret the build passes: the CA bundle and the index settings."""
+    """(secret id, content) of each secret the build passes: the CA bundle, the index settings and the logins of the
+    pip entries' URLs."""
     secrets = []
     ca = config.ca_cert or default_ca_bundle()
     if ca:
         secrets.append((CA_SECRET, ca.read_bytes()))
+    pip_conf = None
     if config.pip_index_url:
         # The URL is one line of printable ASCII (checked in config), so it cannot add a section.
         pip_conf = f"[global]\nindex-url = {config.pip_index_url}\n"
     elif config.pip_conf:
         pip_conf = read_text(config.pip_conf, "pip.conf")
-    else:
-        return tuple(secrets)
-    secrets.append((PIP_CONF_SECRET, pip_conf.encode()))
-    secrets.append((UV_CONF_SECRET, uv_config(pip_conf, str(config.pip_conf or "pip_index_url")).encode()))
+    if pip_conf is not None:
+        secrets.append((PIP_CONF_SECRET, pip_conf.encode()))
+        secrets.append((UV_CONF_SECRET, uv_config(pip_conf, str(config.pip_conf or "pip_index_url")).encode()))
+    credentials = url_credentials(config.pip, "pip")
+    if credentials:
+        secrets.append((NETRC_SECRET, netrc(credentials).encode()))
     return tuple(secrets)
 
 

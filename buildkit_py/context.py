@@ -387,6 +387,8 @@ def _name_reason(rel: str) -> str | None:
 # pip.conf / pip.ini / requirements files: an index URL whose user-info carries a password.
 _PIP_INDEX_KEY = re.compile(rb"(?im)^\s*(?:index-url|extra-index-url|--index-url|--extra-index-url|-i)\b")
 _URL_CREDENTIALS = re.compile(rb"https?://[^\s/:@]+:[^\s/@]+@")
+# A requirement by URL (PEP 508 `NAME @ URL`: a config's pip entry, setup.py, pyproject.toml) whose URL has credentials.
+_REQUIREMENT_CREDENTIALS = re.compile(rb"@\s*https?://[^\s/:@]+:[^\s/]+@")
 
 
 def _content_reason(path: Path, missing_ok: bool = False) -> str | None:
@@ -410,6 +412,8 @@ def _content_reason(path: Path, missing_ok: bool = False) -> str | None:
         return "AWS secret access key"
     if _URL_CREDENTIALS.search(head) and _PIP_INDEX_KEY.search(head):
         return "package index URL with credentials"
+    if _REQUIREMENT_CREDENTIALS.search(head):
+        return "requirement URL with credentials"
     return next((reason for token, reason in _TOKENS if token.search(head)), None)
 
 

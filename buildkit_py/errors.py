@@ -9,9 +9,9 @@ SHOWN_DEPTH = 8  # nesting shown before "..."; a value nested thousands deep is 
 MASK = "***"
 _MASK_REACH = 4096  # characters of a long value read for credentials before it is cut to what is shown
 
-# userinfo of a URL (https://user:token@host, https://token@host; https:/ too, as a path made of a URL keeps it) and the
-# query parameters that carry keys
-_USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])(?P<slashes>:/{1,2})(?P<user>[^/@\s:]*)(?P<password>:[^/@\s]*)?@")
+# userinfo of a URL (https://user:token@host, https://token@host; https:/ too, as a path made of a URL keeps it) up to
+# its last "@", as URL parsers read it (a password may hold an unencoded "@"), and the query parameters that carry keys
+_USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])(?P<slashes>:/{1,2})(?P<user>[^/@\s:]*)(?P<password>:[^/\s]*)?@")
 _QUERY_SECRET = re.compile(r"(?i)(?P<key>[?&](?:access_token|token|key|api_key|apikey|password|passwd|secret|sig|signature|"
                            r"x-goog-signature|x-goog-credential)=)(?!\*\*\*)[^&#\s]+")  # (?!***): masking a message twice keeps it
 

@@ -24,6 +24,7 @@ import yaml
 from .config import Config, default_ca_bundle, read_yaml
 from .errors import BuildError, ConfigError, RegistryError, show, shown_name
 from .fsutil import consult, kept_text, read_text, write_atomic
+from .indexes import without_credentials
 from .notebook import HtmlRepr
 from .plan import Plan, PlanLock
 from .refs import parse_ref
@@ -41,7 +42,6 @@ _PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?", re.ASCII)
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.ASCII)
-_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 UV_TIMEOUT = 900  # seconds: a cold resolve of torch with CUDA wheels downloads no wheel, yet reads large pages
 
 
@@ -177,10 +177,6 @@ def platform_of(config: Config) -> str:
     return platform
 
 
-def without_credentials(url: str) -> str:
-    return _CREDENTIALS.sub("", url)
-
-
 # ---------------------------------------------------------------------------------------------
 # Reading and checking a lock
 
@@ -245,7 +241,7 @@ def _image(reader: _Reader, key: str, value) -> LockedImage:
                              "one of " + ", ".join(_PYTHON_PLATFORMS)),
         base_image=reader.text(at + ("base", "image"), base["image"], None, "an image reference"),
         base_digest=reader.text(at + ("base", "digest"), base["digest"], _HASH, "a sha256:<64 hex digits> digest"),
-        indexes=tuple(reader.text(at + ("indexes", i), u, re.compile(r"[!-~]{1,2048}", re.ASCII), "an index URL")
+        indexes=tuple(_index(reader, at + ("indexes", i), u)
                       for i, u in enumerate(reader.items(at + ("indexes",), section["indexes"]))),
         inputs=tuple((k, reader.text(at + ("inputs", k), v, digest_or_none, "a sha256:<64 hex digits> digest"))
                      for k, v in inputs_.items()),
@@ -253,6 +249,17 @@ def _image(reader: _Reader, key: str, value) -> LockedImage:
         lines=tuple((name, reader.where(at + path)) for name, path in
                     (("python", ("python",)), ("platform", ("platform",)), ("base_image", ("base", "image")))),
     )
+
+
+def _index(reader: _Reader, at: tuple, value) -> str:
+    """An index URL as `lock` writes it: never quoted in a refusal (a hand edit may have put a password in it), and
+    refused with credentials, which a lock never holds (they travel as the build's secrets)."""
+    if not isinstance(value, str) or not re.fullmatch(r"[!-~]{1,2048}", value, re.ASCII):
+        raise reader.fail(at, "is not an index URL: printable ASCII without spaces")
+    if "@" in value.partition("://")[2].split("/", 1)[0]:
+        raise reader.fail(at, "is an index URL with credentials (not shown): a lock never holds them; they belong in "
+                              "pip_conf or pip_index_url, which the build passes as secrets")
+    return value
 
 
 def read_lock(path: Path) -> Lock:
@@ -477,6 +484,14 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     ca = config.ca_cert or default_ca_bundle()
     if ca:
         env["SSL_CERT_FILE"] = str(ca)
+    from .indexes import netrc, url_credentials
+
+    credentials = url_credentials(config.pip, "pip")
+    if credentials:  # plan.pip holds the URLs without them: uv reads them as the build's uv does
+        fd = os.open(work / "netrc", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(netrc(credentials))
+        env["NETRC"] = str(work / "netrc")
     try:
         done = subprocess.run([*args, *extra], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

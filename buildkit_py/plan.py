@@ -18,8 +18,9 @@ from packaging.version import Version
 from . import __version__
 from .buildtypes import LABEL_PREFIX
 from .config import Config, ImportScope, TrainerPackage
-from .errors import ResolutionError, show
+from .errors import ConfigError, ResolutionError, show
 from .fsutil import read_text
+from .indexes import first_credentials_line, url_credentials, without_credentials
 from .launcher.constants import (
     COMPAT_DRIVER_ENV,
     CUDA_ARCHS_ENV,
@@ -149,6 +150,9 @@ class Plan(HtmlRepr):
     build_extensions: bool = False
     package_dir: str | None = None  # the folder of the trainer's packages (src layout), on PYTHONPATH first
     said: tuple[str, ...] = ()  # what every build of this plan says (also in notes): system packages added, no check
+    # A pip entry's URL carried credentials: `pip` holds it without them, and the install step reads them from the
+    # build's netrc secret (build.NETRC_SECRET), so they reach no Dockerfile line, label or history.
+    pip_credentials: bool = False
 
     @property
     def from_image(self) -> str:
@@ -676,7 +680,8 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
         system_packages=config.system_packages + libraries.packages,
         # PyTorch/XLA resolves with torch, in the framework's install step
-        pip=((build.companion,) if build.companion else ()) + config.pip,
+        pip=((build.companion,) if build.companion else ()) + _pip(config),
+        pip_credentials=_pip(config) != config.pip,
         requirements=config.requirements,
         requirements_hashed=requirements.hashed,
         requirements_export=requirements.export,
@@ -697,6 +702,13 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         tpu_companion=build.companion,
         tpu_link=wheel_libtpu if build.system_libtpu else None,
     )
+
+
+def _pip(config: Config) -> tuple[str, ...]:
+    """The config's pip entries as a Dockerfile line may hold them: each URL's credentials cut out (checked here, so
+    that a pair the build's netrc cannot hold exits 2 before anything is rendered)."""
+    url_credentials(config.pip, "pip")
+    return tuple(without_credentials(p) for p in config.pip)
 
 
 @dataclass(frozen=True)
@@ -720,6 +732,11 @@ def _requirements_file(config: Config, python: str) -> _Requirements:
         return _Requirements(True, tuple(n for r, _ in exported.pins if (n := requirement_name(r))), exported)
 
     text = read_text(config.root / config.requirements, "requirements file", root=config.root)
+    where = first_credentials_line(text, config.requirements)
+    if where:  # the file is copied into the image as it is: a password in it is in a layer anyone who pulls it reads
+        raise ConfigError("a URL with credentials (not shown); the file is copied into the image, where "
+                          "anyone who pulls it reads them: give the index as pip_index_url or pip_conf (the build "
+                          "passes them as secrets), or the requirement in pip:", where=where)
     return _Requirements(hash_checked(text, config.requirements) is not None,
                          requirement_names(text, config.requirements))
 
@@ -862,7 +879,8 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         framework=_install(fw, series, version, gpu, cuda, bundled, config.framework_index_url) if fw else None,
         hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
         system_packages=config.system_packages + libraries.packages,
-        pip=(series.companions if series and fw else ()) + config.pip,  # companions: what the release needs beside it
+        pip=(series.companions if series and fw else ()) + _pip(config),  # companions: what the release needs beside it
+        pip_credentials=_pip(config) != config.pip,
         requirements=config.requirements,
         requirements_hashed=requirements.hashed,
         requirements_export=requirements.export,

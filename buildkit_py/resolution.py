@@ -74,7 +74,8 @@ def _key(config: Config, plan: Plan, platform: str) -> str:
 def check_resolution(config: Config, plan: Plan, declared: Sequence[tuple[str, str]], *, offline: bool = False) -> Resolution:
     """Resolve the plan's package set. declared: (requirement, where) of each requirement found, for the error's
     position. A failure is a ConfigError (exit 2) naming the requirement and where it was declared."""
-    from .lock import _compile, platform_of, without_credentials
+    from .indexes import without_credentials
+    from .lock import _compile, platform_of
 
     if offline_requested(offline):
         return Resolution(False, "the requirements were not resolved: offline (--offline or BUILDKIT_PY_OFFLINE)")

@@ -295,21 +295,59 @@ def test_setup_py_required_packages_are_read_without_running_it(project):
 REQUIRED_PACKAGES_PIP = ["tensorflow>=2.12,<2.16", "pandas==2.2.3", "gcsfs"]
 
 
-def test_computed_install_requires_goes_through_the_metadata_hook(project, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    root = project({"deps.txt": "scikit-learn==1.5.2\npandas\n",
-                    "setup.py": "from setuptools import setup\nsetup(name='computed', version='1', py_modules=['task'],\n"
-                                "      install_requires=open('deps.txt').read().split(),\n"
+def _booby_trapped(project, outside: Path) -> Path:
+    """A trainer whose setup.py computes install_requires, reads a file outside its directory into them and writes a
+    marker beside that file: what a cloned repository's setup.py could do on the user's machine."""
+    (outside / "private.txt").write_text("leaked-private-requirement\n")
+    return project({"deps.txt": "six==1.16.0\n",
+                    "setup.py": "import os\nfrom setuptools import setup\n"
+                                f"OUTSIDE = {str(outside)!r}\n"
+                                "deps = open('deps.txt').read().split()\n"
+                                "try:\n    deps += open(os.path.join(OUTSIDE, 'private.txt')).read().split()\n"
+                                "except OSError:\n    pass\n"
+                                "try:\n    open(os.path.join(OUTSIDE, 'marker'), 'w').write('ran')\n"
+                                "except OSError:\n    pass\n"
+                                "setup(name='computed', version='1', py_modules=['task'], install_requires=deps,\n"
                                 "      entry_points={'console_scripts': ['fit = task:main']})\n",
-                    "task.py": "import sklearn\nimport pandas\n"})
+                    "task.py": "import six\nprint('SIX', six.__version__)\n"})
+
+
+def test_a_dry_run_runs_nothing_of_the_trainer_and_says_its_metadata_was_not_computed(project, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside")
+    root = _booby_trapped(project, outside)
     before = tree(root)
+    proc = run_cli("autopackage", str(root), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "metadata was not computed" in proc.stderr and "runs none of the trainer's code" in proc.stderr, proc.stderr
     out = dry(root)
-    assert out["inferred"]["package"] == "computed" and out["inferred"]["framework"] == "scikit-learn==1.5.2"
-    # The hook's metadata also gives the package's own (trainer_package: installed before the code layer).
+    assert not (outside / "marker").exists()
+    assert out["inferred"]["metadata"] == "not computed" and out["inferred"]["package"] == "computed"
+    # What the plan assumes: the import's distribution, unpinned; the package's own metadata is not installed.
+    assert out["inferred"]["pip"] == ["six"] and "trainer_package" not in out["inferred"]["config_keys"]
+    assert tree(root) == before
+
+
+def test_a_computed_install_requires_is_read_in_a_container_that_cannot_reach_this_machine(
+        testenv, project, tmp_path_factory):
+    """The real run: the metadata hook runs on the engine with only a copy of the trainer (no marker here, the
+    outside file unread), and its requirements and entry points still reach the image."""
+    outside = tmp_path_factory.mktemp("outside")
+    root = _booby_trapped(project, outside)
+    before = tree(root)
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"],
+           "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("cache"))}
+    proc = run_cli("autopackage", str(root), "--image", f"{registry}/autopkg-hook/trainer", "--json", "--target",
+                   "local", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert not (outside / "marker").exists()
+    assert out["inferred"]["metadata"] == "computed" and out["inferred"]["pip"] == ["six==1.16.0"]
+    assert sources(out)["six==1.16.0"].startswith("metadata hook (prepare_metadata_for_build_wheel)")
+    assert "leaked-private-requirement" not in proc.stdout + proc.stderr
     assert out["inferred"]["config_keys"]["trainer_package"] == {
         "name": "computed", "version": "1", "entry_points": {"console_scripts": ["fit = task:main"]}}
-    assert sources(out)["scikit-learn==1.5.2"].startswith("metadata hook (prepare_metadata_for_build_wheel)")
-    assert out["inferred"]["pip"] == ["scikit-learn==1.5.2", "pandas"]
+    assert out["run"]["exit_code"] == 0 and "SIX 1.16.0" in proc.stderr, proc.stderr[-2000:]
     assert tree(root) == before  # built from a copy: no egg-info left in the trainer
 
 

@@ -90,16 +90,17 @@ class AutopackageResult(HtmlRepr):
 
     def to_dict(self) -> dict:
         resolved = self.resolution
+        from ..autopackage import masked_credentials
         from ..requirements_file import requirement_name
 
         requirements = [s.to_dict() | {"resolved": resolved.version(name) if resolved and (name := requirement_name(
             s.requirement)) else None} for s in self.inferred.sources]
-        return {"inferred": self.inferred.to_dict(), "requirements": requirements,
+        return masked_credentials({"inferred": self.inferred.to_dict(), "requirements": requirements,
                 "resolution": resolved.to_dict() if resolved else None, "image": self.image, "plan": self.plan.to_dict(),
                 "stages": [s.to_dict() for s in self.stages], "next": list(self.next_steps),
                 "run": self.run.to_dict() if self.run else None, "written": str(self.written) if self.written else None,
                 "submitted": self.submitted.to_dict() if self.submitted else None,
-                "job": self.job.resource if self.job else None}
+                "job": self.job.resource if self.job else None})
 
 
 def _legacy_build(project: Project, directory: Path, inferred: Inferred, conversion: aiplatform.Conversion,
@@ -237,7 +238,8 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
                          dockerfile=options.dockerfile, with_launcher=options.with_launcher,
                          prefer=runtime.preferred if runtime else (),
                          module=conversion.module if conversion is not None else None,
-                         legacy_gpu=aiplatform.master_gpus(conversion) if conversion is not None else None)
+                         legacy_gpu=aiplatform.master_gpus(conversion) if conversion is not None else None,
+                         run_hooks=not options.dry_run)
         out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
         out[1] = not inferred.overrides
     for note in inferred.notes:

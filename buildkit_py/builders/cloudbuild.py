@@ -73,6 +73,7 @@ class CloudBuildSettings:
 def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = None) -> CloudBuildSettings:
     """The build's settings from the config and flags; every problem is a ConfigError before anything is uploaded."""
     from ..config import _PROJECT  # job.project's rule (config imports the builders: not at module level)
+    from ..indexes import without_credentials
     from ..jobs.submit import default_credentials, service_endpoint
 
     env = dict(os.environ) if env is None else env
@@ -89,6 +90,10 @@ def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = 
             raise ConfigError(f"the Cloud Build builder takes no {'CA bundle' if key == 'ca_cert_secret' else 'pip index'} "
                               "from this machine (it would travel in the request): store it in Secret Manager and name "
                               "its version", field=f"cloudbuild.{key}")
+    if any(without_credentials(p) != p for p in config.pip):  # the netrc secret is made on this machine
+        raise ConfigError("a pip entry's URL has credentials (not shown): the Cloud Build builder takes credentials only "
+                          "from Secret Manager: serve the package from an index, put that index with its credentials in a pip.conf "
+                          "stored there (cloudbuild.pip_conf_secret) and name the package without a URL", field="pip")
     credentials, adc_project = default_credentials()
     project = (cb and cb.project) or (job and job.project) or env.get("GOOGLE_CLOUD_PROJECT") or adc_project
     if not project:

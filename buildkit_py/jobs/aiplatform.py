@@ -213,11 +213,15 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
         if exc.field not in ("--config", "--dir"):
             raise
         raise ConfigError(exc.detail, field="--from-aiplatform", where=exc.where) from None
+    if not isinstance(raw.data.get("trainingInput"), dict):
+        # Parsed, never echoed: a file the user points at by mistake (or a repository's script does) may be anything.
+        raise ConfigError("not an AI Platform Training config: it has no trainingInput mapping (the file `gcloud "
+                          "ai-platform jobs submit training --config` takes)", field="--from-aiplatform", where=raw.source)
     conv = _Converter(raw.source)
     data = raw.data = _expanded(conv, raw.data, (), given)
     for key in data:
         if key not in ("trainingInput", "labels", "jobId"):
-            conv.leave(key, "not part of a training job's config")
+            conv.leave(shown_name(key), "not part of a training job's config")
     ti = conv.mapping(data.get("trainingInput", {}), "trainingInput")
     job: dict[str, Any] = {}
     if "jobId" in data:
