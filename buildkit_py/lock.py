@@ -165,7 +165,15 @@ def inputs(config: Config, plan: Plan) -> tuple[tuple[str, str], ...]:
     found = _config_file(config)
     values = [("config", _sha256_file(found) if found else "none"), ("plan", _plan_digest(config, plan))]
     if plan.requirements:
-        values.append(("requirements", _sha256_file(config.root / plan.requirements)))
+        digest = _sha256_file(config.root / plan.requirements)
+        if plan.requirements_export is None:  # a requirements file: what its -r/-c includes say is locked too
+            from .requirements_file import included_lines
+
+            included = included_lines(config.root, plan.requirements)[1]
+            if included:  # a file without includes keeps the digest its lock recorded
+                digest = "sha256:" + hashlib.sha256(json.dumps(
+                    [digest, *((name, _sha256_file(config.root / name)) for name in included)]).encode()).hexdigest()
+        values.append(("requirements", digest))
     values.append(("template", _template_digest(config, plan)))
     return tuple(values)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -76,11 +77,19 @@ def test_the_lock_changes_the_content_tag(root, capsys):
     assert code == 0 and locked != unlocked
 
 
+def _with_include(root: Path) -> None:
+    (root / "reqs").mkdir(exist_ok=True)
+    (root / "reqs" / "base.txt").write_text("six\n")
+    (root / "requirements.txt").write_text("-r reqs/base.txt\n")
+
+
 @pytest.mark.parametrize("change, named", [
     (lambda r: (r / "buildkit.yaml").write_text(CONFIG + "env: {A: b}\n"), "config"),
     (lambda r: (r / "requirements.txt").write_text("six\nnumpy\n"), "requirements"),
+    (lambda r: (r / "reqs" / "base.txt").write_text("six\nnumpy\n"), "requirements"),  # an include's change
 ])
 def test_locked_build_refuses_a_stale_lock_naming_what_changed(root, capsys, change, named):
+    _with_include(root)
     write_lock(root)
     change(root)
     code, _, err = main(capsys, "build", "--dir", str(root), "--locked")
@@ -256,3 +265,9 @@ def test_only_the_dockerfile_templates_can_make_a_lock_stale(tmp_path, monkeypat
     (shipped / "base.Dockerfile.j2").write_text((shipped / "base.Dockerfile.j2").read_text() + "# edited\n")
     assert digest() != before
     render.dockerfile_templates_digest.cache_clear()
+
+
+def test_a_requirements_file_without_includes_keeps_the_digest_its_lock_recorded(root):
+    config = load_config(root / "buildkit.yaml", root)
+    recorded = dict(lock.inputs(config, make_plan(config)))["requirements"]
+    assert recorded == "sha256:" + hashlib.sha256((root / "requirements.txt").read_bytes()).hexdigest()
