@@ -358,6 +358,11 @@ def _err(raw: _Raw, path: tuple, message: str) -> ConfigError:
     return ConfigError(message, field=_dotted(path), where=raw.where(path))
 
 
+# For another format read by the config's rules (gcloud's job config): its fields named as the config's are.
+field_name = _dotted
+field_error = _err
+
+
 def _unknown_key(raw: _Raw, path: tuple, key: Any, allowed: list[str]) -> ConfigError:
     close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
     hint = f"did you mean {close[0]!r}? " if close else ""

@@ -498,10 +498,8 @@ def follow_job(client: Any, name: str, submit_options: SubmitOptions, on_state: 
     if not submit_options.stream_logs:
         return client.wait(name, on_state, poll=submit_options.poll_interval), (), ()
     read = client.watch(name, on_state)
-    base = jobs_logs.logging_endpoint(submit_options.logging_endpoint, dict(os.environ))
     # No retries inside a read: the next poll is the retry, and the job's state is not held up meanwhile.
-    reader = jobs_logs.LogReader(base, client.project, client.credentials, timeout=submit_options.timeout, retries=0)
-    follower = jobs_logs.Follower(reader, None)
+    follower = jobs_logs.Follower(_log_reader(client, submit_options, retries=0), None)
     last: deque[LogLine] = deque(maxlen=LAST_LINES)
     final: list[dict] = []
     warned: list[str] = []
@@ -523,6 +521,14 @@ def follow_job(client: Any, name: str, submit_options: SubmitOptions, on_state: 
                      on_error=(lambda exc: warned.append(f"the job's log cannot be shown: {exc}")) if log_optional
                      else None)
     return final[-1], tuple(last), tuple(warned)
+
+
+def _log_reader(client: Any, submit_options: SubmitOptions, retries: int | None = None) -> Any:
+    """Cloud Logging for the project and credentials of a Vertex AI client (a jobs.logs.LogReader)."""
+    from ..jobs import logs as jobs_logs
+
+    base = jobs_logs.logging_endpoint(submit_options.logging_endpoint, dict(os.environ))
+    return jobs_logs.LogReader(base, client.project, client.credentials, timeout=submit_options.timeout, retries=retries)
 
 
 def logs(job: str, submit_options: SubmitOptions | None = None, *, project: str | None = None,
@@ -557,10 +563,8 @@ def logs(job: str, submit_options: SubmitOptions | None = None, *, project: str 
         return LogsResult(name, str(final.get("state")), last, jobs_submit.job_error(final))
     from ..jobs import logs as jobs_logs
 
-    reader = jobs_logs.LogReader(jobs_logs.logging_endpoint(submit_options.logging_endpoint, dict(os.environ)),
-                                 ref.project, credentials, timeout=submit_options.timeout)
     lines = []
-    for line in jobs_logs.Follower(reader, jobs_submit.logged_job_id(found)).read():
+    for line in jobs_logs.Follower(_log_reader(client, submit_options), jobs_submit.logged_job_id(found)).read():
         lines.append(line)
         if on_line is not None:
             on_line(line)

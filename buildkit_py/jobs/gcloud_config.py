@@ -18,15 +18,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..config import JobConfig, Pool, check_hyperparameters, check_job_key, load_raw
+from ..config import POOL_ORDER, JobConfig, Pool, check_hyperparameters, check_job_key, field_error, field_name, load_raw
 from ..errors import ConfigError, show, shown_name
-from .aiplatform import Conversion
+from ..flags import job_flag_name
+from .aiplatform import _SCALES, Conversion
 from .vertex import REDUCTION_SERVER_IMAGE
 
 FLAG = "--job-config"
 _DOLLAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
 _BRACED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
-_POOLS = ("chief", "workers", "parameter_servers", "evaluators")  # Vertex AI's pools 0-3
 # What each part of the file may hold: a known key not converted says why; any other key is refused.
 _SPEC_KEYS = {"workerPoolSpecs", "scheduling", "serviceAccount", "network", "baseOutputDirectory", "tensorboard",
               "enableWebAccess"}
@@ -41,14 +41,11 @@ _POOL_LEFT = {"nfsMounts": "NFS mounts are not set by buildkit-py"}
 _TUNING_KEYS = {"studySpec", "trialJobSpec", "maxTrialCount", "parallelTrialCount", "maxFailedTrialCount",
                 "displayName", "labels"}
 _TUNING_LEFT = {"encryptionSpec": "customer-managed encryption keys are not set by buildkit-py"}
-_SCALES = {"UNIT_LINEAR_SCALE": "linear", "UNIT_LOG_SCALE": "log", "UNIT_REVERSE_LOG_SCALE": "reverse_log"}
 _VALUE_SPECS = {"doubleValueSpec": "DOUBLE", "integerValueSpec": "INTEGER", "categoricalValueSpec": "CATEGORICAL",
                 "discreteValueSpec": "DISCRETE"}
-# The flag that replaces a field whose placeholder is unset (the path's last keys).
-_FIELD_FLAGS = {"imageUri": "--image", "machineType": "--machine-type", "serviceAccount": "--service-account",
-                "network": "--job-network", "outputUriPrefix": "--base-output-directory", "displayName": "--name"}
-_FLAG_KEYS = {"--image": "image", "--machine-type": "machine_type", "--service-account": "service_account",
-              "--job-network": "network", "--base-output-directory": "base_output_directory", "--name": "name"}
+# The job key (and so the flag) that replaces a field whose placeholder is unset, by the path's last key.
+_FIELD_KEYS = {"imageUri": "image", "machineType": "machine_type", "serviceAccount": "service_account",
+               "network": "network", "outputUriPrefix": "base_output_directory", "displayName": "name"}
 
 
 class _Reader:
@@ -58,14 +55,14 @@ class _Reader:
         self.notes: list[str] = []
 
     def fail(self, path: tuple, message: str) -> ConfigError:
-        return ConfigError(message, field=_dotted(path), where=self.raw.where(path))
+        return field_error(self.raw, path, message)
 
     def mapping(self, value: Any, path: tuple, known: set[str], left: dict[str, str]) -> dict:
         if not isinstance(value, dict):
             raise self.fail(path, f"{show(value)} is not allowed: a mapping")
         for key in value:
             if key in left:
-                self.left.append(f"{_dotted((*path, key))}: {left[key]}")
+                self.left.append(f"{field_name((*path, key))}: {left[key]}")
             elif key not in known:
                 raise self.fail((*path, key), f"{shown_name(key)} is not a field here; allowed: "
                                               f"{', '.join(sorted(known | set(left)))}")
@@ -80,13 +77,14 @@ class _Reader:
         if not names:
             return value
         unset = [n for n in names if n not in os.environ]
-        field = _dotted(path)
-        flag = _FIELD_FLAGS.get(str(path[-1]))
+        field = field_name(path)
+        key = _FIELD_KEYS.get(str(path[-1]))
+        flag = job_flag_name(key) if key else None
         if not unset:
             self.notes.append(f"{field}: {', '.join(names)} filled from the environment")
             self.raw.scalars.pop(path, None)  # the value as written is the placeholder: the filled one stands
             return os.environ[names[0]] if whole else _DOLLAR.sub(lambda m: os.environ[m.group(1)], value)
-        if flag and self.given.get(_FLAG_KEYS[flag]) is not None:
+        if key and self.given.get(key) is not None:
             return _UNSET
         raise self.fail(path, f"{show(value)} names {unset[0]}, which is not set in the environment: export "
                               f"{unset[0]}=..." + (f", or pass {flag}" if flag else ", or write the value in the file"))
@@ -116,10 +114,6 @@ class _Reader:
 
 
 _UNSET = object()
-
-
-def _dotted(path: tuple) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{shown_name(p)}" for p in path).lstrip(".")
 
 
 def convert(path: Path, given: dict[str, Any]) -> Conversion:
@@ -162,8 +156,8 @@ def _job(reader: _Reader, value: Any, at: tuple) -> JobConfig:
     pools = spec.get("workerPoolSpecs")
     if isinstance(pools, dict):  # gcloud takes one pool written as a mapping
         pools = [pools]
-    if not isinstance(pools, list) or not 0 < len(pools) <= len(_POOLS):
-        raise reader.fail((*at, "workerPoolSpecs"), f"{show(pools)} is not allowed: one to {len(_POOLS)} worker pool "
+    if not isinstance(pools, list) or not 0 < len(pools) <= len(POOL_ORDER):
+        raise reader.fail((*at, "workerPoolSpecs"), f"{show(pools)} is not allowed: one to {len(POOL_ORDER)} worker pool "
                                                    "specs (chief, workers, parameter servers, evaluators)")
     made: dict[str, Pool] = {}
     chief_run: dict[str, Any] = {}
@@ -186,7 +180,7 @@ def _job(reader: _Reader, value: Any, at: tuple) -> JobConfig:
                  for key, (part, name) in keys.items() if name in parts[part]}
         count = check_job_key(raw, (*where, "replicaCount"), "replica_count", pool.get("replicaCount", 1))
         run = _run(reader, pool, where)
-        name = _POOLS[index]
+        name = POOL_ORDER[index]
         if index == 0:
             if count != 1:
                 raise reader.fail((*where, "replicaCount"), f"{count}: pool 0 runs the one chief; the workers are "
@@ -197,7 +191,7 @@ def _job(reader: _Reader, value: Any, at: tuple) -> JobConfig:
         else:
             for key, item in run.items():
                 if key != "image" and item != chief_run.get(key):
-                    reader.left.append(f"{_dotted((*where, 'containerSpec', key))}: a pool's own {key}; every pool "
+                    reader.left.append(f"{field_name((*where, 'containerSpec', key))}: a pool's own {key}; every pool "
                                        "runs the chief's")
         made[name] = Pool(**found, replica_count=count)
     workers = made.get("workers")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, ServiceError, show
+from ..errors import ServiceError
 from .submit import _clean, access_token, error_line, service_endpoint
 
 ENDPOINT_ENV = "BUILDKIT_PY_LOGGING_ENDPOINT"
@@ -237,9 +237,3 @@ def follow(follower: Follower, finished: Callable[[], bool], on_line: Callable[[
         if done:
             return
         time.sleep(poll)
-
-
-def check_job_id(job_id: str) -> str:
-    if not (job_id.isascii() and job_id.isalnum() and 0 < len(job_id) <= 64):
-        raise ConfigError(f"{show(job_id)} is not a job ID: the digits that end the job's name", field="JOB")
-    return job_id
