@@ -22,11 +22,10 @@ from .config import Config, default_ca_bundle
 from .context import ContextListing, hash_context, list_context
 from .errors import BuildError, RegistryError
 from .fastbuild import appended_result, attempt, checked, git_revision, prepared
-from .fsutil import read_text
 from .imports import import_failure
-from .indexes import netrc, url_credentials, uv_config
+from .indexes import GoogleLogins, google_logins, logins_netrc, refusal_hint, url_credentials, uv_config
 from .launcher.constants import IMPORTS_CONTEXT_FILE
-from .lock import STALE_LOCK
+from .lock import STALE_LOCK, pip_conf_text
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
 from .progress import Reporter
@@ -56,32 +55,28 @@ def image_refs(config: Config, content_tag: str, revision: str | None) -> list[I
 _SECRET_FILES = {CA_SECRET: "ca.pem", PIP_CONF_SECRET: "pip.conf", UV_CONF_SECRET: "uv.toml", NETRC_SECRET: "netrc"}
 
 
-def secret_sources(config: Config) -> tuple[tuple[str, bytes], ...]:
-    """(secret id, content) of each secret the build passes: the CA bundle, the index settings and the logins of the
-    pip entries' URLs."""
+def secret_sources(config: Config, logins: GoogleLogins | None = None) -> tuple[tuple[str, bytes], ...]:
+    """(secret id, content) of each secret the build passes: the CA bundle, the index settings and the logins uv sends
+    to index hosts (the pip entries' URLs' credentials; `logins`: the Artifact Registry tokens of this build, which
+    no digest may hold, for they change every hour)."""
     secrets = []
     ca = config.ca_cert or default_ca_bundle()
     if ca:
         secrets.append((CA_SECRET, ca.read_bytes()))
-    pip_conf = None
-    if config.pip_index_url:
-        # The URL is one line of printable ASCII (checked in config), so it cannot add a section.
-        pip_conf = f"[global]\nindex-url = {config.pip_index_url}\n"
-    elif config.pip_conf:
-        pip_conf = read_text(config.pip_conf, "pip.conf")
+    pip_conf = pip_conf_text(config)
     if pip_conf is not None:
         secrets.append((PIP_CONF_SECRET, pip_conf.encode()))
         secrets.append((UV_CONF_SECRET, uv_config(pip_conf, str(config.pip_conf or "pip_index_url")).encode()))
     credentials = url_credentials(config.pip, "pip")
-    if credentials:
-        secrets.append((NETRC_SECRET, netrc(credentials).encode()))
+    if credentials or logins:
+        secrets.append((NETRC_SECRET, logins_netrc(credentials, logins).encode()))
     return tuple(secrets)
 
 
-def _secrets(config: Config, tmp: Path) -> tuple[tuple[str, Path], ...]:
+def _secrets(sources: Sequence[tuple[str, bytes]], tmp: Path) -> tuple[tuple[str, Path], ...]:
     """Secret files for the build, copied under fixed names into a private temp dir: the path the
     builder is given can then hold no character that would add a field to its --secret spec."""
-    return tuple((name, _private_copy(data, tmp / _SECRET_FILES[name])) for name, data in secret_sources(config))
+    return tuple((name, _private_copy(data, tmp / _SECRET_FILES[name])) for name, data in sources)
 
 
 def _private_copy(data: bytes, path: Path) -> Path:
@@ -228,10 +223,14 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
     remote = backend.settings(config, options.cloudbuild_endpoint) if remote_builder else None
 
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
-        secrets = () if remote else _secrets(config, Path(tmp))  # every input is checked before the engine is reached
-        if secrets and not backend.supports_secrets:
+        # Every input is checked before the engine is reached; the Artifact Registry tokens are minted only for a
+        # build that installs (a remote builder's step mints them where it runs).
+        sources = () if remote else secret_sources(config)
+        token_hosts = tuple(recipe.plan.get("google_indexes") or ())
+        needed = [s for s, _ in sources] + ([NETRC_SECRET] if token_hosts and NETRC_SECRET not in dict(sources) else [])
+        if needed and not remote and not backend.supports_secrets:
             raise BuildError(
-                f"the {backend.name} builder cannot pass secrets ({', '.join(s for s, _ in secrets)}) without writing "
+                f"the {backend.name} builder cannot pass secrets ({', '.join(needed)}) without writing "
                 "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
                 "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
             )
@@ -249,6 +248,10 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
             if built:
                 if resolution is None and not remote:
                     _resolve(config, recipe, options, reporter)
+                logins = None if remote else google_logins(token_hosts)
+                if logins is not None:
+                    reporter.message(f"an access token of {logins.identity} for {', '.join(token_hosts)}")
+                    sources = secret_sources(config, logins)
                 reporter.message(f"building {refs[0]} ({len(snapshot.files)} files in the context, builder {builder.name})")
                 request = BuildRequest(
                     context_dir=ctx.directory,
@@ -256,7 +259,8 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                     labels=tuple(labels),
                     platform=recipe.platform,
                     network=config.network,
-                    secrets=secrets,
+                    secrets=_secrets(sources, Path(tmp)),
+                    token_hosts=token_hosts if remote else (),
                     no_cache=options.no_cache,
                     cache_ref=cache_ref,
                     tags=tuple(refs),
@@ -265,6 +269,10 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
                 try:
                     image_id = builder.build(request, reporter)
                 except BuildError as exc:
+                    hint = refusal_hint(str(exc), token_hosts, logins.identity if logins else remote.identity) \
+                        if logins or remote else None
+                    if hint:
+                        raise BuildError(f"{exc}\n{hint}") from None
                     raise import_failure(exc, imports, recipe.plan.get("ubuntu")) from None
             else:
                 reporter.message(f"{refs[0]} is up to date: same Dockerfile and files, nothing to build")

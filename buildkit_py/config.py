@@ -52,6 +52,9 @@ _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _PATH = re.compile(r"[A-Za-z0-9._@+/ -]+", re.ASCII)  # no $, quotes, globs: COPY expands them
 _MIRROR_URL = re.compile(r"https?://[A-Za-z0-9._~:/?#\[\]!&()*+,;=%-]+", re.ASCII)
 _INDEX_URL = re.compile(r"https?://[!-~]+", re.ASCII)  # printable ASCII: credentials allowed, no space or line break
+# A package index's host name (lower case, as URLs compare them) or IPv4 address: a netrc's `machine`.
+_INDEX_HOST = re.compile(r"(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*",
+                         re.ASCII)
 _PLATFORM = re.compile(r"[a-z0-9]+/[a-z0-9_]+(?:/v?[0-9a-z]+)?", re.ASCII)
 _BUILD_NETWORKS = ("default", "host", "none")  # what BuildKit's RUN steps accept
 _ACCELERATOR = re.compile(r"[A-Z][A-Z0-9_]{0,63}", re.ASCII)  # Vertex AI's names; the data says which exist
@@ -170,6 +173,8 @@ class Config:
     ca_cert: Path | None = None  # default: the bundle named by PIP_CERT, REQUESTS_CA_BUNDLE or SSL_CERT_FILE
     pip_index_url: str | None = field(default=None, repr=False)  # may carry credentials: a secret pip.conf
     pip_conf: Path | None = None
+    # Index hosts that get an access token of Application Default Credentials (beside every *-python.pkg.dev).
+    pip_google_auth: tuple[str, ...] = ()
     builder: str = "auto"
     allow_secrets: tuple[str, ...] = ()
     allow_large: tuple[str, ...] = ()
@@ -1351,6 +1356,8 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "ca_cert": lambda r, p, v: _ca_cert(r, p, v, root),
         "pip_index_url": _index_url,
         "pip_conf": lambda r, p, v: _pip_conf(r, p, v, root),
+        "pip_google_auth": lambda r, p, v: _strings(r, p, v, lambda r2, p2, v2: _pattern(
+            r2, p2, v2, _INDEX_HOST, "a package index's host name in lower case, e.g. pypi.internal.example.com")),
         "builder": lambda r, p, v: _choice(r, p, v, BUILDERS),
         "allow_secrets": lambda r, p, v: _strings(r, p, v, lambda r2, p2, v2: _pattern(r2, p2, v2, _PATTERN, patterns)),
         "allow_large": lambda r, p, v: _strings(r, p, v, lambda r2, p2, v2: _pattern(r2, p2, v2, _PATTERN, patterns)),

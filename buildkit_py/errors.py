@@ -214,7 +214,8 @@ class RunError(BuildkitError):
 
 
 class PackageIndexError(BuildkitError):
-    """The package index (PyPI or the user's mirror) could not be read: `matrix check|refresh`."""
+    """The package index (PyPI or the user's mirror) could not be read (`matrix check|refresh`), or no access token
+    could be had for an Artifact Registry index (build, lock)."""
 
     exit_code = 9
 

@@ -1,6 +1,7 @@
 """A pip.conf's package index settings as uv reads them (a uv.toml): what the build passes its installer, uv, as a
 secret beside the pip.conf, and what `lock` and the resolution before a build hand `uv pip compile`. And the
-credentials in a requirement's URL, cut out of it and passed the same way, as a netrc."""
+logins uv sends to an index's host, passed the same way, as a netrc: the credentials in a requirement's URL, cut out
+of it, and an access token for each Artifact Registry Python repository, minted where the build runs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 
-from .errors import ConfigError
+from .errors import ConfigError, PackageIndexError
 
 # A URL's userinfo, up to its last "@" before the path (as URL parsers read it: a password may hold a raw "@").
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s]*)@(?P<host>[^/:\s?#]+)")
@@ -21,6 +22,21 @@ class Credential:
     host: str
     login: str
     password: str | None  # None: a lone token (https://TOKEN@host), sent as the user name as pip sends it
+
+
+@dataclass(frozen=True)
+class GoogleLogins:
+    """Access tokens of Application Default Credentials for the Artifact Registry indexes a build or lock reads, and
+    whose they are: what a refusal says needs roles/artifactregistry.reader."""
+
+    credentials: tuple[Credential, ...]
+    identity: str
+
+
+# Artifact Registry's Python repositories: REGION-python.pkg.dev (and the multi-regions us-, europe-, asia-).
+_GOOGLE_INDEX = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*-python\.pkg\.dev", re.ASCII)
+_URL_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
+READER_ROLE = "roles/artifactregistry.reader"
 
 # pip.conf keys an install reads ([install] over [global]) -> uv.toml keys; uv takes lists where pip
 # takes whitespace-separated values. Other pip keys (timeout, retries, cert) have no uv.toml form:
@@ -62,6 +78,81 @@ def _toml_string(text: str) -> str:
     """A TOML basic string: quotes, backslashes and control characters escaped."""
     return '"' + "".join(c if c.isprintable() and c not in '"\\' else f"\\u{ord(c):04x}" if ord(c) < 0x10000
                          else f"\\U{ord(c):08x}" for c in text) + '"'
+
+
+def index_urls(pip_conf: str, where: str) -> tuple[str, ...]:
+    """The URLs a pip.conf's index settings name (index-url, extra-index-url, find-links), as written."""
+    settings = uv_config(pip_conf, where).splitlines()
+    return tuple(re.findall(r'"([^"]*)"', "\n".join(line for line in settings
+                                                     if line.startswith(("index-url", "extra-index-url", "find-links")))))
+
+
+def index_options(lines: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """A requirements file's index lines (-i, --index-url, --extra-index-url, -f, --find-links, --no-index), each as
+    OPTION VALUE."""
+    from .requirements_file import option
+
+    return tuple(f"{key} {value}".strip() for line in lines if line.startswith("-")
+                 for key, value in [option(line)] if key in _URL_OPTIONS or key == "--no-index")
+
+
+def option_urls(options: tuple[str, ...]) -> tuple[str, ...]:
+    """The URLs index lines name."""
+    return tuple(value for line in options for key, _, value in [line.partition(" ")] if key in _URL_OPTIONS and value)
+
+
+def google_index_hosts(urls: tuple[str, ...] | list[str], named: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The hosts that get a Google access token: every Artifact Registry Python repository the URLs name (a
+    requirement's own URL too: `pkg @ https://...`), and the hosts named in pip_google_auth."""
+    found = set(named)
+    for text in urls:
+        for url in re.findall(r"https?://[^\s\"']+", text):
+            try:
+                host = urllib.parse.urlsplit(url).hostname
+            except ValueError:  # not a URL: nothing to log in to
+                continue
+            if host and _GOOGLE_INDEX.fullmatch(host):
+                found.add(host)
+    return tuple(sorted(found))
+
+
+def google_logins(hosts: tuple[str, ...]) -> GoogleLogins | None:
+    """An access token from Application Default Credentials for each host (the login Artifact Registry takes:
+    oauth2accesstoken and the token); None without hosts. No credentials, or none that give a token, exit 9 saying
+    which identity needs the reader role."""
+    if not hosts:
+        return None
+    from . import adc
+
+    where = ", ".join(hosts)
+    credentials, _ = adc.default(PackageIndexError, f"{adc.LOGIN_HINT} for an identity with {READER_ROLE} on the "
+                                                    f"repository (the index {where})")
+    who = adc.identity(credentials)
+    token = adc.token(credentials, PackageIndexError, f"for the index {where} from the credentials of {who}",
+                      f"; run `gcloud auth application-default login` again, or give GOOGLE_APPLICATION_CREDENTIALS "
+                      f"the key of an identity with {READER_ROLE}")
+    if not token or any(ch.isspace() or not ch.isprintable() for ch in token):
+        raise PackageIndexError(f"the credentials of {who} gave an access token (not shown) that a netrc cannot hold")
+    return GoogleLogins(tuple(Credential(host, adc.TOKEN_LOGIN, token) for host in hosts), who)
+
+
+def refusal_hint(output: str, hosts: tuple[str, ...], identity: str) -> str | None:
+    """What to grant, when an index that got a Google token for IDENTITY refused it (401 or 403 in the output)."""
+    if not hosts or not re.search(r"\b40[13]\b", output):
+        return None
+    refused = [host for host in hosts if host in output] or list(hosts)
+    email = identity.rsplit(" ", 1)[-1]
+    member = ("MEMBER" if "@" not in email else
+              f"serviceAccount:{email}" if email.endswith(".gserviceaccount.com") else f"user:{email}")
+    return (f"{', '.join(refused)} refused the access token of {identity}: grant it {READER_ROLE} on the "
+            f"repository (gcloud artifacts repositories add-iam-policy-binding REPOSITORY --location LOCATION "
+            f"--member {member} --role {READER_ROLE}), or log in as an identity that has it")
+
+
+def logins_netrc(url: tuple[Credential, ...], google: GoogleLogins | None) -> str:
+    """The netrc of a build or lock: a requirement URL's own login wins over a token for the same host."""
+    merged = {c.host: c for c in (google.credentials if google else ())} | {c.host: c for c in url}
+    return netrc(tuple(merged.values()))
 
 
 def without_credentials(text: str) -> str:

@@ -350,8 +350,10 @@ def apply(config: Config, plan: Plan, *, locked: bool) -> Plan:
             raise ConfigError(f"{LOCK_NAME} is stale: {'; '.join(stale)}; run `buildkit-py lock`", field="--locked")
         return replace(plan, notes=plan.notes + (f"{STALE_LOCK} ({'; '.join(stale)}): this build is not locked; "
                                                  "run `buildkit-py lock`",))
+    # The requirements file's own index lines come first: the locked file replaces it in the install.
+    text = "".join(line + "\n" for line in plan.requirements_index_options) + image.requirements
     return replace(plan, lock=PlanLock(image.base_digest, image.digest, LOCKED_REQUIREMENTS,
-                                       kept_text("locks", image.requirements, ".txt")))
+                                       kept_text("locks", text, ".txt")))
 
 
 def pins(config: Config, plan: Plan) -> dict[str, str]:
@@ -431,7 +433,8 @@ def _parse_compiled(text: str) -> tuple[LockedPackage, ...]:
     return tuple(sorted(packages, key=lambda p: p.name))
 
 
-def _pip_conf_text(config: Config) -> str | None:
+def pip_conf_text(config: Config) -> str | None:
+    """The index settings the build and resolver use: pip_index_url as a pip.conf, or the pip_conf file."""
     if config.pip_index_url:
         return f"[global]\nindex-url = {config.pip_index_url}\n"
     return read_text(config.pip_conf, "pip.conf") if config.pip_conf else None
@@ -439,13 +442,11 @@ def _pip_conf_text(config: Config) -> str | None:
 
 def _user_indexes(pip_conf: str | None) -> list[str]:
     """The indexes a pip.conf names (PyPI unless it replaces it), without credentials."""
-    from .indexes import uv_config
+    from .indexes import index_urls, uv_config
 
-    settings = uv_config(pip_conf or "", "pip.conf").splitlines()
-    found = re.findall(r'"([^"]*)"', "\n".join(line for line in settings
-                                                if line.startswith(("index-url", "extra-index-url", "find-links"))))
-    main = [] if any(line.startswith(("index-url", "no-index")) for line in settings) else ["https://pypi.org/simple"]
-    return main + [without_credentials(u) for u in found]
+    text = pip_conf or ""
+    replaced = any(line.startswith(("index-url", "no-index")) for line in uv_config(text, "pip.conf").splitlines())
+    return ([] if replaced else ["https://pypi.org/simple"]) + [without_credentials(u) for u in index_urls(text, "pip.conf")]
 
 
 def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: bool, extra: Sequence[str] = (),
@@ -477,7 +478,7 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     if fw and fw.index_url:
         args += ["--extra-index-url", fw.index_url, "--index-strategy", "unsafe-best-match"]
         indexes.append(without_credentials(fw.index_url))
-    pip_conf = _pip_conf_text(config)
+    pip_conf = pip_conf_text(config)
     if pip_conf is not None:
         from .indexes import uv_config
 
@@ -488,22 +489,30 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     else:
         args.append("--no-config")
     indexes += _user_indexes(pip_conf)
+    from .indexes import option_urls
+
+    indexes += [without_credentials(u) for u in option_urls(plan.requirements_index_options)]
     env = dict(os.environ)
     ca = config.ca_cert or default_ca_bundle()
     if ca:
         env["SSL_CERT_FILE"] = str(ca)
-    from .indexes import netrc, url_credentials
+    from .indexes import google_logins, logins_netrc, refusal_hint, url_credentials
 
     credentials = url_credentials(config.pip, "pip")
-    if credentials:  # plan.pip holds the URLs without them: uv reads them as the build's uv does
+    logins = google_logins(plan.google_indexes)  # minted here: only a run of uv needs them
+    if credentials or logins:  # plan.pip holds the URLs without them: uv reads them as the build's uv does
         fd = os.open(work / "netrc", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
-            handle.write(netrc(credentials))
+            handle.write(logins_netrc(credentials, logins))
         env["NETRC"] = str(work / "netrc")
     try:
         done = subprocess.run([*args, *extra], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         done = None
+    hint = refusal_hint(done.stderr, plan.google_indexes, logins.identity) \
+        if logins is not None and done is not None and done.returncode != 0 else None
+    if hint:  # in uv's own form: what the callers' messages keep of its output
+        done.stderr = f"{done.stderr.rstrip()}\nhint: {hint}\n"
     return done, tuple(dict.fromkeys(indexes))
 
 

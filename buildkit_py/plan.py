@@ -20,7 +20,15 @@ from .buildtypes import LABEL_PREFIX
 from .config import Config, ImportScope, TrainerPackage
 from .errors import ConfigError, ResolutionError, show
 from .fsutil import read_text
-from .indexes import first_credentials_line, url_credentials, without_credentials
+from .indexes import (
+    first_credentials_line,
+    google_index_hosts,
+    index_options,
+    index_urls,
+    option_urls,
+    url_credentials,
+    without_credentials,
+)
 from .launcher.constants import (
     COMPAT_DRIVER_ENV,
     CUDA_ARCHS_ENV,
@@ -141,6 +149,9 @@ class Plan(HtmlRepr):
     # The requirements file is another tool's lock (uv.lock, pylock.toml, poetry.lock, Pipfile.lock): its packages
     # for this image, exported as hash-pinned lines (lockfiles.py), are what the requirements layer installs.
     requirements_export: Exported | None = None
+    # The requirements file's index lines (--extra-index-url URL, -f URL, --no-index): a locked install's
+    # requirements file starts with them, for it replaces the file that had them.
+    requirements_index_options: tuple[str, ...] = ()
     # The trainer's own distribution, metadata only (config.TrainerPackage): installed before the code layer.
     trainer_package: TrainerPackage | None = None
     # Where the build's import check starts (the trainer's module or script); None: no check (no trainer code, or
@@ -150,9 +161,13 @@ class Plan(HtmlRepr):
     build_extensions: bool = False
     package_dir: str | None = None  # the folder of the trainer's packages (src layout), on PYTHONPATH first
     said: tuple[str, ...] = ()  # what every build of this plan says (also in notes): system packages added, no check
-    # A pip entry's URL carried credentials: `pip` holds it without them, and the install step reads them from the
-    # build's netrc secret (build.NETRC_SECRET), so they reach no Dockerfile line, label or history.
+    # The install step reads logins from the build's netrc secret (build.NETRC_SECRET), so they reach no Dockerfile
+    # line, label or history: a pip entry's URL carried credentials (`pip` holds it without them), or an index gets
+    # a Google access token (google_indexes).
     pip_credentials: bool = False
+    # Hosts of the indexes that get a Google access token (Artifact Registry Python repositories, pip_google_auth):
+    # minted where the build or lock runs and passed in the same netrc secret, never in the plan.
+    google_indexes: tuple[str, ...] = ()
 
     @property
     def from_image(self) -> str:
@@ -660,6 +675,7 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         if fw.name in tpu.undocumented else []
     entrypoint, cmd = _entry(config)
     requirements = _requirements_file(config, python)
+    google_indexes = _google_indexes(config, requirements)
     libraries = _wheel_libraries(config, requirements, fw, version, None, matrix.distros.cpu_image.format(python=python))
     said = libraries.notes + _unchecked(config)  # what every build of the plan says
     return Plan(
@@ -681,10 +697,12 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         system_packages=config.system_packages + libraries.packages,
         # PyTorch/XLA resolves with torch, in the framework's install step
         pip=((build.companion,) if build.companion else ()) + _pip(config),
-        pip_credentials=_pip(config) != config.pip,
+        pip_credentials=_pip(config) != config.pip or bool(google_indexes),
+        google_indexes=google_indexes,
         requirements=config.requirements,
         requirements_hashed=requirements.hashed,
         requirements_export=requirements.export,
+        requirements_index_options=requirements.index_options,
         trainer_package=config.trainer_package,
         import_check=_import_scope(config),
         build_extensions=config.build_extensions and not config.executor,
@@ -704,6 +722,17 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
     )
 
 
+def _google_indexes(config: Config, requirements: _Requirements) -> tuple[str, ...]:
+    """The hosts of the indexes the build reads that get a Google access token: Artifact Registry Python repositories
+    named by pip_index_url, the pip_conf, the requirements file's index lines or a pip entry's URL; pip_google_auth's."""
+    urls = list(option_urls(requirements.index_options)) + list(config.pip)
+    if config.pip_index_url:
+        urls.append(config.pip_index_url)
+    elif config.pip_conf:
+        urls += index_urls(read_text(config.pip_conf, "pip.conf"), str(config.pip_conf))
+    return google_index_hosts(urls, config.pip_google_auth)
+
+
 def _pip(config: Config) -> tuple[str, ...]:
     """The config's pip entries as a Dockerfile line may hold them: each URL's credentials cut out (checked here, so
     that a pair the build's netrc cannot hold exits 2 before anything is rendered)."""
@@ -719,13 +748,14 @@ class _Requirements:
     hashed: bool = False
     names: tuple[str, ...] = ()
     export: Exported | None = None
+    index_options: tuple[str, ...] = ()  # its index lines (--extra-index-url URL, ...)
 
 
 def _requirements_file(config: Config, python: str) -> _Requirements:
     if not config.requirements:
         return _Requirements()
     from .lockfiles import export, is_lock_file  # here: it reads requirements and markers (start-up time)
-    from .requirements_file import hash_checked, requirement_name, requirement_names
+    from .requirements_file import hash_checked, requirement_lines, requirement_name, requirement_names
 
     if is_lock_file(config.requirements):
         exported = export(config.root, config.requirements, python, config.platform or "linux/amd64")
@@ -738,7 +768,8 @@ def _requirements_file(config: Config, python: str) -> _Requirements:
                           "anyone who pulls it reads them: give the index as pip_index_url or pip_conf (the build "
                           "passes them as secrets), or the requirement in pip:", where=where)
     return _Requirements(hash_checked(text, config.requirements) is not None,
-                         requirement_names(text, config.requirements))
+                         requirement_names(text, config.requirements),
+                         index_options=index_options([line for line, _ in requirement_lines(text, config.requirements)]))
 
 
 @dataclass(frozen=True)
@@ -861,6 +892,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
 
     entrypoint, cmd = _entry(config)
     requirements = _requirements_file(config, python)
+    google_indexes = _google_indexes(config, requirements)
     libraries = _wheel_libraries(config, requirements, fw, version, ubuntu, base)
     said = tuple(substituted) + libraries.notes + _unchecked(config)  # what every build of the plan says
     return Plan(
@@ -880,10 +912,12 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
         system_packages=config.system_packages + libraries.packages,
         pip=(series.companions if series and fw else ()) + _pip(config),  # companions: what the release needs beside it
-        pip_credentials=_pip(config) != config.pip,
+        pip_credentials=_pip(config) != config.pip or bool(google_indexes),
+        google_indexes=google_indexes,
         requirements=config.requirements,
         requirements_hashed=requirements.hashed,
         requirements_export=requirements.export,
+        requirements_index_options=requirements.index_options,
         trainer_package=config.trainer_package,
         import_check=_import_scope(config),
         build_extensions=config.build_extensions and not config.executor,

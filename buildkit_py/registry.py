@@ -43,8 +43,6 @@ ENV_PASSWORD = "BUILDKIT_PY_REGISTRY_PASSWORD"
 DOCKERHUB_USERNAME = "DOCKERHUB_USERNAME"
 DOCKERHUB_TOKEN = "DOCKERHUB_TOKEN"
 DOCKERHUB_CONFIG_KEY = "https://index.docker.io/v1/"
-GOOGLE_USERNAME = "oauth2accesstoken"
-GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 HELPER_TIMEOUT = 60.0
 HELPER_OUTPUT_MAX = 64 * 1024  # a credential is a few KiB (a JWT); more is a broken helper
@@ -122,29 +120,17 @@ class GoogleProvider:
     def _google_credentials(self) -> Any:
         if self.credentials_factory:
             return self.credentials_factory()
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
+        from . import adc
 
-        try:
-            creds, _ = google.auth.default(scopes=[GOOGLE_SCOPE])
-        except DefaultCredentialsError as exc:
-            raise RegistryError(
-                f"no Google Application Default Credentials ({exc}); run `gcloud auth application-default login` "
-                "or set GOOGLE_APPLICATION_CREDENTIALS"
-            ) from None
-        return creds
+        return adc.default(RegistryError)[0]
 
     def credentials(self, registry: str) -> Credentials | None:
         if not is_google_registry(registry):
             return None
-        creds = self._google_credentials()
-        from google.auth.transport.requests import Request
+        from . import adc
 
-        try:
-            creds.refresh(Request())
-        except Exception as exc:  # google.auth raises several types; all mean "no token"
-            raise RegistryError(f"could not refresh the Google access token for {registry}: {exc}") from None
-        return Credentials(GOOGLE_USERNAME, creds.token, "Google Application Default Credentials")
+        token = adc.token(self._google_credentials(), RegistryError, f"for {registry}", fresh=True)
+        return Credentials(adc.TOKEN_LOGIN, token, "Google Application Default Credentials")
 
 
 @dataclass

@@ -55,14 +55,14 @@ def offline_requested(flag: bool = False) -> bool:
 
 
 def _key(config: Config, plan: Plan, platform: str) -> str:
-    from .lock import _pip_conf_text, _uv
+    from .lock import _uv, pip_conf_text
 
     fw = plan.framework
     if plan.requirements_export or not plan.requirements:
         requirements = (config.root / plan.requirements).read_bytes() if plan.requirements else b""
     else:  # what uv is handed: the file's checked lines and its includes'
         requirements = json.dumps(resolver_input(config.root, plan.requirements)).encode()
-    pip_conf = _pip_conf_text(config) or ""
+    pip_conf = pip_conf_text(config) or ""
     uv = Path(_uv())
     given = json.dumps([SCHEME, fw.requirement if fw else None, fw.index_url if fw else None, fw.pre if fw else None,
                         list(fw.overrides) if fw else None,

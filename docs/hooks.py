@@ -53,6 +53,8 @@ CONFIG_HELP = {
     "ca_cert": "a CA bundle (PEM certificates, no key) for a TLS-intercepting proxy: a build secret",
     "pip_index_url": "the package index; credentials allowed: passed as a secret pip.conf, never echoed",
     "pip_conf": "a whole pip.conf, also a secret",
+    "pip_google_auth": "index hosts that get a Google access token from Application Default Credentials, as every "
+                       "Artifact Registry Python repository (*-python.pkg.dev) does",
     "builder": "which builder builds the image",
     "allow_secrets": "context files that look like secrets but are meant to ship",
     "allow_large": "context files over the size limit that are meant to ship",

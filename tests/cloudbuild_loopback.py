@@ -57,6 +57,9 @@ class CloudBuildStandIn:
         self.secrets = dict(secrets or {})  # Secret Manager: version name -> value
         assert all(len(v) <= SECRET_BYTES for v in self.secrets.values()), "Secret Manager holds at most 64 KiB a value"
         self.refuse: dict[str, tuple[int, dict]] = {}  # project -> the error every call for it gets
+        # The metadata server a step reaches (GCE_METADATA_HOST): the build's service account's access token.
+        self.metadata_token = f"ya29.build-sa-{uuid.uuid4().hex[:12]}"
+        self.metadata_asked: list[bool] = []  # per token request: whether it carried Metadata-Flavor: Google
         self.builds: dict[str, dict] = {}  # id -> the Build resource (JSON), as GET answers
         self.bodies: list[dict] = []  # every create body, as sent
         self.cancelled: list[str] = []
@@ -197,7 +200,8 @@ class CloudBuildStandIn:
             return 1
         # Cloud Build's substitution: $$ is a dollar; this stand-in knows no other substitution.
         args = [a.replace("$$", "$") for a in step.get("args", [])]
-        env = {"PATH": f"{self._bin}:/usr/bin:/bin", "HOME": str(workspace), **self.docker_env}
+        env = {"PATH": f"{self._bin}:/usr/bin:/bin", "HOME": str(workspace), **self.docker_env,
+               "GCE_METADATA_HOST": self.url.split("://", 1)[1]}
         env.update(e.split("=", 1) for e in step.get("env", []))
         env.update({name: secrets[name].decode() for name in step.get("secretEnv", []) if name in secrets})
         prefix = f'Step #{index} - "{step.get("id", index)}": '
@@ -245,6 +249,13 @@ class CloudBuildStandIn:
 
             def _route(self, method: str) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.path == "/computeMetadata/v1/instance/service-accounts/default/token":
+                    flavoured = self.headers.get("Metadata-Flavor") == "Google"
+                    fake.metadata_asked.append(flavoured)
+                    if not flavoured:  # what the metadata server answers a request without the header
+                        return self._send(403, {"error": "Missing required header: Metadata-Flavor"})
+                    return self._send(200, {"access_token": fake.metadata_token, "expires_in": 3599,
+                                            "token_type": "Bearer"})
                 header = self.headers.get("Authorization", "")
                 if not (header.startswith("Bearer ") and header[7:] in fake.tokens):
                     return self._send(*status(401, "UNAUTHENTICATED", "Request had invalid authentication credentials."))

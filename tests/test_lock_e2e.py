@@ -9,6 +9,7 @@ import json
 import threading
 import uuid
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -36,11 +37,14 @@ def make_wheel(directory: Path, name: str, version: str, marker: str = "", modul
 
 
 class Index:
-    """PEP 503 simple pages over a directory of wheels, each link with its #sha256= as real indexes give it."""
+    """PEP 503 simple pages over a directory of wheels, each link with its #sha256= as real indexes give it.
+    login: given, a request whose Authorization header it refuses is answered 401 (no header) or 403; `seen` records
+    (path, whether it was let in)."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, login: Callable[[str | None], bool] | None = None):
         self.directory = directory
-        root = directory
+        self.seen: list[tuple[str, bool]] = []
+        root, seen = directory, self.seen
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_HEAD(self):  # noqa: N802 (uv asks whether a wheel can be read by ranges)
@@ -48,6 +52,16 @@ class Index:
 
             def do_GET(self, body: bool = True):  # noqa: N802 (http.server's name)
                 self.body = body
+                header = self.headers.get("Authorization")
+                allowed = login is None or login(header)
+                seen.append((self.path, allowed))
+                if not allowed:
+                    self.send_response(403 if header else 401)
+                    if not header:
+                        self.send_header("WWW-Authenticate", 'Basic realm="index"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 parts = [p for p in self.path.split("/") if p]
                 if parts[:1] == ["files"] and len(parts) == 2 and (root / parts[1]).is_file():
                     return self._send((root / parts[1]).read_bytes(), "application/octet-stream")

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from buildkit_py import adc
 from buildkit_py.errors import RegistryError
 from buildkit_py.progress import Reporter
 from buildkit_py.refs import ImageRef, parse_ref
@@ -20,7 +21,6 @@ from buildkit_py.registry import (
     AUTH,
     DOCKERHUB_CONFIG_KEY,
     FATAL,
-    GOOGLE_USERNAME,
     TRANSIENT,
     Credentials,
     DockerConfigProvider,
@@ -61,7 +61,7 @@ def test_google_provider_uses_oauth2accesstoken_and_refreshes_every_time():
     provider = GoogleProvider(credentials_factory=lambda: creds)
     first = provider.credentials("us-central1-docker.pkg.dev")
     second = provider.credentials("us-central1-docker.pkg.dev")
-    assert first.username == GOOGLE_USERNAME and first.password == "ya29.token-1"
+    assert first.username == adc.TOKEN_LOGIN and first.password == "ya29.token-1"
     assert second.password == "ya29.token-2" and creds.refreshes == 2
     assert provider.credentials("127.0.0.1:5000") is None
 
@@ -127,7 +127,7 @@ def test_missing_credential_helper_is_a_clear_error(tmp_path):
 def test_first_provider_with_credentials_wins():
     env = EnvProvider({"BUILDKIT_PY_REGISTRY_USERNAME": "a", "BUILDKIT_PY_REGISTRY_PASSWORD": "b"})
     google = GoogleProvider(credentials_factory=RefreshingCredentials)
-    assert credentials_for("us-docker.pkg.dev", [EnvProvider({}), google, env]).username == GOOGLE_USERNAME
+    assert credentials_for("us-docker.pkg.dev", [EnvProvider({}), google, env]).username == adc.TOKEN_LOGIN
     assert credentials_for("127.0.0.1:5000", [EnvProvider({}), google]) is None
 
 

@@ -345,11 +345,11 @@ def test_the_build_passes_pip_conf_and_uv_toml_as_private_secret_files(project, 
     import stat
     import tomllib
 
-    from buildkit_py.build import PIP_CONF_SECRET, UV_CONF_SECRET, _secrets
+    from buildkit_py.build import PIP_CONF_SECRET, UV_CONF_SECRET, _secrets, secret_sources
 
     root = project({"buildkit.yaml": "framework: none\npython: '3.11'\ngpu: false\ntrainer: {module: t}\n"
                                      "pip_index_url: https://u:Tok3n@mirror.example/simple\n"})
-    secrets = dict(_secrets(load_config(root / "buildkit.yaml"), tmp_path))
+    secrets = dict(_secrets(secret_sources(load_config(root / "buildkit.yaml")), tmp_path))
     assert tomllib.loads(secrets[UV_CONF_SECRET].read_text()) == {"index-url": "https://u:Tok3n@mirror.example/simple"}
     assert "index-url = https://u:Tok3n@mirror.example/simple" in secrets[PIP_CONF_SECRET].read_text()
     assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in secrets.values())

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..build import BuildOptions, _secrets
+from ..build import BuildOptions, _secrets, secret_sources
 from ..build import build as build_image
 from ..config import Config
 from ..errors import ConfigError, show
@@ -136,7 +136,7 @@ def run_sdists(config: Config, options: RunOptions, reporter: Reporter) -> RunRe
         image = str(parse_ref(options.executor, field="--executor"))
     network = config.network or "host"
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
-        spec = package_run(packages, module, _secrets(config, Path(tmp)), mount_launcher=catalog)
+        spec = package_run(packages, module, _secrets(secret_sources(config), Path(tmp)), mount_launcher=catalog)
         # No ARGS: the config's trainer args, as an image's CMD would give them.
         args = options.args or (trainer.args if trainer else ())
         return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output or runs_dir(config),

@@ -40,6 +40,9 @@ class BuildRequest:
     # A remote builder (cloudbuild) pushes the image under every tag itself, with its own settings.
     tags: tuple[ImageRef, ...] = ()
     cloudbuild: CloudBuildSettings | None = None
+    # Index hosts whose access token a remote builder mints where it runs, as the build's own identity (a local
+    # build gets them minted here, in the netrc secret).
+    token_hosts: tuple[str, ...] = ()
 
 
 class Builder(Protocol):

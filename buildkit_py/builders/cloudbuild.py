@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..adc import TOKEN_LOGIN
 from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, parse_ref, registry_host
@@ -67,21 +68,35 @@ class CloudBuildSettings:
     worker_pool: str | None = None
     service_account: str | None = None
     secrets: tuple[tuple[str, str], ...] = ()  # (secret mount id, Secret Manager version name)
+    # (secret mount id, text) of index settings that hold no credential (an Artifact Registry index's URL, whose
+    # token the step mints): written by the step itself.
+    index_files: tuple[tuple[str, str], ...] = ()
     credentials: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def identity(self) -> str:
+        """Who the build's steps act as: what an index's refusal says needs its reader role."""
+        return (f"the build's service account {self.service_account}" if self.service_account
+                else f"the default Cloud Build service account of project {self.project}")
 
 
 def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = None) -> CloudBuildSettings:
     """The build's settings from the config and flags; every problem is a ConfigError before anything is uploaded."""
     from ..config import _PROJECT  # job.project's rule (config imports the builders: not at module level)
-    from ..indexes import without_credentials
+    from ..indexes import google_index_hosts, uv_config, without_credentials
     from ..jobs.submit import default_credentials, service_endpoint
 
     env = dict(os.environ) if env is None else env
     cb, job = config.cloudbuild, config.job
     base = service_endpoint(endpoint, env, flag="--cloudbuild-endpoint", env_name=ENDPOINT_ENV, default=DEFAULT_ENDPOINT)
     secrets = []
+    # An Artifact Registry index named without credentials holds no secret: the step writes its settings and mints
+    # the token with the build's own service account.
+    public = config.pip_index_url if config.pip_index_url and without_credentials(config.pip_index_url) == \
+        config.pip_index_url and google_index_hosts([config.pip_index_url]) else None
     for mount, key, local in (("buildkit-ca", "ca_cert_secret", config.ca_cert),
-                              ("buildkit-pip-conf", "pip_conf_secret", config.pip_index_url or config.pip_conf),
+                              ("buildkit-pip-conf", "pip_conf_secret", (config.pip_index_url and not public)
+                               or config.pip_conf),
                               ("buildkit-uv-conf", "uv_conf_secret", None)):
         version = getattr(cb, key, None) if cb else None
         if version:
@@ -113,7 +128,10 @@ def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = 
         endpoint=base, project=project, region=region, bucket=(cb and cb.bucket) or f"{project}_cloudbuild",
         timeout=(cb and cb.timeout) or DEFAULT_TIMEOUT, machine_type=cb and cb.machine_type,
         disk_size_gb=cb and cb.disk_size_gb, worker_pool=cb and cb.worker_pool,
-        service_account=cb and cb.service_account, secrets=tuple(secrets), credentials=credentials)
+        service_account=cb and cb.service_account, secrets=tuple(secrets), credentials=credentials,
+        index_files=() if not public or (cb and cb.pip_conf_secret) else (
+            ("buildkit-pip-conf", pip_conf := f"[global]\nindex-url = {public}\n"),
+            ("buildkit-uv-conf", uv_config(pip_conf, "pip_index_url"))))
 
 
 def context_archive(request: BuildRequest, out: Path) -> str:
@@ -138,13 +156,33 @@ def context_archive(request: BuildRequest, out: Path) -> str:
     return hashlib.sha256(out.read_bytes()).hexdigest()
 
 
+def _token_script(hosts: tuple[str, ...]) -> list[str]:
+    """Shell lines that ask the metadata server for an access token of the build's service account and write it to
+    the netrc secret for each Artifact Registry index: bash's /dev/tcp (the server speaks plain HTTP), so the step
+    needs no curl; the token is in no process's arguments (printf is a builtin) and never printed."""
+    names = " ".join(shlex.quote(h) for h in hosts)
+    return [
+        'meta="${GCE_METADATA_HOST:-metadata.google.internal}"; port="${meta##*:}"; [ "$port" != "$meta" ] || port=80',
+        'exec 3<>"/dev/tcp/${meta%:*}/$port" || { echo "buildkit-py: the metadata server cannot be reached" >&2; exit 1; }',
+        "printf 'GET /computeMetadata/v1/instance/service-accounts/default/token HTTP/1.0\\r\\nHost: %s\\r\\n"
+        "Metadata-Flavor: Google\\r\\n\\r\\n' \"$meta\" >&3",
+        'answer="$(cat <&3)"; exec 3<&-',
+        'token="$(printf %s "$answer" | sed -n \'s/.*"access_token" *: *"\\([^"]*\\)".*/\\1/p\')"',
+        'if [ -z "$token" ]; then echo "buildkit-py: the metadata server gave no access token for the build\'s service '
+        f'account (the index {", ".join(hosts)})" >&2; exit 1; fi',
+        f"for host in {names}; do printf 'machine %s login {TOKEN_LOGIN} password %s\\n' \"$host\" \"$token\"; "
+        'done > "$secrets/buildkit-netrc"',
+    ]
+
+
 def build_body(request: BuildRequest, conf: CloudBuildSettings, source_object: str) -> dict:
     """The Build resource (cloudbuild_v1 Build, JSON names) that builds the uploaded context."""
     refs = list(request.tags)
     cache = request.cache_ref or ImageRef(refs[0].registry, refs[0].path, CACHE_TAG)
     # The step's files: the Dockerfile next to context/, each secret in a private temp dir the step makes.
-    remote = replace(request, dockerfile=Path("Dockerfile"),
-                     secrets=tuple((mount, Path(f"$secrets/{mount}")) for mount, _ in conf.secrets))
+    files = [mount for mount, _ in conf.secrets] + [mount for mount, _ in conf.index_files] \
+        + (["buildkit-netrc"] if request.token_hosts else [])
+    remote = replace(request, dockerfile=Path("Dockerfile"), secrets=tuple((m, Path(f"$secrets/{m}")) for m in files))
     docker = ["--progress=plain", "--build-arg", "BUILDKIT_INLINE_CACHE=1", "--cache-from", str(cache),
               *dockerfile_build_args(remote)]
     script = ["set -eu", "umask 077", 'secrets="$(mktemp -d)"', 'trap \'rm -rf "$secrets"\' EXIT',
@@ -155,6 +193,10 @@ def build_body(request: BuildRequest, conf: CloudBuildSettings, source_object: s
         # The value goes from the step's environment to a file outside the context; printf is a shell builtin, so
         # it is in no process's arguments.
         script.append(f'printf %s "${SECRET_ENV[mount]}" > "$secrets/{mount}"')
+    for mount, text in conf.index_files:  # no credential in them: they may travel in the step's arguments
+        script.append(f'printf %s {shlex.quote(text)} > "$secrets/{mount}"')
+    if request.token_hosts:
+        script += _token_script(request.token_hosts)
     for ref in [*refs, cache]:
         docker += ["-t", str(ref)]
     docker.append("context")

@@ -12,16 +12,16 @@ from __future__ import annotations
 import json
 import re
 import time
-import unicodedata
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import adc
+from ..adc import one_line as _clean  # the services' text on one line
 from ..errors import ConfigError, ServiceError, show
 from ..refs import is_loopback_host
 
-SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 ENDPOINT_ENV = "BUILDKIT_PY_API_ENDPOINT"
 REQUEST_LABEL = "buildkit-py-request"  # the client-generated id of a create request
 END_STATES = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED",
@@ -108,13 +108,6 @@ def job_reference(text: str, project: str | None, region: str | None, field: str
     return JobReference(job_flag("project", project), job_flag("region", region), text)
 
 
-def _clean(text: Any, limit: int = 600) -> str:
-    """The service's text on one line: control characters and line breaks escaped, cut short."""
-    out = "".join(ch if unicodedata.category(ch)[0] != "C" and ch not in "\u2028\u2029" else repr(ch)[1:-1]
-                  for ch in str(text))
-    return out if len(out) <= limit else out[:limit] + "..."
-
-
 def error_line(http_status: int, body: str, hints: bool = True) -> tuple[str, str | None]:
     """Google's error shape (google.rpc.Status with its details) as one line, and its status name; hints: with what
     to do about it on Vertex AI."""
@@ -159,26 +152,12 @@ def is_capacity(error: ServiceError) -> bool:
 
 def default_credentials() -> tuple[Any, str | None]:
     """(google-auth credentials, their project) from Application Default Credentials."""
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-
-    try:
-        return google.auth.default(scopes=[SCOPE])
-    except DefaultCredentialsError as exc:
-        raise ServiceError(f"no Google Application Default Credentials ({_clean(exc)}); run `gcloud auth "
-                           "application-default login` or set GOOGLE_APPLICATION_CREDENTIALS") from None
+    return adc.default(ServiceError)
 
 
 def access_token(credentials: Any) -> str:
     """A current access token of google-auth credentials, refreshed when it has expired."""
-    if not credentials.valid:
-        from google.auth.transport.requests import Request
-
-        try:
-            credentials.refresh(Request())
-        except Exception as exc:  # google-auth raises several types; all mean "no token"
-            raise ServiceError(f"could not get an access token from the credentials: {_clean(exc)}") from None
-    return credentials.token
+    return adc.token(credentials, ServiceError, "from the credentials")
 
 
 @dataclass

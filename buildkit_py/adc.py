@@ -1,0 +1,56 @@
+"""Google Application Default Credentials through google-auth: the one place the tool asks for them, for the Vertex AI
+and Cloud Build clients, the registry and the Artifact Registry Python indexes alike (GOOGLE_APPLICATION_CREDENTIALS
+honoured: a service-account key file's token_uri says where tokens come from)."""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from .errors import BuildkitError
+
+SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# Artifact Registry (Docker and Python repositories) and gcr.io take an access token as this user's password.
+TOKEN_LOGIN = "oauth2accesstoken"
+LOGIN_HINT = "run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS"
+
+
+def one_line(text: Any, limit: int = 600) -> str:
+    """A service's or library's text on one line: control characters and line breaks escaped, cut short."""
+    out = "".join(ch if unicodedata.category(ch)[0] != "C" and ch not in "\u2028\u2029" else repr(ch)[1:-1]
+                  for ch in str(text))
+    return out if len(out) <= limit else out[:limit] + "..."
+
+
+def default(error: type[BuildkitError], hint: str = LOGIN_HINT) -> tuple[Any, str | None]:
+    """(credentials, their project); none found is an `error` saying how to get them."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        return google.auth.default(scopes=[SCOPE])
+    except DefaultCredentialsError as exc:
+        raise error(f"no Google Application Default Credentials ({one_line(exc)}); {hint}") from None
+
+
+def token(credentials: Any, error: type[BuildkitError], what: str, hint: str = "", fresh: bool = False) -> str:
+    """A current access token, refreshed when it has expired (fresh: always, for a token that must outlast a long
+    push); a refusal is an `error` naming `what` it was for."""
+    if fresh or not credentials.valid:
+        from google.auth.transport.requests import Request
+
+        try:
+            credentials.refresh(Request())
+        except Exception as exc:  # google-auth raises several types; all mean "no token"
+            raise error(f"could not get an access token {what}: {one_line(exc)}{hint}") from None
+    return credentials.token
+
+
+def identity(credentials: Any) -> str:
+    """Who the credentials act as, for a message saying what to grant: a service account's address, the account of
+    user credentials, else where they came from."""
+    email = getattr(credentials, "service_account_email", None)  # key files, the metadata server (after a refresh)
+    if isinstance(email, str) and "@" in email:
+        return email
+    account = getattr(credentials, "account", None)  # gcloud's user credentials name their account
+    return account if isinstance(account, str) and account else "the account of `gcloud auth application-default login`"
