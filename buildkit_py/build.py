@@ -6,6 +6,7 @@ tag; the staged context and every temporary file live in one temp dir that is al
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import pickle
@@ -214,7 +215,8 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
     eager = not (options.push and record) or fast_path_said is not None
     with ThreadPoolExecutor(max_workers=2) as pool:
         creating = pool.submit(backend.create, options.docker) if eager else None
-        describing = pool.submit(git_revision, config.root)
+        # In the command's context: git is asked once per command (fsutil.asked_once).
+        describing = pool.submit(contextvars.copy_context().run, git_revision, config.root)
         recipe = recipe or make_recipe(config, options.locked, dockerfile, plan)
         if creating is not None:
             creating.result()

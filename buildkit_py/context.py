@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import ContextError, show, shown_name
-from .fsutil import OUTPUT_MARKER, leads_outside
+from .fsutil import KEPT_FILE_BYTES, OUTPUT_MARKER, keep, kept, leads_outside
 
 HEAD_BYTES = 64 * 1024  # secrets are recognised by a prefix: a 50 GB dataset costs one small read
 # Datasets and checkpoints belong in a bucket the trainer reads at run time: in the image they are re-sent on
@@ -443,12 +443,18 @@ def _open_regular(path: Path) -> BinaryIO | None:
 
 def _head(path: Path, missing_ok: bool = False) -> bytes | None:
     """The start of a regular file; None for a symlink, whose target is checked where it is a file."""
+    found = kept(path)
+    if found is not None:
+        return found[1][:HEAD_BYTES]
     try:
         handle = _open_regular(path)
         if handle is None:
             return None
         with handle:
-            return handle.read(HEAD_BYTES)
+            mode = os.fstat(handle.fileno()).st_mode
+            data = handle.read(KEPT_FILE_BYTES + 1)  # a small file whole: the snapshot takes it from here
+        keep(path, mode, data)
+        return data[:HEAD_BYTES]
     except OSError as exc:
         if missing_ok and isinstance(exc, _GONE):
             return None
@@ -529,6 +535,15 @@ def _link_target(source: Path) -> str:
 def _read_regular(rel: str, source: Path, limit: int | None, writer: BinaryIO | None) -> tuple[str, str]:
     """A regular file's kind (its normalised mode) and the hash of the bytes read; with writer, those bytes are
     copied there too. Past limit bytes (a file that grew since its size was checked) it stops and refuses."""
+    found = kept(source)
+    if found is not None:  # read whole already in this command (its head, the plan): the same bytes
+        mode, data = found
+        if limit is not None and len(data) > limit:
+            raise ContextError(_large_problem([f"  {shown_name(rel)}  (grew past {LARGE_FILE_BYTES >> 20} MiB "
+                                               "while the build context was read)"]))
+        if writer is not None:
+            writer.write(data)
+        return f"{0o755 if mode & stat.S_IXUSR else 0o644:o}", hashlib.sha256(data).hexdigest()
     reader = _open_regular(source)
     if reader is None:
         raise ContextError(f"{shown_name(rel)} changed while the build context was read: it is no longer a regular file")

@@ -16,6 +16,7 @@ from .buildtypes import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LAB
 from .context import BuildContext, add_generated, staged
 from .engine import engine_may_answer
 from .errors import BuildkitError, RegistryError
+from .fsutil import asked_once
 from .launcher.constants import IMPORTS_CONTEXT_FILE
 from .progress import Reporter
 from .recipe import Recipe
@@ -27,17 +28,23 @@ if TYPE_CHECKING:  # the registry client loads with a push
 
 
 def git_revision(root: Path) -> str | None:
-    """The commit of the trainer's checkout, with -dirty when its files have local changes."""
+    """The commit of the trainer's checkout, with -dirty when its files have local changes: one git run, asked once
+    per command."""
+    return asked_once(("git", str(root)), lambda: _revision(root))
+
+
+def _revision(root: Path) -> str | None:
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, timeout=20)
-        if head.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "."],
-                               capture_output=True, text=True, timeout=20).stdout.strip()
+        # v2 with --branch: the commit on a header line, then a line for each changed file under the directory.
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain=v2", "--branch", "--", "."],
+                                capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return head.stdout.strip() + ("-dirty" if dirty else "")
+    lines = status.stdout.splitlines()
+    commit = next((line.split()[2] for line in lines if line.startswith("# branch.oid ")), None)
+    if status.returncode != 0 or commit is None or not all(c in "0123456789abcdef" for c in commit):
+        return None  # not a checkout, or no commit yet ("(initial)")
+    return commit[:12] + ("-dirty" if any(not line.startswith("#") for line in lines) else "")
 
 
 @contextmanager

@@ -12,6 +12,7 @@ interrupted or refused append leaves no tag on a half-written image.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import gzip
 import hashlib
@@ -410,10 +411,11 @@ def in_background(function: Callable[..., T], *args) -> Callable[[], T]:
     """Run FUNCTION in a daemon thread (one that Ctrl-C does not wait for); the returned call waits for its
     result or raises its exception."""
     outcome: dict[str, Any] = {}
+    context = contextvars.copy_context()  # the command's: what it has read and asked (fsutil.one_read)
 
     def work() -> None:
         try:
-            outcome["value"] = function(*args)
+            outcome["value"] = context.run(function, *args)
         except BaseException as exc:  # handed to the caller's thread, which decides
             outcome["error"] = exc
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import codecs
+import functools
 import hashlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -42,6 +43,91 @@ _WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
 _CONSULTED: ContextVar[dict[str, str] | None] = ContextVar("buildkit_py_consulted", default=None)
 
 
+# What one command has read (real path -> (st_mode, the file's bytes)), and what it asked git: each input is read
+# once per command however many stages look at it, and every stage sees the same bytes (a file saved mid-command
+# cannot give the plan one version and the build context another). Only small files are kept (KEPT_FILE_BYTES each,
+# KEPT_BYTES in all); bigger ones are streamed from disk where they are needed.
+_READS: ContextVar[_Reads | None] = ContextVar("buildkit_py_reads", default=None)
+KEPT_FILE_BYTES = MAX_TEXT_FILE
+KEPT_BYTES = 256 << 20
+
+
+class _Reads:
+    def __init__(self) -> None:
+        self.files: dict[str, tuple[int, bytes]] = {}
+        self.size = 0
+        self.answers: dict[tuple, object] = {}
+
+
+@contextmanager
+def one_read() -> Iterator[None]:
+    """The block is one command: within it each file is opened once (see _READS); a block inside another shares it."""
+    if _READS.get() is not None:
+        yield
+        return
+    token = _READS.set(_Reads())
+    try:
+        yield
+    finally:
+        _READS.reset(token)
+
+
+def reads_once(function: Callable) -> Callable:
+    """A command of the API: its stages read each input once (one_read)."""
+    @functools.wraps(function)
+    def command(*args, **kwargs):
+        with one_read():
+            return function(*args, **kwargs)
+    return command
+
+
+def kept(path: str | os.PathLike[str]) -> tuple[int, bytes] | None:
+    """(st_mode, bytes) of a file this command has read already; None."""
+    reads = _READS.get()
+    return None if reads is None else reads.files.get(os.path.realpath(path))
+
+
+def keep(path: str | os.PathLike[str], mode: int, data: bytes) -> None:
+    """Remember a whole small file this command read, for its other stages."""
+    reads = _READS.get()
+    if reads is not None and len(data) <= KEPT_FILE_BYTES and reads.size + len(data) <= KEPT_BYTES:
+        name = os.path.realpath(path)
+        if name not in reads.files:
+            reads.files[name] = (mode, data)
+            reads.size += len(data)
+
+
+def forget(path: str | os.PathLike[str]) -> None:
+    """The command wrote PATH: a later read of it reads the new file."""
+    reads = _READS.get()
+    if reads is not None:
+        found = reads.files.pop(os.path.realpath(path), None)
+        reads.size -= len(found[1]) if found else 0
+
+
+def asked_once(key: tuple, ask: Callable[[], object]) -> object:
+    """What ask() answers, asked once per command (a question about the inputs, such as git's state)."""
+    reads = _READS.get()
+    if reads is None:
+        return ask()
+    if key not in reads.answers:
+        reads.answers[key] = ask()
+    return reads.answers[key]
+
+
+def read_small(path: str | os.PathLike[str], limit: int) -> tuple[int, bytes]:
+    """(st_mode, at most limit + 1 bytes) of a file, opened once per command: a file of at most limit bytes is kept."""
+    found = kept(path)
+    if found is not None:
+        return found[0], found[1][:limit + 1]
+    with open(path, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        data = handle.read(limit + 1)
+    if len(data) <= limit and stat.S_ISREG(mode):
+        keep(path, mode, data)
+    return mode, data
+
+
 @contextmanager
 def consulted() -> Iterator[dict[str, str]]:
     """Collect every path that consult() is given in this block (this thread only), with its signature as it was
@@ -71,8 +157,12 @@ def signature(path: str) -> str:
         st = os.stat(real)
         if not stat.S_ISREG(st.st_mode):
             return f"{real}\0{stat.S_IFMT(st.st_mode):o}"
-        with open(real, "rb") as handle:
-            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        if st.st_size <= KEPT_FILE_BYTES and _READS.get() is not None:  # the stage that reads it next reads no more
+            _, data = read_small(real, KEPT_FILE_BYTES)
+            digest = hashlib.sha256(data).hexdigest()
+        else:
+            with open(real, "rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()
     except OSError as exc:
         return f"{real}\0error {exc.errno}"
     return f"{real}\0{st.st_mode:o}\0{digest}"
@@ -103,8 +193,7 @@ def read_text(path: Path, what: str, *, limit: int = MAX_TEXT_FILE, root: Path |
         inside(root, path, what)
     consult(path)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
+        _, data = read_small(path, limit)
     except OSError as exc:
         raise ConfigError(f"cannot read the {what}: {exc.strerror or exc}", where=str(path)) from None
     if len(data) > limit:
@@ -205,6 +294,7 @@ def write_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, path)
+        forget(path)  # what this command read of the old file is not what the next stage must see
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise OutputError(f"cannot write {show(str(path))}: {exc.strerror or exc}") from None

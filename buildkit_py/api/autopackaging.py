@@ -12,7 +12,7 @@ from ..build import BuildOptions, _inputs, planned_refs, push_image
 from ..build import build as build_image
 from ..builders import builder_class
 from ..errors import ConfigError, RegistryError, show
-from ..fsutil import cache_dir, read_text, write_atomic
+from ..fsutil import cache_dir, read_text, reads_once, write_atomic
 from ..matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
 from ..notebook import HtmlRepr
 from ..plan import Plan, closest_python, make_plan
@@ -180,6 +180,7 @@ def _runtime_pythons(matrix: Matrix, fw: Framework, series: FrameworkSeries, gpu
     return [p for p in usable_python(matrix, fw.gpu_series(series) or series) if gpu_python(matrix, p)]
 
 
+@reads_once
 def autopackage(source: Source = None, /, options: AutopackageOptions | None = None, *, progress: Progress = None,
                 **settings: Any) -> AutopackageResult:
     """Infer what the config leaves out, then render, build, push (when the image names a registry) and run here,

@@ -12,12 +12,13 @@ from typing import Any
 from .. import recipe as _recipe
 from ..buildtypes import BuildOptions, BuildResult
 from ..errors import ConfigError, show
-from ..fsutil import consulted
+from ..fsutil import consulted, reads_once
 from ..progress import Reporter
 from ..refs import parse_ref
 from .project import Progress, Project, Source, arguments, load, options_of, reporting
 
 
+@reads_once
 def build(source: Source = None, /, options: BuildOptions | None = None, *, progress: Progress = None,
           **settings: Any) -> BuildResult:
     """Build the trainer image with BuildKit (and push every tag with push=True): its ID, tags and, pushed,

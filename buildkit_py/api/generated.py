@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, show
-from ..fsutil import write_atomic
+from ..fsutil import reads_once, write_atomic
 from ..notebook import HtmlRepr
 from .project import Project, checked, load, output_file, project_from
 
@@ -28,6 +28,7 @@ def _generated(text: str, output: Path | None) -> GeneratedFile:
     return GeneratedFile(text, output)
 
 
+@reads_once
 def make(project: Project, output: Path | None = None) -> GeneratedFile:
     """buildkit.mk: Make targets that each run one buildkit-py command, for `include buildkit.mk`."""
     from ..makefile import render_makefile
@@ -38,6 +39,7 @@ def make(project: Project, output: Path | None = None) -> GeneratedFile:
     return _generated(render_makefile(config, project.config, output.parent if output else Path.cwd()), output)
 
 
+@reads_once
 def ci(project: Project, flavour: str, output: Path | None = None) -> GeneratedFile:
     """A CI pipeline (github, cloudbuild or gitlab) that builds every variant with a registry cache and pushes."""
     from ..ci import CI_FLAVOURS, render_ci

@@ -16,7 +16,7 @@ from ..build import build as build_image
 from ..builders import builder_class
 from ..config import Config
 from ..errors import ConfigError
-from ..fsutil import write_atomic
+from ..fsutil import reads_once, write_atomic
 from ..notebook import HtmlRepr
 from ..plan import make_plan
 from ..progress import Reporter
@@ -58,6 +58,7 @@ class DockerfileResult(HtmlRepr):
         return {"dockerfile": self.dockerfile, "dockerignore": self.dockerignore}
 
 
+@reads_once
 def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None, **settings: Any) -> DockerfileResult:
     """The Dockerfile and its .dockerignore; with output, also written there (and the launcher,
     which the Dockerfile copies, into the trainer directory).
@@ -93,6 +94,7 @@ class VariantsResult(HtmlRepr):
         return {"variants": {name: result.to_dict() for name, result in self.builds}}
 
 
+@reads_once
 def build_variants(project: Project, options: BuildOptions, reporter: Reporter) -> VariantsResult:
     """Every variant of the config, one after the other on one builder: their common layers are built once."""
     project, options = typed(project, options, BuildOptions, "build_variants")
@@ -108,6 +110,7 @@ def build_variants(project: Project, options: BuildOptions, reporter: Reporter) 
     return VariantsResult(tuple((c.variant or "", build_image(c, options, reporter)) for c in configs))
 
 
+@reads_once
 def lock(project: Project, options: _lock.LockOptions) -> _lock.LockResult:
     """Write buildkit.lock for the config and each of its variants (or, with check, say what makes it stale)."""
     project, options = typed(project, options, _lock.LockOptions, "lock")
@@ -132,6 +135,7 @@ def push(ref: str, *, progress: Progress = None, **settings: Any) -> PushResult:
         return push_image(EngineImages().push, [parsed], reporter)[0]
 
 
+@reads_once
 def executor_build(project: Project, options: BuildOptions, reporter: Reporter) -> BuildResult:
     """An executor image: the config's framework, Python, packages, hypertune and the launcher, without trainer
     code. The build context holds only the launcher (and the requirements file and template the config names),

@@ -17,7 +17,7 @@ from ..build import git_revision
 from ..config import Config, JobConfig, job_flag, worker_pool_specs
 from ..errors import BuildkitError, ConfigError, ResolutionError, ServiceError, WaitInterrupted, show
 from ..flags import JOB_FLAGS, job_flag_name
-from ..fsutil import write_atomic
+from ..fsutil import reads_once, write_atomic
 from ..notebook import HtmlRepr
 from ..plan import Plan, check_accelerator, make_plan
 from ..refs import parse_ref
@@ -306,6 +306,7 @@ def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_p
                                         target=options.target)
 
 
+@reads_once
 def job(source: Source = None, /, options: JobOptions | None = None, output: str | os.PathLike | None = None,
         as_json: bool = False, **settings: Any) -> JobResult:
     """The Vertex AI CustomJob (or HyperparameterTuningJob) for the config and flags, checked; nothing is sent.
@@ -346,6 +347,7 @@ def _project_id(settings: JobConfig) -> str:
     return job_flag("project", found)
 
 
+@reads_once
 def plan(source: Source = None, /, options: JobOptions | None = None, submit_options: SubmitOptions | None = None,
          **settings: Any) -> PlanResult:
     """What submit would send, and each check with its result: the image in its registry (a HEAD against it),
@@ -390,6 +392,7 @@ def plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_op
     return PlanResult(planned, "POST", url, project_id, region, tuple(checks), warnings)
 
 
+@reads_once
 def submit(source: Source = None, /, options: JobOptions | None = None, submit_options: SubmitOptions | None = None,
            on_state: Callable[[str, dict], None] | None = None, *, on_line: Callable[[LogLine], None] | None = None,
            progress: Progress = None, **settings: Any) -> SubmitResult:

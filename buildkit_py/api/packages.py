@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .. import lock as _lock
 from ..config import distribution_name, pep440_version
 from ..errors import ConfigError
+from ..fsutil import reads_once
 from ..notebook import HtmlRepr
 from ..plan import make_plan
 from .project import Source, arguments, load, options_of
@@ -47,6 +48,7 @@ class PackageResult(HtmlRepr):
         return {**self.sdist.to_dict(), "uri": self.uri, "uploaded": self.staged.uploaded if self.staged else None}
 
 
+@reads_once
 def package(source: Source = None, /, options: PackageOptions | None = None, **settings: Any) -> PackageResult:
     """The trainer as a reproducible sdist (checked: the module is in it), staged when asked.
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, RegistryError, show
+from ..fsutil import reads_once
 from .project import Project, checked, load
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ PRINTABLE: dict[str, Callable[[Config], str]] = {
 }
 
 
+@reads_once
 def print_value(project: Project, name: str) -> str:
     """One value for Make and shell scripts (`buildkit-py print NAME`): one of PRINTABLE."""
     if checked(name, "str", "NAME") not in PRINTABLE:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigError, ResolutionError, show
-from ..fsutil import cache_dir, nesting_problem, path_problem
+from ..fsutil import cache_dir, nesting_problem, path_problem, reads_once
 from ..progress import Reporter, reporter
 from ..recipe import slug
 
@@ -82,6 +82,7 @@ def variant_configs(config: Config) -> list[Config]:
     return out
 
 
+@reads_once
 def resolve(source: Source = None, /, **settings: Any) -> Plan:
     """The resolved plan: base image, CUDA, cuDNN, Python, the framework wheel and its index, hypertune; the image's
     requirements resolved with uv (a requirement that does not resolve raises ConfigError; BUILDKIT_PY_OFFLINE=1 skips).

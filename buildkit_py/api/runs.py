@@ -12,6 +12,7 @@ from ..build import BuildOptions, _secrets, secret_sources
 from ..build import build as build_image
 from ..config import Config
 from ..errors import ConfigError, show
+from ..fsutil import reads_once
 from ..progress import Reporter
 from ..refs import parse_ref
 from .builds import check_build_options
@@ -52,6 +53,7 @@ class RunOptions:
     parameter_servers: int = 0  # ps tasks, with legacy
 
 
+@reads_once
 def run(source: Source = None, /, options: RunOptions | None = None, *, progress: Progress = None,
         **settings: Any) -> RunResult:
     """Run the image the way Vertex AI runs it, on this machine (building it first when no image is given):

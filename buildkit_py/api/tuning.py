@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..build import BuildOptions
 from ..build import build as build_image
 from ..errors import ConfigError, show
+from ..fsutil import reads_once
 from ..refs import parse_ref
 from .builds import check_build_options
 from .project import MAX_GPUS, Progress, Source, arguments, check_count, load, options_of, reporting, runs_dir
@@ -33,6 +34,7 @@ class TuneOptions:
     seed: int | None = None  # for random search and optuna's sampler
 
 
+@reads_once
 def tune(source: Source = None, /, options: TuneOptions | None = None, *, progress: Progress = None,
          **settings: Any) -> jobs_tune.Study:
     """Run the config's `hyperparameters` study on this machine with the image, trials as local runs (see

@@ -1,0 +1,107 @@
+"""Each input is read once per command: the real command line, run with an audit hook that counts every open of a
+file in the trainer directory and every process started, for `autopackage --dry-run`, `build --push` cold and after a
+one-line edit (the fast path), and `submit --dry-run`. A stage that reads a file again, or asks git again, fails here."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SESSION_CACHE
+
+# Runs buildkit-py in this interpreter with an audit hook; writes what it saw to the file named by argv[1].
+RUNNER = """
+import json, os, runpy, sys
+out, root, opens, runs = sys.argv[1], os.path.realpath(sys.argv[2]) + os.sep, [], []
+def hook(event, args):
+    if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+        path, mode = os.fsdecode(args[0]), args[1]
+        if os.path.realpath(path).startswith(root) and not (isinstance(mode, str) and set(mode) & set("wax+")) \\
+                and not (isinstance(args[2], int) and args[2] & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)):
+            opens.append(os.path.relpath(os.path.realpath(path), root))
+    elif event == "subprocess.Popen":
+        runs.append([os.fsdecode(a) for a in args[1]] if args[1] else [os.fsdecode(args[0])])
+sys.addaudithook(hook)
+sys.argv = ["buildkit-py", *sys.argv[3:]]
+try:
+    runpy.run_module("buildkit_py", run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+with open(out, "w") as handle:
+    json.dump({"code": code, "opens": opens, "runs": runs}, handle)
+"""
+
+
+def traced(tmp_path: Path, root: Path, *args: str, env: dict | None = None) -> tuple[Counter, list[list[str]], str]:
+    out = tmp_path / f"trace-{uuid.uuid4().hex[:6]}.json"
+    proc = subprocess.run([sys.executable, "-c", RUNNER, str(out), str(root), *args], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                               "HOME": str(REPO / ".testenv"), "XDG_CACHE_HOME": str(SESSION_CACHE),
+                               "BUILDKIT_PY_OFFLINE": "1", **(env or {})})
+    assert proc.returncode == 0 and out.exists(), proc.stderr[-3000:]
+    seen = json.loads(out.read_text())
+    assert seen["code"] in (0, None), (seen["code"], proc.stderr[-3000:])
+    return Counter(seen["opens"]), seen["runs"], proc.stderr
+
+
+def read_once(opens: Counter, runs: list[list[str]], expected: set[str]) -> None:
+    twice = {path: n for path, n in opens.items() if n > 1 and not path.startswith(".git" + os.sep)}
+    assert not twice, f"read more than once: {twice}"
+    assert expected <= set(opens), f"not read at all: {expected - set(opens)} (saw {sorted(opens)})"
+    gits = [run for run in runs if Path(run[0]).name == "git"]
+    assert len(gits) <= 1, f"git ran {len(gits)} times: {gits}"
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """The quickstart with a requirements file, in a git checkout (so that the git tag is asked for)."""
+    root = tmp_path / "quickstart"
+    shutil.copytree(REPO / "examples" / "quickstart", root, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "requirements.txt").write_text("six\n")
+    with open(root / "buildkit.yaml", "a") as handle:
+        handle.write("requirements: requirements.txt\n")
+    git = ["git", "-C", str(root), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "trainer"], check=True)
+    return root
+
+
+INPUTS = {"buildkit.yaml", "requirements.txt", os.path.join("trainer", "task.py"), os.path.join("trainer", "__init__.py")}
+
+
+def test_autopackage_dry_run_reads_each_input_once(checkout, tmp_path):
+    opens, runs, _ = traced(tmp_path, checkout, "autopackage", str(checkout), "--dry-run", "--json")
+    read_once(opens, runs, INPUTS)
+
+
+def test_submit_dry_run_reads_each_input_once(checkout, tmp_path):
+    opens, runs, _ = traced(tmp_path, checkout, "submit", "--dir", str(checkout), "--dry-run", "--image",
+                            "us-docker.pkg.dev/proj-123/r/i:1", "--project", "proj-123", "--region", "us-central1",
+                            "--skip-image-check")
+    read_once(opens, runs, {"buildkit.yaml", "requirements.txt"})
+
+
+def test_build_push_reads_each_input_once_cold_and_after_an_edit(testenv, checkout, tmp_path):
+    image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/read-once/{uuid.uuid4().hex[:8]}"
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"]}
+    build = ("build", "--dir", str(checkout), "--image", image, "--push", "--network", "host", "--progress", "plain")
+    opens, runs, said = traced(tmp_path, checkout, *build, env=env)
+    read_once(opens, runs, INPUTS)
+    assert "pushed" in said, said[-2000:]
+
+    with open(checkout / "trainer" / "task.py", "a") as handle:
+        handle.write("# a one-line edit\n")
+    opens, runs, said = traced(tmp_path, checkout, *build, env=env)
+    read_once(opens, runs, INPUTS)
+    assert "appended the code layer" in said, said[-2000:]  # the fast path, which reads the code to append it
