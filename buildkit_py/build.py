@@ -20,7 +20,7 @@ from .builders import builder_class
 from .builders.base import BuildRequest
 from .buildtypes import BuildOptions, BuildResult
 from .config import Config, default_ca_bundle
-from .context import ContextListing, hash_context, list_context
+from .context import hash_context
 from .errors import BuildError, RegistryError
 from .fastbuild import appended_result, attempt, checked, git_revision, prepared
 from .imports import import_failure
@@ -31,7 +31,6 @@ from .lock import apply as apply_lock
 from .plan import Plan, make_plan
 from .progress import Reporter
 from .recipe import Recipe, index_digest
-from .recipe import image_refs as _image_refs
 from .refs import ImageRef, parse_ref
 from .render import render_dockerfile, render_project_dockerignore
 from .resources import launcher_sources
@@ -47,10 +46,6 @@ PIP_CONF_SECRET = "buildkit-pip-conf"
 UV_CONF_SECRET = "buildkit-uv-conf"
 # The logins cut out of the pip entries' URLs, as a netrc: uv sends them to their hosts (plan.pip_credentials).
 NETRC_SECRET = "buildkit-netrc"
-
-
-def image_refs(config: Config, content_tag: str, revision: str | None) -> list[ImageRef]:
-    return _image_refs(config.image, config.tags, config.root, config.variant, content_tag, revision)
 
 
 _SECRET_FILES = {CA_SECRET: "ca.pem", PIP_CONF_SECRET: "pip.conf", UV_CONF_SECRET: "uv.toml", NETRC_SECRET: "netrc"}
@@ -87,28 +82,21 @@ def _private_copy(data: bytes, path: Path) -> Path:
     return path
 
 
-def _inputs(config: Config, buildkit: bool, dockerfile: str | None = None, plan: Plan | None = None,
-            locked: bool = False) -> tuple[Plan, str, str]:
-    """The plan (with buildkit.lock's pins when there is a current lock), Dockerfile and .dockerignore a build of this
-    config uses; `dockerfile`: the user's own text, built as it is (autopackage --dockerfile) instead of the rendered one;
-    `plan`: the config's, where the caller has made it already (each stage runs once per command)."""
-    plan = plan or make_plan(config)
-    if dockerfile is None:
-        plan = apply_lock(config, plan, locked=locked)
-    text = dockerfile if dockerfile is not None else render_dockerfile(plan, root=config.root, buildkit=buildkit)
-    return plan, text, render_project_dockerignore(config.root)
+def prepare(config: Config, *, locked: bool = False, own_dockerfile: str | None = None) -> Plan:
+    """The plan stage of a build: the config's plan with buildkit.lock's pins applied, once (with `locked`, a stale
+    or missing lock is an error); a user's own Dockerfile (autopackage --dockerfile) is built as it is, unlocked."""
+    plan = make_plan(config)
+    return plan if own_dockerfile is not None else apply_lock(config, plan, locked=locked)
 
 
-def planned_refs(config: Config, dockerfile: str | None = None, plan: Plan | None = None,
-                 git: bool = True) -> tuple[list[ImageRef], str]:
-    """The tags a build would apply (the content tag first) and the content digest, without an
-    engine: what `print image-uri` and the Makefile's push stamp need. git=False: without the git tag, whose
-    two git runs are most of the time of a `print` that needs only the content tag."""
-    plan, dockerfile, ignore = _inputs(config, builder_class(config.builder).supports_secrets, dockerfile, plan)
-    # Each file read once and hashed, nothing copied: nothing is handed to a builder here, so there is no copy
-    # the digest must match (a file that changes before the build gives that build another tag, as it should).
-    digest = hash_context(_listing(config, dockerfile, ignore, plan)).digest
-    return image_refs(config, f"bk-{digest[:16]}", git_revision(config.root) if git else None), digest
+def planned_refs(recipe: Recipe, git: bool = True) -> tuple[list[ImageRef], str]:
+    """The tags a build of the recipe would apply (the content tag first) and the content digest, without an
+    engine: what `print image-uri`, autopackage's job and the Makefile's push stamp need. git=False: without the git
+    tag, whose git run is most of the time of a `print` that needs only the content tag."""
+    # Each file read and hashed, nothing copied: nothing is handed to a builder here, so there is no copy the digest
+    # must match (a file that changes before the build gives that build another tag, as it should).
+    digest = hash_context(recipe.listing()).digest
+    return recipe.refs(f"bk-{digest[:16]}", git_revision(recipe.root) if git else None), digest
 
 
 def _extras(plan: Plan) -> list[tuple[str, Path]]:
@@ -119,15 +107,13 @@ def _extras(plan: Plan) -> list[tuple[str, Path]]:
                                  [(export.context, export.source)] if export else [])
 
 
-def _listing(config: Config, dockerfile: str, ignore: str, plan: Plan) -> ContextListing:
-    return list_context(config.root, dockerfile, ignore, allow_secrets=config.allow_secrets,
-                        allow_large=config.allow_large, extras=_extras(plan))
-
-
-def make_recipe(config: Config, locked: bool = False, dockerfile: str | None = None, plan: Plan | None = None) -> Recipe:
-    """config -> plan -> render for one build: all that the stages after them take (see _inputs for the rest)."""
+def make_recipe(config: Config, plan: Plan, own_dockerfile: str | None = None) -> Recipe:
+    """The render stage: the prepared plan's Dockerfile (or the user's own, as it is) and all that the stages after
+    it take."""
     backend = builder_class(config.builder)
-    plan, text, ignore = _inputs(config, backend.supports_secrets, dockerfile, plan, locked)
+    text = own_dockerfile if own_dockerfile is not None else render_dockerfile(plan, root=config.root,
+                                                                               buildkit=backend.supports_secrets)
+    ignore = render_project_dockerignore(config.root)
     remote = getattr(backend, "remote", False)  # builds and pushes where it runs, with the secrets found there
     return Recipe(
         root=config.root, dockerfile=text, ignore=ignore, plan=json.loads(json.dumps(plan.to_dict(), default=str)),
@@ -193,13 +179,16 @@ def _pull_appended(builder, record: fastpath.Record | None, ref: ImageRef, repor
     return image_id
 
 
-def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile: str | None = None,
-          plan: Plan | None = None, *, recipe: Recipe | None = None, fast_path_said: str | None = None,
-          resolution: Resolution | None = None) -> BuildResult:
-    """recipe: config -> plan -> render's result, where the caller made it (api.build keeps it for the next
-    command); fast_path_said: why the fast path of a kept recipe could not take this build (said already);
-    resolution: the image's requirements as the caller resolved them (autopackage's stage), else resolved here before
-    an engine build."""
+def build_config(config: Config, options: BuildOptions, reporter: Reporter) -> BuildResult:
+    """plan -> render -> build for a config loaded already."""
+    return build(config, options, reporter, make_recipe(config, prepare(config, locked=options.locked)))
+
+
+def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Recipe, *,
+          fast_path_said: str | None = None, resolution: Resolution | None = None) -> BuildResult:
+    """recipe: the render stage's result (api.build keeps it for the next command); fast_path_said: why the fast path
+    of a kept recipe could not take this build (said already); resolution: the image's requirements as autopackage's
+    stage resolved them, else resolved here before an engine build."""
     from concurrent.futures import ThreadPoolExecutor
 
     from . import fastpath
@@ -210,14 +199,13 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, dockerfile:
     # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
     # rendered; an error of the inputs still comes first. A push that may take the fast path needs no builder:
     # it is made only if the build turns out to be a full one.
-    record = fastpath.load_record(image_refs(config, "latest", None)[0].repository, config.variant) \
+    record = fastpath.load_record(recipe.repository, config.variant) \
         if options.fast_path and not remote_builder else None
     eager = not (options.push and record) or fast_path_said is not None
     with ThreadPoolExecutor(max_workers=2) as pool:
         creating = pool.submit(backend.create, options.docker) if eager else None
         # In the command's context: git is asked once per command (fsutil.asked_once).
         describing = pool.submit(contextvars.copy_context().run, git_revision, config.root)
-        recipe = recipe or make_recipe(config, options.locked, dockerfile, plan)
         if creating is not None:
             creating.result()
     cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None

@@ -362,4 +362,6 @@ def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(test
     labels = json.loads(docker(testenv, "image", "inspect", result.tags[0]).stdout)[0]["Config"]["Labels"]
     assert labels["dev.buildkit-py.content-digest"] == result.content_digest
     # What the tag names is the context without the file, as a fresh hash of the directory now says.
-    assert build_module.planned_refs(api.load(project))[1] == result.content_digest
+    config = api.load(project)
+    assert build_module.planned_refs(build_module.make_recipe(config, build_module.prepare(config)))[1] == \
+        result.content_digest

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from buildkit_py import api, fastpath
-from buildkit_py.build import make_recipe
+from buildkit_py.build import make_recipe, prepare
 from buildkit_py.context import FIXED_MTIME, list_context, staged
 from buildkit_py.recipe import index_digest
 from conftest import run_cli
@@ -69,7 +69,8 @@ def test_metadata_after_the_code_step_and_copies_from_stages_are_fine():
 
 def _parts(root: Path, dockerfile: str, secrets=()) -> tuple:
     step = fastpath.code_step(dockerfile)
-    made = replace(make_recipe(api.load(api.Project(directory=root))), dockerfile=dockerfile,
+    config = api.load(api.Project(directory=root))
+    made = replace(make_recipe(config, prepare(config)), dockerfile=dockerfile,
                    index=index_digest([(name, path.read_bytes()) for name, path in secrets]))
     with staged(list_context(root, dockerfile, "")) as ctx:
         return fastpath.record_parts(made, step, ctx.snapshot)

@@ -18,7 +18,7 @@ from test_fastpath_e2e import build, fetch, trainer
 
 from buildkit_py import fastpath, recipe
 from buildkit_py.api.project import Project, load
-from buildkit_py.build import make_recipe
+from buildkit_py.build import make_recipe, prepare
 from buildkit_py.buildtypes import BuildOptions
 from buildkit_py.fsutil import CACHE_ENV, consulted
 from conftest import REPO
@@ -56,7 +56,8 @@ def _keep(root: Path, options: BuildOptions = PUSH) -> tuple[str, recipe.Recipe]
     project = Project(directory=root)
     key = recipe.key(project, options.locked)
     with consulted() as paths:
-        made = make_recipe(load(project), options.locked)
+        config = load(project)
+        made = make_recipe(config, prepare(config, locked=options.locked))
     recipe.keep(key, made, paths)
     return key, made
 
@@ -164,7 +165,8 @@ def test_every_file_the_stages_open_or_look_for_is_consulted(isolated, monkeypat
     recording[0] = True
     try:
         with consulted() as paths:
-            make_recipe(load(Project(directory=root)))
+            config = load(Project(directory=root))
+            make_recipe(config, prepare(config))
     finally:
         recording[0] = False
     mine = {p for p in seen if p.startswith(str(isolated)) and not p.startswith(str(isolated / "cache"))

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..build import BuildOptions, _inputs, planned_refs, push_image
+from ..build import BuildOptions, make_recipe, planned_refs, prepare, push_image
 from ..build import build as build_image
 from ..builders import builder_class
 from ..errors import ConfigError, RegistryError, show
 from ..fsutil import cache_dir, read_text, reads_once, write_atomic
 from ..matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
 from ..notebook import HtmlRepr
-from ..plan import Plan, closest_python, make_plan
+from ..plan import Plan, closest_python
 from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
 from .builds import check_build_options
@@ -268,9 +268,9 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
     with stages.stage("render") as out:
         # Planned and rendered once (with buildkit.lock's pins when a current lock is there): the content tag's digest
         # and the build hash the same text, and the build's context gets the same locked requirements.
-        planned, dockerfile, _ = _inputs(config, builder_class(config.builder).supports_secrets, own_dockerfile,
-                                                make_plan(config))
-        refs, _ = planned_refs(config, dockerfile, planned, git=False)  # refs[0] only: the content tag
+        planned = prepare(config, locked=options.build.locked, own_dockerfile=own_dockerfile)
+        recipe = make_recipe(config, planned, own_dockerfile)
+        refs, _ = planned_refs(recipe, git=False)  # refs[0] only: the content tag
         fw = planned.framework
         out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
                   f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
@@ -328,7 +328,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
             # path), with no engine build or push. A local run needs the image in the engine: built there; so does
             # a registry only the engine reaches (--skip-image-check): the engine pushes.
             through_build = pushes and target != "local" and not options.submit.skip_image_check
-            built = build_image(config, replace(options.build, push=through_build), reporter, dockerfile, planned,
+            built = build_image(config, replace(options.build, push=through_build), reporter, recipe,
                                 resolution=resolution)
         out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
                   not built.built]

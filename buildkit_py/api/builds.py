@@ -53,13 +53,13 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
                 return outcome
             said = outcome
     from ..build import build as build_image  # the pipeline: config, plan, render, builders
-    from ..build import make_recipe
+    from ..build import make_recipe, prepare
 
     with consulted() as paths:
         config = load(project)
-        made = make_recipe(config, options.locked)
+        made = make_recipe(config, prepare(config, locked=options.locked))
     _recipe.keep(key, made, paths)
-    return build_image(config, options, reporter, recipe=made, fast_path_said=said)
+    return build_image(config, options, reporter, made, fast_path_said=said)
 
 
 def check_build_options(options: BuildOptions) -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import lock as _lock
-from ..build import BuildOptions, BuildResult, push_image
-from ..build import build as build_image
+from ..build import BuildOptions, BuildResult, build_config, push_image
 from ..builders import builder_class
 from ..config import Config
 from ..errors import ConfigError
@@ -107,7 +106,7 @@ def build_variants(project: Project, options: BuildOptions, reporter: Reporter) 
         from ..variant_builds import build_at_once
 
         return VariantsResult(build_at_once(configs, options, reporter))
-    return VariantsResult(tuple((c.variant or "", build_image(c, options, reporter)) for c in configs))
+    return VariantsResult(tuple((c.variant or "", build_config(c, options, reporter)) for c in configs))
 
 
 @reads_once
@@ -156,4 +155,4 @@ def executor_build_for(config: Config, options: BuildOptions, reporter: Reporter
             shutil.copyfile(config.root / rel, root / rel)
         image = config.image or (None if config.tags else "buildkit-py/executor")
         executor = replace(config, root=root, executor=True, trainer=None, image=image)
-        return build_image(executor, options, reporter)
+        return build_config(executor, options, reporter)

@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .. import lock as _lock
-from ..build import git_revision
+from ..build import git_revision, prepare
 from ..config import Config, JobConfig, job_flag, worker_pool_specs
 from ..errors import BuildkitError, ConfigError, ResolutionError, ServiceError, WaitInterrupted, show
 from ..flags import JOB_FLAGS, job_flag_name
 from ..fsutil import reads_once, write_atomic
 from ..notebook import HtmlRepr
-from ..plan import Plan, check_accelerator, make_plan
+from ..plan import Plan, check_accelerator
 from ..refs import parse_ref
 from .project import (
     Progress,
@@ -266,11 +265,12 @@ def _file_config(config: Config, conversion: aiplatform.Conversion,
 
 def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_plan: Plan | None = None,
                 **kwargs) -> vertex.VertexJob:
-    """build_plan: the config's plan where the caller has it already (autopackage), else resolved here when needed."""
+    """build_plan: the prepared plan (lock applied) of the image the job runs, where the caller built it (autopackage),
+    else prepared here when needed."""
     from ..jobs import vertex
 
-    # Resolved once, for the GPU check and the serving image.
-    planned = functools.cache(lambda: build_plan or make_plan(config))
+    # Prepared once, for the GPU check, the lock label and the serving image.
+    planned = functools.cache(lambda: build_plan or prepare(config))
     check = None
     if config.source != "(defaults)" and config.trainer is not None:  # an image built from this config
         def check(accelerator: str) -> tuple[str, ...]:
@@ -286,7 +286,7 @@ def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_p
         raise ConfigError("the serving image and model name are a training pipeline's: add --pipeline",
                           field="--serving-image" if options.serving_image is not None else "--model-name")
     # The lock the config's image is built from (none for an image not built from it, or built unlocked).
-    locked = _lock.apply(config, planned(), locked=False).lock if check is not None else None
+    locked = planned().lock if check is not None else None
     made = vertex.build_job(config, settings, target=options.target, revision=git_revision(config.root),
                             check_accelerator=check, lock_digest=locked.digest if locked else None, **kwargs)
     if not options.pipeline:

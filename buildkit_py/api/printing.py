@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 
 
 def _planned(config: Config, git: bool = False):
-    from ..build import planned_refs
+    from ..build import make_recipe, planned_refs, prepare
 
-    return planned_refs(config, git=git)
+    return planned_refs(make_recipe(config, prepare(config)), git=git)
 
 
 def _plan(config: Config) -> Plan:
@@ -29,10 +29,9 @@ def _plan(config: Config) -> Plan:
 
 def _lock_digest(config: Config) -> str:
     from .. import lock as _lock
-    from ..build import _inputs
-    from ..builders import builder_class
+    from ..build import prepare
 
-    plan = _inputs(config, builder_class(config.builder).supports_secrets)[0]
+    plan = prepare(config)
     if plan.lock is None:
         raise ConfigError(f"the build of this config is not locked: no current {_lock.LOCK_NAME} beside it "
                           "(`buildkit-py lock` writes one)", field="NAME")

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..build import BuildOptions, _secrets, secret_sources
-from ..build import build as build_image
+from ..build import BuildOptions, _secrets, build_config, secret_sources
 from ..config import Config
 from ..errors import ConfigError, show
 from ..fsutil import reads_once
@@ -85,7 +84,7 @@ def _run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult
     if options.image is not None:
         image = str(parse_ref(options.image, field="IMAGE"))
     else:
-        image = build_image(replace(config, network=network), options.build, reporter).tags[0]
+        image = build_config(replace(config, network=network), options.build, reporter).tags[0]
     return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output or runs_dir(config),
                      args=options.args, reporter=reporter, network=network, legacy=options.legacy,
                      parameter_servers=options.parameter_servers)

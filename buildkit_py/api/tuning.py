@@ -6,8 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..build import BuildOptions
-from ..build import build as build_image
+from ..build import BuildOptions, build_config
 from ..errors import ConfigError, show
 from ..fsutil import reads_once
 from ..refs import parse_ref
@@ -69,7 +68,7 @@ def tune(source: Source = None, /, options: TuneOptions | None = None, *, progre
         if options.image is not None:
             image = str(parse_ref(options.image, field="IMAGE"))
         else:
-            image = build_image(replace(config, network=network), options.build, reporter).tags[0]
+            image = build_config(replace(config, network=network), options.build, reporter).tags[0]
         output = (options.output or runs_dir(config, "study")).resolve()
         return jobs_tune.run_study(image, config.hyperparameters, args=options.args, output=output, reporter=reporter,
                                    network=network, gpus=options.gpus, seed=options.seed,
