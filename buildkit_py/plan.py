@@ -673,31 +673,49 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
     wheel_libtpu = f"{VENV}/lib/python{python}/site-packages/libtpu/libtpu.so"
     notes = [f"Vertex AI's TPU page does not name {fw.name} for TPU {tpu.generation}: not documented, not refused"] \
         if fw.name in tpu.undocumented else []
-    entrypoint, cmd = _entry(config)
-    requirements = _requirements_file(config, python)
-    google_indexes = _google_indexes(config, requirements)
-    libraries = _wheel_libraries(config, requirements, fw, version, None, matrix.distros.cpu_image.format(python=python))
-    said = libraries.notes + _unchecked(config)  # what every build of the plan says
-    return Plan(
-        base_image=matrix.distros.cpu_image.format(python=python),
+    return _assembled(
+        config, matrix, python_version=python, fw=fw, version=version, ubuntu=None,
+        base=matrix.distros.cpu_image.format(python=python), notes=notes,
+        extra_pip=(build.companion,) if build.companion else (),  # PyTorch/XLA resolves with torch, in one step
         base_kind="tpu",
         template="tpu.Dockerfile.j2",
-        user_template=config.template,
         gpu=False,
         cuda=None,
         cudnn=None,
         min_driver=None,
         compat_driver=None,
         forward_compat_branches=(),
-        ubuntu=None,
         python=PythonSetup(python, "present"),
         framework=FrameworkInstall(fw.name, version, build.requirement, build.index_url, pre=False, bundles_cuda=False,
                                    cudnn=None, source=series.origin),
+        accelerator=tpu.name,
+        tpu=tpu.name,
+        tpu_runtime="/lib/libtpu.so" if build.system_libtpu else wheel_libtpu,
+        tpu_companion=build.companion,
+        tpu_link=wheel_libtpu if build.system_libtpu else None,
+    )
+
+
+def _assembled(config: Config, matrix: Matrix, *, python_version: str, fw: Framework | None, version: str | None,
+               ubuntu: str | None, base: str, notes: list[str], extra_pip: tuple[str, ...],
+               said_first: tuple[str, ...] = (), **specific: object) -> Plan:
+    """The one Plan constructor: what the trainer's files and the config's own keys give every plan (entry point,
+    requirements, indexes, the system libraries its wheels load, what every build says), with what the TPU or the
+    standard plan resolved for its base (`specific`)."""
+    entrypoint, cmd = _entry(config)
+    requirements = _requirements_file(config, python_version)
+    google_indexes = _google_indexes(config, requirements)
+    libraries = _wheel_libraries(config, requirements, fw, version, ubuntu, base)
+    said = said_first + libraries.notes + _unchecked(config)  # what every build of the plan says
+    pip = _pip(config)
+    return Plan(
+        base_image=base,
+        ubuntu=ubuntu,
+        user_template=config.template,
         hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
         system_packages=config.system_packages + libraries.packages,
-        # PyTorch/XLA resolves with torch, in the framework's install step
-        pip=((build.companion,) if build.companion else ()) + _pip(config),
-        pip_credentials=_pip(config) != config.pip or bool(google_indexes),
+        pip=extra_pip + pip,
+        pip_credentials=pip != config.pip or bool(google_indexes),
         google_indexes=google_indexes,
         requirements=config.requirements,
         requirements_hashed=requirements.hashed,
@@ -710,15 +728,11 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         env=config.env,
         entrypoint=entrypoint,
         cmd=cmd,
-        accelerator=tpu.name,
         notes=tuple(notes) + said,
         said=said,
         executor=config.executor,
         keep_pip=config.keep_pip,
-        tpu=tpu.name,
-        tpu_runtime="/lib/libtpu.so" if build.system_libtpu else wheel_libtpu,
-        tpu_companion=build.companion,
-        tpu_link=wheel_libtpu if build.system_libtpu else None,
+        **specific,
     )
 
 
@@ -890,48 +904,23 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         python_setup = PythonSetup(python, "present")
         kind = "cpu"
 
-    entrypoint, cmd = _entry(config)
-    requirements = _requirements_file(config, python)
-    google_indexes = _google_indexes(config, requirements)
-    libraries = _wheel_libraries(config, requirements, fw, version, ubuntu, base)
-    said = tuple(substituted) + libraries.notes + _unchecked(config)  # what every build of the plan says
-    return Plan(
-        base_image=base,
+    return _assembled(
+        config, matrix, python_version=python, fw=fw, version=version, ubuntu=ubuntu, base=base, notes=notes,
+        said_first=tuple(substituted),
+        extra_pip=series.companions if series and fw else (),  # what the release needs beside it
         base_kind=kind,
         template=f"{kind}.Dockerfile.j2",
-        user_template=config.template,
         gpu=gpu,
         cuda=cuda,
         cudnn=cudnn,
         min_driver=min_driver,
         compat_driver=matrix.compat_driver.get(cuda.split(".")[0]) if cuda else None,
         forward_compat_branches=matrix.forward_compat_branches if cuda else (),
-        ubuntu=ubuntu,
         python=python_setup,
         framework=_install(fw, series, version, gpu, cuda, bundled, config.framework_index_url) if fw else None,
-        hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
-        system_packages=config.system_packages + libraries.packages,
-        pip=(series.companions if series and fw else ()) + _pip(config),  # companions: what the release needs beside it
-        pip_credentials=_pip(config) != config.pip or bool(google_indexes),
-        google_indexes=google_indexes,
-        requirements=config.requirements,
-        requirements_hashed=requirements.hashed,
-        requirements_export=requirements.export,
-        requirements_index_options=requirements.index_options,
-        trainer_package=config.trainer_package,
-        import_check=_import_scope(config),
-        build_extensions=config.build_extensions and not config.executor,
-        package_dir=config.trainer.package_dir if config.trainer else None,
-        env=config.env,
-        entrypoint=entrypoint,
-        cmd=cmd,
         cuda_flavor=flavor,
         accelerator=accelerator.name if accelerator else None,
         cuda_archs=archs,
-        notes=tuple(notes) + said,
-        said=said,
-        executor=config.executor,
-        keep_pip=config.keep_pip,
     )
 
 
