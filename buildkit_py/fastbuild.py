@@ -121,8 +121,9 @@ def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | Non
         untagging.append(fastpath.in_background(_untag_stale, refs, local, new))
 
     try:
-        appended = fastpath.append(refs, record, step, ctx.directory, labels, BUILD_LABELS, recipe.platform, reporter,
-                                   stored=stored if local is not None else None)
+        edit = fastpath.CodeEdit(tuple(refs), record, step, ctx.directory, tuple(labels), tuple(BUILD_LABELS),
+                                 recipe.platform)
+        appended = fastpath.append(edit, reporter, stored=stored if local is not None else None)
     except fastpath.Refused as exc:
         return full(str(exc), parts)
     except Unreachable as exc:  # nothing was tagged: the engine's own network may reach the registry

@@ -497,17 +497,28 @@ def _upload(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> 
         time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT))
 
 
-def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: Path, labels: Sequence[tuple[str, str]],
-           owned: Sequence[str], platform: str | None, reporter: Reporter,
-           providers: Iterable[AuthProvider] | None = None,
+@dataclass(frozen=True)
+class CodeEdit:
+    """A code-only edit, staged: what append() makes the new image of."""
+
+    refs: tuple[ImageRef, ...]  # the new image's tags, the content tag first
+    record: Record  # the image it appends to
+    step: CodeStep
+    directory: Path  # the staged context: the new code layer
+    labels: tuple[tuple[str, str], ...]
+    owned: tuple[str, ...]  # the build's own labels: those it does not set this time are removed
+    platform: str | None
+
+
+def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider] | None = None,
            stored: Callable[[set[str]], None] | None = None) -> Appended:
     """The new image: the recorded image's layers below its code layer, the staged context as the code layer,
-    its config with new diff_ids, history and labels (the labels named in `owned` are the build's own: those it
-    does not set this time are removed); tagged under every ref once its manifest is stored.
+    its config with new diff_ids, history and labels; tagged under every ref once its manifest is stored.
     stored: called with the new image's config and manifest digests once the registry holds it under the first
     ref, while the other refs are still being tagged.
     Raises Refused where the registry cannot hold the result, RegistryError for every other failure."""
     started = time.perf_counter()
+    refs, record, step, labels, platform = edit.refs, edit.record, edit.step, edit.labels, edit.platform
     providers = list(providers) if providers is not None else default_providers()
     ref = refs[0]
     client = RegistryClient(ref, providers)
@@ -528,7 +539,7 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
 
     timings = [("base", time.perf_counter() - started)]
     started = time.perf_counter()
-    blob, diff_id = code_layer(directory, step.dest)
+    blob, diff_id = code_layer(edit.directory, step.dest)
     blob_digest = "sha256:" + _sha(blob)
     timings.append(("tar", time.perf_counter() - started))
 
@@ -536,7 +547,7 @@ def append(refs: Sequence[ImageRef], record: Record, step: CodeStep, directory: 
     new_config = copy.deepcopy(config)
     new_config["rootfs"] = {**config["rootfs"], "diff_ids": diff_ids[:-1] + [diff_id]}
     new_labels = dict((new_config.get("config") or {}).get("Labels") or {})
-    for name in owned:
+    for name in edit.owned:
         new_labels.pop(name, None)
     new_labels.update(labels)
     new_config.setdefault("config", {})["Labels"] = new_labels

@@ -204,7 +204,7 @@ def autopackage(source: Source = None, /, options: AutopackageOptions | None = N
 def _autopackage_with(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
     """autopackage() with its arguments taken apart."""
     from ..autopackage import Stages, config_text, infer
-    from ..jobs.local import run_local
+    from ..jobs.local import LocalRun, run_local
     from ..packaging import build_sdist
 
     if options.target is not None and options.target not in AUTOPACKAGE_TARGETS:
@@ -369,8 +369,8 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
             check_run_options(run_options)
             ran = run_sdists(loaded, run_options, reporter)
         else:
-            ran = run_local(built.tags[0], gpus=options.gpus, output=run_options.output, args=options.args,
-                            reporter=reporter, network=config.network)
+            ran = run_local(LocalRun(built.tags[0], run_options.output, gpus=options.gpus, args=options.args,
+                                     network=config.network), reporter)
         out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
     return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, run=ran, written=written,
                              resolution=resolution)

@@ -73,7 +73,7 @@ def run(source: Source = None, /, options: RunOptions | None = None, *, progress
 
 def _run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult:
     """run() once its options are checked."""
-    from ..jobs.local import run_local
+    from ..jobs.local import LocalRun, run_local
 
     if options.executor is not None or options.packages:
         return _run_packages(project, options, reporter)
@@ -85,9 +85,9 @@ def _run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult
         image = str(parse_ref(options.image, field="IMAGE"))
     else:
         image = build_config(replace(config, network=network), options.build, reporter).tags[0]
-    return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output or runs_dir(config),
-                     args=options.args, reporter=reporter, network=network, legacy=options.legacy,
-                     parameter_servers=options.parameter_servers)
+    return run_local(LocalRun(image, options.output or runs_dir(config), workers=options.workers, gpus=options.gpus,
+                              args=options.args, network=network, legacy=options.legacy,
+                              parameter_servers=options.parameter_servers), reporter)
 
 
 def check_run_options(options: RunOptions) -> None:
@@ -121,7 +121,7 @@ def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> 
 def run_sdists(config: Config, options: RunOptions, reporter: Reporter) -> RunResult:
     """The sdists (options.packages) on the executor image, for a config already loaded (with --module applied)."""
     from ..executors import is_spec, resolve_executor
-    from ..jobs.local import package_run, run_local
+    from ..jobs.local import LocalRun, package_run, run_local
     from ..packaging import SCRIPT_MODULE, refuse_function
 
     trainer = config.trainer
@@ -140,8 +140,8 @@ def run_sdists(config: Config, options: RunOptions, reporter: Reporter) -> RunRe
         spec = package_run(packages, module, _secrets(secret_sources(config), Path(tmp)), mount_launcher=catalog)
         # No ARGS: the config's trainer args, as an image's CMD would give them.
         args = options.args or (trainer.args if trainer else ())
-        return run_local(image, workers=options.workers, gpus=options.gpus, output=options.output or runs_dir(config),
-                         args=args, reporter=reporter, network=network, package=spec)
+        return run_local(LocalRun(image, options.output or runs_dir(config), workers=options.workers,
+                                  gpus=options.gpus, args=args, network=network, package=spec), reporter)
 
 
 def _package_uri(text: str, index: int) -> str:

@@ -145,32 +145,47 @@ def task_env(tasks: list[Task], ports: dict[str, int], task: Task, job_id: str, 
     }
 
 
-def run_local(image: str, *, output: Path, workers: int = 0, gpus: int = 0, args: tuple[str, ...] = (),
-              reporter: Reporter, network: str = "host", package: PackageRun | None = None, legacy: bool = False,
-              parameter_servers: int = 0, env: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-              timeout: float | None = None) -> RunResult:
-    """Run the chief (and `workers` workers), stream their logs, and always remove the containers. legacy: as AI
-    Platform Training ran it, TF_CONFIG with master, worker and ps tasks and `--job-dir` after the args. env and
-    labels are added to every container's; past timeout seconds the containers are killed (timed_out)."""
+@dataclass(frozen=True)
+class LocalRun:
+    """One local run of an image: what `run`, `autopackage --target local` and each tuning trial hand the engine."""
+
+    image: str
+    output: Path
+    workers: int = 0
+    gpus: int = 0
+    args: tuple[str, ...] = ()
+    network: str = "host"
+    package: PackageRun | None = None
+    legacy: bool = False  # as AI Platform Training ran it: TF_CONFIG with master, worker and ps, `--job-dir` last
+    parameter_servers: int = 0
+    env: tuple[tuple[str, str], ...] = ()  # added to every container's environment
+    labels: tuple[tuple[str, str], ...] = ()  # added to every container's labels
+    timeout: float | None = None  # past it the containers are killed (RunResult.timed_out)
+
+
+def run_local(run: LocalRun, reporter: Reporter) -> RunResult:
+    """Run the chief (and the workers), stream their logs, and always remove the containers."""
+    image, workers, gpus, args, network, package, legacy, timeout = (
+        run.image, run.workers, run.gpus, run.args, run.network, run.package, run.legacy, run.timeout)
     import requests
     from docker.errors import APIError, ImageNotFound
     from docker.types import DeviceRequest
 
     client = engine_client()
     job_id = f"local_{time.strftime('%Y%m%d_%H%M%S')}_{time.time_ns() % 10**6:06d}"
-    out = output.resolve()
+    out = run.output.resolve()
     try:
         make_output_dir(out)
         for sub in ("model", "checkpoints", "logs", "hypertune"):
             (out / sub).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from None
-    tasks = legacy_tasks(workers, parameter_servers) if legacy else [Task("workerpool0", 0)] + [
+    tasks = legacy_tasks(workers, run.parameter_servers) if legacy else [Task("workerpool0", 0)] + [
         Task("workerpool1", i) for i in range(workers)]
     ports = dict(zip([t.name for t in tasks], free_ports(len(tasks)), strict=True))
     containers = []
     volumes = {str(out): {"bind": MOUNT, "mode": "rw"}}
-    extra_env: dict[str, str] = dict(env or {})
+    extra_env: dict[str, str] = dict(run.env)
     kwargs = {}
     if package:
         volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in package.mounts})
@@ -190,7 +205,7 @@ def run_local(image: str, *, output: Path, workers: int = 0, gpus: int = 0, args
             settings = dict(name=f"{job_id}-{task.name}".replace("_", "-"),
                             environment={**task_env(tasks, ports, task, job_id, gpus, legacy), **extra_env},
                             network_mode=network, volumes=volumes,
-                            labels={**(labels or {}), "dev.buildkit-py.job": job_id}, **kwargs)
+                            labels={**dict(run.labels), "dev.buildkit-py.job": job_id}, **kwargs)
             try:
                 container = client.containers.create(image, list(args) or None, **settings)
             except ImageNotFound:  # an image only in its registry: pulled, as containers.run pulls it

@@ -26,7 +26,7 @@ from ..errors import ConfigError, RunError
 from ..fsutil import make_output_dir
 from ..notebook import HtmlRepr
 from ..progress import Reporter
-from .local import RunResult, run_local
+from .local import LocalRun, RunResult, run_local
 
 STUDY_LABEL = "dev.buildkit-py.study"
 TRIAL_ENV = "CLOUD_ML_TRIAL_ID"
@@ -203,9 +203,10 @@ def run_study(image: str, hp: Hyperparameters, *, args: tuple[str, ...], output:
         start = time.monotonic()
         out = output / f"trial-{trial_id}"
         try:
-            result = run_local(image, gpus=gpus, output=out, reporter=reporter, network=network,
-                               args=args + tuple(f"--{name}={arg_value(v)}" for name, v in params),
-                               env={TRIAL_ENV: trial_id}, labels={STUDY_LABEL: study_id}, timeout=timeout)
+            result = run_local(LocalRun(image, out, gpus=gpus, network=network,
+                                        args=args + tuple(f"--{name}={arg_value(v)}" for name, v in params),
+                                        env=((TRIAL_ENV, trial_id),), labels=((STUDY_LABEL, study_id),),
+                                        timeout=timeout), reporter)
         except RunError as exc:
             return Trial(trial_id, params, "FAILED", None, time.monotonic() - start, str(out), None, str(exc))
         value = metric_value(result, hp.metric)
