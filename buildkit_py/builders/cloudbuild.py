@@ -30,7 +30,7 @@ from ..errors import BuildError, ConfigError, RegistryError, ServiceError, Stage
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, parse_ref, registry_host
 from ..registry import PushResult, add_tags
-from .base import BuildRequest, build_failure, dockerfile_build_args
+from .base import Builder, BuildRequest, build_failure, dockerfile_build_args
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -316,7 +316,7 @@ def _interrupt_deferred() -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, previous)
 
 
-class CloudBuildBuilder:
+class CloudBuildBuilder(Builder):
     name = "cloudbuild"
     supports_secrets = True  # from Secret Manager (cloudbuild.*_secret)
     inline_cache = False  # the build step pushes its inline cache under the repository's cache tag itself
