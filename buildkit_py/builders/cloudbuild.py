@@ -23,20 +23,17 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..adc import TOKEN_LOGIN
 from ..adc import one_line as _clean
-from ..config import _PROJECT  # job.project's rule
+from ..config import _PROJECT, Config  # _PROJECT: job.project's rule
 from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
 from ..google_api import access_token, default_credentials, error_line, service_endpoint
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, parse_ref, registry_host
 from ..registry import PushResult, add_tags, manifest
 from .base import Builder, BuildRequest, build_failure, dockerfile_build_args
-
-if TYPE_CHECKING:
-    from ..config import Config
 
 ENDPOINT_ENV = "BUILDKIT_PY_CLOUDBUILD_ENDPOINT"
 DEFAULT_ENDPOINT = "https://cloudbuild.googleapis.com"
