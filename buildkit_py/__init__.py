@@ -21,13 +21,16 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 __all__ = ["__version__", "autopackage", "build", "cancel", "dockerfile", "job", "logs", "package", "plan", "push",
            "resolve", "submit", "tune"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # from the bottom of the package (version.py), read where asked: `import` loads nothing
+        from .version import __version__
+
+        globals()[name] = __version__
+        return __version__
     if name in __all__ or name == "api":  # bk.api: the options and result types, before any call imported it
         api = importlib.import_module(f"{__name__}.api")
         value = globals()[name] = api if name == "api" else getattr(api, name)  # found once: not asked again
@@ -56,3 +59,4 @@ sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:
     from .api import autopackage, build, cancel, dockerfile, job, logs, package, plan, push, resolve, submit, tune
+    from .version import __version__

@@ -114,7 +114,7 @@ def make_recipe(config: Config, plan: Plan, own_dockerfile: str | None = None) -
     text = own_dockerfile if own_dockerfile is not None else render_dockerfile(plan, root=config.root,
                                                                                buildkit=backend.supports_secrets)
     ignore = render_project_dockerignore(config.root)
-    remote = getattr(backend, "remote", False)  # builds and pushes where it runs, with the secrets found there
+    remote = backend.remote  # builds and pushes where it runs, with the secrets found there
     return Recipe(
         root=config.root, dockerfile=text, ignore=ignore, plan=json.loads(json.dumps(plan.to_dict(), default=str)),
         plan_pickle=pickle.dumps(plan), notes=plan.said + tuple(n for n in plan.notes if n.startswith(STALE_LOCK)),
@@ -169,7 +169,7 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
 def _pull_appended(builder, record: fastpath.Record | None, ref: ImageRef, reporter: Reporter) -> str | None:
     """The image the fast path pushed with this very content, pulled into the engine (which has the layers below
     the code layer from the full build, so only the code layer travels); None when there is none to pull."""
-    if record is None or record.content_tag != ref.tag or not hasattr(builder, "pull"):
+    if record is None or record.content_tag != ref.tag:
         return None
     started = time.perf_counter()
     image_id = builder.pull(ref)
@@ -195,7 +195,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Rec
 
     started = time.perf_counter()
     backend = builder_class(config.builder)
-    remote_builder = getattr(backend, "remote", False)  # builds and pushes where it runs: no fast path from here
+    remote_builder = backend.remote  # builds and pushes where it runs: no fast path from here
     # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
     # rendered; an error of the inputs still comes first. A push that may take the fast path needs no builder:
     # it is made only if the build turns out to be a full one.

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from . import __version__
 from .buildtypes import LABEL_PREFIX
 from .config import Config, ImportScope, TrainerPackage
 from .errors import ConfigError, ResolutionError, show
@@ -55,6 +54,7 @@ from .matrix import (
 from .notebook import HtmlRepr
 from .refs import parse_ref
 from .resources import LAUNCHER_MODULE
+from .version import __version__
 
 if TYPE_CHECKING:
     from .lockfiles import Exported

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
 from .context import ContextListing, list_context
 from .errors import OutputError
 from .fsutil import cache_dir, signature, write_atomic
 from .refs import ImageRef, parse_ref
+from .version import __version__
 
 if TYPE_CHECKING:
     from .plan import Plan

@@ -497,10 +497,11 @@ def push(
 # More tags for a pushed image: its manifest under another tag, through the registry's HTTP API
 
 HTTP_TIMEOUT = 30.0
-MANIFEST_TYPES = ", ".join(("application/vnd.oci.image.index.v1+json",
-                            "application/vnd.docker.distribution.manifest.list.v2+json",
-                            "application/vnd.oci.image.manifest.v1+json",
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+MANIFEST_TYPES = ", ".join((OCI_INDEX, DOCKER_LIST, "application/vnd.oci.image.manifest.v1+json",
                             "application/vnd.docker.distribution.manifest.v2+json"))
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
 _CHALLENGE = re.compile(r'([A-Za-z_]+)="([^"]*)"', re.ASCII)
 
 
@@ -611,3 +612,55 @@ def add_tags(pushed: PushResult, refs: Sequence[ImageRef], reporter: Reporter,
         results.append(PushResult(f"{ref.repository}@{pushed.digest}", ref.tag or "latest", pushed.digest, len(body)))
     return tuple(results)
 
+
+
+# ---------------------------------------------------------------------------------------------
+# What an image is in its registry: its manifest's digest and the platforms it runs on
+
+@dataclass(frozen=True)
+class Manifest:
+    digest: str
+    media_type: str
+    platforms: tuple[str, ...]  # os/arch[/variant] the image runs on
+
+
+def manifest(ref: ImageRef, hint: str = "") -> Manifest:
+    """HEAD the image's manifest; then read the platforms it runs on (the index, or the config blob). hint: what
+    ends the error when the registry cannot be reached or read from here."""
+    registry = RegistryClient(ref)
+    reference = ref.digest or ref.tag or "latest"
+    try:
+        head = registry.request("HEAD", f"manifests/{reference}", {"Accept": MANIFEST_TYPES})
+    except RegistryError as exc:  # unreachable, or no credentials here
+        raise RegistryError(f"{exc}{hint}") from None
+    if head.status_code == 404:
+        raise RegistryError(f"{ref} is not in {ref.registry}: push it first (buildkit-py build --push)")
+    if head.status_code in (401, 403):
+        raise RegistryError(f"{ref.registry} refused to show {ref} ({head.status_code}): check the credentials" + hint)
+    if head.status_code != 200:
+        raise RegistryError(f"{ref.registry} answered HEAD of {ref} with HTTP {head.status_code}{hint}")
+    digest = ref.digest or head.headers.get("Docker-Content-Digest", "")
+    media = head.headers.get("Content-Type", "").split(";")[0]
+    body = registry.request("GET", f"manifests/{digest or reference}", {"Accept": MANIFEST_TYPES})
+    try:
+        data = body.json()
+    except ValueError:
+        data = {}
+    platforms: list[str] = []
+    if media in (OCI_INDEX, DOCKER_LIST) or "manifests" in data:
+        for item in data.get("manifests") or []:
+            p = item.get("platform") or {}
+            if p.get("os") and p.get("architecture") and p.get("os") != "unknown":  # unknown: attestations
+                platforms.append("/".join(filter(None, (p["os"], p["architecture"], p.get("variant")))))
+    else:
+        config = (data.get("config") or {}).get("digest", "")
+        blob = registry.request("GET", f"blobs/{config}", {"Accept": "*/*"}) if _SHA256.fullmatch(config) else None
+        try:
+            info = blob.json() if blob is not None and blob.status_code == 200 else {}
+        except ValueError:
+            info = {}
+        if info.get("os") and info.get("architecture"):
+            platforms.append("/".join(filter(None, (info["os"], info["architecture"], info.get("variant")))))
+    if not _SHA256.fullmatch(digest):
+        raise RegistryError(f"{ref.registry} gave no sha256 digest for {ref}")
+    return Manifest(digest, media, tuple(platforms))

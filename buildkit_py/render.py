@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import __version__
 from .buildtypes import EXTENSIONS_STAGE
 from .dockerfile_text import Instruction
 from .dockerfile_text import exec_form as exec_words
@@ -26,6 +25,7 @@ from .launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
 from .matrix import load_matrix
 from .plan import Plan
 from .resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
+from .version import __version__
 
 DOCKERIGNORE_TEMPLATE = "dockerignore.j2"
 MAX_LINE_BYTES = 65535  # BuildKit's Dockerfile scanner refuses longer lines ("token too long")

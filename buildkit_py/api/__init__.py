@@ -14,7 +14,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # The module (of this package, or of buildkit_py) that defines each name; __all__ lists the same names
-# (tests/test_public_api.py keeps the two equal).
+# (tests/test_public_api.py keeps the two equal), and the TYPE_CHECKING imports below import each from the same
+# module (tests/test_import_graph.py).
 _MODULES: dict[str, tuple[str, ...]] = {
     ".project": ("Project", "load", "resolve", "variant_configs"),
     ".catalog": ("MatrixOptions", "SeriesVersions", "Versions", "executors", "matrix_check", "matrix_refresh", "versions"),
@@ -71,20 +72,10 @@ if TYPE_CHECKING:
     from ..plan import Plan
     from ..registry import PushResult
     from .autopackaging import AutopackageOptions, AutopackageResult, autopackage
+    from .builds import build
     from .catalog import MatrixOptions, SeriesVersions, Versions, executors, matrix_check, matrix_refresh, versions
     from .generated import GeneratedFile, ci, make
-    from .images import (
-        PRINTABLE,
-        DockerfileResult,
-        VariantsResult,
-        build,
-        build_variants,
-        dockerfile,
-        executor_build,
-        lock,
-        print_value,
-        push,
-    )
+    from .images import DockerfileResult, VariantsResult, build_variants, dockerfile, executor_build, lock, push
     from .jobs import (
         CancelResult,
         JobOptions,
@@ -100,6 +91,7 @@ if TYPE_CHECKING:
         submit,
     )
     from .packages import PackageOptions, PackageResult, package
+    from .printing import PRINTABLE, print_value
     from .project import Project, load, resolve, variant_configs
     from .runs import RunOptions, doctor, run
     from .tuning import TuneOptions, tune

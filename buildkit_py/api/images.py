@@ -102,7 +102,7 @@ def build_variants(project: Project, options: BuildOptions, reporter: Reporter) 
     if not configs:
         raise ConfigError("the config has no variants: add `variants:` (a list of named overrides, e.g. "
                           "[{name: cu126, cuda: '12.6'}]) or build without it", field="--all-variants")
-    if all(getattr(builder_class(c.builder), "remote", False) for c in configs):  # each on a machine of its own, at once
+    if all(builder_class(c.builder).remote for c in configs):  # each on a machine of its own, at once
         from ..variant_builds import build_at_once
 
         return VariantsResult(build_at_once(configs, options, reporter))

@@ -43,7 +43,7 @@ def _digest(config: Config) -> str:
     from ..builders import builder_class
 
     ref = _planned(config)[0][0]
-    if getattr(builder_class(config.builder), "remote", False):  # pushed where it was built: the registry knows
+    if builder_class(config.builder).remote:  # pushed where it was built: the registry knows
         from ..jobs import preflight
 
         return f"{ref.repository}@{preflight.manifest(ref).digest}"

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .base import Builder, BuildRequest
+if TYPE_CHECKING:
+    from .base import Builder
 
 # buildkit: a Docker CLI with BuildKit (buildx, or a client with it built in); legacy: the engine's
 # classic builder through the Docker SDK (no cache or secret mounts); buildah: no Docker engine; cloudbuild: Google
 # Cloud Build, no engine on this machine. Each backend's module loads when it is chosen: loading the config or
-# planning a build (which reads only `supports_secrets`) does not pay for the others.
+# planning a build (which reads only `supports_secrets`) does not pay for the others. This module imports none of
+# them, nor base.py: the config, below the backends, checks a builder's name against this table.
 _MODULES = {"buildkit": ("buildkit_cli", "BuildkitCliBuilder"), "legacy": ("legacy", "LegacyBuilder"),
             "buildah": ("buildah", "BuildahBuilder"), "cloudbuild": ("cloudbuild", "CloudBuildBuilder")}
 ALIASES = {"auto": "buildkit"}
@@ -25,7 +27,12 @@ def builder_class(name: str = "auto") -> type[Builder]:
 
 
 def __getattr__(name: str) -> Any:
-    """The backend classes by name (`from buildkit_py.builders import BuildahBuilder`), loaded on first use."""
+    """The backend classes by name (`from buildkit_py.builders import BuildahBuilder`), and the interface
+    (Builder, BuildRequest), loaded on first use."""
+    if name in ("Builder", "BuildRequest"):
+        from . import base  # up: the interface loads with a backend, not with the table of names the config reads
+
+        return getattr(base, name)
     backend = next((b for b, (_, cls) in _MODULES.items() if cls == name), None)
     if backend is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

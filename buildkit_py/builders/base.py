@@ -14,7 +14,7 @@ import termios
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ..errors import BuildError
 from ..progress import Reporter
@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the registry client loads where a push happens, not with ev
     from ..registry import PushResult
 
 if TYPE_CHECKING:
+    from ..config import Config
     from .cloudbuild import CloudBuildSettings
 
 
@@ -45,33 +46,50 @@ class BuildRequest:
     token_hosts: tuple[str, ...] = ()
 
 
-class Builder(Protocol):
+class Builder:
+    """What every backend is and does. A capability that only some backends have is declared here with the default
+    the others keep (remote, settings, pull), so that a caller asks the backend and never probes it."""
+
     name: str
     supports_secrets: bool  # False: the Dockerfile must be rendered without BuildKit mounts
     # True: the cache travels inside the image (BuildKit's inline cache), so the caller tags the
     # result as the cache ref and pushes it; False: the builder exports the cache itself.
     inline_cache: bool
+    # True: builds and pushes where it runs (cloudbuild), with the secrets found there: the request carries the tags
+    # and the settings(), the fast path and this machine's secrets are not used.
+    remote: bool = False
 
     @classmethod
     def create(cls, docker: str | None) -> Builder:
         """An instance ready to build; raises EngineError naming what is missing and how to get it."""
-        ...
+        raise NotImplementedError
+
+    @staticmethod
+    def settings(config: Config, endpoint: str | None) -> CloudBuildSettings | None:
+        """A remote builder's settings from the config and flags, checked before anything is uploaded; None for a
+        builder that runs here."""
+        return None
 
     def build(self, request: BuildRequest, reporter: Reporter) -> str:
         """Build and return the image ID. Applies no tag: the caller tags only after success,
         so a failed or interrupted build leaves no tag behind."""
-        ...
+        raise NotImplementedError
 
     def image_id(self, ref: ImageRef) -> str | None:
         """The ID of the local image tagged ref, or None."""
-        ...
+        raise NotImplementedError
+
+    def pull(self, ref: ImageRef) -> str | None:
+        """The image brought from its registry into the builder's own images: its ID, or None when the registry
+        refused or the builder keeps no images to pull into (the caller builds instead)."""
+        return None
 
     def tag(self, image_id: str, refs: Sequence[ImageRef]) -> None:
         """Apply every tag or none."""
-        ...
+        raise NotImplementedError
 
     def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
-        ...
+        raise NotImplementedError
 
 
 # What a build tool prints around a failing step, in the three forms it comes in.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import BuildError, EngineError, RegistryError
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, registry_host
-from .base import BuildRequest, dockerfile_build_args, run_build_tool
+from .base import Builder, BuildRequest, dockerfile_build_args, run_build_tool
 
 if TYPE_CHECKING:
     from ..registry import PushResult
@@ -26,7 +26,7 @@ INSTALL_HINT = ("install it with `apt-get install buildah` (Debian, Ubuntu), `dn
                 f"or point {BUILDAH_ENV} at its executable; or build with a Docker engine (--builder buildkit)")
 
 
-class BuildahBuilder:
+class BuildahBuilder(Builder):
     name = "buildah"
     supports_secrets = True
     inline_cache = False  # buildah pushes its layer cache to the cache repository itself

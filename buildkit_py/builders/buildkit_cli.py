@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import EngineError
 from ..progress import Reporter
 from ..refs import ImageRef
-from .base import BuildRequest, dockerfile_build_args, run_build_tool
+from .base import Builder, BuildRequest, dockerfile_build_args, run_build_tool
 from .engine_images import EngineImages
 
 DOCKER_ENV = "BUILDKIT_PY_DOCKER"
@@ -99,7 +99,7 @@ def find_buildkit_client(explicit: str | None = None) -> DockerClient:
     )
 
 
-class BuildkitCliBuilder(EngineImages):
+class BuildkitCliBuilder(EngineImages, Builder):
     name = "buildkit"
     supports_secrets = True
     inline_cache = True  # the default buildx driver and Docker 20.10's BuildKit export no registry cache

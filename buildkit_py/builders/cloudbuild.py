@@ -23,17 +23,17 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..adc import TOKEN_LOGIN
+from ..adc import one_line as _clean
+from ..config import _PROJECT, Config  # _PROJECT: job.project's rule
 from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
+from ..google_api import access_token, default_credentials, error_line, service_endpoint
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, parse_ref, registry_host
-from ..registry import PushResult, add_tags
-from .base import BuildRequest, build_failure, dockerfile_build_args
-
-if TYPE_CHECKING:
-    from ..config import Config
+from ..registry import PushResult, add_tags, manifest
+from .base import Builder, BuildRequest, build_failure, dockerfile_build_args
 
 ENDPOINT_ENV = "BUILDKIT_PY_CLOUDBUILD_ENDPOINT"
 DEFAULT_ENDPOINT = "https://cloudbuild.googleapis.com"
@@ -82,9 +82,7 @@ class CloudBuildSettings:
 
 def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = None) -> CloudBuildSettings:
     """The build's settings from the config and flags; every problem is a ConfigError before anything is uploaded."""
-    from ..config import _PROJECT  # job.project's rule (config imports the builders: not at module level)
     from ..indexes import google_index_hosts, uv_config, without_credentials
-    from ..jobs.submit import default_credentials, service_endpoint
 
     env = dict(os.environ) if env is None else env
     cb, job = config.cloudbuild, config.job
@@ -250,8 +248,6 @@ class CloudBuildApi:
         self.conf, self.requests, self.session = conf, requests, requests.Session()
 
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
-        from ..jobs.submit import _clean, access_token, error_line
-
         url = f"{self.conf.endpoint}/v1/projects/{self.conf.project}/locations/{self.conf.region}/{path}"
         headers = {"Authorization": f"Bearer {access_token(self.conf.credentials)}", "Accept": "application/json"}
         for attempt in range(4):
@@ -268,7 +264,7 @@ class CloudBuildApi:
                 continue
             break
         if response.status_code >= 300:
-            line, status = error_line(response.status_code, response.text, hints=False)
+            line, status = error_line(response.status_code, response.text)
             reason = "SERVICE_DISABLED" if "SERVICE_DISABLED" in line else status
             hint = _HINTS.get(reason or "")
             raise ServiceError(f"Cloud Build refused {method} {path.split('/')[0]}: "
@@ -316,7 +312,7 @@ def _interrupt_deferred() -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, previous)
 
 
-class CloudBuildBuilder:
+class CloudBuildBuilder(Builder):
     name = "cloudbuild"
     supports_secrets = True  # from Secret Manager (cloudbuild.*_secret)
     inline_cache = False  # the build step pushes its inline cache under the repository's cache tag itself
@@ -438,8 +434,6 @@ class CloudBuildBuilder:
     def image_id(self, ref: ImageRef) -> str | None:
         """The digest of the content tag in the registry: an image built from the same content is not built again.
         A registry that cannot be asked means a build, never an assumed image."""
-        from ..jobs.preflight import manifest
-
         try:
             found = manifest(ref)
         except RegistryError:

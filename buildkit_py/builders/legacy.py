@@ -9,11 +9,11 @@ import re
 
 from ..errors import BuildError
 from ..progress import Reporter
-from .base import BuildRequest, build_failure
+from .base import Builder, BuildRequest, build_failure
 from .engine_images import EngineImages
 
 
-class LegacyBuilder(EngineImages):
+class LegacyBuilder(EngineImages, Builder):
     name = "legacy"
     supports_secrets = False
     inline_cache = False

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..adc import one_line as _clean  # the service's text on one line
 from ..errors import ServiceError
-from .submit import _clean, access_token, error_line, service_endpoint
+from ..google_api import access_token, error_line, service_endpoint
 
 ENDPOINT_ENV = "BUILDKIT_PY_LOGGING_ENDPOINT"
 DEFAULT_ENDPOINT = "https://logging.googleapis.com"
@@ -118,7 +119,7 @@ class LogReader:
             raise ServiceError(f"cannot reach the Cloud Logging API at {self.base}: {_clean(type(exc).__name__)}",
                                transient=True) from None
         if response.status_code >= 300:
-            line, status = error_line(response.status_code, response.text, hints=False)
+            line, status = error_line(response.status_code, response.text)
             reason = "SERVICE_DISABLED" if "SERVICE_DISABLED" in line else status
             hint = _HINTS.get(reason or "")
             raise ServiceError("Cloud Logging refused entries.list: "

@@ -5,21 +5,16 @@ the accelerator and machine fit, strategy and wait, the staging bucket, the cons
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import BuildkitError, ConfigError, RegistryError
+from ..errors import BuildkitError, ConfigError
 from ..matrix import load_matrix
 from ..refs import ImageRef
-from ..registry import RegistryClient
+from ..registry import Manifest
+from ..registry import manifest as registry_manifest
 from .vertex import VertexJob, load_machines
 
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-_ACCEPT = ", ".join((OCI_INDEX, DOCKER_LIST, "application/vnd.oci.image.manifest.v1+json",
-                     "application/vnd.docker.distribution.manifest.v2+json"))
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
 # A registry that cannot be read from here may still serve the job's machines (VPC Service Controls, a registry
 # reachable only from Google's network): the way on, with what it costs.
 SKIP_IMAGE_CHECK = "--skip-image-check"
@@ -38,53 +33,9 @@ class Check:
         return {"name": self.name, "ok": self.ok, "detail": self.detail}
 
 
-@dataclass(frozen=True)
-class Manifest:
-    digest: str
-    media_type: str
-    platforms: tuple[str, ...]  # os/arch[/variant] the image runs on
-
-
 def manifest(ref: ImageRef) -> Manifest:
-    """HEAD the image's manifest; then read the platforms it runs on (the index, or the config blob)."""
-    registry = RegistryClient(ref)
-    reference = ref.digest or ref.tag or "latest"
-    try:
-        head = registry.request("HEAD", f"manifests/{reference}", {"Accept": _ACCEPT})
-    except RegistryError as exc:  # unreachable, or no credentials here
-        raise RegistryError(f"{exc}{UNREACHABLE_HINT}") from None
-    if head.status_code == 404:
-        raise RegistryError(f"{ref} is not in {ref.registry}: push it first (buildkit-py build --push)")
-    if head.status_code in (401, 403):
-        raise RegistryError(f"{ref.registry} refused to show {ref} ({head.status_code}): check the credentials"
-                            + UNREACHABLE_HINT)
-    if head.status_code != 200:
-        raise RegistryError(f"{ref.registry} answered HEAD of {ref} with HTTP {head.status_code}{UNREACHABLE_HINT}")
-    digest = ref.digest or head.headers.get("Docker-Content-Digest", "")
-    media = head.headers.get("Content-Type", "").split(";")[0]
-    body = registry.request("GET", f"manifests/{digest or reference}", {"Accept": _ACCEPT})
-    try:
-        data = body.json()
-    except ValueError:
-        data = {}
-    platforms: list[str] = []
-    if media in (OCI_INDEX, DOCKER_LIST) or "manifests" in data:
-        for item in data.get("manifests") or []:
-            p = item.get("platform") or {}
-            if p.get("os") and p.get("architecture") and p.get("os") != "unknown":  # unknown: attestations
-                platforms.append("/".join(filter(None, (p["os"], p["architecture"], p.get("variant")))))
-    else:
-        config = (data.get("config") or {}).get("digest", "")
-        blob = registry.request("GET", f"blobs/{config}", {"Accept": "*/*"}) if _DIGEST.fullmatch(config) else None
-        try:
-            info = blob.json() if blob is not None and blob.status_code == 200 else {}
-        except ValueError:
-            info = {}
-        if info.get("os") and info.get("architecture"):
-            platforms.append("/".join(filter(None, (info["os"], info["architecture"], info.get("variant")))))
-    if not _DIGEST.fullmatch(digest):
-        raise RegistryError(f"{ref.registry} gave no sha256 digest for {ref}")
-    return Manifest(digest, media, tuple(platforms))
+    """The image's manifest in its registry (registry.manifest), an error saying how a job may go on without it."""
+    return registry_manifest(ref, UNREACHABLE_HINT)
 
 
 def _run(name: str, check: Callable[[], Check]) -> Check:

@@ -9,7 +9,6 @@ connection, the jobs with that label are looked up, so nothing is submitted twic
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import uuid
@@ -17,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import adc
+from .. import google_api
 from ..adc import one_line as _clean  # the services' text on one line
 from ..errors import ConfigError, ServiceError, show
-from ..refs import is_loopback_host
+from ..google_api import access_token, service_endpoint
+from ..google_api import default_credentials as default_credentials  # the API's job calls take it from here
 
 ENDPOINT_ENV = "BUILDKIT_PY_API_ENDPOINT"
 REQUEST_LABEL = "buildkit-py-request"  # the client-generated id of a create request
@@ -29,7 +29,6 @@ END_STATES = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", 
               "PIPELINE_STATE_CANCELLED")
 KINDS = ("customJobs", "hyperparameterTuningJobs", "trainingPipelines")
 RETRIES = 4  # a create or get is tried this many more times after a timeout, dropped connection or 5xx
-_URL = re.compile(r"(https?)://([A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:]{2,45}\])(?::([0-9]{1,5}))?/?", re.ASCII)
 _NAME = re.compile(r"projects/([a-z0-9-]{1,30})/locations/([a-z0-9-]{1,40})/(customJobs|hyperparameterTuningJobs|"
                    r"trainingPipelines)/([0-9A-Za-z_-]{1,64})", re.ASCII)
 _CAPACITY = re.compile(r"resources? (?:are |is )?(?:not |un)available|enough resources|stockout|capacity|quota|"
@@ -41,22 +40,6 @@ def api_endpoint(given: str | None, region: str, env: dict[str, str]) -> str:
     """The API's base URL: --api-endpoint, else $BUILDKIT_PY_API_ENDPOINT, else the regional endpoint."""
     return service_endpoint(given, env, flag="--api-endpoint", env_name=ENDPOINT_ENV,
                             default=f"https://{region}-aiplatform.googleapis.com")
-
-
-def service_endpoint(given: str | None, env: dict[str, str], *, flag: str, env_name: str, default: str) -> str:
-    """A Google API's base URL: the flag, else the environment variable, else the default.
-    Plain http only to this machine: a bearer token never crosses a network unencrypted."""
-    text, field = (given, flag) if given is not None else (env.get(env_name), f"${env_name}")
-    if not text:
-        return default
-    match = _URL.fullmatch(text) if len(text) <= 300 else None
-    if not match or (match[3] and not 0 < int(match[3]) < 65536):
-        raise ConfigError(f"{show(text)} is not allowed: https://HOST[:PORT] (no path), or http:// to a loopback "
-                          "address", field=field)
-    if match[1] == "http" and not is_loopback_host(match[2].strip("[]").lower()):
-        raise ConfigError(f"{show(text)} is not allowed: plain http only to a loopback address (127.0.0.1, [::1], "
-                          "localhost); use https", field=field)
-    return text.rstrip("/")
 
 
 def parse_name(text: str, field: str = "NAME") -> tuple[str, str, str, str]:
@@ -108,56 +91,25 @@ def job_reference(text: str, project: str | None, region: str | None, field: str
     return JobReference(job_flag("project", project), job_flag("region", region), text)
 
 
+# What to do about a refusal of Vertex AI, by its status.
+_HINTS = {"PERMISSION_DENIED": "the credentials' account needs the Vertex AI User role (roles/aiplatform.user) on the "
+                               "project, and the API enabled",
+          "UNAUTHENTICATED": "refresh the credentials: gcloud auth application-default login",
+          "RESOURCE_EXHAUSTED": "quota or capacity: ask for more quota, or give `fallbacks:` to try other GPUs, "
+                                "regions or strategies",
+          "NOT_FOUND": "check the project, region and name"}
+
+
 def error_line(http_status: int, body: str, hints: bool = True) -> tuple[str, str | None]:
     """Google's error shape (google.rpc.Status with its details) as one line, and its status name; hints: with what
     to do about it on Vertex AI."""
-    try:
-        error = json.loads(body)["error"]
-        if not isinstance(error, dict):
-            raise TypeError
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {http_status}: {_clean(body[:300]) or 'no message'}", None
-    status = error.get("status") if isinstance(error.get("status"), str) else None
-    parts = [f"{http_status} {_clean(status or '')}".strip() + f": {_clean(error.get('message', ''))}"]
-    for detail in error.get("details") or []:
-        if not isinstance(detail, dict):
-            continue
-        kind = str(detail.get("@type", "")).rsplit("/", 1)[-1]
-        if kind == "google.rpc.BadRequest":
-            parts += [f"field {_clean(v.get('field'))}: {_clean(v.get('description'))}"
-                      for v in detail.get("fieldViolations") or [] if isinstance(v, dict)]
-        elif kind == "google.rpc.QuotaFailure":
-            parts += [f"quota {_clean(v.get('subject'))}: {_clean(v.get('description'))}"
-                      for v in detail.get("violations") or [] if isinstance(v, dict)]
-        elif kind == "google.rpc.ErrorInfo":
-            meta = detail.get("metadata") if isinstance(detail.get("metadata"), dict) else {}
-            extra = ", ".join(f"{_clean(k)}={_clean(v)}" for k, v in sorted(meta.items()))
-            parts.append(f"reason {_clean(detail.get('reason'))}" + (f" ({extra})" if extra else ""))
-    hint = {"PERMISSION_DENIED": "the credentials' account needs the Vertex AI User role (roles/aiplatform.user) on the "
-                                 "project, and the API enabled",
-            "UNAUTHENTICATED": "refresh the credentials: gcloud auth application-default login",
-            "RESOURCE_EXHAUSTED": "quota or capacity: ask for more quota, or give `fallbacks:` to try other GPUs, "
-                                  "regions or strategies",
-            "NOT_FOUND": "check the project, region and name"}.get(status or "") if hints else None
-    if hint:
-        parts.append(hint)
-    return "; ".join(parts), status
+    return google_api.error_line(http_status, body, _HINTS if hints else None)
 
 
 def is_capacity(error: ServiceError) -> bool:
     """A refusal for capacity or quota at creation (what `fallbacks:` are for)."""
     return error.status == "RESOURCE_EXHAUSTED" or (error.http_status in (400, 409, 429) and error.status != "PERMISSION_DENIED"
                                                     and bool(_CAPACITY.search(error.message)))
-
-
-def default_credentials() -> tuple[Any, str | None]:
-    """(google-auth credentials, their project) from Application Default Credentials."""
-    return adc.default(ServiceError)
-
-
-def access_token(credentials: Any) -> str:
-    """A current access token of google-auth credentials, refreshed when it has expired."""
-    return adc.token(credentials, ServiceError, "from the credentials")
 
 
 @dataclass

@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from .. import __version__
 from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
 from ..errors import ConfigError, DataError, ResolutionError, show
 from ..launcher.constants import EXPECT_GPUS_ENV, EXPECT_TPU_ENV
@@ -23,6 +22,7 @@ from ..matrix import Tpu, load_matrix
 from ..plan import tpu_named
 from ..refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
 from ..resources import LAUNCHER_MODULE, read_data, resource_dir
+from ..version import __version__
 
 TARGETS = ("vertex", "loopback")  # loopback: an API on this machine (a fake, an emulator): loopback images allowed
 DEFAULT_REGION = "us-central1"

@@ -1,0 +1,189 @@
+"""The shape of buildkit_py's imports, read with `ast` (nothing imported): no circles, and no import from a lower floor
+up to a higher one, so that the house cannot knot again unnoticed (issue 30).
+
+Every import counts, at module level or inside a function; those under `if TYPE_CHECKING:` do not (they tie nothing
+at run time). An import up the floors is allowed only where its line, or the line above it, has a comment with "up:"
+saying why (a lazy import that keeps start-up fast is a fair reason)."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGE = REPO / "buildkit_py"
+
+# The floors, bottom to top: a module may import its own floor and those below it. Names are modules of buildkit_py
+# ("__init__" is the package itself); a name stands for its submodules too, and the longest name that fits a module
+# places it ("builders.*": the submodules alone). Above the ground, the floors follow the data (docs/concepts.md):
+# config -> plan -> render -> lock -> stage -> build or append -> push -> job, the API that composes the stages, and
+# the command line.
+FLOORS: list[tuple[str, set[str]]] = [
+    # Imported by every floor: the version, the errors and their exit codes, flags' names, files, shipped data,
+    # progress, image references, Dockerfile text, and the in-container launcher (standard library only).
+    ("ground", {"version", "errors", "flags", "fsutil", "resources", "notebook", "progress", "launcher", "refs",
+                "dockerfile_text"}),
+    # What the tool talks to: HTTP, the Docker engine, Google's credentials and APIs, registries, staging buckets.
+    ("clients", {"transport", "engine", "adc", "google_api", "registry", "staging"}),
+    # The formats and tables the stages read: requirements and lock files, index settings, the version matrix,
+    # executors, system libraries, a trainer's imports and entry points, what a build is asked and gives back.
+    ("formats", {"requirements_file", "lockfiles", "indexes", "matrix", "syslibs", "executors", "imports", "entrypoints",
+                 "api_usage", "buildtypes"}),
+    # The config file and flags, and the builder names it may choose (builders/__init__.py: a table, loading none).
+    ("config", {"config", "builders"}),
+    ("plan", {"plan"}),
+    ("render", {"render"}),
+    ("lock", {"lock", "resolution"}),
+    # The project staged: the build context (listed, copied, hashed), the recipe, the trainer as a package.
+    ("stage", {"context", "recipe", "packaging"}),
+    # What the trainer needs, inferred from its files (autopackage.py, becoming the inference package). First in the
+    # data's story, it stands here because it reads the project through the floors below: the config file's reader,
+    # the build context's file list and .dockerignore, the package's metadata. It can go down as those readers do.
+    ("inference", {"autopackage", "inference"}),
+    # An image built by a backend, or a code-only edit appended in the registry.
+    ("build/append", {"builders.*", "fastpath"}),
+    ("push", {"build", "fastbuild", "variant_builds"}),
+    ("job", {"jobs"}),
+    # Commands beside the pipeline: generated CI and Make files, the doctor, the matrix's maintenance.
+    ("tools", {"ci", "makefile", "doctor", "index_metadata"}),
+    ("api", {"api", "__init__"}),
+    ("cli", {"cli", "__main__"}),
+]
+# Names that stand in the table before and after a move: at least one of each group must be a module.
+MOVING = ({"autopackage", "inference"},)
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module, e.g. buildkit_py.jobs.vertex
+    target: str  # the imported module of buildkit_py
+    line: int
+    said_up: bool  # the line, or the one above it, says "up:" in a comment
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(modules: dict[str, Path]) -> list[Import]:
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges = []
+    for module, path in modules.items():
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        tree = ast.parse(text)
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets = {known(alias.name) for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = package
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                full = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+                targets = {known(f"{full}.{alias.name}") or known(full) for alias in node.names}
+            else:
+                continue
+            said = any("up:" in line.partition("#")[2] for line in lines[max(node.lineno - 2, 0):node.lineno])
+            edges += [Import(module, t, node.lineno, said) for t in sorted(filter(None, targets)) if t != module]
+    return edges
+
+
+def _relative(module: str) -> str:
+    return module.removeprefix("buildkit_py").removeprefix(".") or "__init__"
+
+
+def _fits(name: str, entry: str) -> bool:
+    """Whether a name of FLOORS stands for the module (its name relative to the package)."""
+    if entry.endswith(".*"):
+        return name.startswith(entry[:-1])
+    return name == entry or name.startswith(entry + ".")
+
+
+def _floor(module: str) -> int | None:
+    """The floor of a module: that of the longest name of the table that fits it."""
+    fitting = [(len(entry), number) for number, (_, names) in enumerate(FLOORS) for entry in names
+               if _fits(_relative(module), entry)]
+    return max(fitting)[1] if fitting else None
+
+
+def _show(module: str) -> str:
+    return module.removeprefix("buildkit_py.")
+
+
+def test_every_module_stands_on_one_floor():
+    modules = [_relative(m) for m in sorted(_modules())]
+    homeless = [m for m in modules if _floor(f"buildkit_py.{m}") is None]
+    assert not homeless, f"modules on no floor (add each to one of FLOORS): {', '.join(homeless)}"
+    names = [name for _, floor in FLOORS for name in floor]
+    assert len(names) == len(set(names)), "a name stands on one floor"
+    moving = set().union(*MOVING)
+    stale = [n for n in names if n not in moving and not any(_fits(m, n) for m in modules)]
+    assert not stale, f"names of FLOORS that are no module: {', '.join(stale)}"
+    for group in MOVING:
+        assert any(_fits(m, n) for m in modules for n in group), f"none of {sorted(group)} is a module"
+
+
+def test_no_import_runs_up_the_floors_unless_a_comment_says_why():
+    up = sorted(f"{_show(i.source)} -> {_show(i.target)} (line {i.line})" for i in _imports(_modules())
+                if (_floor(i.target) or 0) > (_floor(i.source) or 0) and not i.said_up)  # no floor: the test above
+    assert not up, ("imports up the floors (move what is shared down, or say why in an `# up: ...` comment):\n"
+                    + "\n".join(up))
+
+
+def test_no_import_circles():
+    graph: dict[str, set[str]] = {}
+    for i in _imports(_modules()):
+        graph.setdefault(i.source, set()).add(i.target)
+    circles: list[str] = []
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            circles.append(" -> ".join(map(_show, path[path.index(module):] + [module])))
+        elif module not in done:
+            for target in sorted(graph.get(module, ())):
+                visit(target, path + [module])
+            done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def test_the_api_type_checking_names_are_its_runtime_table():
+    """api/__init__.py names each public name twice: in _MODULES, which __getattr__ loads from at run time, and under
+    TYPE_CHECKING for type checkers and editors. Both say the same names, each from the same module."""
+    tree = ast.parse((PACKAGE / "api" / "__init__.py").read_text(encoding="utf-8"))
+    table = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.AnnAssign | ast.Assign)
+                 and "_MODULES" in ast.unparse(node.target if isinstance(node, ast.AnnAssign) else node.targets[0]))
+    runtime = {(module, name) for module, names in table.items() for name in names}
+    block = next(node for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
+    typing = {("." * node.level + (node.module or ""), alias.asname or alias.name)
+              for node in ast.walk(block) if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert sorted(typing - runtime) == [], "imported for type checkers, not where _MODULES finds them at run time"
+    assert sorted(runtime - typing) == [], "in _MODULES, not imported from there for type checkers"
+
+
+def test_the_version_is_the_one_the_wheel_gets():
+    from buildkit_py.version import __version__
+
+    with (REPO / "pyproject.toml").open("rb") as f:
+        assert tomllib.load(f)["project"]["version"] == __version__
