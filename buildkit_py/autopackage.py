@@ -1,8 +1,7 @@
 """autopackage: from a trainer directory, with or without a buildkit.yaml, to a running job.
 
 What a config file does not say is inferred from the directory (the module or script, the
-requirements, the framework pin found in them); flags still win over both. The stages (infer,
-render, build, push, run or submit) are timed, and each says what it reused.
+requirements, the framework pin found in them); flags still win over both.
 """
 
 from __future__ import annotations
@@ -12,10 +11,8 @@ import json
 import keyword
 import re
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +29,6 @@ from .fsutil import PYTHON_NESTING, inside, parse_python, read_text, read_toml, 
 from .imports import Needed, closure, import_names, statements
 from .lockfiles import found_in, is_lock_file, locked
 from .matrix import Framework, Matrix, gpu_python, load_matrix, usable_python, version_key
-from .progress import Reporter
 from .requirements_file import local_path
 
 if TYPE_CHECKING:
@@ -1548,33 +1544,3 @@ def config_text(inferred: Inferred) -> str:
 
     header = "# Written by `autopackage --write-config` from what it inferred; edit freely.\n"
     return header + yaml.safe_dump(dict(inferred.overrides), sort_keys=False)
-
-
-@dataclass(frozen=True)
-class Stage:
-    name: str
-    seconds: float
-    detail: str
-    reused: bool = False
-
-    def to_dict(self) -> dict:
-        return {"stage": self.name, "seconds": round(self.seconds, 3), "detail": self.detail, "reused": self.reused}
-
-
-@dataclass
-class Stages:
-    """The pipeline's stages as they finish, each reported the moment it ends."""
-
-    reporter: Reporter
-    done: list[Stage] = field(default_factory=list)
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[list]:
-        """`with stages.stage("build") as out: ... out[:] = [detail, reused]`."""
-        out: list = [name, False]
-        start = time.monotonic()
-        yield out
-        # A stage's detail may quote an inferred requirement: a URL's credentials are masked in it.
-        done = Stage(name, time.monotonic() - start, mask_credentials(str(out[0])), bool(out[1]))
-        self.done.append(done)
-        self.reporter.message(f"[{done.name} {done.seconds:.2f}s] {done.detail}")
