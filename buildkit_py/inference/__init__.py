@@ -1,7 +1,7 @@
 """Inference: what a trainer directory says about the config keys neither its config file nor a flag sets, each value
 with where it was found, read without running the trainer. One module a thing it reads: the directory's layout, the
 trainer's own distribution, its requirements, its code's imports, the framework those decide, and a legacy AI Platform
-job's runtime; `infer` runs them in that order, each step handing its frozen result to the next."""
+job's module and runtime. `infer` calls one step for each, and each step takes the frozen results of those before it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from packaging.requirements import Requirement
 from ..errors import ConfigError, mask_credentials, show
 from ..imports import Needed
 from ..matrix import load_matrix
-from .distribution import declared_package, own_package
+from .distribution import declared_package, installed_package
 from .frameworks import choose_framework, cpu_build, framework_setting
 from .given import read_given
 from .imported import added_imports, undeclared_imports
@@ -85,12 +85,12 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, s
     trainer = legacy or trainer_of(directory, given, own.entry_points or {})
     matrix = load_matrix()
     declared = declared_requirements(directory, given, own, matrix)
-    installed = own_package(own, given)
+    installed = installed_package(own, given)
     configured = matrix.framework(given.framework.partition("==")[0])
     imports = undeclared_imports(directory, given, trainer.value, declared, own.key, matrix, configured, strict)
     python = asked_python(directory, given, own.python_requires, trainer.python, matrix)
     runtime = runtime_pins(prefer)
-    found = [*declared.parsed, *((w, Requirement(d)) for d, w in imports.missing.items())]
+    found = [*declared.parsed, *((w, Requirement(d)) for d, w in imports.missing.items())]  # declared, then imported
     if python.version is None:
         python = runtime_python(matrix, given, imports.missing, found, runtime)
     choice = choose_framework(matrix, found, python, imports.removed, prefer)

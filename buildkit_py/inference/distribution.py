@@ -286,7 +286,7 @@ def declared_package(directory: Path, run_hook: bool) -> Own:
         notes.append(f"{_NOT_COMPUTED}: the plan assumes the requirements the trainer states elsewhere (requirements "
                      "file, imports) and none of its own; a run without --dry-run reads them in a container")
         return Own(name if isinstance(name, str) and name else None, [], notes, None, None, compiled, python_requires,
-                    metadata="not computed")
+                   metadata="not computed")
     if computed:
         from ..packaging import declared_metadata
 
@@ -298,9 +298,10 @@ def declared_package(directory: Path, run_hook: bool) -> Own:
                      "in a container without network that holds only a copy of the trainer's files (nothing of it runs "
                      "here or in the image)")
     return Own(name if isinstance(name, str) and name else None, deps, notes,
-                version if isinstance(version, str) and version else None,
-                {} if entry_points is _UNSET else entry_points if isinstance(entry_points, dict) else None, compiled,
-                python_requires, "computed" if computed else None)
+               version if isinstance(version, str) and version else None,
+               {} if entry_points is _UNSET else entry_points if isinstance(entry_points, dict) else None, compiled,
+               python_requires, "computed" if computed else None)
+
 
 @dataclass(frozen=True)
 class Installed:
@@ -310,7 +311,7 @@ class Installed:
     overrides: tuple[tuple[str, Any], ...]
 
 
-def own_package(found: Own, given: Given) -> Installed:
+def installed_package(found: Own, given: Given) -> Installed:
     """Its metadata installed before the code layer (trainer_package), and its compiled parts built
     (build_extensions), where the config leaves those unset."""
     notes: list[str] = []

@@ -272,7 +272,7 @@ def framework_setting(matrix: Matrix, given: Given, choice: Choice | None, confi
     """The chosen framework set where the config sets none; where it sets one, the two must agree (exit 2) unless
     they are different frameworks. Then the notes on the code's calls that the image's releases removed."""
     notes: list[str] = []
-    overrides = ()
+    overrides: tuple[tuple[str, Any], ...] = ()
     framework = framework_from = reason = None
     if choice is not None:
         chosen = choice.pin.partition("==")[0]

@@ -118,6 +118,7 @@ def _scan_imports(directory: Path, code: _Code, script_dir: str | None, package_
                     unknown.setdefault(module if top == "google" else top, f"{shown_name(rel)}:{line}")
                 else:
                     found.setdefault(dist, f"{statement} ({shown_name(rel)}:{line})")
+
     def places(found: dict[str, str]) -> str:  # the first three, "where: what"
         return "; ".join(f"{w}: {what}" for w, what in list(found.items())[:3]) + (" ..." if len(found) > 3 else "")
 

@@ -128,6 +128,7 @@ def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
         lines.append((text, where))
     return _RequirementsFile(tuple(lines), tuple(options), installs_self, included, hashed)
 
+
 _ONE_MEANING = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._ -]*\])?)\s*(=>|=<|=)\s*([0-9][A-Za-z0-9.*+!_-]*)",
                           re.ASCII)
 _OPERATOR = {"=": "==", "=>": ">=", "=<": "<="}
@@ -225,6 +226,7 @@ def _requirement(text: str, where: str) -> Requirement | None:
         raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {_one_line(exc)}{_meant(text)}",
                           where=where) from None
 
+
 def parses(text: str) -> bool:
     try:
         Requirement(text)
@@ -287,7 +289,7 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
         read = replace(read, lines=tuple(renamed_lines))
     sources = [Source(t, w) for t, w in (read.lines if read else ())] + [Source(t, w) for t, w in declared]
     extra: list[tuple[str, str]] = list(declared)  # what autopackage adds to `pip`
-    overrides = ()
+    overrides: tuple[tuple[str, Any], ...] = ()
     if read is not None and (read.installs_self or read.included or renamed):
         what = (f"installs the trainer itself ({read.installs_self})" if read.installs_self
                 else f"includes {', '.join(read.included)}" if read.included
