@@ -15,8 +15,8 @@ import pytest
 from google.cloud import aiplatform_v1
 from vertex_loopback import FakeVertex, new_key_file
 
-from buildkit_py.autopackage import config_text, infer
 from buildkit_py.cli import autopackage_main
+from buildkit_py.inference import config_text, infer
 from buildkit_py.jobs.logs import ENDPOINT_ENV as LOGGING_ENDPOINT_ENV
 from buildkit_py.jobs.submit import ENDPOINT_ENV
 from conftest import REPO, hadolint, run_cli
@@ -580,7 +580,7 @@ def test_autopackage_loads_plans_renders_and_parses_each_reference_once(testenv,
     plan = importlib.import_module("buildkit_py.plan")  # bk.plan is the API's call of that name
 
     for name in ("buildkit_py.jobs.vertex", "buildkit_py.jobs.submit", "buildkit_py.jobs.preflight",
-                 "buildkit_py.jobs.local", "buildkit_py.autopackage", "buildkit_py.packaging", "buildkit_py.registry",
+                 "buildkit_py.jobs.local", "buildkit_py.inference", "buildkit_py.packaging", "buildkit_py.registry",
                  "buildkit_py.builders.buildkit_cli", "buildkit_py.builders.engine_images"):
         importlib.import_module(name)  # loaded now, so that their references to the counted functions are counted too
     loads = _counted(monkeypatch, api, "load")
@@ -744,26 +744,26 @@ def test_a_removed_api_of_a_framework_beside_the_chosen_one_is_named(project):
 def test_the_code_is_read_once_for_imports_and_removed_apis_as_the_image_gets_it(project, monkeypatch):
     """One pass over the files the image gets, tests left out: code the build context ignores (.dockerignore, a
     virtual environment) or tests never narrow the framework; each module is read once; MAX_SCANNED stops the pass."""
-    autopackage = importlib.import_module("buildkit_py.autopackage")  # the module: `bk.autopackage` is the API call
+    from buildkit_py.inference import imported  # the code pass: its reads and its MAX_SCANNED
     root = project({"trainer/__init__.py": "", "trainer/task.py": "import tensorflow as tf\nfrom trainer import model\n",
                     "trainer/model.py": "import tensorflow as tf\ntf.estimator.Estimator\n",
                     "tests/test_model.py": "import tensorflow as tf\ntf.contrib.layers\n",
                     "old/legacy.py": "import tensorflow as tf\ntf.contrib.slim\nimport lightgbm\n",
                     ".venv/lib/x.py": "import tensorflow.contrib\n", ".dockerignore": "old/\n"})
     reads: list[str] = []
-    original = autopackage.read_text
+    original = imported.read_text
 
     def counting(path, what):
         reads.append(Path(path).relative_to(root).as_posix())
         return original(path, what)
 
-    monkeypatch.setattr(autopackage, "read_text", counting)
+    monkeypatch.setattr(imported, "read_text", counting)
     inferred = infer(root, None, {})
     assert inferred.framework == "tensorflow==2.15.1", inferred  # trainer/model.py's estimator: not tests/ or old/
     assert not any("contrib" in n or "lightgbm" in n for n in inferred.notes), inferred.notes
     code = [r for r in reads if r.endswith(".py")]
     assert sorted(code) == ["trainer/__init__.py", "trainer/model.py", "trainer/task.py"], reads
-    monkeypatch.setattr(autopackage, "MAX_SCANNED", 1)
+    monkeypatch.setattr(imported, "MAX_SCANNED", 1)
     reads.clear()
     infer(root, None, {})
     assert len([r for r in reads if r.endswith(".py")]) == 1, reads

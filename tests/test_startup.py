@@ -17,7 +17,7 @@ from conftest import REPO
 QUICKSTART = REPO / "examples" / "quickstart"
 # Top-level packages and our own modules that no fast command needs.
 HEAVY = ("docker", "requests", "urllib3", "google.auth", "google.cloud.aiplatform", "http.client",
-         "buildkit_py.jobs", "buildkit_py.index_metadata", "buildkit_py.autopackage", "buildkit_py.packaging",
+         "buildkit_py.jobs", "buildkit_py.index_metadata", "buildkit_py.inference", "buildkit_py.packaging",
          "buildkit_py.doctor", "buildkit_py.executors")
 # What only building, pushing or writing CI/Make files needs: the commands that compute a tag or render do not load it.
 BUILD_ONLY = ("buildkit_py.registry", "buildkit_py.staging", "buildkit_py.ci", "buildkit_py.makefile",

@@ -33,10 +33,11 @@ from .jobs import (
 )
 from .project import MAX_GPUS, Progress, Project, Source, arguments, check_count, load, options_of, reporting, runs_dir
 from .runs import RunOptions, check_run_options, run_sdists
+from .timing import Stage, Stages
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
-    from ..autopackage import Inferred, Stage
+    from ..inference import Inferred
     from ..jobs import aiplatform
     from ..jobs.local import RunResult
     from ..jobs.vertex import VertexJob
@@ -90,7 +91,7 @@ class AutopackageResult(HtmlRepr):
 
     def to_dict(self) -> dict:
         resolved = self.resolution
-        from ..autopackage import masked_credentials
+        from ..inference import masked_credentials
         from ..requirements_file import requirement_name
 
         requirements = [s.to_dict() | {"resolved": resolved.version(name) if resolved and (name := requirement_name(
@@ -203,7 +204,7 @@ def autopackage(source: Source = None, /, options: AutopackageOptions | None = N
 
 def _autopackage_with(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
     """autopackage() with its arguments taken apart."""
-    from ..autopackage import Stages, config_text, infer
+    from ..inference import config_text, infer
     from ..jobs.local import LocalRun, run_local
     from ..packaging import build_sdist
 
