@@ -25,8 +25,8 @@ WIDE = (256, 1024, 4096, 16384)
 WALK = """
 import sys, time
 from pathlib import Path
-from buildkit_py.context import included_files
-from buildkit_py.render import render_project_dockerignore
+from buildkit_py.pipeline.context import included_files
+from buildkit_py.pipeline.render import render_project_dockerignore
 root = Path(sys.argv[1])
 ignore = render_project_dockerignore(root)  # the default list, as every command walks with
 best = float("inf")

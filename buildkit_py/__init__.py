@@ -17,8 +17,6 @@ Nothing heavy is imported until a call needs it (PEP 562): `buildkit-py --versio
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 __all__ = ["__version__", "autopackage", "build", "cancel", "dockerfile", "job", "logs", "package", "plan", "push",
@@ -40,21 +38,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-class _Package(types.ModuleType):
-    """Three calls share their names with modules of this package (build, plan, autopackage). Importing such a
-    module would set it here as an attribute, in place of the call: the import system's setattr is passed over for
-    those, so `bk.build` is always the call; code inside the package imports from the modules themselves
-    (`from .build import ...`), which reads sys.modules and not this attribute."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in __all__ and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .config import Config, find_config
 from .errors import ConfigError, show
-from .render import environment
+from .pipeline.render import environment
 
 TEMPLATE = "make/buildkit.mk.j2"
 # Safe in Make (no $ # ; \\ or space), in a POSIX shell word, and in YAML and JSON strings.

@@ -34,12 +34,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from .config import Config, Trainer, distribution_name
-from .context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
 from .errors import BuildError, ConfigError, OutputError, show
 from .fsutil import cache_dir, leads_outside, read_text, read_toml, write_atomic
 from .lockfiles import is_lock_file, locked
 from .matrix import load_matrix
-from .render import render_project_dockerignore
+from .pipeline.context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
+from .pipeline.render import render_project_dockerignore
 from .requirements_file import local_path, requirement_lines
 
 # The generated pyproject's backend, pinned: the sdist's bytes (PKG-INFO, SOURCES.txt) depend on its version.

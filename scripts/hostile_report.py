@@ -23,8 +23,8 @@ from test_hostile import BENIGN, PLACES, instructions  # noqa: E402
 
 from buildkit_py.config import load_config  # noqa: E402
 from buildkit_py.errors import BuildkitError  # noqa: E402
-from buildkit_py.plan import make_plan  # noqa: E402
-from buildkit_py.render import MAX_LINE_BYTES, render_dockerfile  # noqa: E402
+from buildkit_py.pipeline.plan import make_plan  # noqa: E402
+from buildkit_py.pipeline.render import MAX_LINE_BYTES, render_dockerfile  # noqa: E402
 
 CORPUS = [
     "a\nFROM alpine", "a\rb", "a\x0bb", "a\x0cb", "a\x1cb", "a\x1db", "a\x1eb", "a\x85b",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from buildkit_py.resolution import OFFLINE_ENV
+from buildkit_py.pipeline.resolution import OFFLINE_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 # buildkit-py's cache (build records, kept recipes) for this test session only: a record an earlier session left for

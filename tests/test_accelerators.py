@@ -11,7 +11,7 @@ from buildkit_py import api
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ResolutionError
 from buildkit_py.matrix import load_matrix
-from buildkit_py.plan import check_accelerator, make_plan
+from buildkit_py.pipeline.plan import check_accelerator, make_plan
 
 # The names the issue lists, with NVIDIA's compute capabilities.
 EXPECTED = {

@@ -436,7 +436,7 @@ def test_a_script_in_a_folder_beside_a_dockerfile(project):
     assert own["inferred"]["config_keys"] == {} and "Dockerfile as it is" in own["stages"][-1]["detail"]
     assert own["image"] != out["image"]
     assert "--with-launcher" in refused(root, "--with-launcher")  # only with --dockerfile
-    from buildkit_py.render import render_with_launcher
+    from buildkit_py.pipeline.render import render_with_launcher
     text = render_with_launcher(root.joinpath("Dockerfile").read_text(), "Dockerfile")
     assert text.endswith('ENTRYPOINT ["python3", "-m", "buildkit_launcher", "--", "python", "/trainer/train.py"]\nCMD []\n')
     assert hadolint(text) == ""
@@ -575,9 +575,10 @@ def test_autopackage_loads_plans_renders_and_parses_each_reference_once(testenv,
                                                                          capsys):
     """Every stage runs once per command (issue 20): autopackage passes what it resolved forward instead of
     calling back into the public API, which would load the config, plan and parse the image again."""
-    from buildkit_py import api, cli, config, refs, render
+    from buildkit_py import api, cli, config, refs
+    from buildkit_py.pipeline import render
 
-    plan = importlib.import_module("buildkit_py.plan")  # bk.plan is the API's call of that name
+    plan = importlib.import_module("buildkit_py.pipeline.plan")  # bk.plan is the API's call of that name
 
     for name in ("buildkit_py.jobs.vertex", "buildkit_py.jobs.submit", "buildkit_py.jobs.preflight",
                  "buildkit_py.jobs.local", "buildkit_py.inference", "buildkit_py.packaging", "buildkit_py.registry",

@@ -264,7 +264,7 @@ def test_a_computed_version_is_said_and_nothing_of_the_package_is_installed(proj
 
 
 def test_the_metadata_layer_sits_below_the_code_layer_the_fast_path_replaces(project):
-    from buildkit_py.fastpath import code_step
+    from buildkit_py.pipeline.fastpath import code_step
 
     root = project({"trainer/__init__.py": "", "trainer/task.py": TASK, "setup.py": SETUP_PY,
                     "buildkit.yaml": "trainer:\n  module: trainer.task\ntrainer_package: {name: census-trainer, "

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit_py.context import MAX_DEPTH, included_files
-from buildkit_py.render import render_dockerignore
+from buildkit_py.pipeline.context import MAX_DEPTH, included_files
+from buildkit_py.pipeline.render import render_dockerignore
 from buildkit_py.requirements_file import MAX_INCLUDES
 from conftest import run_cli
 

@@ -335,9 +335,10 @@ def test_a_file_written_during_the_whole_build_ships_as_read_and_the_tag_names_t
 
 def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(testenv, quickstart, monkeypatch):
     """In-process, so that the deletion lands exactly between the listing and the read of each file."""
-    from buildkit_py import api, fastbuild
+    from buildkit_py import api
+    from buildkit_py.pipeline import fastbuild
 
-    build_module = importlib.import_module("buildkit_py.build")  # bk.build is the API's call of that name
+    build_module = importlib.import_module("buildkit_py.pipeline.build")  # bk.build is the API's call of that name
     from buildkit_py.progress import Reporter
 
     for key, value in testenv.items():

@@ -19,8 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from buildkit_py import context as context_module
-from buildkit_py.context import (
+from buildkit_py.errors import ContextError
+from buildkit_py.fsutil import OUTPUT_MARKER, make_output_dir
+from buildkit_py.pipeline import context as context_module
+from buildkit_py.pipeline.context import (
     FIXED_MTIME,
     LARGE_FILE_BYTES,
     MAX_PATTERN_CHARS,
@@ -31,9 +33,7 @@ from buildkit_py.context import (
     list_context,
     staged,
 )
-from buildkit_py.errors import ContextError
-from buildkit_py.fsutil import OUTPUT_MARKER, make_output_dir
-from buildkit_py.render import render_dockerignore
+from buildkit_py.pipeline.render import render_dockerignore
 from conftest import REPO
 
 DOCKERFILE = "FROM python:3.11-slim\nCOPY . /app\n"
@@ -699,7 +699,7 @@ def test_a_path_too_long_for_the_system_is_named(tmp_path):
 PERMISSION_PROBE = """
 import sys
 from pathlib import Path
-from buildkit_py.context import find_secrets, included_files
+from buildkit_py.pipeline.context import find_secrets, included_files
 from buildkit_py.errors import ContextError
 root = Path(sys.argv[1])
 for ignore in ("", "private/"):

@@ -20,8 +20,8 @@ import yaml
 from test_build_e2e import build, docker
 
 from buildkit_py.config import load_config
-from buildkit_py.plan import make_plan
-from buildkit_py.render import render_dockerfile
+from buildkit_py.pipeline.plan import make_plan
+from buildkit_py.pipeline.render import render_dockerfile
 from conftest import REPO, hadolint
 
 QUICKSTART = REPO / "examples" / "quickstart"

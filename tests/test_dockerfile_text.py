@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from buildkit_py.dockerfile_text import exec_form, instructions, read
 from buildkit_py.errors import ConfigError
-from buildkit_py.render import render_with_launcher
+from buildkit_py.pipeline.render import render_with_launcher
 from conftest import run_cli
 
 CASES = {

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from buildkit_py import api, fastpath
-from buildkit_py.build import make_recipe, prepare
-from buildkit_py.context import FIXED_MTIME, list_context, staged
-from buildkit_py.recipe import index_digest
+from buildkit_py import api
+from buildkit_py.pipeline import fastpath
+from buildkit_py.pipeline.build import make_recipe, prepare
+from buildkit_py.pipeline.context import FIXED_MTIME, list_context, staged
+from buildkit_py.pipeline.recipe import index_digest
 from conftest import run_cli
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit_py import fastpath
 from buildkit_py.fsutil import CACHE_ENV
+from buildkit_py.pipeline import fastpath
 from conftest import REPO, run_cli, socket_closed
 
 ACCEPT = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"

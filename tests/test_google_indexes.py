@@ -149,8 +149,8 @@ def test_the_legacy_builder_refuses_before_a_token_is_minted(testenv, fake, adc,
 ])
 def test_the_plan_finds_the_indexes_that_get_a_token(project, files, hosts):
     from buildkit_py.config import load_config
-    from buildkit_py.plan import make_plan
-    from buildkit_py.render import render_dockerfile
+    from buildkit_py.pipeline.plan import make_plan
+    from buildkit_py.pipeline.render import render_dockerfile
 
     root = project({"trainer/__init__.py": "", "trainer/task.py": "", **files,
                     "buildkit.yaml": "framework: none\npython: '3.11'\ntrainer: {module: trainer.task}\n"

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from buildkit_py import cli
 from buildkit_py.config import KEYS, load_config
 from buildkit_py.errors import BuildkitError
-from buildkit_py.plan import make_plan
-from buildkit_py.render import MAX_LINE_BYTES, render_dockerfile
+from buildkit_py.pipeline.plan import make_plan
+from buildkit_py.pipeline.render import MAX_LINE_BYTES, render_dockerfile
 from conftest import REPO
 
 LINE_BREAKS = list("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")

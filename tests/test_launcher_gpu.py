@@ -24,8 +24,8 @@ from buildkit_py.launcher.constants import (
 )
 from buildkit_py.launcher.gpu import arch_supports, cuda_visible
 from buildkit_py.launcher.nvml import Device
-from buildkit_py.plan import make_plan
-from buildkit_py.render import render_dockerfile
+from buildkit_py.pipeline.plan import make_plan
+from buildkit_py.pipeline.render import render_dockerfile
 from conftest import REPO
 
 FAKE_SOURCE = REPO / "tests" / "data" / "fake_nvml.c"

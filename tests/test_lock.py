@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from buildkit_py import cli, indexes, lock, render, resources
+from buildkit_py import cli, indexes, resources
 from buildkit_py.config import load_config
-from buildkit_py.plan import make_plan
+from buildkit_py.pipeline import lock, render
+from buildkit_py.pipeline.plan import make_plan
 from conftest import hadolint
 
 HERE = Path(__file__).resolve().parent

@@ -8,7 +8,7 @@ from buildkit_py.api import versions
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ResolutionError
 from buildkit_py.matrix import gpu_python, load_matrix, minor, version_key
-from buildkit_py.plan import check_accelerator, make_plan
+from buildkit_py.pipeline.plan import check_accelerator, make_plan
 
 
 def plan_for(framework: str = "none", **kw):

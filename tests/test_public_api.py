@@ -34,7 +34,8 @@ HOSTILE = "<script>alert('x')</script>\x1b[31m\u2028"
 def test_the_package_gives_the_calls_and_imports_nothing_until_one_is_used():
     assert set(CALLS) | {"__version__"} == set(bk.__all__)
     probe = ("import sys, buildkit_py as bk; print(sorted(m for m in sys.modules if m.startswith(('buildkit_py.', 'yaml', "
-             "'jinja2', 'docker', 'requests')))); print(bk.api.Project.__module__); import buildkit_py.build, buildkit_py.plan; "
+             "'jinja2', 'docker', 'requests')))); print(bk.api.Project.__module__); "
+             "import buildkit_py.pipeline.build, buildkit_py.pipeline.plan; "
              "print(bk.build.__module__, bk.plan.__module__, bk.autopackage.__module__)")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from test_fastpath_e2e import build, fetch, trainer
 
-from buildkit_py import fastpath, recipe
 from buildkit_py.api.project import Project, load
-from buildkit_py.build import make_recipe, prepare
-from buildkit_py.buildtypes import BuildOptions
 from buildkit_py.fsutil import CACHE_ENV, consulted
+from buildkit_py.pipeline import fastpath, recipe
+from buildkit_py.pipeline.build import make_recipe, prepare
+from buildkit_py.pipeline.buildtypes import BuildOptions
 from conftest import REPO
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
@@ -201,8 +201,9 @@ def test_a_code_edit_loads_no_config_plan_or_render_and_says_a_full_build_once(t
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["fast_path"] is not None and result["plan"] == json.loads(first.stdout)["plan"]
-    loaded = {"yaml", "jinja2", "tomllib", "buildkit_py.config", "buildkit_py.plan", "buildkit_py.matrix",
-              "buildkit_py.render", "buildkit_py.lock", "buildkit_py.build", "docker", "requests"} & set(modules)
+    loaded = {"yaml", "jinja2", "tomllib", "buildkit_py.config", "buildkit_py.pipeline.plan", "buildkit_py.matrix",
+              "buildkit_py.pipeline.render", "buildkit_py.pipeline.lock", "buildkit_py.pipeline.build", "docker",
+              "requests"} & set(modules)
     assert not loaded, loaded
     status, _, headers = fetch(testenv["BUILDKIT_TEST_REGISTRY"], f"recipe/{tmp_path.name}/manifests/"
                                f"{result['tags'][0].rsplit(':', 1)[1]}", "HEAD")

@@ -13,11 +13,11 @@ import jinja2
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from buildkit_py import render
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError
-from buildkit_py.plan import make_plan
-from buildkit_py.render import docker_quote, render_dockerfile, render_dockerignore
+from buildkit_py.pipeline import render
+from buildkit_py.pipeline.plan import make_plan
+from buildkit_py.pipeline.render import docker_quote, render_dockerfile, render_dockerignore
 from conftest import hadolint, run_cli
 
 HERE = Path(__file__).resolve().parent
@@ -345,7 +345,7 @@ def test_the_build_passes_pip_conf_and_uv_toml_as_private_secret_files(project, 
     import stat
     import tomllib
 
-    from buildkit_py.build import PIP_CONF_SECRET, UV_CONF_SECRET, _secrets, secret_sources
+    from buildkit_py.pipeline.build import PIP_CONF_SECRET, UV_CONF_SECRET, _secrets, secret_sources
 
     root = project({"buildkit.yaml": "framework: none\npython: '3.11'\ngpu: false\ntrainer: {module: t}\n"
                                      "pip_index_url: https://u:Tok3n@mirror.example/simple\n"})

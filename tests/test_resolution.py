@@ -13,8 +13,8 @@ from test_lock_e2e import Index, make_wheel
 
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError
-from buildkit_py.plan import make_plan
-from buildkit_py.resolution import OFFLINE_ENV, check_resolution, declared_in
+from buildkit_py.pipeline.plan import make_plan
+from buildkit_py.pipeline.resolution import OFFLINE_ENV, check_resolution, declared_in
 from conftest import run_cli
 
 

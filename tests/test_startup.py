@@ -23,8 +23,8 @@ HEAVY = ("docker", "requests", "urllib3", "google.auth", "google.cloud.aiplatfor
 BUILD_ONLY = ("buildkit_py.registry", "buildkit_py.staging", "buildkit_py.ci", "buildkit_py.makefile",
               "buildkit_py.builders.buildah", "buildkit_py.builders.legacy", "concurrent.futures", "packaging.requirements")
 # What `--version` needs none of: the API and everything it imports (issue 20: --version < 60 ms).
-API = ("yaml", "jinja2", "packaging", "buildkit_py.config", "buildkit_py.plan", "buildkit_py.render", "buildkit_py.build",
-       "buildkit_py.matrix", "buildkit_py.context")
+API = ("yaml", "jinja2", "packaging", "buildkit_py.config", "buildkit_py.pipeline.plan", "buildkit_py.pipeline.render",
+       "buildkit_py.pipeline.build", "buildkit_py.matrix", "buildkit_py.pipeline.context")
 
 PROBE = """
 import io, json, sys
@@ -62,7 +62,7 @@ def test_importing_the_cli_loads_no_heavy_module():
 def test_the_dockerfile_command_loads_no_heavy_module():
     found = loaded("dockerfile", "--config", str(QUICKSTART / "buildkit.yaml"))
     assert found["code"] in (0, None)
-    assert "buildkit_py.render" in found["command"]  # the probe did run the command
+    assert "buildkit_py.pipeline.render" in found["command"]  # the probe did run the command
     assert heavy(found["command"]) == []
     assert among(found["command"], BUILD_ONLY) == []
 
@@ -84,7 +84,7 @@ def test_print_image_uri_loads_only_what_the_content_tag_needs_and_runs_no_git(t
     path = f"{fake.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
     config = str(QUICKSTART / "buildkit.yaml")
     found = loaded("print", "image-uri", "--config", config, "--image", "127.0.0.1:5000/quick", path=path)
-    assert found["code"] == 0 and "buildkit_py.context" in found["command"]  # the probe did hash the context
+    assert found["code"] == 0 and "buildkit_py.pipeline.context" in found["command"]  # the probe did hash the context
     assert among(found["command"], BUILD_ONLY + HEAVY) == []
     assert not marker.exists()
     # The check can fail: the tags include the git tag, so `print tags` runs git.

@@ -19,7 +19,7 @@ from buildkit_py.errors import ConfigError, ResolutionError
 from buildkit_py.jobs import vertex
 from buildkit_py.launcher.constants import EXPECT_GPUS_ENV, EXPECT_TPU_ENV, TPU_RUNTIME_ENV, TPU_TYPE_ENV
 from buildkit_py.matrix import load_matrix
-from buildkit_py.plan import check_accelerator, make_plan
+from buildkit_py.pipeline.plan import check_accelerator, make_plan
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/trainer:v1"
 TRAINER = "trainer: {module: trainer.task}\n"

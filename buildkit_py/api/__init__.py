@@ -29,14 +29,14 @@ _MODULES: dict[str, tuple[str, ...]] = {
               "cancel", "job", "logs", "plan", "submit"),
     ".autopackaging": ("AutopackageOptions", "AutopackageResult", "autopackage"),
     ".tuning": ("TuneOptions", "tune"),
-    "..buildtypes": ("BuildOptions", "BuildResult"),
-    "..lock": ("LockOptions", "LockResult"),
+    "..pipeline.buildtypes": ("BuildOptions", "BuildResult"),
+    "..pipeline.lock": ("LockOptions", "LockResult"),
     "..flags": ("JOB_FLAGS", "cloudbuild_flag_name"),
     "..executors": ("Executor",),
     "..registry": ("PushResult",),
     "..jobs.local": ("RunResult",),
     "..jobs.tune": ("Study", "Trial"),
-    "..plan": ("Plan",),
+    "..pipeline.plan": ("Plan",),
 }
 _HOMES = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -63,13 +63,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from ..buildtypes import BuildOptions, BuildResult
     from ..executors import Executor
     from ..flags import JOB_FLAGS, cloudbuild_flag_name
     from ..jobs.local import RunResult
     from ..jobs.tune import Study, Trial
-    from ..lock import LockOptions, LockResult
-    from ..plan import Plan
+    from ..pipeline.buildtypes import BuildOptions, BuildResult
+    from ..pipeline.lock import LockOptions, LockResult
+    from ..pipeline.plan import Plan
     from ..registry import PushResult
     from .autopackaging import AutopackageOptions, AutopackageResult, autopackage
     from .builds import build

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..build import BuildOptions, make_recipe, planned_refs, prepare, push_image
-from ..build import build as build_image
 from ..builders import builder_class
 from ..errors import ConfigError, RegistryError, show
 from ..fsutil import cache_dir, read_text, reads_once, write_atomic
 from ..matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
 from ..notebook import HtmlRepr
-from ..plan import Plan, closest_python
+from ..pipeline.build import BuildOptions, make_recipe, planned_refs, prepare, push_image
+from ..pipeline.build import build as build_image
+from ..pipeline.plan import Plan, closest_python
 from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
 from .builds import check_build_options
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..jobs import aiplatform
     from ..jobs.local import RunResult
     from ..jobs.vertex import VertexJob
-    from ..resolution import Resolution
+    from ..pipeline.resolution import Resolution
 
 AUTOPACKAGE_TARGETS = ("local", "vertex", "loopback")  # loopback: a Vertex AI API on this machine (tests)
 AUTOPACKAGE_MODES = ("container", "package")
@@ -249,7 +249,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
     written = None
     own_dockerfile = read_text(directory / inferred.dockerfile, "Dockerfile", root=directory) if options.dockerfile else None
     if own_dockerfile is not None and options.with_launcher:
-        from ..render import render_with_launcher
+        from ..pipeline.render import render_with_launcher
 
         own_dockerfile = render_with_launcher(own_dockerfile, str(directory / inferred.dockerfile))
     if options.write_config and not options.dry_run:
@@ -301,7 +301,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
         raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
                           "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
                           "autopackage runs the trainer here", field="--pipeline")
-    from ..resolution import Resolution, check_resolution
+    from ..pipeline.resolution import Resolution, check_resolution
 
     resolution = Resolution(False, f"{inferred.dockerfile} installs what it says: nothing is resolved for it") \
         if own_dockerfile is not None else None

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import recipe as _recipe
-from ..buildtypes import BuildOptions, BuildResult
 from ..errors import ConfigError, show
 from ..fsutil import consulted, reads_once
+from ..pipeline import recipe as _recipe
+from ..pipeline.buildtypes import BuildOptions, BuildResult
 from ..progress import Reporter
 from ..refs import parse_ref
 from .project import Progress, Project, Source, arguments, load, options_of, reporting
@@ -46,14 +46,14 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
     if options.push and options.fast_path and not options.no_cache:
         kept = _recipe.kept(key)
         if kept is not None:
-            from ..fastbuild import append_edit
+            from ..pipeline.fastbuild import append_edit
 
             outcome = append_edit(kept, options, reporter, started)
             if isinstance(outcome, BuildResult):
                 return outcome
             said = outcome
-    from ..build import build as build_image  # the pipeline: config, plan, render, builders
-    from ..build import make_recipe, prepare
+    from ..pipeline.build import build as build_image  # the pipeline: config, plan, render, builders
+    from ..pipeline.build import make_recipe, prepare
 
     with consulted() as paths:
         config = load(project)

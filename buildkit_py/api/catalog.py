@@ -12,7 +12,7 @@ from ..errors import ConfigError, ResolutionError, show
 from ..launcher.gpu import arch_supports
 from ..matrix import SHIPPED, load_matrix, version_key
 from ..notebook import HtmlRepr
-from ..plan import accelerator_named, tpu_named, tpu_releases
+from ..pipeline.plan import accelerator_named, tpu_named, tpu_releases
 from .project import Project, checked, load, typed
 
 # Imported where used, for start-up time (see this package's docstring).

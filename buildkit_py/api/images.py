@@ -10,18 +10,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import lock as _lock
-from ..build import BuildOptions, BuildResult, build_config, push_image
 from ..builders import builder_class
 from ..config import Config
 from ..errors import ConfigError
 from ..fsutil import reads_once, write_atomic
 from ..notebook import HtmlRepr
-from ..plan import make_plan
+from ..pipeline import lock as _lock
+from ..pipeline.build import BuildOptions, BuildResult, build_config, push_image
+from ..pipeline.plan import make_plan
+from ..pipeline.render import render_dockerfile, render_project_dockerignore
+from ..pipeline.resolution import check_resolution, declared_in
 from ..progress import Reporter
 from ..refs import parse_ref
-from ..render import render_dockerfile, render_project_dockerignore
-from ..resolution import check_resolution, declared_in
 from ..resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 from .builds import check_build_options
 from .project import (
@@ -103,7 +103,7 @@ def build_variants(project: Project, options: BuildOptions, reporter: Reporter) 
         raise ConfigError("the config has no variants: add `variants:` (a list of named overrides, e.g. "
                           "[{name: cu126, cuda: '12.6'}]) or build without it", field="--all-variants")
     if all(builder_class(c.builder).remote for c in configs):  # each on a machine of its own, at once
-        from ..variant_builds import build_at_once
+        from ..pipeline.variant_builds import build_at_once
 
         return VariantsResult(build_at_once(configs, options, reporter))
     return VariantsResult(tuple((c.variant or "", build_config(c, options, reporter)) for c in configs))

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..build import git_revision, prepare
 from ..config import Config, JobConfig, job_flag, worker_pool_specs
 from ..errors import BuildkitError, ConfigError, ResolutionError, ServiceError, WaitInterrupted, show
 from ..flags import JOB_FLAGS, job_flag_name
 from ..fsutil import reads_once, write_atomic
 from ..notebook import HtmlRepr
-from ..plan import Plan, check_accelerator
+from ..pipeline.build import git_revision, prepare
+from ..pipeline.plan import Plan, check_accelerator
 from ..refs import parse_ref
 from .project import (
     Progress,

@@ -6,12 +6,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import lock as _lock
 from ..config import distribution_name, pep440_version
 from ..errors import ConfigError
 from ..fsutil import reads_once
 from ..notebook import HtmlRepr
-from ..plan import make_plan
+from ..pipeline import lock as _lock
+from ..pipeline.plan import make_plan
 from .project import Source, arguments, load, options_of
 
 # Imported where used, for start-up time (see this package's docstring).

@@ -12,24 +12,24 @@ from .project import Project, checked, load
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..plan import Plan
+    from ..pipeline.plan import Plan
 
 
 def _planned(config: Config, git: bool = False):
-    from ..build import make_recipe, planned_refs, prepare
+    from ..pipeline.build import make_recipe, planned_refs, prepare
 
     return planned_refs(make_recipe(config, prepare(config)), git=git)
 
 
 def _plan(config: Config) -> Plan:
-    from ..plan import make_plan
+    from ..pipeline.plan import make_plan
 
     return make_plan(config)
 
 
 def _lock_digest(config: Config) -> str:
-    from .. import lock as _lock
-    from ..build import prepare
+    from ..pipeline import lock as _lock
+    from ..pipeline.build import prepare
 
     plan = prepare(config)
     if plan.lock is None:

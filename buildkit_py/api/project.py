@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigError, ResolutionError, show
 from ..fsutil import cache_dir, nesting_problem, path_problem, reads_once
+from ..pipeline.recipe import slug
 from ..progress import Reporter, reporter
-from ..recipe import slug
 
 # The config and the plan load where a call uses them: a kept recipe's build uses neither (recipe.py).
 if TYPE_CHECKING:
     from ..config import Config
-    from ..plan import Plan
+    from ..pipeline.plan import Plan
 
 # progress=: a mode of --progress (auto, plain, tty, json, notebook, log, quiet) or a Reporter of one's own.
 Progress = str | Reporter | None
@@ -66,7 +66,7 @@ def load(project: Project) -> Config:
 def variant_configs(config: Config) -> list[Config]:
     """Each variant's config, every one checked to resolve: a variant that does not is named."""
     from ..config import Config
-    from ..plan import make_plan
+    from ..pipeline.plan import make_plan
 
     if not isinstance(config, Config):
         raise ConfigError(f"{show(config)} is not allowed: a Config (from load())", field="config")
@@ -91,8 +91,8 @@ def resolve(source: Source = None, /, **settings: Any) -> Plan:
     settings: config keys, as their flags set them (framework="torch==2.5.1", python="3.11", cuda="12.4"...),
     and config (a path or a dict), dir and variant as the flags of those names.
     """
-    from ..plan import make_plan
-    from ..resolution import checked_plan
+    from ..pipeline.plan import make_plan
+    from ..pipeline.resolution import checked_plan
 
     config = load(project_from(source, settings, "resolve"))
     return checked_plan(config, make_plan(config))

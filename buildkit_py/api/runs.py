@@ -8,10 +8,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..build import BuildOptions, _secrets, build_config, secret_sources
 from ..config import Config
 from ..errors import ConfigError, show
 from ..fsutil import reads_once
+from ..pipeline.build import BuildOptions, _secrets, build_config, secret_sources
 from ..progress import Reporter
 from ..refs import parse_ref
 from .builds import check_build_options

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..build import BuildOptions, build_config
 from ..errors import ConfigError, show
 from ..fsutil import reads_once
+from ..pipeline.build import BuildOptions, build_config
 from ..refs import parse_ref
 from .builds import check_build_options
 from .project import MAX_GPUS, Progress, Source, arguments, check_count, load, options_of, reporting, runs_dir

@@ -46,8 +46,8 @@ class _Code:
 
 
 def _read_code(directory: Path) -> _Code:
-    from ..context import included_files
-    from ..render import render_project_dockerignore
+    from ..pipeline.context import included_files
+    from ..pipeline.render import render_project_dockerignore
 
     listed = tuple(included_files(directory, render_project_dockerignore(directory)))
     files = [f for f in listed if f.endswith(".py") and not TEST_FILE.search(f) and f != "setup.py"]

@@ -11,12 +11,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..build import CA_SECRET, PIP_CONF_SECRET
 from ..engine import engine_client
 from ..errors import RunError
 from ..fsutil import make_output_dir
 from ..launcher.constants import EXPECT_GPUS_ENV, PACKAGE_URIS_ENV, PYTHON_MODULE_ENV
 from ..notebook import HtmlRepr
+from ..pipeline.build import CA_SECRET, PIP_CONF_SECRET
 from ..progress import Reporter
 from ..resources import LAUNCHER_MODULE, launcher_sources
 

@@ -19,7 +19,7 @@ from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
 from ..errors import ConfigError, DataError, ResolutionError, show
 from ..launcher.constants import EXPECT_GPUS_ENV, EXPECT_TPU_ENV
 from ..matrix import Tpu, load_matrix
-from ..plan import tpu_named
+from ..pipeline.plan import tpu_named
 from ..refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
 from ..resources import LAUNCHER_MODULE, read_data, resource_dir
 from ..version import __version__

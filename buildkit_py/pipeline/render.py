@@ -15,17 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..dockerfile_text import Instruction
+from ..dockerfile_text import exec_form as exec_words
+from ..dockerfile_text import read as read_dockerfile
+from ..errors import ConfigError, OutputError, RenderError, show
+from ..fsutil import cache_dir, consult, read_text, write_atomic
+from ..launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
+from ..matrix import load_matrix
+from ..resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
+from ..version import __version__
 from .buildtypes import EXTENSIONS_STAGE
-from .dockerfile_text import Instruction
-from .dockerfile_text import exec_form as exec_words
-from .dockerfile_text import read as read_dockerfile
-from .errors import ConfigError, OutputError, RenderError, show
-from .fsutil import cache_dir, consult, read_text, write_atomic
-from .launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
-from .matrix import load_matrix
 from .plan import Plan
-from .resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
-from .version import __version__
 
 DOCKERIGNORE_TEMPLATE = "dockerignore.j2"
 MAX_LINE_BYTES = 65535  # BuildKit's Dockerfile scanner refuses longer lines ("token too long")

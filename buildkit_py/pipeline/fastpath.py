@@ -32,15 +32,15 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..dockerfile_text import exec_form, instructions
+from ..errors import OutputError, RegistryError, show
+from ..fsutil import cache_dir, write_atomic
+from ..launcher.constants import IMPORTS_CONTEXT_FILE
+from ..progress import Reporter
+from ..refs import ImageRef
+from ..registry import MANIFEST_TYPES, AuthProvider, PushResult, RegistryClient, Unreachable, default_providers, retry_delay
 from .buildtypes import EXTENSIONS_STAGE
 from .context import FIXED_MTIME, Snapshot
-from .dockerfile_text import exec_form, instructions
-from .errors import OutputError, RegistryError, show
-from .fsutil import cache_dir, write_atomic
-from .launcher.constants import IMPORTS_CONTEXT_FILE
-from .progress import Reporter
-from .refs import ImageRef
-from .registry import MANIFEST_TYPES, AuthProvider, PushResult, RegistryClient, Unreachable, default_providers, retry_delay
 
 RECORD_SCHEME = 1
 IMPORTS_CHANGED = "the modules the trainer imports changed: the image's import check runs again"

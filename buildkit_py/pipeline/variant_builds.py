@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from ..builders import cloudbuild
+from ..config import Config
+from ..errors import BuildError, BuildkitError
+from ..progress import Reporter
 from .build import BuildOptions, BuildResult, build
-from .builders import cloudbuild
-from .config import Config
-from .errors import BuildError, BuildkitError
-from .progress import Reporter
 
 
 class _Named(Reporter):

@@ -20,8 +20,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import ContextError, show, shown_name
-from .fsutil import KEPT_FILE_BYTES, OUTPUT_MARKER, keep, kept, leads_outside
+from ..errors import ContextError, show, shown_name
+from ..fsutil import KEPT_FILE_BYTES, OUTPUT_MARKER, keep, kept, leads_outside
 
 HEAD_BYTES = 64 * 1024  # secrets are recognised by a prefix: a 50 GB dataset costs one small read
 # Datasets and checkpoints belong in a bucket the trainer reads at run time: in the image they are re-sent on

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import OutputError
+from ..fsutil import cache_dir, signature, write_atomic
+from ..refs import ImageRef, parse_ref
+from ..version import __version__
 from .context import ContextListing, list_context
-from .errors import OutputError
-from .fsutil import cache_dir, signature, write_atomic
-from .refs import ImageRef, parse_ref
-from .version import __version__
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 RECIPE_SCHEME = 2
 KEPT_RECIPES = 64  # one per project, flags and environment used lately; the oldest go first
 _SHELL = frozenset({"_", "OLDPWD", "SHLVL"})  # set by the shell per command: `make` and a terminal differ
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # buildkit_py/, of which pipeline/ is a part
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def image_refs(image: str | None, tags: tuple[str, ...], root: Path, variant: st
 def _own_files() -> list[tuple[str, int, int]]:
     """This buildkit-py's code, templates and data, by name, size and mtime: a source checkout edited in place
     keeps its version number, and must not be served recipes its older code made."""
-    from .resources import resource_dir
+    from ..resources import resource_dir
 
     found = []
     for top in (_PACKAGE, resource_dir("templates"), resource_dir("base_images")):

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import yaml
 
-from .config import Config, default_ca_bundle, read_yaml
-from .errors import BuildError, ConfigError, RegistryError, show, shown_name
-from .fsutil import consult, kept_text, read_text, write_atomic
-from .indexes import without_credentials
-from .notebook import HtmlRepr
+from ..config import Config, default_ca_bundle, read_yaml
+from ..errors import BuildError, ConfigError, RegistryError, show, shown_name
+from ..fsutil import consult, kept_text, read_text, write_atomic
+from ..indexes import without_credentials
+from ..notebook import HtmlRepr
+from ..refs import parse_ref
 from .plan import Plan, PlanLock
-from .refs import parse_ref
 from .render import dockerfile_templates_digest
 
 LOCK_NAME = "buildkit.lock"
@@ -167,7 +167,7 @@ def inputs(config: Config, plan: Plan) -> tuple[tuple[str, str], ...]:
     if plan.requirements:
         digest = _sha256_file(config.root / plan.requirements)
         if plan.requirements_export is None:  # a requirements file: what its -r/-c includes say is locked too
-            from .requirements_file import included_lines
+            from ..requirements_file import included_lines
 
             included = included_lines(config.root, plan.requirements)[1]
             if included:  # a file without includes keeps the digest its lock recorded
@@ -373,7 +373,7 @@ def pins(config: Config, plan: Plan) -> dict[str, str]:
 
 def base_digest(image: str, platform: str) -> str:
     """The digest of the image's manifest for the platform, read from its registry (an index is resolved)."""
-    from .registry import MANIFEST_TYPES, RegistryClient
+    from ..registry import MANIFEST_TYPES, RegistryClient
 
     ref = parse_ref(image, field="base_image")
     client = RegistryClient(ref)
@@ -442,7 +442,7 @@ def pip_conf_text(config: Config) -> str | None:
 
 def _user_indexes(pip_conf: str | None) -> list[str]:
     """The indexes a pip.conf names (PyPI unless it replaces it), without credentials."""
-    from .indexes import index_urls, uv_config
+    from ..indexes import index_urls, uv_config
 
     text = pip_conf or ""
     replaced = any(line.startswith(("index-url", "no-index")) for line in uv_config(text, "pip.conf").splitlines())
@@ -460,7 +460,7 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     lines = wanted + ([f"-r {exported.source}"] if exported else [])
     if plan.requirements and not exported:
         # The lines buildkit-py read and checked, never the file: uv would follow its includes wherever they lead.
-        from .requirements_file import resolver_input
+        from ..requirements_file import resolver_input
 
         requirements, constraints = resolver_input(config.root, plan.requirements)
         lines += requirements + (["-c constraints.txt"] if constraints else [])
@@ -480,7 +480,7 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
         indexes.append(without_credentials(fw.index_url))
     pip_conf = pip_conf_text(config)
     if pip_conf is not None:
-        from .indexes import uv_config
+        from ..indexes import uv_config
 
         fd = os.open(work / "uv.toml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
@@ -489,14 +489,14 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     else:
         args.append("--no-config")
     indexes += _user_indexes(pip_conf)
-    from .indexes import option_urls
+    from ..indexes import option_urls
 
     indexes += [without_credentials(u) for u in option_urls(plan.requirements_index_options)]
     env = dict(os.environ)
     ca = config.ca_cert or default_ca_bundle()
     if ca:
         env["SSL_CERT_FILE"] = str(ca)
-    from .indexes import google_logins, logins_netrc, refusal_hint, url_credentials
+    from ..indexes import google_logins, logins_netrc, refusal_hint, url_credentials
 
     credentials = url_credentials(config.pip, "pip")
     logins = google_logins(plan.google_indexes)  # minted here: only a run of uv needs them

@@ -16,28 +16,28 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .builders import builder_class
-from .builders.base import BuildRequest
+from ..builders import builder_class
+from ..builders.base import BuildRequest
+from ..config import Config, default_ca_bundle
+from ..errors import BuildError, RegistryError
+from ..imports import import_failure
+from ..indexes import GoogleLogins, google_logins, logins_netrc, refusal_hint, url_credentials, uv_config
+from ..launcher.constants import IMPORTS_CONTEXT_FILE
+from ..progress import Reporter
+from ..refs import ImageRef, parse_ref
+from ..resources import launcher_sources
 from .buildtypes import BuildOptions, BuildResult
-from .config import Config, default_ca_bundle
 from .context import hash_context
-from .errors import BuildError, RegistryError
 from .fastbuild import appended_result, attempt, checked, git_revision, prepared
-from .imports import import_failure
-from .indexes import GoogleLogins, google_logins, logins_netrc, refusal_hint, url_credentials, uv_config
-from .launcher.constants import IMPORTS_CONTEXT_FILE
 from .lock import STALE_LOCK, pip_conf_text
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
-from .progress import Reporter
 from .recipe import Recipe, index_digest
-from .refs import ImageRef, parse_ref
 from .render import render_dockerfile, render_project_dockerignore
-from .resources import launcher_sources
 
 if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
+    from ..registry import PushResult
     from . import fastpath
-    from .registry import PushResult
     from .resolution import Resolution
 
 CA_SECRET = "buildkit-ca"
@@ -153,7 +153,7 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
     PUSH (a builder's or the engine's), its other tags in the same repository as manifests (about 10 ms each on
     loopback, where an engine push that checks every layer again takes 50); a ref in another repository is
     pushed. Every command that pushes comes here."""
-    from .registry import add_tags
+    from ..registry import add_tags
 
     first = push(refs[0], reporter)
     same = [r for r in refs[1:] if r.repository == refs[0].repository]

@@ -12,19 +12,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..engine import engine_may_answer
+from ..errors import BuildkitError, RegistryError
+from ..fsutil import asked_once
+from ..launcher.constants import IMPORTS_CONTEXT_FILE
+from ..progress import Reporter
+from ..refs import ImageRef
 from .buildtypes import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL, BuildOptions, BuildResult
 from .context import BuildContext, add_generated, staged
-from .engine import engine_may_answer
-from .errors import BuildkitError, RegistryError
-from .fsutil import asked_once
-from .launcher.constants import IMPORTS_CONTEXT_FILE
-from .progress import Reporter
 from .recipe import Recipe
-from .refs import ImageRef
 
 if TYPE_CHECKING:  # the registry client loads with a push
+    from ..imports import ImportSet
     from . import fastpath
-    from .imports import ImportSet
 
 
 def git_revision(root: Path) -> str | None:
@@ -56,7 +56,7 @@ def prepared(recipe: Recipe, revision: Callable[[], str | None],
     with staged(recipe.listing()) as ctx:
         imports = None
         if recipe.import_check is not None:  # the import check's module list, from the files the build gets
-            from .imports import staged_imports
+            from ..imports import staged_imports
 
             kind, name, package_dir = recipe.import_check
             imports = staged_imports(name if kind == "module" else None, name if kind == "script" else None,
@@ -85,8 +85,8 @@ def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | Non
     """The appended image when only the code changed; else None, the record parts to keep after the full build
     (None where this build cannot have a record) and why the build is a full one (said here). said: why, as an
     earlier attempt with the same recipe said: not tried again."""
+    from ..registry import Unreachable
     from . import fastpath
-    from .registry import Unreachable
 
     def full(why: str, parts: tuple | None) -> tuple[None, tuple | None, str]:
         reporter.message(f"{why}: full build")
@@ -168,7 +168,7 @@ def _engine_tags(refs: list[ImageRef]) -> dict[ImageRef, str | None]:
     """The image each ref names in the local engine (None: no such tag); {} where no engine answers."""
     if not engine_may_answer():
         return {}
-    from .builders.engine_images import EngineImages
+    from ..builders.engine_images import EngineImages
 
     images = EngineImages()
     return {ref: images.image_id(ref) for ref in refs}
@@ -180,7 +180,7 @@ def _untag_stale(refs: list[ImageRef], local: Callable[[], dict[ImageRef, str | 
     kept, so that the next use pulls the new image and only its code layer travels; what to say of it, if anything.
     Pulling it here would cost the edit more than its whole append; an engine without any of these tags (a CI
     runner's) is only asked. A tag whose registry write then fails only costs a pull of what the registry names."""
-    from .builders.engine_images import EngineImages
+    from ..builders.engine_images import EngineImages
 
     images = EngineImages()
     stale: list[ImageRef] = []

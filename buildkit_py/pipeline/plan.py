@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from .buildtypes import LABEL_PREFIX
-from .config import Config, ImportScope, TrainerPackage
-from .errors import ConfigError, ResolutionError, show
-from .fsutil import read_text
-from .indexes import (
+from ..config import Config, ImportScope, TrainerPackage
+from ..errors import ConfigError, ResolutionError, show
+from ..fsutil import read_text
+from ..indexes import (
     first_credentials_line,
     google_index_hosts,
     index_options,
@@ -28,7 +27,7 @@ from .indexes import (
     url_credentials,
     without_credentials,
 )
-from .launcher.constants import (
+from ..launcher.constants import (
     COMPAT_DRIVER_ENV,
     CUDA_ARCHS_ENV,
     FORWARD_COMPAT_ENV,
@@ -36,8 +35,8 @@ from .launcher.constants import (
     TPU_RUNTIME_ENV,
     TPU_TYPE_ENV,
 )
-from .launcher.gpu import arch_supports
-from .matrix import (
+from ..launcher.gpu import arch_supports
+from ..matrix import (
     SHIPPED,
     Accelerator,
     CudaRelease,
@@ -51,13 +50,14 @@ from .matrix import (
     usable_python,
     version_key,
 )
-from .notebook import HtmlRepr
-from .refs import parse_ref
-from .resources import LAUNCHER_MODULE
-from .version import __version__
+from ..notebook import HtmlRepr
+from ..refs import parse_ref
+from ..resources import LAUNCHER_MODULE
+from ..version import __version__
+from .buildtypes import LABEL_PREFIX
 
 if TYPE_CHECKING:
-    from .lockfiles import Exported
+    from ..lockfiles import Exported
 
 VENV = "/opt/venv"
 WORKDIR = "/app"
@@ -96,7 +96,7 @@ class FrameworkInstall:
 
 @dataclass(frozen=True)
 class PlanLock:
-    """What buildkit.lock pins for this image (buildkit_py/lock.py): set on a plan by the build, never by make_plan."""
+    """What buildkit.lock pins for this image (pipeline/lock.py): set on a plan by the build, never by make_plan."""
 
     base_digest: str  # the base's manifest for the build platform: FROM base@sha256:...
     digest: str  # the lock section's digest: a label, and through the Dockerfile part of the content tag
@@ -768,8 +768,8 @@ class _Requirements:
 def _requirements_file(config: Config, python: str) -> _Requirements:
     if not config.requirements:
         return _Requirements()
-    from .lockfiles import export, is_lock_file  # here: it reads requirements and markers (start-up time)
-    from .requirements_file import hash_checked, requirement_lines, requirement_name, requirement_names
+    from ..lockfiles import export, is_lock_file  # here: it reads requirements and markers (start-up time)
+    from ..requirements_file import hash_checked, requirement_lines, requirement_name, requirement_names
 
     if is_lock_file(config.requirements):
         exported = export(config.root, config.requirements, python, config.platform or "linux/amd64")
@@ -799,7 +799,7 @@ def _wheel_libraries(config: Config, requirements: _Requirements, fw: Framework 
                      ubuntu: str | None, base: str) -> _Libraries:
     """The system packages that the wheels of the image's distributions load at import and the base lacks
     (base_images/system_libraries.yaml), for the system-packages layer, each with a note."""
-    from .requirements_file import requirement_name
+    from ..requirements_file import requirement_name
 
     # A URL line names no distribution before it is downloaded: it brings no system package. Only the framework's
     # release is known here.
@@ -808,7 +808,7 @@ def _wheel_libraries(config: Config, requirements: _Requirements, fw: Framework 
     wanted = list(dict.fromkeys((n, v) for n, v in names if n))
     if not wanted:
         return _Libraries()
-    from .syslibs import system_libraries
+    from ..syslibs import system_libraries
 
     if ubuntu is None and config.base_image:  # a custom base names its release in its tag, if anywhere
         found = _UBUNTU_TAG.search(base)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .notebook import HtmlRepr
+from ..notebook import HtmlRepr
 
 if TYPE_CHECKING:
+    from ..registry import PushResult
     from .plan import Plan
     from .recipe import Recipe
-    from .registry import PushResult
 
 LABEL_PREFIX = "dev.buildkit-py"
 EXTENSIONS_STAGE = "trainer-build"  # the Dockerfile stage that builds the trainer's compiled extensions (build_extensions)

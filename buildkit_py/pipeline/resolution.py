@@ -17,11 +17,11 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from .config import Config
-from .errors import ConfigError, OutputError, show
-from .fsutil import cache_dir, write_atomic
+from ..config import Config
+from ..errors import ConfigError, OutputError, show
+from ..fsutil import cache_dir, write_atomic
+from ..requirements_file import requirement_name, resolver_input
 from .plan import Plan
-from .requirements_file import requirement_name, resolver_input
 
 OFFLINE_ENV = "BUILDKIT_PY_OFFLINE"
 CHECK_TIMEOUT = 600  # seconds: a cold resolve of a CUDA framework reads large index pages
@@ -74,7 +74,7 @@ def _key(config: Config, plan: Plan, platform: str) -> str:
 def check_resolution(config: Config, plan: Plan, declared: Sequence[tuple[str, str]], *, offline: bool = False) -> Resolution:
     """Resolve the plan's package set. declared: (requirement, where) of each requirement found, for the error's
     position. A failure is a ConfigError (exit 2) naming the requirement and where it was declared."""
-    from .indexes import without_credentials
+    from ..indexes import without_credentials
     from .lock import _compile, platform_of
 
     if offline_requested(offline):
@@ -139,7 +139,7 @@ def _failure(said: str, declared: Sequence[tuple[str, str]], plan: Plan, platfor
 def declared_in(config: Config, plan: Plan) -> list[tuple[str, str]]:
     """(requirement, where) of what a config declares for its image: the `pip` entries and the requirements file's
     lines, for an error's position."""
-    from .requirements_file import included_lines
+    from ..requirements_file import included_lines
 
     found = [(p, f"{config.source}: pip") for p in plan.pip]
     if plan.requirements_export:  # another tool's lock: where each package is in it
