@@ -577,7 +577,9 @@ def _pip_requirement(raw, path, value) -> str:
     try:
         Requirement(text)
     except InvalidRequirement as exc:
-        raise _err(raw, path, f"{show(text)} is not a valid PEP 508 requirement: {str(exc)[:200]}") from None
+        # packaging's message ends with the text and a caret under the fault, on lines of their own: its first line
+        reason = str(exc).split("\n", 1)[0][:200]
+        raise _err(raw, path, f"{show(text)} is not a valid PEP 508 requirement: {reason}") from None
     return text
 
 
