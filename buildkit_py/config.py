@@ -577,9 +577,9 @@ def _pip_requirement(raw, path, value) -> str:
     try:
         Requirement(text)
     except InvalidRequirement as exc:
-        # packaging's message ends with the text and a caret under the fault, on lines of their own: its first line
-        reason = str(exc).split("\n", 1)[0][:200]
-        raise _err(raw, path, f"{show(text)} is not a valid PEP 508 requirement: {reason}") from None
+        from .requirements_file import parse_problem
+
+        raise _err(raw, path, f"{show(text)} is not a valid PEP 508 requirement: {parse_problem(exc)}") from None
     return text
 
 

@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import ConfigError, show
 from .fsutil import consult, inside, kept_text, parse_toml
+from .requirements_file import parse_problem
 
 # The names each tool writes, in the order autopackage prefers them when a directory has several.
 LOCK_FILES = ("uv.lock", "pylock.toml", "poetry.lock", "Pipfile.lock")
@@ -181,7 +182,7 @@ def _requirements(values: list[Any], where: str) -> list[Requirement]:
         try:
             out.append(Requirement(str(value)))
         except InvalidRequirement as exc:
-            raise ConfigError(f"{where}: {show(value)} is not a requirement ({exc})") from None
+            raise ConfigError(f"{where}: {show(value)} is not a requirement ({parse_problem(exc)})") from None
     return out
 
 

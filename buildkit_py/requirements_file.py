@@ -19,6 +19,11 @@ KEPT_OPTIONS = frozenset({"-i", "--index-url", "--extra-index-url", "--no-index"
 _HASH_CHECKED = re.compile(r"(?:^|\s)--(?:hash(?:=|\s)|require-hashes(?:\s|$))")
 
 
+def parse_problem(exc: Exception) -> str:
+    """packaging's refusal of a requirement on one line (it quotes the text and a caret on lines of their own)."""
+    return " ".join(str(exc).split())[:200]
+
+
 def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
     """(requirement, "file:line") for each requirement of a requirements file; continuations joined,
     comments dropped, as pip reads them."""

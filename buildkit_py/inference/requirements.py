@@ -19,7 +19,7 @@ from ..config import bad_character
 from ..errors import ConfigError, show
 from ..lockfiles import found_in, is_lock_file, locked
 from ..matrix import Matrix
-from ..requirements_file import local_path
+from ..requirements_file import local_path, parse_problem
 from .distribution import Own
 from .given import Given
 
@@ -123,7 +123,7 @@ def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
                 raise ConfigError(f"{show(text)} is a path on this machine: the requirements file is copied into the "
                                   "image alone; publish the package to an index, or move its code into the trainer "
                                   "directory", where=where) from None
-            raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {_one_line(exc)}; current pip "
+            raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {parse_problem(exc)}; current pip "
                               f"refuses it too{_meant(text)}", where=where) from None
         lines.append((text, where))
     return _RequirementsFile(tuple(lines), tuple(options), installs_self, included, hashed)
@@ -132,10 +132,6 @@ def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
 _ONE_MEANING = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._ -]*\])?)\s*(=>|=<|=)\s*([0-9][A-Za-z0-9.*+!_-]*)",
                           re.ASCII)
 _OPERATOR = {"=": "==", "=>": ">=", "=<": "<="}
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:200]
 
 
 def _meant(text: str) -> str:
@@ -223,7 +219,7 @@ def _requirement(text: str, where: str) -> Requirement | None:
     except InvalidRequirement as exc:
         if "://" in text:
             return None
-        raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {_one_line(exc)}{_meant(text)}",
+        raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {parse_problem(exc)}{_meant(text)}",
                           where=where) from None
 
 
