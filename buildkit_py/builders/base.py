@@ -38,9 +38,8 @@ class BuildRequest:
     secrets: tuple[tuple[str, Path], ...] = ()  # (id, file): mounted at /run/secrets/<id> in RUN steps
     no_cache: bool = False
     cache_ref: ImageRef | None = None  # a registry image whose layers the build may reuse (and refresh)
-    # A remote builder (cloudbuild) pushes the image under every tag itself, with its own settings.
+    # A remote builder (cloudbuild) pushes the image under every tag itself.
     tags: tuple[ImageRef, ...] = ()
-    cloudbuild: CloudBuildSettings | None = None
     # Index hosts whose access token a remote builder mints where it runs, as the build's own identity (a local
     # build gets them minted here, in the netrc secret).
     token_hosts: tuple[str, ...] = ()
@@ -55,8 +54,8 @@ class Builder:
     # True: the cache travels inside the image (BuildKit's inline cache), so the caller tags the
     # result as the cache ref and pushes it; False: the builder exports the cache itself.
     inline_cache: bool
-    # True: builds and pushes where it runs (cloudbuild), with the secrets found there: the request carries the tags
-    # and the settings(), the fast path and this machine's secrets are not used.
+    # True: builds and pushes where it runs (cloudbuild), with the secrets found there: the request carries the tags,
+    # the builder is bound() to its settings(), the fast path and this machine's secrets are not used.
     remote: bool = False
 
     @classmethod
@@ -69,6 +68,10 @@ class Builder:
         """A remote builder's settings from the config and flags, checked before anything is uploaded; None for a
         builder that runs here."""
         return None
+
+    def bound(self, settings: CloudBuildSettings | None) -> Builder:
+        """The builder that builds with a remote builder's settings(); one that runs here takes none."""
+        return self
 
     def build(self, request: BuildRequest, reporter: Reporter) -> str:
         """Build and return the image ID. Applies no tag: the caller tags only after success,

@@ -316,10 +316,11 @@ class CloudBuildBuilder(Builder):
     name = "cloudbuild"
     supports_secrets = True  # from Secret Manager (cloudbuild.*_secret)
     inline_cache = False  # the build step pushes its inline cache under the repository's cache tag itself
-    remote = True  # builds and pushes where it runs: the request needs the tags and the Cloud Build settings
+    remote = True  # builds and pushes where it runs: the request needs the tags, the builder the Cloud Build settings
     poll_seconds = 2.0
 
-    def __init__(self) -> None:
+    def __init__(self, conf: CloudBuildSettings | None = None) -> None:
+        self.conf = conf
         self._pushed: dict[str, str] = {}  # tag -> digest, pushed by a build of this instance
         self._lines: list[str] = []  # the followed build's log, its last LOG_LINES
         self._storage = None  # the Cloud Storage client that reads the log, made once
@@ -332,8 +333,11 @@ class CloudBuildBuilder(Builder):
     def settings(config: Config, endpoint: str | None) -> CloudBuildSettings:
         return settings(config, endpoint)
 
+    def bound(self, settings: CloudBuildSettings | None) -> CloudBuildBuilder:
+        return type(self)(settings)
+
     def build(self, request: BuildRequest, reporter: Reporter) -> str:
-        conf = request.cloudbuild
+        conf = self.conf
         if conf is None or not request.tags:
             raise BuildError("a Cloud Build build needs its settings and tags")  # a caller's bug, not the user's
         from ..staging import to_gcs

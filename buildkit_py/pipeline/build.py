@@ -231,7 +231,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Rec
                                          said=fast_path_said)
             if appended is not None:
                 return appended_result(recipe, ctx, refs, appended, scan)
-            builder = creating.result() if creating is not None else backend.create(options.docker)
+            builder = (creating.result() if creating is not None else backend.create(options.docker)).bound(remote)
             image_id = None if options.no_cache else builder.image_id(refs[0]) or _pull_appended(builder, record, refs[0],
                                                                                                reporter)
             built = image_id is None
@@ -254,7 +254,6 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Rec
                     no_cache=options.no_cache,
                     cache_ref=cache_ref,
                     tags=tuple(refs),
-                    cloudbuild=remote,
                 )
                 try:
                     image_id = builder.build(request, reporter)

@@ -11,7 +11,7 @@ from ..builders import cloudbuild
 from ..config import Config
 from ..errors import BuildError, BuildkitError
 from ..progress import Reporter
-from .build import BuildOptions, BuildResult, build
+from .build import BuildOptions, BuildResult, build_config
 
 
 class _Named(Reporter):
@@ -38,7 +38,7 @@ def build_at_once(configs: Sequence[Config], options: BuildOptions, reporter: Re
     """(variant, result) for every config, in config order; a BuildError naming each variant's outcome when any
     failed. Ctrl-C cancels every build still running."""
     with ThreadPoolExecutor(max_workers=len(configs)) as pool:
-        futures = [pool.submit(build, c, options, _Named(c.variant or "", reporter)) for c in configs]
+        futures = [pool.submit(build_config, c, options, _Named(c.variant or "", reporter)) for c in configs]
         try:
             outcomes = [_outcome(f) for f in futures]
         except KeyboardInterrupt:
