@@ -183,3 +183,10 @@ def test_the_version_is_the_one_the_wheel_gets():
 
     with (REPO / "pyproject.toml").open("rb") as f:
         assert tomllib.load(f)["project"]["version"] == __version__
+
+
+def test_every_module_says_what_it_holds():
+    """Each room says what it is for in its first line (issue 30): a module without a docstring is refused."""
+    silent = [_relative(name) for name, path in sorted(_modules().items())
+              if not (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "").strip()]
+    assert not silent, f"modules without a docstring: {', '.join(silent)}"
