@@ -32,7 +32,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     # The formats and tables the stages read: requirements and lock files, index settings, the version matrix,
     # executors, system libraries, a trainer's imports and entry points, what a build is asked and gives back.
     ("formats", {"requirements_file", "lockfiles", "indexes", "matrix", "syslibs", "executors", "imports", "entrypoints",
-                 "api_usage", "pipeline.buildtypes"}),
+                 "api_usage", "pipeline.buildtypes", "pipeline.names"}),
     # The config file and flags, and the builder names it may choose (builders/__init__.py: a table, loading none).
     ("config", {"config", "builders"}),
     ("plan", {"pipeline.plan"}),

@@ -1,5 +1,5 @@
-"""What a build is asked to do (BuildOptions), what it gives back (BuildResult), and the labels it sets itself:
-apart from the pipeline, so that a command that only appends a code layer (fastbuild.py) imports none of it."""
+"""What a build is asked to do (BuildOptions) and what it gives back (BuildResult): apart from the pipeline, so
+that a command that only appends a code layer (fastbuild.py) imports none of it."""
 
 from __future__ import annotations
 
@@ -13,13 +13,6 @@ if TYPE_CHECKING:
     from .plan import Plan
     from .recipe import Recipe
 
-LABEL_PREFIX = "dev.buildkit-py"
-EXTENSIONS_STAGE = "trainer-build"  # the Dockerfile stage that builds the trainer's compiled extensions (build_extensions)
-# The labels a build sets itself (--label), beside the Dockerfile's.
-CONTENT_LABEL = f"{LABEL_PREFIX}.content-digest"
-REVISION_LABEL = "org.opencontainers.image.revision"
-VARIANT_LABEL = f"{LABEL_PREFIX}.variant"
-BUILD_LABELS = (CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,9 @@ from ..fsutil import asked_once
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..progress import Reporter
 from ..refs import ImageRef
-from .buildtypes import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL, BuildOptions, BuildResult
+from .buildtypes import BuildOptions, BuildResult
 from .context import BuildContext, add_generated, staged
+from .names import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL
 from .recipe import Recipe
 
 if TYPE_CHECKING:  # the registry client loads with a push

@@ -39,8 +39,8 @@ from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..progress import Reporter
 from ..refs import ImageRef
 from ..registry import MANIFEST_TYPES, AuthProvider, PushResult, RegistryClient, Unreachable, default_providers, retry_delay
-from .buildtypes import EXTENSIONS_STAGE
 from .context import FIXED_MTIME, Snapshot
+from .names import EXTENSIONS_STAGE
 
 RECORD_SCHEME = 1
 IMPORTS_CHANGED = "the modules the trainer imports changed: the image's import check runs again"

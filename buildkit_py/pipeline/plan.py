@@ -54,7 +54,7 @@ from ..notebook import HtmlRepr
 from ..refs import parse_ref
 from ..resources import LAUNCHER_MODULE
 from ..version import __version__
-from .buildtypes import LABEL_PREFIX
+from .names import LABEL_PREFIX
 
 if TYPE_CHECKING:
     from ..lockfiles import Exported

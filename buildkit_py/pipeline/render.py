@@ -24,7 +24,7 @@ from ..launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
 from ..matrix import load_matrix
 from ..resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
 from ..version import __version__
-from .buildtypes import EXTENSIONS_STAGE
+from .names import EXTENSIONS_STAGE
 from .plan import Plan
 
 DOCKERIGNORE_TEMPLATE = "dockerignore.j2"
