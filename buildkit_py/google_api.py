@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from . import adc
 from .adc import one_line as _clean  # the services' text on one line
@@ -30,6 +31,28 @@ def service_endpoint(given: str | None, env: dict[str, str], *, flag: str, env_n
         raise ConfigError(f"{show(text)} is not allowed: plain http only to a loopback address (127.0.0.1, [::1], "
                           "localhost); use https", field=field)
     return text.rstrip("/")
+
+
+T = TypeVar("T")
+
+
+def retrying(attempt: Callable[[], T], *, retries: int, backoff: float,
+             before_retry: Callable[[], T | None] | None = None) -> T:
+    """attempt(), tried again up to `retries` times after a transient ServiceError (a timeout, a dropped connection,
+    a 429 or a 5xx), waiting backoff, then twice as long each time; before_retry may find the result meanwhile (a
+    create that did arrive)."""
+    for n in range(retries + 1):
+        try:
+            return attempt()
+        except ServiceError as exc:
+            if not exc.transient or n == retries:
+                raise
+        time.sleep(backoff * 2 ** n)
+        if before_retry is not None:
+            found = before_retry()
+            if found is not None:
+                return found
+    raise AssertionError("unreachable")
 
 
 def default_credentials() -> tuple[Any, str | None]:

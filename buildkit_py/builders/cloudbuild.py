@@ -29,7 +29,7 @@ from ..adc import TOKEN_LOGIN
 from ..adc import one_line as _clean
 from ..config import _PROJECT, Config  # _PROJECT: job.project's rule
 from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
-from ..google_api import access_token, default_credentials, error_line, service_endpoint
+from ..google_api import access_token, default_credentials, error_line, retrying, service_endpoint
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, parse_ref, registry_host
 from ..registry import PushResult, add_tags, manifest
@@ -46,6 +46,7 @@ STEP_ID = "buildkit-py-build"
 CACHE_TAG = "buildcache"  # the repository's registry cache (BuildKit's inline cache) when no --cache-ref is given
 END_STATES = ("SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED")
 LOG_LINES = 5000  # kept for the error of a failed build
+RETRIES = 3  # a call is tried this many more times after a dropped connection or a 5xx
 # Set: every build this process follows is cancelled (Ctrl-C reaches only the main thread, and variants are followed
 # in threads of their own).
 CANCEL = threading.Event()
@@ -248,28 +249,24 @@ class CloudBuildApi:
         self.conf, self.requests, self.session = conf, requests, requests.Session()
 
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+        return retrying(lambda: self._request(method, path, body), retries=RETRIES, backoff=1.0)
+
+    def _request(self, method: str, path: str, body: dict | None) -> dict:
         url = f"{self.conf.endpoint}/v1/projects/{self.conf.project}/locations/{self.conf.region}/{path}"
         headers = {"Authorization": f"Bearer {access_token(self.conf.credentials)}", "Accept": "application/json"}
-        for attempt in range(4):
-            try:
-                response = self.session.request(method, url, json=body, headers=headers, timeout=60, allow_redirects=False)
-            except self.requests.exceptions.RequestException as exc:
-                if attempt == 3:
-                    raise ServiceError(f"cannot reach the Cloud Build API at {self.conf.endpoint}: "
-                                       f"{_clean(type(exc).__name__)}", transient=True) from None
-                time.sleep(2 ** attempt)
-                continue
-            if response.status_code in (500, 502, 503, 504) and attempt < 3:
-                time.sleep(2 ** attempt)
-                continue
-            break
+        try:
+            response = self.session.request(method, url, json=body, headers=headers, timeout=60, allow_redirects=False)
+        except self.requests.exceptions.RequestException as exc:
+            raise ServiceError(f"cannot reach the Cloud Build API at {self.conf.endpoint}: "
+                               f"{_clean(type(exc).__name__)}", transient=True) from None
         if response.status_code >= 300:
             line, status = error_line(response.status_code, response.text)
             reason = "SERVICE_DISABLED" if "SERVICE_DISABLED" in line else status
             hint = _HINTS.get(reason or "")
             raise ServiceError(f"Cloud Build refused {method} {path.split('/')[0]}: "
                                + (hint.format(p=self.conf.project) + f" ({line})" if hint else line),
-                               status=status, http_status=response.status_code)
+                               status=status, http_status=response.status_code,
+                               transient=response.status_code in (500, 502, 503, 504))
         try:
             return response.json() if response.content else {}
         except ValueError:

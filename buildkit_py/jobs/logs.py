@@ -18,7 +18,7 @@ from typing import Any
 
 from ..adc import one_line as _clean  # the service's text on one line
 from ..errors import ServiceError
-from ..google_api import access_token, error_line, service_endpoint
+from ..google_api import access_token, error_line, retrying, service_endpoint
 
 ENDPOINT_ENV = "BUILDKIT_PY_LOGGING_ENDPOINT"
 DEFAULT_ENDPOINT = "https://logging.googleapis.com"
@@ -136,14 +136,7 @@ class LogReader:
         return answer
 
     def _retrying(self, query: str, token: str | None) -> dict:
-        for n in range(self.retries + 1):
-            try:
-                return self._page(query, token)
-            except ServiceError as exc:
-                if not exc.transient or n == self.retries:
-                    raise
-            time.sleep(self.backoff * 2 ** n)
-        raise AssertionError("unreachable")
+        return retrying(lambda: self._page(query, token), retries=self.retries, backoff=self.backoff)
 
     def entries(self, query: str) -> Iterator[dict]:
         """Every entry the query matches, oldest first, page after page."""

@@ -155,18 +155,7 @@ class Client:
             raise ServiceError(f"the Vertex AI API at {self.base} answered {method} {path} with something not JSON") from None
 
     def _retrying(self, attempt: Callable[[], Any], before_retry: Callable[[], Any] | None = None) -> Any:
-        for n in range(RETRIES + 1):
-            try:
-                return attempt()
-            except ServiceError as exc:
-                if not exc.transient or n == RETRIES:
-                    raise
-            time.sleep(self.backoff * 2 ** n)
-            if before_retry is not None:
-                found = before_retry()
-                if found is not None:
-                    return found
-        raise AssertionError("unreachable")
+        return google_api.retrying(attempt, retries=RETRIES, backoff=self.backoff, before_retry=before_retry)
 
     def create(self, kind: str, resource: dict) -> dict:
         """Create the job once, whatever happens to the connection: the request id label finds a job an
