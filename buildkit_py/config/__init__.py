@@ -21,11 +21,11 @@ from typing import Any
 import yaml
 from packaging.version import InvalidVersion, Version
 
-from .builders import BUILDERS
-from .errors import ConfigError, show
-from .flags import cloudbuild_flag_name, flag_name, job_flag_name
-from .fsutil import MAX_NESTING, consult, inside, leads_outside, read_text, read_toml, too_deep
-from .refs import ImageRef, parse_ref
+from ..builders import BUILDERS
+from ..errors import ConfigError, show
+from ..flags import cloudbuild_flag_name, flag_name, job_flag_name
+from ..fsutil import MAX_NESTING, consult, inside, leads_outside, read_text, read_toml, too_deep
+from ..refs import ImageRef, parse_ref
 
 CONFIG_FILES = ("buildkit.yaml", "buildkit.yml")
 PYPROJECT_TABLE = "buildkit-py"
@@ -577,7 +577,7 @@ def _pip_requirement(raw, path, value) -> str:
     try:
         Requirement(text)
     except InvalidRequirement as exc:
-        from .requirements_file import parse_problem
+        from ..requirements_file import parse_problem
 
         raise _err(raw, path, f"{show(text)} is not a valid PEP 508 requirement: {parse_problem(exc)}") from None
     return text
