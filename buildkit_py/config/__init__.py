@@ -7,37 +7,47 @@ through the same validators as the file, so a value is refused the same way wher
 
 from __future__ import annotations
 
-import difflib
 import json
 import keyword
 import os
 import re
-import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-import yaml
 from packaging.version import InvalidVersion, Version
 
 from ..builders import BUILDERS
 from ..errors import ConfigError, show
 from ..flags import cloudbuild_flag_name, flag_name, job_flag_name
-from ..fsutil import MAX_NESTING, consult, inside, leads_outside, read_text, read_toml, too_deep
-from ..refs import ImageRef, parse_ref
+from ..fsutil import consult, leads_outside, read_text
+from .reading import _KEY, _dotted, _err, _Raw, field_error, field_name, find_config, load_raw, read_yaml
+from .values import (
+    _ACCELERATOR,
+    _ACCELERATOR_RULE,
+    _MODULE,
+    MAX_ARGS_JSON_BYTES,
+    _bool,
+    _choice,
+    _duration,
+    _env,
+    _host_file,
+    _int,
+    _list,
+    _mapping,
+    _number,
+    _pattern,
+    _ref,
+    _relative_file,
+    _scalar_text,
+    _string,
+    _strings,
+    _unknown_key,
+    bad_character,
+)
 
-CONFIG_FILES = ("buildkit.yaml", "buildkit.yml")
-PYPROJECT_TABLE = "buildkit-py"
-DOCUMENT_SOURCE = "(config dict)"  # where the errors of a config given as a mapping (the Python API) point
-
-# Sizes: every rendered Dockerfile line stays far below BuildKit's 64 KiB line limit, and no
-# value is big enough to be anything but a mistake.
-MAX_TEXT = 4096  # any single string
-MAX_ENV_VALUE_BYTES = 16384  # ENV values: escaping can double them on their line
-MAX_ENV_ENTRIES = 1000
 MAX_LIST_BYTES = 8192  # pip and system_packages share one RUN line each; quoting can grow a pip entry 5x
-MAX_ARGS_JSON_BYTES = 16384  # CMD is one JSON line
 
 _FRAMEWORK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})(?:==(?P<version>[0-9A-Za-z][0-9A-Za-z.+!-]{0,63}))?",
                         re.ASCII)
@@ -46,10 +56,7 @@ _PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
 _PACKAGE_PART = r"(?!\.\.?(?:/|$))[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}"  # a folder name, not . or ..
 _PACKAGE_DIR = re.compile(f"{_PACKAGE_PART}(?:/{_PACKAGE_PART}){{0,7}}", re.ASCII)
 _DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,127}(?:=[A-Za-z0-9.+:~-]{1,127})?", re.ASCII)
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)
-_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", re.ASCII)
 _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
-_PATH = re.compile(r"[A-Za-z0-9._@+/ -]+", re.ASCII)  # no $, quotes, globs: COPY expands them
 _MIRROR_URL = re.compile(r"https?://[A-Za-z0-9._~:/?#\[\]!&()*+,;=%-]+", re.ASCII)
 _INDEX_URL = re.compile(r"https?://[!-~]+", re.ASCII)  # printable ASCII: credentials allowed, no space or line break
 # A package index's host name (lower case, as URLs compare them) or IPv4 address: a netrc's `machine`.
@@ -57,10 +64,8 @@ _INDEX_HOST = re.compile(r"(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\
                          re.ASCII)
 _PLATFORM = re.compile(r"[a-z0-9]+/[a-z0-9_]+(?:/v?[0-9a-z]+)?", re.ASCII)
 _BUILD_NETWORKS = ("default", "host", "none")  # what BuildKit's RUN steps accept
-_ACCELERATOR = re.compile(r"[A-Z][A-Z0-9_]{0,63}", re.ASCII)  # Vertex AI's names; the data says which exist
 CUDA_FLAVORS = ("auto", "base", "runtime", "cudnn-runtime", "devel")  # nvidia/cuda image flavours
 _PATTERN = re.compile(r"[^\x00-\x1f\x7f]{1,1024}")
-_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}", re.ASCII)
 _DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?", re.ASCII)  # PEP 508 names
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)  # then PEP 440, which alone allows spaces
 # A variant's name ends its image tags (bk-DIGEST-NAME) and names its CI matrix job and Make target.
@@ -193,269 +198,6 @@ class Config:
         return replace(self, **dict(variant.values), variants=(), variant=variant.name)
 
 
-@dataclass
-class _Raw:
-    """A parsed config document: values plus where each came from."""
-
-    data: dict[str, Any]
-    source: str
-    positions: dict[tuple, str] = field(default_factory=dict)  # path -> "file:line:col" or "--flag"
-    scalars: dict[tuple, str] = field(default_factory=dict)  # path -> YAML scalar text
-    flags: set[str] = field(default_factory=set)  # keys whose value came from a flag
-
-    def where(self, path: tuple) -> str:
-        while path and path not in self.positions:
-            path = path[:-1]
-        return self.positions.get(path, self.source)
-
-    def text(self, path: tuple, value: Any) -> Any:
-        """A scalar as the user wrote it (YAML reads 3.10 as the float 3.1)."""
-        return self.scalars.get(path, value)
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading files
-
-
-def find_config(directory: Path) -> Path | None:
-    for name in CONFIG_FILES:
-        consult(directory / name)
-        if (directory / name).is_file():
-            return directory / name
-    pyproject = directory / "pyproject.toml"
-    consult(pyproject)
-    if pyproject.is_file() and isinstance(_tool_table(pyproject), dict):
-        return pyproject
-    return None
-
-
-def _tool_table(path: Path) -> Any:
-    """[tool.buildkit-py] of a pyproject.toml, or None when it has none."""
-    tool = read_toml(path, "pyproject.toml").get("tool")
-    if tool is None:
-        return None
-    if not isinstance(tool, dict):
-        raise ConfigError(f"[tool] must be a table, not {show(tool)}", where=str(path))
-    table = tool.get(PYPROJECT_TABLE)
-    if table is not None and not isinstance(table, dict):
-        raise ConfigError(f"[tool.{PYPROJECT_TABLE}] must be a table of keys, not {show(table)}", where=str(path))
-    return table
-
-
-def _check_events(text: str, filename: str) -> None:
-    """Refuse what a config never needs and an attacker uses: tags (object construction, type
-    tricks), anchors and aliases (billion-laughs expansion, cycles), deep nesting."""
-    depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        mark = event.start_mark
-        where = f"{filename}:{mark.line + 1}:{mark.column + 1}"
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            raise ConfigError("YAML anchors and aliases (&name, *name) are not supported: write the value out",
-                              where=where)
-        if getattr(event, "tag", None) is not None:  # plain values carry none; `!!int`, `!x`, `!!python/...` do
-            raise ConfigError(f"YAML tags ({show(event.tag)}) are not supported: write a plain value", where=where)
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_NESTING:
-                raise ConfigError(too_deep(MAX_NESTING), where=where)
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
-
-
-def read_yaml(path: Path, what: str) -> tuple[Any, dict[tuple, str]]:
-    """A YAML document with the tags, anchors and depth _check_events refuses, and where each value stands
-    ("file:line:col" by path of keys and indexes)."""
-    raw = _read_yaml(path, what)
-    return raw.data, raw.positions
-
-
-def _read_yaml(path: Path, what: str = "config file") -> _Raw:
-    text = read_text(path, what)
-    try:
-        _check_events(text, str(path))
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        loc = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ConfigError(f"invalid YAML: {exc.problem or exc.context}", where=loc) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", where=str(path)) from None
-    raw = _Raw(data={}, source=str(path))
-    if node is None:
-        return raw
-    data = _construct(node, (), raw, str(path))
-    if not isinstance(data, dict):
-        raise ConfigError("the top level must be a mapping of keys to values", where=raw.where(()))
-    raw.data = data
-    return raw
-
-
-def _construct(node: yaml.Node, path: tuple, raw: _Raw, filename: str) -> Any:
-    raw.positions[path] = f"{filename}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            where = f"{filename}:{key_node.start_mark.line + 1}:{key_node.start_mark.column + 1}"
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise ConfigError("keys must be plain strings", field=_dotted(path), where=where)
-            key = key_node.value
-            if key in out:
-                raise ConfigError("this key is given twice", field=_dotted(path + (key,)), where=where)
-            out[key] = _construct(value_node, path + (key,), raw, filename)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_construct(item, path + (i,), raw, filename) for i, item in enumerate(node.value)]
-    raw.scalars[path] = node.value
-    try:
-        return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
-    except (yaml.YAMLError, ValueError, OverflowError):  # looks like a date, but is none (2024-13-45)
-        return node.value
-
-
-def load_raw(config_path: Path | None, directory: Path, document: Mapping[str, Any] | None = None) -> tuple[_Raw, Path]:
-    """Read the config document (or take the one given as a mapping: the Python API's config dict); returns it
-    and the context root."""
-    try:
-        if config_path is not None and not config_path.is_file():
-            state = "is not a file" if config_path.exists() else "does not exist"
-            raise ConfigError(f"config file {show(str(config_path))} {state}", field="--config")
-        if not directory.is_dir():
-            raise ConfigError(f"{show(str(directory))} is not a directory", field="--dir")
-    except OSError as exc:  # a name too long, a loop of symlinks
-        field_name = "--config" if config_path is not None else "--dir"
-        raise ConfigError(f"{show(str(config_path or directory))}: {exc.strerror or exc}", field=field_name) from None
-    if document is not None:
-        if not isinstance(document, Mapping) or not all(isinstance(key, str) for key in document):
-            raise ConfigError(f"{show(document)} is not allowed: a mapping of config keys (strings) to values, or a path",
-                              field="config")
-        return _Raw(data=dict(document), source=DOCUMENT_SOURCE), directory.resolve()
-    path = config_path or find_config(directory)
-    if path is None:
-        return _Raw(data={}, source="(defaults)"), directory.resolve()
-    if config_path is None:  # found, not named: a repository's link must not make buildkit-py read another file
-        inside(directory, path, "config file")
-    if path.name == "pyproject.toml":
-        table = _tool_table(path)
-        if table is None:
-            raise ConfigError(f"no [tool.{PYPROJECT_TABLE}] table", where=str(path))
-        source = f"{path} [tool.{PYPROJECT_TABLE}]"
-        return _Raw(data=dict(table), source=source), path.parent.resolve()
-    return _read_yaml(path), path.parent.resolve()
-
-
-# ---------------------------------------------------------------------------------------------
-# Validation
-
-
-def _dotted(path: tuple) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif isinstance(part, str) and _KEY.fullmatch(part):
-            out += f".{part}" if out else part
-        else:  # a user's key: escaped, so it cannot forge a field name or a terminal escape
-            out += f"[{show(part)}]"
-    return out
-
-
-def _err(raw: _Raw, path: tuple, message: str) -> ConfigError:
-    return ConfigError(message, field=_dotted(path), where=raw.where(path))
-
-
-# For another format read by the config's rules (gcloud's job config): its fields named as the config's are.
-field_name = _dotted
-field_error = _err
-
-
-def _unknown_key(raw: _Raw, path: tuple, key: Any, allowed: list[str]) -> ConfigError:
-    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return _err(raw, path + (key,), f"unknown key; {hint}allowed keys: {', '.join(sorted(allowed))}")
-
-
-def bad_character(text: str) -> str | None:
-    """Why a character of this text may not appear in any config value, or None."""
-    for ch in text:
-        category = unicodedata.category(ch)
-        if ch == "\0":
-            return "NUL characters are not allowed"
-        if category == "Cs":
-            return "the value is not valid Unicode (an undecodable byte?)"
-        if category in ("Cc", "Zl", "Zp") and ch != "\t":
-            return f"control characters and line breaks ({show(ch)}) are not allowed"
-    return None
-
-
-def _string(raw: _Raw, path: tuple, value: Any, *, allow_numbers: bool = False, limit: int = MAX_TEXT,
-            secret: bool = False) -> str:
-    """secret: the value may carry a password, so messages never quote it."""
-    if allow_numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = raw.text(path, str(value))
-    shown = "the value" if secret else show(value)
-    if not isinstance(value, str):
-        raise _err(raw, path, f"{shown} must be a string (quote it)")
-    if len(value) > limit:
-        raise _err(raw, path, f"{shown} is too long: at most {limit} characters")
-    reason = bad_character(value)
-    if reason:
-        raise _err(raw, path, f"{shown} is not allowed: {reason}")
-    return value
-
-
-def _ref(raw: _Raw, path: tuple, value: Any, *, allow_digest: bool = True) -> ImageRef:
-    try:
-        return parse_ref(_string(raw, path, value), field=_dotted(path), allow_digest=allow_digest)
-    except ConfigError as exc:  # restated with the file position
-        raise _err(raw, path, exc.detail) from None
-
-
-def _pattern(raw, path, value, regex: re.Pattern, allowed: str, *, allow_numbers=False) -> str:
-    text = _string(raw, path, value, allow_numbers=allow_numbers)
-    if not regex.fullmatch(text):
-        raise _err(raw, path, f"{show(text)} is not allowed: {allowed}")
-    return text
-
-
-def _choice(raw, path, value, choices: tuple[str, ...]) -> str:
-    text = _string(raw, path, value)
-    if text not in choices:
-        raise _err(raw, path, f"{show(text)} is not allowed: one of {', '.join(choices)}")
-    return text
-
-
-def _bool(raw: _Raw, path: tuple, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _err(raw, path, f"{show(value)} must be true or false")
-    return value
-
-
-def _list(raw: _Raw, path: tuple, value: Any, *, limit: int = 1000) -> list:
-    if isinstance(value, tuple):
-        value = list(value)
-    if not isinstance(value, list):
-        raise _err(raw, path, f"{show(value)} must be a list")
-    if len(value) > limit:
-        raise _err(raw, path, f"a list of {len(value)} entries is too long: at most {limit}")
-    return value
-
-
-def _scalar_text(raw: _Raw, path: tuple, value: Any, *, limit: int = MAX_TEXT) -> str:
-    """A string, number or boolean, as the user wrote it."""
-    if value is None or isinstance(value, (dict, list, tuple)) or not isinstance(value, (str, int, float, bool)):
-        raise _err(raw, path, f"{show(value)} must be a string, number or boolean")
-    text = raw.text(path, value if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value))
-    return _string(raw, path, text, limit=limit)
-
-
-def _strings(raw, path, value, item: Callable[[_Raw, tuple, Any], str], *, total_bytes: int | None = None) -> tuple:
-    items = tuple(item(raw, path + (i,), v) for i, v in enumerate(_list(raw, path, value)))
-    size = sum(len(v.encode()) + 1 for v in items)
-    if total_bytes is not None and size > total_bytes:
-        raise _err(raw, path, f"the list is {size} bytes long; at most {total_bytes}: put long lists in a requirements file")
-    return items
-
-
 def _framework(raw, path, value) -> FrameworkRequest:
     allowed = "use NAME==VERSION (e.g. torch==2.5.1), NAME==nightly, NAME alone for the newest known release, or none"
     text = _string(raw, path, value).strip()
@@ -466,57 +208,6 @@ def _framework(raw, path, value) -> FrameworkRequest:
     if name == "none" and match["version"]:
         raise _err(raw, path, f"{show(text)} is not allowed: 'none' takes no version")
     return FrameworkRequest(name, match["version"])
-
-
-def _inside(raw: _Raw, path: tuple, text: str, target: Path, root: Path) -> None:
-    """The file, after every symlink, must be a regular file inside the trainer directory."""
-    consult(target)
-    try:
-        real = target.resolve(strict=True)
-        outside = leads_outside(real, root.resolve())
-        is_file = real.is_file()
-    except (OSError, RuntimeError) as exc:  # missing, a symlink loop, a name too long
-        raise _err(raw, path, f"file {show(text)} not found in {root} ({getattr(exc, 'strerror', None) or exc})") from None
-    if outside:
-        raise _err(raw, path, f"{show(text)} leads outside {root} (to {show(str(real))}); the file must be inside the "
-                              "trainer directory")
-    if not is_file:
-        raise _err(raw, path, f"{show(text)} is not a regular file")
-
-
-def _relative_file(raw: _Raw, path: tuple, value: Any, root: Path, what: str | None = None) -> str:
-    text = _string(raw, path, value)
-    if not _PATH.fullmatch(text):
-        raise _err(raw, path, f"{show(text)} is not allowed: a path is letters, digits, spaces and . _ @ + - /")
-    pure = PurePosixPath(text)
-    if pure.is_absolute() or ".." in pure.parts or any(len(p) > 255 for p in pure.parts):
-        raise _err(raw, path, f"{show(text)} is not allowed: use a relative path inside {root} with '/' separators "
-                              "(names of at most 255 characters)")
-    _inside(raw, path, text, root / pure, root)
-    if what:  # a file buildkit-py reads: refuse what it cannot decode now, naming the field
-        try:
-            read_text(root / pure, what)
-        except ConfigError as exc:
-            raise _err(raw, path, exc.message) from None
-    return str(pure)
-
-
-def _host_file(raw: _Raw, path: tuple, value: Any, root: Path) -> Path:
-    """A file on the build machine, passed to the build as a secret: a flag (typed by the user)
-    may name any file, relative to the working directory; the config file (which a pull request
-    can change) only one inside the trainer directory, or a build step could read the host's files."""
-    text = _string(raw, path, value)
-    if path[0] not in raw.flags:
-        _inside(raw, path, text, root / text, root)
-    target = (Path.cwd() if path[0] in raw.flags else root) / text
-    consult(target)
-    try:
-        ok = target.is_file()
-    except OSError as exc:
-        raise _err(raw, path, f"{show(text)} cannot be read: {exc.strerror or exc}") from None
-    if not ok:
-        raise _err(raw, path, f"{show(text)} is not a file")
-    return target.absolute()
 
 
 def ca_bundle_problem(path: Path) -> str | None:
@@ -581,27 +272,6 @@ def _pip_requirement(raw, path, value) -> str:
 
         raise _err(raw, path, f"{show(text)} is not a valid PEP 508 requirement: {parse_problem(exc)}") from None
     return text
-
-
-def _env(raw, path, value) -> tuple[tuple[str, str], ...]:
-    if not isinstance(value, dict):
-        raise _err(raw, path, f"{show(value)} must be a mapping of NAME: value")
-    if len(value) > MAX_ENV_ENTRIES:
-        raise _err(raw, path, f"{len(value)} variables are too many: at most {MAX_ENV_ENTRIES}")
-    out = []
-    for name, item in value.items():
-        key_path = path + (name,)
-        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-            raise _err(raw, key_path, f"{show(name)} is not allowed: names are ASCII letters, digits and '_', "
-                                      "not starting with a digit, at most 255 characters")
-        text = _scalar_text(raw, key_path, item, limit=MAX_ENV_VALUE_BYTES)
-        if len(text.encode()) > MAX_ENV_VALUE_BYTES:
-            raise _err(raw, key_path, f"{show(text)} is too long: at most {MAX_ENV_VALUE_BYTES} bytes")
-        if text.endswith("\\"):
-            # Docker accepts it, but hadolint misreads the line: refuse it rather than emit a file lint fails.
-            raise _err(raw, key_path, f"{show(text)} is not allowed: a value may not end with a backslash")
-        out.append((name, text))
-    return tuple(out)
 
 
 def _trainer(raw, path, value, root: Path) -> Trainer:
@@ -795,9 +465,6 @@ _VPC = re.compile(r"projects/[0-9]{1,20}/global/networks/[a-z](?:[a-z0-9-]{0,61}
 _TENSORBOARD = re.compile(r"projects/[a-z0-9-]{1,30}/locations/[a-z0-9-]{1,40}/tensorboards/[0-9]{1,20}", re.ASCII)
 _RESERVATION = re.compile(r"[A-Za-z0-9._/-]{1,512}", re.ASCII)
 METRIC_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,127}", re.ASCII)
-_DURATION = re.compile(r"([0-9]{1,7})([smhd]?)", re.ASCII)
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-MAX_DURATION = 30 * 86400  # seconds
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 RESERVATION_TYPES = ("ANY_RESERVATION", "NO_RESERVATION", "SPECIFIC_RESERVATION")
@@ -899,39 +566,6 @@ class Fallback:
     strategy: str | None = None
 
 
-def _int(raw: _Raw, path: tuple, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise _err(raw, path, f"{show(value)} is not allowed: a whole number from {low} to {high}")
-    return value
-
-
-def _number(raw: _Raw, path: tuple, value: Any) -> float | int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) > 1e300:
-        raise _err(raw, path, f"{show(value)} is not allowed: a finite number")
-    return value
-
-
-def _duration(raw: _Raw, path: tuple, value: Any) -> int:
-    allowed = f"seconds (a whole number) or a number with s, m, h or d, e.g. 90m or 7d; at most {MAX_DURATION // 86400}d"
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    match = _DURATION.fullmatch(_string(raw, path, value, limit=64))
-    seconds = int(match[1]) * _UNITS[match[2]] if match else -1
-    if not 0 < seconds <= MAX_DURATION:
-        raise _err(raw, path, f"{show(value)} is not allowed: {allowed}")
-    return seconds
-
-
-def _mapping(raw: _Raw, path: tuple, value: Any, allowed: list[str], what: str) -> dict:
-    if not isinstance(value, dict):
-        raise _err(raw, path, f"{show(value)} must be a mapping of {what}")
-    for key in value:
-        if key not in allowed:
-            raise _unknown_key(raw, path, key, allowed)
-    return {k: v for k, v in value.items() if v is not None}
-
-
-_ACCELERATOR_RULE = "a Vertex AI accelerator type in capitals, e.g. NVIDIA_TESLA_T4, NVIDIA_L4 or TPU_V5_LITEPOD"
 _POOL_FIELDS: dict[str, Callable[[_Raw, tuple, Any], Any]] = {
     "machine_type": lambda r, p, v: _pattern(r, p, v, _MACHINE_TYPE, "a Compute Engine machine type, e.g. n1-standard-8"),
     "accelerator_type": lambda r, p, v: _pattern(r, p, v, _ACCELERATOR, _ACCELERATOR_RULE),
@@ -1432,3 +1066,11 @@ def default_ca_bundle(env: dict[str, str] | None = None) -> Path | None:
                 raise ConfigError(f"{show(value)} is not a CA bundle: {problem}", field=f"${name}")
             return Path(value)
     return None
+
+
+# What the rest of buildkit-py imports from the config: the package's names, whichever of its modules holds each.
+__all__ = ["CLOUDBUILD_KEYS", "JOB_KEYS", "KEYS", "METRIC_TAG", "POOL_ORDER", "Config", "Fallback", "FrameworkRequest",
+           "Hyperparameters", "ImportScope", "JobConfig", "ModelConfig", "Param", "Pool", "Trainer", "TrainerPackage",
+           "bad_character", "check_hyperparameters", "check_job_key", "default_ca_bundle", "distribution_name",
+           "field_error", "field_name", "find_config", "job_flag", "load_config", "load_raw", "model_flag", "param_name",
+           "pep440_version", "read_yaml", "validate_keys", "worker_pool_specs"]
