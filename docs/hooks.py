@@ -1,7 +1,8 @@
 """MkDocs hook: the reference pages made at build time from the code itself, so they cannot drift from it.
 
-- config.md: every key of the config's own key table (buildkit_py.config._validators, _JOB_FIELDS, _CLOUDBUILD_FIELDS),
-  with what its validator allows, read from the validator's own refusal of a probe value;
+- config.md: every key of the config's own key tables (buildkit_py.config._validators, config.job._JOB_FIELDS,
+  config.cloudbuild._CLOUDBUILD_FIELDS), with what its validator allows, read from the validator's own refusal of a
+  probe value;
 - cli.md: every command of buildkit_py.cli.build_parser(), its flags and their help;
 - python-api.md: buildkit_py.__all__ and buildkit_py.api.__all__, their signatures and docstrings;
 - exit-codes.md: every error class of buildkit_py.errors with its exit_code and docstring, and the launcher's codes.
@@ -117,21 +118,22 @@ def _cell(text: str) -> str:
 
 def config_tables() -> list[tuple[str, list[tuple[str, object]]]]:
     """The config's key tables, as (prefix, [(key, validator)]): the same objects load_config validates with."""
-    from buildkit_py import config
+    from buildkit_py.config import _validators
+    from buildkit_py.config.cloudbuild import _CLOUDBUILD_FIELDS
+    from buildkit_py.config.job import _JOB_FIELDS
 
-    top = config._validators(REPO)
-    return [("", list(top.items())), ("job.", list(config._JOB_FIELDS.items())),
-            ("cloudbuild.", list(config._CLOUDBUILD_FIELDS.items()))]
+    top = _validators(REPO)
+    return [("", list(top.items())), ("job.", list(_JOB_FIELDS.items())), ("cloudbuild.", list(_CLOUDBUILD_FIELDS.items()))]
 
 
 def allowed(validator, key: str) -> str:
     """What the validator allows, in its own words: its refusal of a probe value (a list's of a probe item)."""
-    from buildkit_py import config
+    from buildkit_py.config.reading import _Raw
     from buildkit_py.errors import ConfigError
 
     def refusal(value) -> str | None:
         try:
-            validator(config._Raw({}, "probe"), (key,), value)
+            validator(_Raw({}, "probe"), (key,), value)
         except ConfigError as exc:
             return exc.detail
         return None

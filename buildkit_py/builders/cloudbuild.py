@@ -27,7 +27,8 @@ from typing import Any
 
 from ..adc import TOKEN_LOGIN
 from ..adc import one_line as _clean
-from ..config import _PROJECT, Config  # _PROJECT: job.project's rule
+from ..config import Config
+from ..config.job import _PROJECT  # job.project's rule
 from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
 from ..google_api import access_token, default_credentials, error_line, retrying, service_endpoint
 from ..progress import Reporter

@@ -23,6 +23,8 @@ MAX_ENV_VALUE_BYTES = 16384  # ENV values: escaping can double them on their lin
 MAX_ENV_ENTRIES = 1000
 MAX_ARGS_JSON_BYTES = 16384  # CMD is one JSON line
 
+# The patterns of the kinds below (environment names, paths in the trainer directory), and two that more than one
+# section checks: a Python module (trainer, python_package) and an accelerator (the top-level key, a pool's).
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", re.ASCII)
 _PATH = re.compile(r"[A-Za-z0-9._@+/ -]+", re.ASCII)  # no $, quotes, globs: COPY expands them

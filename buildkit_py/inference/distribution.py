@@ -370,7 +370,7 @@ _NON_ALNUM = re.compile(r"[^A-Za-z0-9]+", re.ASCII)
 
 
 def _setuptools_name(name: str) -> str | None:
-    from ..config import _DIST_NAME
+    from ..config.trainer import _DIST_NAME
 
     safe = _UNSAFE_NAME.sub("-", name.strip())
     return safe if _DIST_NAME.fullmatch(safe) else None

@@ -1,0 +1,150 @@
+"""The top-level keys of the image and its build: the framework and versions, packages, the repository and tags,
+package indexes and the CA bundle (the key table in __init__.py holds the rules of the rest)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, show
+from ..fsutil import consult, read_text
+from .reading import _err, _Raw
+from .values import _host_file, _ref, _string
+
+MAX_LIST_BYTES = 8192  # pip and system_packages share one RUN line each; quoting can grow a pip entry 5x
+
+_FRAMEWORK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})(?:==(?P<version>[0-9A-Za-z][0-9A-Za-z.+!-]{0,63}))?",
+                        re.ASCII)
+_CUDA = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?", re.ASCII)
+_PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
+_DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,127}(?:=[A-Za-z0-9.+:~-]{1,127})?", re.ASCII)
+_MIRROR_URL = re.compile(r"https?://[A-Za-z0-9._~:/?#\[\]!&()*+,;=%-]+", re.ASCII)
+_INDEX_URL = re.compile(r"https?://[!-~]+", re.ASCII)  # printable ASCII: credentials allowed, no space or line break
+# A package index's host name (lower case, as URLs compare them) or IPv4 address: a netrc's `machine`.
+_INDEX_HOST = re.compile(r"(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*",
+                         re.ASCII)
+_PLATFORM = re.compile(r"[a-z0-9]+/[a-z0-9_]+(?:/v?[0-9a-z]+)?", re.ASCII)
+_BUILD_NETWORKS = ("default", "host", "none")  # what BuildKit's RUN steps accept
+CUDA_FLAVORS = ("auto", "base", "runtime", "cudnn-runtime", "devel")  # nvidia/cuda image flavours
+_PATTERN = re.compile(r"[^\x00-\x1f\x7f]{1,1024}")  # allow_secrets, allow_large: fnmatch patterns of context paths
+
+
+@dataclass(frozen=True)
+class FrameworkRequest:
+    name: str  # as written (aliases are resolved by the matrix)
+    version: str | None  # None: the newest known release; "nightly": a nightly build
+
+    @property
+    def is_none(self) -> bool:
+        return self.name == "none"
+
+    def __str__(self) -> str:
+        return self.name if self.version is None else f"{self.name}=={self.version}"
+
+
+def _framework(raw, path, value) -> FrameworkRequest:
+    allowed = "use NAME==VERSION (e.g. torch==2.5.1), NAME==nightly, NAME alone for the newest known release, or none"
+    text = _string(raw, path, value).strip()
+    match = _FRAMEWORK.fullmatch(text)
+    if not match:
+        raise _err(raw, path, f"{show(text)} is not allowed: {allowed}")
+    name = match["name"].lower()
+    if name == "none" and match["version"]:
+        raise _err(raw, path, f"{show(text)} is not allowed: 'none' takes no version")
+    return FrameworkRequest(name, match["version"])
+
+
+def _pip_requirement(raw, path, value) -> str:
+    # Loaded by a config with `pip:` only: PEP 508's parser is a tenth of every command's start-up otherwise.
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    text = _string(raw, path, value).strip()
+    if text.startswith("-"):
+        raise _err(raw, path, f"{show(text)} is not allowed: give a PEP 508 requirement (options go in a requirements file)")
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        from ..requirements_file import parse_problem
+
+        raise _err(raw, path, f"{show(text)} is not a valid PEP 508 requirement: {parse_problem(exc)}") from None
+    return text
+
+
+def _image(raw, path, value) -> str:
+    ref = _ref(raw, path, value)
+    text = str(value)
+    if ref.tag or ref.digest:
+        raise _err(raw, path, f"{show(text)} is not allowed: give the repository only; "
+                              "buildkit-py adds the content and git tags (more tags: tags / --tag)")
+    return ref.repository
+
+
+def _tag(raw, path, value) -> str:
+    return str(_ref(raw, path, value, allow_digest=False))
+
+
+def _index_url(raw: _Raw, path: tuple, value: Any) -> str:
+    text = _string(raw, path, value, secret=True)
+    if not _INDEX_URL.fullmatch(text):
+        # Never echo it: the URL may carry a password.
+        raise _err(raw, path, "the value is not allowed: an http(s) URL of printable ASCII without spaces "
+                              "(percent-encode other characters in credentials)")
+    return text
+
+
+def _mirror_url(raw: _Raw, path: tuple, value: Any) -> str:
+    text = _string(raw, path, value, secret=True)
+    if not _MIRROR_URL.fullmatch(text):
+        raise _err(raw, path, "the value is not allowed: an http(s) URL without spaces, quotes or credentials")
+    return text
+
+
+def ca_bundle_problem(path: Path) -> str | None:
+    """Why a file cannot serve as a CA bundle, or None: PEM certificates and nothing secret."""
+    consult(path)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16 << 20)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    if b"PRIVATE KEY" in head:
+        return "it holds a private key; a CA bundle holds certificates only"
+    if b"-----BEGIN CERTIFICATE-----" not in head and b"-----BEGIN TRUSTED CERTIFICATE-----" not in head:
+        return "it holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+    return None
+
+
+def _ca_cert(raw: _Raw, path: tuple, value: Any, root: Path) -> Path:
+    target = _host_file(raw, path, value, root)
+    problem = ca_bundle_problem(target)
+    if problem:
+        raise _err(raw, path, f"{show(str(value))} is not a CA bundle: {problem}")
+    return target
+
+
+def _pip_conf(raw: _Raw, path: tuple, value: Any, root: Path) -> Path:
+    target = _host_file(raw, path, value, root)
+    try:
+        read_text(target, "pip.conf")
+    except ConfigError as exc:
+        raise _err(raw, path, exc.message) from None
+    return target
+
+
+def default_ca_bundle(env: dict[str, str] | None = None) -> Path | None:
+    """The CA bundle the user's shell names (PIP_CERT, REQUESTS_CA_BUNDLE, SSL_CERT_FILE), checked
+    like --ca-cert; the first that names an existing file wins."""
+    env = dict(os.environ) if env is None else env
+    for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
+        value = env.get(name)
+        if value:
+            consult(value)
+        if value and Path(value).is_file():
+            problem = ca_bundle_problem(Path(value))
+            if problem:
+                raise ConfigError(f"{show(value)} is not a CA bundle: {problem}", field=f"${name}")
+            return Path(value)
+    return None
