@@ -162,7 +162,7 @@ def config_page() -> str:
     if missing:
         raise SystemExit(f"docs/hooks.py: config keys without a line in CONFIG_HELP: {', '.join(missing)}")
     out = ["# Config reference", "",
-           "Generated from the config's own key table (`buildkit_py/config.py`) each time the site is built: the "
+           "Generated from the config's own key table (`buildkit_py/config/`) each time the site is built: the "
            "*allowed* column is each validator's own answer to a wrong value. `buildkit.yaml` in the trainer "
            "directory (or `[tool.buildkit-py]` in its `pyproject.toml`); every key but `system_packages`, `pip`, "
            "`env` and `trainer` can be overridden by a flag of the same name (`--base-image`, `--ca-cert`, ...; lists "

@@ -33,7 +33,8 @@ FLOORS: list[tuple[str, set[str]]] = [
     # executors, system libraries, a trainer's imports and entry points, what a build is asked and gives back.
     ("formats", {"requirements_file", "lockfiles", "indexes", "matrix", "syslibs", "executors", "imports", "entrypoints",
                  "api_usage", "pipeline.buildtypes", "pipeline.names"}),
-    # The config file and flags, and the builder names it may choose (builders/__init__.py: a table, loading none).
+    # The config package (config/: the document read, each section's keys checked) and the builder names it may
+    # choose (builders/__init__.py: a table, loading none).
     ("config", {"config", "builders"}),
     ("plan", {"pipeline.plan"}),
     ("render", {"pipeline.render"}),
