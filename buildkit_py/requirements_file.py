@@ -20,8 +20,11 @@ _HASH_CHECKED = re.compile(r"(?:^|\s)--(?:hash(?:=|\s)|require-hashes(?:\s|$))")
 
 
 def parse_problem(exc: Exception) -> str:
-    """packaging's refusal of a requirement on one line (it quotes the text and a caret on lines of their own)."""
-    return " ".join(str(exc).split())[:200]
+    """packaging's refusal of a requirement on one line (it quotes the text and a caret on lines of their own), with
+    any character a terminal would act on escaped (the quoted text is the user's)."""
+    from .errors import terminal_line
+
+    return terminal_line(" ".join(str(exc).split())[:200], lines=False)
 
 
 def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:

@@ -191,3 +191,11 @@ def test_every_module_says_what_it_holds():
     silent = [_relative(name) for name, path in sorted(_modules().items())
               if not (ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "").strip()]
     assert not silent, f"modules without a docstring: {', '.join(silent)}"
+
+
+def test_every_package_is_in_the_wheel():
+    """A folder of modules the wheel leaves out is an API an installed tool cannot import (pyproject lists them)."""
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(path.parent.relative_to(REPO).parts) for path in PACKAGE.rglob("__init__.py")
+             if "__pycache__" not in path.parts}
+    assert found <= listed, f"packages pyproject.toml does not list: {', '.join(sorted(found - listed))}"
