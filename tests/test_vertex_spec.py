@@ -356,3 +356,23 @@ def test_hostile_job_values_are_refused_or_stay_inert(tmp_path_factory, place, t
     else:
         parse(job.resource, job.kind)  # what is accepted is a valid spec, the text a JSON string in it
     assert not any(ch in json.dumps(job.resource, ensure_ascii=False) for ch in "\n\r\x00\u2028\x1b")
+
+
+@pytest.mark.parametrize("pools", [
+    "  image: {image}\n  replica_count: 3\n  reduction_server: {{replica_count: 2}}\n",
+    "  python_package: {{executor: \"{image}\", package_uris: [gs://bkt/p.tar.gz], module: trainer.task}}\n"])
+def test_a_job_pinned_to_its_digest_is_the_job_made_from_the_image_by_digest(project, pools):
+    """plan makes the job once and pins it (vertex.pin): the same resource as one made from IMAGE@DIGEST, the
+    reduction server's own image untouched, the digest label where the build puts it."""
+    digest = "sha256:" + "b" * 64
+    now = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.UTC)
+    image = "us-docker.pkg.dev/proj-1/repo/trainer:v1"
+    made = make(project, "framework: none\naccelerator: NVIDIA_L4\njob:\n" + pools.format(image=image),
+                now=now, revision="abc123")
+    pinned = vertex.pin(made, digest)
+    by_digest = make(project, "framework: none\naccelerator: NVIDIA_L4\njob:\n" + pools.format(image=f"{image}@{digest}"),
+                     now=now, revision="abc123")
+    assert pinned == by_digest
+    assert json.dumps(pinned.resource) == json.dumps(by_digest.resource)  # the labels in the same order too
+    assert vertex.pin(pinned, "sha256:" + "c" * 64) == pinned  # named by digest: stays
+    assert f"{image}@{digest}" in json.dumps(pinned.resource) and f'"{image}"' not in json.dumps(pinned.resource)

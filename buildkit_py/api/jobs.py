@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..config import Config, JobConfig, job_flag, worker_pool_specs
+from ..config import Config, Fallback, JobConfig, job_flag, worker_pool_specs
 from ..errors import BuildkitError, ConfigError, ResolutionError, ServiceError, WaitInterrupted, show
 from ..flags import JOB_FLAGS, job_flag_name
 from ..fsutil import reads_once, write_atomic
@@ -263,14 +263,23 @@ def _file_config(config: Config, conversion: aiplatform.Conversion,
     return config, conversion.not_converted, tuple(notes)
 
 
-def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_plan: Plan | None = None,
-                **kwargs) -> vertex.VertexJob:
-    """build_plan: the prepared plan (lock applied) of the image the job runs, where the caller built it (autopackage),
-    else prepared here when needed."""
+def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_plan: Plan | None = None, *,
+               digest: str | None = None, fallback: Fallback | None = None) -> vertex.VertexJob:
+    """The job (a training pipeline around it with --pipeline); build_plan: the prepared plan (lock applied) of the
+    image the job runs, where the caller built it (autopackage), else prepared here when needed."""
     from ..jobs import vertex
 
-    # Prepared once, for the GPU check, the lock label and the serving image.
     planned = functools.cache(lambda: build_plan or prepare(config))
+    made = _training_job(config, settings, options, planned, fallback)
+    return _finished(config, settings, options, vertex.pin(made, digest) if digest else made, planned, fallback)
+
+
+def _training_job(config: Config, settings: JobConfig, options: JobOptions, planned: Callable[[], Plan],
+                  fallback: Fallback | None) -> vertex.VertexJob:
+    """The CustomJob or tuning job, its image by tag; planned: the image's plan, prepared once when first asked for
+    (the GPU check, the lock label, a pipeline's serving image)."""
+    from ..jobs import vertex
+
     check = None
     if config.source != "(defaults)" and config.trainer is not None:  # an image built from this config
         def check(accelerator: str) -> tuple[str, ...]:
@@ -287,8 +296,13 @@ def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_p
                           field="--serving-image" if options.serving_image is not None else "--model-name")
     # The lock the config's image is built from (none for an image not built from it, or built unlocked).
     locked = planned().lock if check is not None else None
-    made = vertex.build_job(config, settings, target=options.target, revision=git_revision(config.root),
-                            check_accelerator=check, lock_digest=locked.digest if locked else None, **kwargs)
+    return vertex.build_job(config, settings, target=options.target, revision=git_revision(config.root),
+                            check_accelerator=check, lock_digest=locked.digest if locked else None, fallback=fallback)
+
+
+def _finished(config: Config, settings: JobConfig, options: JobOptions, made: vertex.VertexJob,
+              planned: Callable[[], Plan], fallback: Fallback | None) -> vertex.VertexJob:
+    """The job as it is sent: a training pipeline around it with --pipeline."""
     if not options.pipeline:
         return made
     from ..config import ModelConfig, model_flag
@@ -301,7 +315,6 @@ def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_p
     if model.serving_image is None and not config.framework.is_none:  # the prebuilt image for the trainer's release
         installed = planned().framework
         framework = (installed.name, installed.version) if installed else None
-    fallback = kwargs.get("fallback")
     return jobs_pipeline.build_pipeline(made, model, framework, region=(fallback and fallback.region) or settings.region,
                                         target=options.target)
 
@@ -370,16 +383,16 @@ def plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_op
     from ..jobs import preflight, vertex
     from ..jobs import submit as jobs_submit
 
-    planned = vertex_job(config, settings, options, build_plan)
+    prepared = functools.cache(lambda: build_plan or prepare(config))
+    made = _training_job(config, settings, options, prepared, None)  # made once, then pinned to what the registry holds
     region = settings.region or vertex.DEFAULT_REGION
     project_id = _project_id(settings)
-    ref = parse_ref(planned.image, field="--image")
-    checks, digest = preflight.image_checks(planned, ref, skip=submit_options.skip_image_check)
+    ref = parse_ref(made.image, field="--image")
+    checks, digest = preflight.image_checks(made, ref, skip=submit_options.skip_image_check)
     warnings = (f"{ref} was not checked ({preflight.SKIP_IMAGE_CHECK}): this machine did not look for it in {ref.registry}, "
                 "and the job names it by tag, not pinned by digest: a tag pushed again later changes what runs",
                 ) if submit_options.skip_image_check else ()
-    if digest:
-        planned = vertex_job(config, settings, options, build_plan, digest=digest)
+    planned = _finished(config, settings, options, vertex.pin(made, digest) if digest else made, prepared, None)
     if options.pipeline:
         from ..jobs import pipeline as jobs_pipeline
 

@@ -8,6 +8,7 @@ the accelerator (plan.check_accelerator), and images the service cannot pull.
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import ipaddress
 import re
@@ -253,7 +254,7 @@ def _resolve_tpu_pool(pool: Pool, tpu: Tpu, field: str) -> tuple[Pool, int]:
 
 
 def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _dt.datetime | None = None,
-              digest: str | None = None, revision: str | None = None, check_accelerator=None,
+              revision: str | None = None, check_accelerator=None,
               fallback: Fallback | None = None, lock_digest: str | None = None) -> VertexJob:
     """The job resource. check_accelerator(accelerator) -> notes raises when the image has no kernels
     for the GPU; fallback replaces the chief's accelerator, machine, region or strategy."""
@@ -304,8 +305,6 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
         raise ConfigError("no image: pass --image (the pushed trainer image, e.g. from `buildkit-py build --push`) or set "
                           "job.image", field="--image")
     ref = pullable(image_text, target, "job.python_package.executor" if package else "--image")
-    if digest and not ref.digest:
-        ref = replace(ref, digest=digest)
     wanted = "linux/arm64" if chief.machine_type in load_machines().arm64 else "linux/amd64"
     if config.platform and not package and "/".join(config.platform.split("/")[:2]) != wanted:
         raise ConfigError(f"the image is built for {config.platform}; {chief.machine_type} runs {wanted}",
@@ -398,6 +397,32 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
         return VertexJob(kind, _prune(resource), str(ref), tpu.name, chips, chief.machine_type, strategy, tuple(notes))
     return VertexJob(kind, _prune(resource), str(ref), chief.accelerator_type if chief.accelerator_count else None,
                      chief.accelerator_count or 0, chief.machine_type, strategy, tuple(notes))
+
+
+def pin(job: VertexJob, digest: str) -> VertexJob:
+    """The job with its image named by the digest its registry holds (what plan's preflight found): every pool that
+    runs it, the job and the image-sha256 label, as build_job gives them to an image named by digest (which stays as
+    it is)."""
+    ref = parse_ref(job.image)
+    if ref.digest:
+        return job
+    pinned = str(replace(ref, digest=digest))
+    resource = copy.deepcopy(job.resource)
+    for pool in (resource.get("jobSpec") or resource.get("trialJobSpec") or {}).get("workerPoolSpecs", []):
+        for spec, key in (("containerSpec", "imageUri"), ("pythonPackageSpec", "executorImageUri")):
+            if (pool.get(spec) or {}).get(key) == job.image:  # not a reduction server's image
+                pool[spec][key] = pinned
+    if digest.startswith("sha256:") and LABEL_DIGEST not in resource.get("labels", {}):
+        labels: dict[str, str] = {}
+        for key, value in resource.get("labels", {}).items():  # where build_job puts it: after the version
+            labels[key] = value
+            if key == LABEL_VERSION:
+                labels[LABEL_DIGEST] = digest.removeprefix("sha256:")[:63]  # a label value holds 63 characters
+        if len(labels) > 64:
+            raise ConfigError("with buildkit-py's lineage labels there are more than 64 labels: drop some",
+                              field="job.labels")
+        resource["labels"] = labels
+    return replace(job, resource=resource, image=pinned)
 
 
 def _inherit(pool: Pool | None, chief: Pool, *, gpus: bool = True) -> Pool:
