@@ -333,9 +333,13 @@ def test_a_file_written_during_the_whole_build_ships_as_read_and_the_tag_names_t
     assert printed.stdout.strip() == result["content_digest"]
 
 
-def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(testenv, quickstart, monkeypatch):
-    """In-process, so that the deletion lands exactly between the listing and the read of each file."""
+@pytest.mark.parametrize("size", ["small", "large"])
+def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(testenv, quickstart, monkeypatch, size):
+    """In-process, so that the deletion lands exactly between the listing and the staging of each file. A small file
+    was read whole when it was listed (each input is read once per command): it ships as read. A file over
+    fsutil.KEPT_FILE_BYTES is read where it is staged: deleted by then, it is left out with a note."""
     from buildkit_py import api
+    from buildkit_py.fsutil import KEPT_FILE_BYTES
     from buildkit_py.pipeline import fastbuild
 
     build_module = importlib.import_module("buildkit_py.pipeline.build")  # bk.build is the API's call of that name
@@ -343,7 +347,7 @@ def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(test
 
     for key, value in testenv.items():
         monkeypatch.setenv(key, value)
-    (quickstart / "notes.txt").write_text("to be deleted")
+    (quickstart / "notes.txt").write_text("to be deleted" if size == "small" else "n" * (KEPT_FILE_BYTES + 1))
     (quickstart / "kept.txt").write_text(uuid.uuid4().hex)  # unique: the engine keeps images between runs
     real = fastbuild.staged
 
@@ -357,12 +361,16 @@ def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(test
     log = io.StringIO()
     result = api.build(project, api.BuildOptions(docker=testenv["BUILDKIT_DOCKER"]), progress=Reporter(log))
     assert result.built
-    assert "buildkit-py: note: notes.txt was deleted while the build context was read: left out" in log.getvalue()
     listed = docker(testenv, "run", "--rm", "--network", "none", "--entrypoint", "ls", result.tags[0], "/app").stdout
-    assert "kept.txt" in listed.split() and "notes.txt" not in listed.split()
     labels = json.loads(docker(testenv, "image", "inspect", result.tags[0]).stdout)[0]["Config"]["Labels"]
     assert labels["dev.buildkit-py.content-digest"] == result.content_digest
-    # What the tag names is the context without the file, as a fresh hash of the directory now says.
     config = api.load(project)
-    assert build_module.planned_refs(build_module.make_recipe(config, build_module.prepare(config)))[1] == \
-        result.content_digest
+    now = build_module.planned_refs(build_module.make_recipe(config, build_module.prepare(config)))[1]
+    if size == "small":  # the bytes the listing read: in the image, and in the tag, which no longer names the directory
+        assert "kept.txt" in listed.split() and "notes.txt" in listed.split()
+        assert "was deleted" not in log.getvalue() and now != result.content_digest
+        return
+    assert "buildkit-py: note: notes.txt was deleted while the build context was read: left out" in log.getvalue()
+    assert "kept.txt" in listed.split() and "notes.txt" not in listed.split()
+    # What the tag names is the context without the file, as a fresh hash of the directory now says.
+    assert now == result.content_digest
