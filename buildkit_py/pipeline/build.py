@@ -21,7 +21,7 @@ from ..builders.base import BuildRequest
 from ..config import Config, default_ca_bundle
 from ..errors import BuildError, RegistryError
 from ..imports import import_failure
-from ..indexes import GoogleLogins, google_logins, logins_netrc, refusal_hint, url_credentials, uv_config
+from ..indexes import google_logins, logins_netrc, refusal_hint, url_credentials, uv_config
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
@@ -51,10 +51,10 @@ NETRC_SECRET = "buildkit-netrc"
 _SECRET_FILES = {CA_SECRET: "ca.pem", PIP_CONF_SECRET: "pip.conf", UV_CONF_SECRET: "uv.toml", NETRC_SECRET: "netrc"}
 
 
-def secret_sources(config: Config, logins: GoogleLogins | None = None) -> tuple[tuple[str, bytes], ...]:
+def secret_sources(config: Config) -> tuple[tuple[str, bytes], ...]:
     """(secret id, content) of each secret the build passes: the CA bundle, the index settings and the logins uv sends
-    to index hosts (the pip entries' URLs' credentials; `logins`: the Artifact Registry tokens of this build, which
-    no digest may hold, for they change every hour)."""
+    to index hosts (the pip entries' URLs' credentials; the Artifact Registry tokens are added where a build mints
+    them, for no digest may hold them: they change every hour)."""
     secrets = []
     ca = config.ca_cert or default_ca_bundle()
     if ca:
@@ -64,8 +64,8 @@ def secret_sources(config: Config, logins: GoogleLogins | None = None) -> tuple[
         secrets.append((PIP_CONF_SECRET, pip_conf.encode()))
         secrets.append((UV_CONF_SECRET, uv_config(pip_conf, str(config.pip_conf or "pip_index_url")).encode()))
     credentials = url_credentials(config.pip, "pip")
-    if credentials or logins:
-        secrets.append((NETRC_SECRET, logins_netrc(credentials, logins).encode()))
+    if credentials:
+        secrets.append((NETRC_SECRET, logins_netrc(credentials, None).encode()))
     return tuple(secrets)
 
 
@@ -241,7 +241,8 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Rec
                 logins = None if remote else google_logins(token_hosts)
                 if logins is not None:
                     reporter.message(f"an access token of {logins.identity} for {', '.join(token_hosts)}")
-                    sources = secret_sources(config, logins)
+                    netrc_text = logins_netrc(url_credentials(config.pip, "pip"), logins).encode()
+                    sources = tuple(s for s in sources if s[0] != NETRC_SECRET) + ((NETRC_SECRET, netrc_text),)
                 reporter.message(f"building {refs[0]} ({len(snapshot.files)} files in the context, builder {builder.name})")
                 request = BuildRequest(
                     context_dir=ctx.directory,
