@@ -47,7 +47,10 @@ def traced(tmp_path: Path, root: Path, *args: str, env: dict | None = None) -> t
     proc = subprocess.run([sys.executable, "-c", RUNNER, str(out), str(root), *args], capture_output=True, text=True,
                           env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                                "HOME": str(REPO / ".testenv"), "XDG_CACHE_HOME": str(SESSION_CACHE),
-                               "BUILDKIT_PY_OFFLINE": "1", **(env or {})})
+                               "BUILDKIT_PY_OFFLINE": "1",
+                               # A TLS-intercepting proxy's CA bundle, as the user's shell has it (run_cli passes it too).
+                               **{k: os.environ[k] for k in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+                                  if k in os.environ}, **(env or {})})
     assert proc.returncode == 0 and out.exists(), proc.stderr[-3000:]
     seen = json.loads(out.read_text())
     assert seen["code"] in (0, None), (seen["code"], proc.stderr[-3000:])
