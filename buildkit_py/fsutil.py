@@ -87,6 +87,11 @@ def kept(path: str | os.PathLike[str]) -> tuple[int, bytes] | None:
     return None if reads is None else reads.files.get(os.path.realpath(path))
 
 
+def keeping(size: int) -> bool:
+    """Whether a file of this size is kept when a command reads it (see _READS)."""
+    return _READS.get() is not None and size <= KEPT_FILE_BYTES
+
+
 def keep(path: str | os.PathLike[str], mode: int, data: bytes) -> None:
     """Remember a whole small file this command read, for its other stages."""
     reads = _READS.get()
@@ -157,7 +162,7 @@ def signature(path: str) -> str:
         st = os.stat(real)
         if not stat.S_ISREG(st.st_mode):
             return f"{real}\0{stat.S_IFMT(st.st_mode):o}"
-        if st.st_size <= KEPT_FILE_BYTES and _READS.get() is not None:  # the stage that reads it next reads no more
+        if keeping(st.st_size):  # the stage that reads it next reads no more
             _, data = read_small(real, KEPT_FILE_BYTES)
             digest = hashlib.sha256(data).hexdigest()
         else:

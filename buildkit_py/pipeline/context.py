@@ -7,6 +7,7 @@ a builder reads .dockerignore, and the digest names exactly what was sent: it ca
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import posixpath
 import re
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ContextError, show, shown_name
-from ..fsutil import KEPT_FILE_BYTES, OUTPUT_MARKER, keep, kept, leads_outside
+from ..fsutil import KEPT_FILE_BYTES, OUTPUT_MARKER, keep, keeping, kept, leads_outside
 
 HEAD_BYTES = 64 * 1024  # secrets are recognised by a prefix: a 50 GB dataset costs one small read
 # Datasets and checkpoints belong in a bucket the trainer reads at run time: in the image they are re-sent on
@@ -451,9 +452,11 @@ def _head(path: Path, missing_ok: bool = False) -> bytes | None:
         if handle is None:
             return None
         with handle:
-            mode = os.fstat(handle.fileno()).st_mode
-            data = handle.read(KEPT_FILE_BYTES + 1)  # a small file whole: the snapshot takes it from here
-        keep(path, mode, data)
+            st = os.fstat(handle.fileno())
+            whole = keeping(st.st_size)  # a small file whole in a command: the snapshot takes it from here
+            data = handle.read(KEPT_FILE_BYTES + 1 if whole else HEAD_BYTES)  # keep() takes it only if it ended there
+        if whole:
+            keep(path, st.st_mode, data)
         return data[:HEAD_BYTES]
     except OSError as exc:
         if missing_ok and isinstance(exc, _GONE):
@@ -535,23 +538,15 @@ def _link_target(source: Path) -> str:
 def _read_regular(rel: str, source: Path, limit: int | None, writer: BinaryIO | None) -> tuple[str, str]:
     """A regular file's kind (its normalised mode) and the hash of the bytes read; with writer, those bytes are
     copied there too. Past limit bytes (a file that grew since its size was checked) it stops and refuses."""
-    found = kept(source)
-    if found is not None:  # read whole already in this command (its head, the plan): the same bytes
-        mode, data = found
-        if limit is not None and len(data) > limit:
-            raise ContextError(_large_problem([f"  {shown_name(rel)}  (grew past {LARGE_FILE_BYTES >> 20} MiB "
-                                               "while the build context was read)"]))
-        if writer is not None:
-            writer.write(data)
-        return f"{0o755 if mode & stat.S_IXUSR else 0o644:o}", hashlib.sha256(data).hexdigest()
-    reader = _open_regular(source)
+    found = kept(source)  # read whole already in this command (its head, the plan): the same bytes, not the file's now
+    reader = io.BytesIO(found[1]) if found is not None else _open_regular(source)
     if reader is None:
         raise ContextError(f"{shown_name(rel)} changed while the build context was read: it is no longer a regular file")
     # Only the exec bit carries over (as git keeps it): the image must not depend on the checkout's umask.
     content = hashlib.sha256()
     read = 0
     with reader:
-        mode = 0o755 if os.fstat(reader.fileno()).st_mode & stat.S_IXUSR else 0o644
+        mode = 0o755 if (found[0] if found is not None else os.fstat(reader.fileno()).st_mode) & stat.S_IXUSR else 0o644
         # One byte past the limit is enough to know: a log that keeps growing is not read to its end.
         while chunk := reader.read(1 << 20 if limit is None else min(1 << 20, limit + 1 - read)):
             read += len(chunk)
