@@ -46,11 +46,11 @@ def token(credentials: Any, error: type[BuildkitError], what: str, hint: str = "
     return credentials.token
 
 
-def identity(credentials: Any) -> str:
+def identity(credentials: Any, unknown: str = "the account of `gcloud auth application-default login`") -> str:
     """Who the credentials act as, for a message saying what to grant: a service account's address, the account of
-    user credentials, else where they came from."""
+    user credentials, else `unknown`."""
     email = getattr(credentials, "service_account_email", None)  # key files, the metadata server (after a refresh)
     if isinstance(email, str) and "@" in email:
         return email
     account = getattr(credentials, "account", None)  # gcloud's user credentials name their account
-    return account if isinstance(account, str) and account else "the account of `gcloud auth application-default login`"
+    return account if isinstance(account, str) and account else unknown

@@ -308,6 +308,15 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def write_private(path: Path, data: bytes) -> Path:
+    """A new file only its owner can read (a secret for a build or a resolver): refused if the name is taken, so
+    that nothing already there, a link above all, is written through."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return path
+
+
 def cache_dir() -> Path:
     """Build environments, sdists, run outputs and compiled templates: all of it can be deleted."""
     return Path(os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "buildkit-py")

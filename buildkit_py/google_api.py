@@ -34,6 +34,7 @@ def service_endpoint(given: str | None, env: dict[str, str], *, flag: str, env_n
 
 
 T = TypeVar("T")
+SERVER_ERRORS = (500, 502, 503, 504)  # a retry may find the service well again
 
 
 def retrying(attempt: Callable[[], T], *, retries: int, backoff: float,

@@ -46,6 +46,12 @@ _UV_KEYS = {"index-url": ("index-url", False), "extra-index-url": ("extra-index-
             "no-index": ("no-index", None)}
 
 
+def index_pip_conf(index_url: str) -> str:
+    """pip_index_url as a pip.conf. The URL is one line of printable ASCII (checked in config), so it cannot add a
+    section."""
+    return f"[global]\nindex-url = {index_url}\n"
+
+
 def uv_config(pip_conf: str, where: str) -> str:
     """The index settings of a pip.conf as a uv.toml."""
     import configparser
@@ -80,10 +86,10 @@ def _toml_string(text: str) -> str:
                          else f"\\U{ord(c):08x}" for c in text) + '"'
 
 
-def index_urls(pip_conf: str, where: str) -> tuple[str, ...]:
-    """The URLs a pip.conf's index settings name (index-url, extra-index-url, find-links), as written."""
-    settings = uv_config(pip_conf, where).splitlines()
-    return tuple(re.findall(r'"([^"]*)"', "\n".join(line for line in settings
+def index_urls(uv_toml: str) -> tuple[str, ...]:
+    """The URLs a pip.conf's index settings name (index-url, extra-index-url, find-links), as written; from the
+    uv.toml uv_config made of it."""
+    return tuple(re.findall(r'"([^"]*)"', "\n".join(line for line in uv_toml.splitlines()
                                                      if line.startswith(("index-url", "extra-index-url", "find-links")))))
 
 

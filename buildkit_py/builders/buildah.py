@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import BuildError, EngineError, RegistryError
+from ..fsutil import write_private
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, registry_host
 from .base import Builder, BuildRequest, dockerfile_build_args, run_build_tool
@@ -89,9 +90,7 @@ class BuildahBuilder(Builder):
             if creds:  # an auth file, never argv: other users can read a process's arguments
                 auth = Path(tmp) / "auth.json"
                 token = basic_token(creds.username, creds.password)
-                fd = os.open(auth, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w") as handle:
-                    json.dump({"auths": {ref.registry: {"auth": token}}}, handle)
+                write_private(auth, json.dumps({"auths": {ref.registry: {"auth": token}}}).encode())
                 args += ["--authfile", str(auth)]
             reporter.message(f"pushing {ref} (buildah)")
             proc = self._run(*args, str(ref), f"docker://{ref}", what="push")

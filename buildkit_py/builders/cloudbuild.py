@@ -30,7 +30,7 @@ from ..adc import one_line as _clean
 from ..config import Config
 from ..config.job import _PROJECT  # job.project's rule
 from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
-from ..google_api import access_token, default_credentials, error_line, retrying, service_endpoint
+from ..google_api import SERVER_ERRORS, access_token, default_credentials, error_line, retrying, service_endpoint
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, parse_ref, registry_host
 from ..registry import PushResult, add_tags, manifest
@@ -84,7 +84,7 @@ class CloudBuildSettings:
 
 def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = None) -> CloudBuildSettings:
     """The build's settings from the config and flags; every problem is a ConfigError before anything is uploaded."""
-    from ..indexes import google_index_hosts, uv_config, without_credentials
+    from ..indexes import google_index_hosts, index_pip_conf, uv_config, without_credentials
 
     env = dict(os.environ) if env is None else env
     cb, job = config.cloudbuild, config.job
@@ -130,7 +130,7 @@ def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = 
         disk_size_gb=cb and cb.disk_size_gb, worker_pool=cb and cb.worker_pool,
         service_account=cb and cb.service_account, secrets=tuple(secrets), credentials=credentials,
         index_files=() if not public or (cb and cb.pip_conf_secret) else (
-            ("buildkit-pip-conf", pip_conf := f"[global]\nindex-url = {public}\n"),
+            ("buildkit-pip-conf", pip_conf := index_pip_conf(public)),
             ("buildkit-uv-conf", uv_config(pip_conf, "pip_index_url"))))
 
 
@@ -267,7 +267,7 @@ class CloudBuildApi:
             raise ServiceError(f"Cloud Build refused {method} {path.split('/')[0]}: "
                                + (hint.format(p=self.conf.project) + f" ({line})" if hint else line),
                                status=status, http_status=response.status_code,
-                               transient=response.status_code in (500, 502, 503, 504))
+                               transient=response.status_code in SERVER_ERRORS)
         try:
             return response.json() if response.content else {}
         except ValueError:

@@ -16,15 +16,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .. import adc
 from ..adc import one_line as _clean  # the service's text on one line
 from ..errors import ServiceError
-from ..google_api import access_token, error_line, retrying, service_endpoint
+from ..google_api import SERVER_ERRORS, access_token, error_line, retrying, service_endpoint
 
 ENDPOINT_ENV = "BUILDKIT_PY_LOGGING_ENDPOINT"
 DEFAULT_ENDPOINT = "https://logging.googleapis.com"
 PAGE_SIZE = 1000  # the API's most per page
 RETRIES = 5  # a read is tried this many more times after a timeout, a dropped connection, a 429 or a 5xx
-_TRANSIENT_HTTP = (429, 500, 502, 503, 504)
+_TRANSIENT_HTTP = (429, *SERVER_ERRORS)  # Logging asks a reader to slow down with 429
 
 
 def logging_endpoint(given: str | None, env: dict[str, str]) -> str:
@@ -102,10 +103,6 @@ class LogReader:
         self.retries = RETRIES if retries is None else retries
         self._requests, self._session = requests, requests.Session()
 
-    def _who(self) -> str:
-        email = getattr(self.credentials, "service_account_email", None)
-        return email if isinstance(email, str) and "@" in email else "the credentials' account"
-
     def _page(self, query: str, token: str | None) -> dict:
         body: dict[str, Any] = {"resourceNames": [f"projects/{self.project}"], "filter": query,
                                 "orderBy": "timestamp asc", "pageSize": PAGE_SIZE}
@@ -122,8 +119,9 @@ class LogReader:
             line, status = error_line(response.status_code, response.text)
             reason = "SERVICE_DISABLED" if "SERVICE_DISABLED" in line else status
             hint = _HINTS.get(reason or "")
+            who = adc.identity(self.credentials, "the credentials' account")
             raise ServiceError("Cloud Logging refused entries.list: "
-                               + (hint.format(p=self.project, who=self._who()) + f" ({line})" if hint else line),
+                               + (hint.format(p=self.project, who=who) + f" ({line})" if hint else line),
                                status=status, http_status=response.status_code,
                                transient=response.status_code in _TRANSIENT_HTTP)
         try:

@@ -19,7 +19,7 @@ from typing import Any
 from .. import google_api
 from ..adc import one_line as _clean  # the services' text on one line
 from ..errors import ConfigError, ServiceError, show
-from ..google_api import access_token, service_endpoint
+from ..google_api import SERVER_ERRORS, access_token, service_endpoint
 from ..google_api import default_credentials as default_credentials  # the API's job calls take it from here
 
 ENDPOINT_ENV = "BUILDKIT_PY_API_ENDPOINT"
@@ -33,7 +33,6 @@ _NAME = re.compile(r"projects/([a-z0-9-]{1,30})/locations/([a-z0-9-]{1,40})/(cus
                    r"trainingPipelines)/([0-9A-Za-z_-]{1,64})", re.ASCII)
 _CAPACITY = re.compile(r"resources? (?:are |is )?(?:not |un)available|enough resources|stockout|capacity|quota|"
                        r"ZONE_RESOURCE_POOL_EXHAUSTED", re.ASCII | re.IGNORECASE)
-_TRANSIENT_HTTP = (500, 502, 503, 504)
 
 
 def api_endpoint(given: str | None, region: str, env: dict[str, str]) -> str:
@@ -148,7 +147,7 @@ class Client:
         if response.status_code >= 300:
             line, status = error_line(response.status_code, response.text)
             raise ServiceError(f"Vertex AI refused {method} {path}: {line}", status=status,
-                               http_status=response.status_code, transient=response.status_code in _TRANSIENT_HTTP)
+                               http_status=response.status_code, transient=response.status_code in SERVER_ERRORS)
         try:
             return response.json() if response.content else {}
         except ValueError:

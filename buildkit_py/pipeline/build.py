@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import os
 import pickle
 import tempfile
 import time
@@ -20,8 +19,9 @@ from ..builders import builder_class
 from ..builders.base import BuildRequest
 from ..config import Config, default_ca_bundle
 from ..errors import BuildError, RegistryError
+from ..fsutil import write_private
 from ..imports import import_failure
-from ..indexes import google_logins, logins_netrc, refusal_hint, url_credentials, uv_config
+from ..indexes import google_logins, logins_netrc, netrc, refusal_hint, url_credentials, uv_config
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
@@ -65,21 +65,14 @@ def secret_sources(config: Config) -> tuple[tuple[str, bytes], ...]:
         secrets.append((UV_CONF_SECRET, uv_config(pip_conf, str(config.pip_conf or "pip_index_url")).encode()))
     credentials = url_credentials(config.pip, "pip")
     if credentials:
-        secrets.append((NETRC_SECRET, logins_netrc(credentials, None).encode()))
+        secrets.append((NETRC_SECRET, netrc(credentials).encode()))
     return tuple(secrets)
 
 
 def _secrets(sources: Sequence[tuple[str, bytes]], tmp: Path) -> tuple[tuple[str, Path], ...]:
     """Secret files for the build, copied under fixed names into a private temp dir: the path the
     builder is given can then hold no character that would add a field to its --secret spec."""
-    return tuple((name, _private_copy(data, tmp / _SECRET_FILES[name])) for name, data in sources)
-
-
-def _private_copy(data: bytes, path: Path) -> Path:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    return path
+    return tuple((name, write_private(tmp / _SECRET_FILES[name], data)) for name, data in sources)
 
 
 def prepare(config: Config, *, locked: bool = False, own_dockerfile: str | None = None) -> Plan:

@@ -23,7 +23,7 @@ import yaml
 
 from ..config import Config, default_ca_bundle, read_yaml
 from ..errors import BuildError, ConfigError, RegistryError, show, shown_name
-from ..fsutil import consult, kept_text, read_text, write_atomic
+from ..fsutil import consult, kept_text, read_text, write_atomic, write_private
 from ..indexes import without_credentials
 from ..notebook import HtmlRepr
 from ..refs import parse_ref
@@ -436,7 +436,9 @@ def _parse_compiled(text: str) -> tuple[LockedPackage, ...]:
 def pip_conf_text(config: Config) -> str | None:
     """The index settings the build and resolver use: pip_index_url as a pip.conf, or the pip_conf file."""
     if config.pip_index_url:
-        return f"[global]\nindex-url = {config.pip_index_url}\n"
+        from ..indexes import index_pip_conf
+
+        return index_pip_conf(config.pip_index_url)
     return read_text(config.pip_conf, "pip.conf") if config.pip_conf else None
 
 
@@ -444,9 +446,9 @@ def _user_indexes(pip_conf: str | None) -> list[str]:
     """The indexes a pip.conf names (PyPI unless it replaces it), without credentials."""
     from ..indexes import index_urls, uv_config
 
-    text = pip_conf or ""
-    replaced = any(line.startswith(("index-url", "no-index")) for line in uv_config(text, "pip.conf").splitlines())
-    return ([] if replaced else ["https://pypi.org/simple"]) + [without_credentials(u) for u in index_urls(text, "pip.conf")]
+    settings = uv_config(pip_conf or "", "pip.conf")
+    replaced = any(line.startswith(("index-url", "no-index")) for line in settings.splitlines())
+    return ([] if replaced else ["https://pypi.org/simple"]) + [without_credentials(u) for u in index_urls(settings)]
 
 
 def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: bool, extra: Sequence[str] = (),
@@ -482,9 +484,7 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     if pip_conf is not None:
         from ..indexes import uv_config
 
-        fd = os.open(work / "uv.toml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(uv_config(pip_conf, str(config.pip_conf or "pip_index_url")))
+        write_private(work / "uv.toml", uv_config(pip_conf, str(config.pip_conf or "pip_index_url")).encode())
         args += ["--config-file", "uv.toml"]
     else:
         args.append("--no-config")
@@ -501,9 +501,7 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     credentials = url_credentials(config.pip, "pip")
     logins = google_logins(plan.google_indexes)  # minted here: only a run of uv needs them
     if credentials or logins:  # plan.pip holds the URLs without them: uv reads them as the build's uv does
-        fd = os.open(work / "netrc", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(logins_netrc(credentials, logins))
+        write_private(work / "netrc", logins_netrc(credentials, logins).encode())
         env["NETRC"] = str(work / "netrc")
     try:
         done = subprocess.run([*args, *extra], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)

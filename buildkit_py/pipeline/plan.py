@@ -25,6 +25,7 @@ from ..indexes import (
     index_urls,
     option_urls,
     url_credentials,
+    uv_config,
     without_credentials,
 )
 from ..launcher.constants import (
@@ -743,7 +744,7 @@ def _google_indexes(config: Config, requirements: _Requirements) -> tuple[str, .
     if config.pip_index_url:
         urls.append(config.pip_index_url)
     elif config.pip_conf:
-        urls += index_urls(read_text(config.pip_conf, "pip.conf"), str(config.pip_conf))
+        urls += index_urls(uv_config(read_text(config.pip_conf, "pip.conf"), str(config.pip_conf)))
     return google_index_hosts(urls, config.pip_google_auth)
 
 
