@@ -269,9 +269,14 @@ def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_p
     image the job runs, where the caller built it (autopackage), else prepared here when needed."""
     from ..jobs import vertex
 
-    planned = functools.cache(lambda: build_plan or prepare(config))
+    planned = _prepared_once(config, build_plan)
     made = _training_job(config, settings, options, planned, fallback)
     return _finished(config, settings, options, vertex.pin(made, digest) if digest else made, planned, fallback)
+
+
+def _prepared_once(config: Config, build_plan: Plan | None) -> Callable[[], Plan]:
+    """The plan of the image the job runs: the caller's, else prepared when first asked for, and only once."""
+    return functools.cache(lambda: build_plan or prepare(config))
 
 
 def _training_job(config: Config, settings: JobConfig, options: JobOptions, planned: Callable[[], Plan],
@@ -383,7 +388,7 @@ def plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_op
     from ..jobs import preflight, vertex
     from ..jobs import submit as jobs_submit
 
-    prepared = functools.cache(lambda: build_plan or prepare(config))
+    prepared = _prepared_once(config, build_plan)
     made = _training_job(config, settings, options, prepared, None)  # made once, then pinned to what the registry holds
     region = settings.region or vertex.DEFAULT_REGION
     project_id = _project_id(settings)
