@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,8 +15,8 @@ from ..errors import ConfigError, RegistryError, show
 from ..fsutil import cache_dir, read_text, reads_once, write_atomic
 from ..matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
 from ..notebook import HtmlRepr
-from ..pipeline.build import BuildOptions, make_recipe, planned_refs, prepare, push_image
-from ..pipeline.build import build as build_image
+from ..pipeline.build import BuildOptions, build_staged, last_record, make_recipe, planned_refs, prepare, push_image
+from ..pipeline.fastbuild import git_revision, staging
 from ..pipeline.plan import Plan, closest_python
 from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
@@ -26,6 +28,7 @@ from .jobs import (
     SubmitResult,
     check_poll,
     check_submit_options,
+    draft_job,
     plan_job,
     settings_for,
     submit_planned,
@@ -266,115 +269,126 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
     config = replace(loaded, network=loaded.network or "host")  # as `run`: workers rendezvous over loopback
     target = options.target or ("vertex" if options.job.project or (config.job and config.job.project) or any(
         os.environ.get(n) for n in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")) else "local")
-    with stages.stage("render") as out:
-        # Planned and rendered once (with buildkit.lock's pins when a current lock is there): the content tag's digest
-        # and the build hash the same text, and the build's context gets the same locked requirements.
-        planned = prepare(config, locked=options.build.locked, own_dockerfile=own_dockerfile)
-        recipe = make_recipe(config, planned, own_dockerfile)
-        refs, _ = planned_refs(recipe, git=False)  # refs[0] only: the content tag
-        fw = planned.framework
-        out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
-                  f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
-                  + (f"image {refs[0]}" if options.mode == "container" else "an executor image and an sdist of the trainer"))
-        if own_dockerfile is not None:
-            out[0] = f"{inferred.dockerfile} as it is{' with the launcher' if options.with_launcher else ''}, image {refs[0]}"
-    pushes = refs[0].registry != "docker.io"  # a registry named in the image; Docker Hub is never pushed to unasked
-    if options.mode == "package":
-        from ..packaging import refuse_function
-
-        refuse_function(config.trainer)  # the dry run says it too
-    spec = None
-    if target != "local":
+    # The staged context lives until the build has taken it.
+    with ExitStack() as held:
+        with stages.stage("render") as out:
+            # Planned and rendered once (with buildkit.lock's pins when a current lock is there): the content tag's digest
+            # and the build hash the same text, and the build's context gets the same locked requirements.
+            planned = prepare(config, locked=options.build.locked, own_dockerfile=own_dockerfile)
+            recipe = make_recipe(config, planned, own_dockerfile)
+            staged = None
+            if options.mode == "container" and not options.dry_run:
+                # Staged once: the job names the content tag of exactly the files the build then gets.
+                staged = held.enter_context(staging(recipe, lambda: git_revision(config.root), reporter,
+                                                    time.perf_counter()))
+                refs = list(staged.refs)
+            else:  # nothing of this recipe is built: its files hashed for the content tag, nothing copied
+                refs, _ = planned_refs(recipe, git=False)
+            fw = planned.framework
+            out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
+                      f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
+                      + (f"image {refs[0]}" if options.mode == "container" else "an executor image and an sdist of the trainer"))
+            if own_dockerfile is not None:
+                out[0] = f"{inferred.dockerfile} as it is{' with the launcher' if options.with_launcher else ''}, image {refs[0]}"
+        pushes = refs[0].registry != "docker.io"  # a registry named in the image; Docker Hub is never pushed to unasked
         if options.mode == "package":
-            raise ConfigError("--mode package submits only from `buildkit-py submit`: stage the sdist with "
-                              "`buildkit-py package --stage gs://...` and set job.python_package", field="--mode")
-        if not pushes:
-            raise ConfigError(f"--target {target} needs the image in a registry the service pulls from: pass --image "
-                              "REGION-docker.pkg.dev/PROJECT/REPO/NAME (or set image:)", field="--image")
-        if options.args:
-            raise ConfigError(f"trainer arguments after `--` are for a local run; a job's are `job.args` "
-                              f"(got {show(list(options.args))})", field="ARGS")
-        job_options = replace(options.job, image=str(refs[0]), target=target)
-        job_config, settings, _, _ = settings_for(loaded, job_options)
-        spec = vertex_job(job_config, settings, job_options, planned)  # the spec's errors before any build
-    elif options.job.pipeline:
-        raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
-                          "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
-                          "autopackage runs the trainer here", field="--pipeline")
-    from ..pipeline.resolution import Resolution, check_resolution
+            from ..packaging import refuse_function
 
-    resolution = Resolution(False, f"{inferred.dockerfile} installs what it says: nothing is resolved for it") \
-        if own_dockerfile is not None else None
-    if options.mode == "container" and own_dockerfile is None:
-        with stages.stage("resolve") as out:  # once: the build takes it
-            declared = [(s.requirement, s.source) for s in inferred.sources] + [(p, f"{config.source}: pip")
-                                                                              for p in config.pip]
-            resolution = check_resolution(config, planned, declared, offline=options.build.offline)
-            out[:] = [resolution.note + (" (kept from an earlier run)" if resolution.cached else ""), resolution.cached]
-    if options.dry_run:
-        what = "a training pipeline (the job, then the model's upload)" if options.job.pipeline else "it"
-        last = ("run it here as Vertex AI runs it (CLUSTER_SPEC, AIP_* directories, hypertune metric file)"
-                if target == "local" else f"submit {what} to the {target} API after `plan`'s checks")
-        steps = (f"build {refs[0]}", f"push {refs[0]}" if pushes else "no push: the image names no registry (--image)",
-                 last)
-        return AutopackageResult(inferred, tuple(stages.done), str(refs[0]), planned, steps, written=written,
-                                 resolution=resolution, job=spec)
-    with stages.stage("build") as out:
-        if options.mode == "package":
-            built = executor_build_for(config, replace(options.build, push=False), reporter)  # network: host, as `run`
-            refs = [parse_ref(built.tags[0], field="--tag")]
-            pushes = refs[0].registry != "docker.io"
-        else:
-            # For the service the build pushes itself: a code-only edit is then appended in the registry (the fast
-            # path), with no engine build or push. A local run needs the image in the engine: built there; so does
-            # a registry only the engine reaches (--skip-image-check): the engine pushes.
-            through_build = pushes and target != "local" and not options.submit.skip_image_check
-            built = build_image(config, replace(options.build, push=through_build), reporter, recipe,
-                                resolution=resolution)
-        out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
-                  not built.built]
-    if pushes:
-        with stages.stage("push") as out:
-            pushed = built.pushed  # the build's own push (a code-only edit: appended in the registry)
-            # --skip-image-check: this machine's requests do not reach the registry (the engine's may): no lookup.
-            if not pushed and not options.submit.skip_image_check and _in_registry(refs[0]):
-                out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
+            refuse_function(config.trainer)  # the dry run says it too
+        spec = None
+        if target != "local":
+            if options.mode == "package":
+                raise ConfigError("--mode package submits only from `buildkit-py submit`: stage the sdist with "
+                                  "`buildkit-py package --stage gs://...` and set job.python_package", field="--mode")
+            if not pushes:
+                raise ConfigError(f"--target {target} needs the image in a registry the service pulls from: pass --image "
+                                  "REGION-docker.pkg.dev/PROJECT/REPO/NAME (or set image:)", field="--image")
+            if options.args:
+                raise ConfigError(f"trainer arguments after `--` are for a local run; a job's are `job.args` "
+                                  f"(got {show(list(options.args))})", field="ARGS")
+            job_options = replace(options.job, image=str(refs[0]), target=target)
+            job_config, settings, _, _ = settings_for(loaded, job_options)
+            # Made once from the staged tag (the spec's errors before any build); plan pins it to the pushed digest.
+            draft = draft_job(job_config, settings, job_options, lambda: planned)
+            spec = vertex_job(job_config, settings, job_options, draft)
+        elif options.job.pipeline:
+            raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
+                              "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
+                              "autopackage runs the trainer here", field="--pipeline")
+        from ..pipeline.resolution import Resolution, check_resolution
+
+        resolution = Resolution(False, f"{inferred.dockerfile} installs what it says: nothing is resolved for it") \
+            if own_dockerfile is not None else None
+        if options.mode == "container" and own_dockerfile is None:
+            with stages.stage("resolve") as out:  # once: the build takes it
+                declared = [(s.requirement, s.source) for s in inferred.sources] + [(p, f"{config.source}: pip")
+                                                                                  for p in config.pip]
+                resolution = check_resolution(config, planned, declared, offline=options.build.offline)
+                out[:] = [resolution.note + (" (kept from an earlier run)" if resolution.cached else ""), resolution.cached]
+        if options.dry_run:
+            what = "a training pipeline (the job, then the model's upload)" if options.job.pipeline else "it"
+            last = ("run it here as Vertex AI runs it (CLUSTER_SPEC, AIP_* directories, hypertune metric file)"
+                    if target == "local" else f"submit {what} to the {target} API after `plan`'s checks")
+            steps = (f"build {refs[0]}", f"push {refs[0]}" if pushes else "no push: the image names no registry (--image)",
+                     last)
+            return AutopackageResult(inferred, tuple(stages.done), str(refs[0]), planned, steps, written=written,
+                                     resolution=resolution, job=spec)
+        with stages.stage("build") as out:
+            if options.mode == "package":
+                built = executor_build_for(config, replace(options.build, push=False), reporter)  # network: host, as `run`
+                refs = [parse_ref(built.tags[0], field="--tag")]
+                pushes = refs[0].registry != "docker.io"
             else:
-                if not pushed:
-                    builder = builder_class(config.builder).create(options.build.docker)
-                    pushed = push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
-                out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
-    if target != "local":
-        with stages.stage("submit") as out:
-            if built.tags[0] != job_options.image:  # the files changed during the build: the job runs what was built
-                job_options = replace(job_options, image=built.tags[0])
-                job_config, settings, _, _ = settings_for(loaded, job_options)
-            check_poll(options.submit)
-            submitted = submit_planned(job_config, settings, job_options, options.submit,
-                                        plan_job(job_config, settings, job_options, options.submit, planned),
-                                        lambda state, job: reporter.job_state(str(job.get("name", "")), state), planned,
-                                        on_line=reporter.job_log)
-            out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
-                f"; model {submitted.model}" if submitted.model else "")
-        return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, written=written,
-                                 submitted=submitted, resolution=resolution)
-    if options.mode == "package":
-        with stages.stage("package") as out:
-            sdist = build_sdist(config, cache_dir() / "sdists")  # byte-identical for the same files: left as it is
-            out[0] = f"sdist {sdist.path} ({sdist.size} bytes, sha256 {sdist.sha256[:16]}), module {sdist.module}"
-    with stages.stage("run") as out:
-        run_options = RunOptions(gpus=options.gpus, output=options.output or runs_dir(config), args=options.args,
-                                 build=options.build)
+                # For the service the build pushes itself: a code-only edit is then appended in the registry (the fast
+                # path), with no engine build or push. A local run needs the image in the engine: built there; so does
+                # a registry only the engine reaches (--skip-image-check): the engine pushes.
+                through_build = pushes and target != "local" and not options.submit.skip_image_check
+                build_options = replace(options.build, push=through_build)
+                backend = builder_class(config.builder)
+                built = build_staged(config, build_options, reporter, staged, last_record(recipe, build_options),
+                                     lambda: backend.create(options.build.docker), lambda: None)  # resolved above
+            out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
+                      not built.built]
+        held.close()  # the build has taken the staged files
+        if pushes:
+            with stages.stage("push") as out:
+                pushed = built.pushed  # the build's own push (a code-only edit: appended in the registry)
+                # --skip-image-check: this machine's requests do not reach the registry (the engine's may): no lookup.
+                if not pushed and not options.submit.skip_image_check and _in_registry(refs[0]):
+                    out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
+                else:
+                    if not pushed:
+                        builder = builder_class(config.builder).create(options.build.docker)
+                        pushed = push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
+                    out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
+        if target != "local":
+            with stages.stage("submit") as out:
+                check_poll(options.submit)
+                submitted = submit_planned(job_config, settings, job_options, options.submit, draft,
+                                           plan_job(job_config, settings, job_options, options.submit, draft),
+                                           lambda state, job: reporter.job_state(str(job.get("name", "")), state),
+                                           on_line=reporter.job_log)
+                out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
+                    f"; model {submitted.model}" if submitted.model else "")
+            return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, written=written,
+                                     submitted=submitted, resolution=resolution)
         if options.mode == "package":
-            run_options = replace(run_options, executor=built.tags[0], packages=(str(sdist.path),))
-            check_run_options(run_options)
-            ran = run_sdists(loaded, run_options, reporter)
-        else:
-            ran = run_local(LocalRun(built.tags[0], run_options.output, gpus=options.gpus, args=options.args,
-                                     network=config.network), reporter)
-        out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
-    return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, run=ran, written=written,
-                             resolution=resolution)
+            with stages.stage("package") as out:
+                sdist = build_sdist(config, cache_dir() / "sdists")  # byte-identical for the same files: left as it is
+                out[0] = f"sdist {sdist.path} ({sdist.size} bytes, sha256 {sdist.sha256[:16]}), module {sdist.module}"
+        with stages.stage("run") as out:
+            run_options = RunOptions(gpus=options.gpus, output=options.output or runs_dir(config), args=options.args,
+                                     build=options.build)
+            if options.mode == "package":
+                run_options = replace(run_options, executor=built.tags[0], packages=(str(sdist.path),))
+                check_run_options(run_options)
+                ran = run_sdists(loaded, run_options, reporter)
+            else:
+                ran = run_local(LocalRun(built.tags[0], run_options.output, gpus=options.gpus, args=options.args,
+                                         network=config.network), reporter)
+            out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
+        return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, run=ran, written=written,
+                                 resolution=resolution)
 
 
 def _in_registry(ref: ImageRef) -> bool:

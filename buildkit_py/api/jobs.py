@@ -263,26 +263,35 @@ def _file_config(config: Config, conversion: aiplatform.Conversion,
     return config, conversion.not_converted, tuple(notes)
 
 
-def vertex_job(config: Config, settings: JobConfig, options: JobOptions, build_plan: Plan | None = None, *,
-               digest: str | None = None, fallback: Fallback | None = None) -> vertex.VertexJob:
-    """The job (a training pipeline around it with --pipeline); build_plan: the prepared plan (lock applied) of the
-    image the job runs, where the caller built it (autopackage), else prepared here when needed."""
+@dataclass(frozen=True)
+class JobDraft:
+    """The job stage's hand-off: the CustomJob or tuning job made once, its image by tag, and the plan of that image
+    (asked for by the GPU check, the lock label and a pipeline's serving image). plan_job pins it to the digest the
+    registry holds; a fallback's job is made from the same plan."""
+
+    made: vertex.VertexJob
+    image_plan: Callable[[], Plan]
+
+
+def image_plan(config: Config) -> Callable[[], Plan]:
+    """The plan (lock applied) of the image the config builds, prepared when first asked for, and only once: a job
+    whose image was not built by this command."""
+    return functools.cache(lambda: prepare(config))
+
+
+def vertex_job(config: Config, settings: JobConfig, options: JobOptions, draft: JobDraft, *,
+               digest: str | None = None) -> vertex.VertexJob:
+    """The job as it is sent (a training pipeline around it with --pipeline), its image pinned to digest when given."""
     from ..jobs import vertex
 
-    planned = _prepared_once(config, build_plan)
-    made = _training_job(config, settings, options, planned, fallback)
-    return _finished(config, settings, options, vertex.pin(made, digest) if digest else made, planned, fallback)
+    return _finished(config, settings, options, vertex.pin(draft.made, digest) if digest else draft.made,
+                     draft.image_plan, None)
 
 
-def _prepared_once(config: Config, build_plan: Plan | None) -> Callable[[], Plan]:
-    """The plan of the image the job runs: the caller's, else prepared when first asked for, and only once."""
-    return functools.cache(lambda: build_plan or prepare(config))
-
-
-def _training_job(config: Config, settings: JobConfig, options: JobOptions, planned: Callable[[], Plan],
-                  fallback: Fallback | None) -> vertex.VertexJob:
-    """The CustomJob or tuning job, its image by tag; planned: the image's plan, prepared once when first asked for
-    (the GPU check, the lock label, a pipeline's serving image)."""
+def draft_job(config: Config, settings: JobConfig, options: JobOptions, planned: Callable[[], Plan],
+              fallback: Fallback | None = None) -> JobDraft:
+    """The CustomJob or tuning job, its image by tag; planned: the image's plan (image_plan, or the plan of the
+    image this command built)."""
     from ..jobs import vertex
 
     check = None
@@ -301,8 +310,9 @@ def _training_job(config: Config, settings: JobConfig, options: JobOptions, plan
                           field="--serving-image" if options.serving_image is not None else "--model-name")
     # The lock the config's image is built from (none for an image not built from it, or built unlocked).
     locked = planned().lock if check is not None else None
-    return vertex.build_job(config, settings, target=options.target, revision=git_revision(config.root),
-                            check_accelerator=check, lock_digest=locked.digest if locked else None, fallback=fallback)
+    return JobDraft(vertex.build_job(config, settings, target=options.target, revision=git_revision(config.root),
+                                     check_accelerator=check, lock_digest=locked.digest if locked else None,
+                                     fallback=fallback), planned)
 
 
 def _finished(config: Config, settings: JobConfig, options: JobOptions, made: vertex.VertexJob,
@@ -340,7 +350,7 @@ def job(source: Source = None, /, options: JobOptions | None = None, output: str
     output = output_file(output, "output")
     as_json = checked(as_json, "bool", "as_json")
     config, job_settings, left, notes = _job_settings(project, options)
-    made = vertex_job(config, job_settings, options)
+    made = vertex_job(config, job_settings, options, draft_job(config, job_settings, options, image_plan(config)))
     text = json.dumps(made.resource, indent=2) + "\n" if as_json else yaml.safe_dump(made.resource, sort_keys=False)
     if output is not None:
         write_atomic(output, text)
@@ -379,17 +389,18 @@ def plan(source: Source = None, /, options: JobOptions | None = None, submit_opt
                                                  takes=("options", "submit_options"))
     check_submit_options(submit_options)
     config, job_settings, _, _ = _job_settings(project, options)
-    return plan_job(config, job_settings, options, submit_options)
+    return plan_job(config, job_settings, options, submit_options,
+                    draft_job(config, job_settings, options, image_plan(config)))
 
 
 def plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_options: SubmitOptions,
-              build_plan: Plan | None = None) -> PlanResult:
-    """plan() for a config already loaded and its job settings (settings_for)."""
+             draft: JobDraft) -> PlanResult:
+    """plan() for a config already loaded, its job settings (settings_for) and the job made of them: checked, then
+    pinned to what the registry holds."""
     from ..jobs import preflight, vertex
     from ..jobs import submit as jobs_submit
 
-    prepared = _prepared_once(config, build_plan)
-    made = _training_job(config, settings, options, prepared, None)  # made once, then pinned to what the registry holds
+    made = draft.made
     region = settings.region or vertex.DEFAULT_REGION
     project_id = _project_id(settings)
     ref = parse_ref(made.image, field="--image")
@@ -397,7 +408,7 @@ def plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_op
     warnings = (f"{ref} was not checked ({preflight.SKIP_IMAGE_CHECK}): this machine did not look for it in {ref.registry}, "
                 "and the job names it by tag, not pinned by digest: a tag pushed again later changes what runs",
                 ) if submit_options.skip_image_check else ()
-    planned = _finished(config, settings, options, vertex.pin(made, digest) if digest else made, prepared, None)
+    planned = vertex_job(config, settings, options, draft, digest=digest)
     if options.pipeline:
         from ..jobs import pipeline as jobs_pipeline
 
@@ -430,11 +441,22 @@ def submit(source: Source = None, /, options: JobOptions | None = None, submit_o
     check_poll(submit_options)
     check_submit_options(submit_options)
     config, job_settings, _, _ = _job_settings(project, options)
-    planned = plan_job(config, job_settings, options, submit_options)
+    draft = draft_job(config, job_settings, options, image_plan(config))
+    planned = plan_job(config, job_settings, options, submit_options, draft)
     with reporting(progress) as reporter:
-        return submit_planned(config, job_settings, options, submit_options, planned,
+        return submit_planned(config, job_settings, options, submit_options, draft, planned,
                               on_state or (lambda state, job: reporter.job_state(str(job.get("name", "")), state)),
                               on_line=on_line or reporter.job_log)
+
+
+def _fallback_job(config: Config, settings: JobConfig, options: JobOptions, draft: JobDraft, fallback: Fallback,
+                  digest: str | None) -> vertex.VertexJob:
+    """The job on a fallback's machine, region or strategy, for the same image (pinned as the first was)."""
+    from ..jobs import vertex
+
+    made = draft_job(config, settings, options, draft.image_plan, fallback).made
+    return _finished(config, settings, options, vertex.pin(made, digest) if digest else made, draft.image_plan,
+                     fallback)
 
 
 def check_poll(submit_options: SubmitOptions) -> None:
@@ -443,10 +465,10 @@ def check_poll(submit_options: SubmitOptions) -> None:
 
 
 def submit_planned(config: Config, settings: JobConfig, options: JobOptions, submit_options: SubmitOptions,
-                    planned: PlanResult, on_state: Callable[[str, dict], None] | None = None,
-                    build_plan: Plan | None = None, *,
-                    on_line: Callable[[LogLine], None] | None = None) -> SubmitResult:
-    """submit() once its plan is made: nothing is loaded or planned again."""
+                   draft: JobDraft, planned: PlanResult, on_state: Callable[[str, dict], None] | None = None, *,
+                   on_line: Callable[[LogLine], None] | None = None) -> SubmitResult:
+    """submit() once its plan is made: nothing is loaded or planned again (a fallback's job is made from the draft's
+    image plan)."""
     from ..jobs import submit as jobs_submit
     from ..jobs import vertex
 
@@ -460,8 +482,7 @@ def submit_planned(config: Config, settings: JobConfig, options: JobOptions, sub
     digest = _digest_of(planned.job.image)
     alternatives = (None, *config.fallbacks)
     for i, fallback in enumerate(alternatives):
-        attempt = planned.job if fallback is None else vertex_job(config, settings, options, build_plan, digest=digest,
-                                                                    fallback=fallback)
+        attempt = planned.job if fallback is None else _fallback_job(config, settings, options, draft, fallback, digest)
         region = (fallback and fallback.region) or planned.region
         base = jobs_submit.api_endpoint(submit_options.api_endpoint, region, dict(os.environ))
         client = jobs_submit.Client(base, planned.project, region, credentials, timeout=submit_options.timeout)

@@ -28,7 +28,7 @@ from ..refs import ImageRef, parse_ref
 from ..resources import launcher_sources
 from .buildtypes import BuildOptions, BuildResult
 from .context import hash_context
-from .fastbuild import appended_result, attempt, checked, git_revision, prepared
+from .fastbuild import Staged, appended_result, attempt, checked, git_revision, staging
 from .lock import STALE_LOCK, pip_conf_text
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
@@ -36,9 +36,9 @@ from .recipe import Recipe, index_digest
 from .render import render_dockerfile, render_project_dockerignore
 
 if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
+    from ..builders.base import Builder
     from ..registry import PushResult
     from . import fastpath
-    from .resolution import Resolution
 
 CA_SECRET = "buildkit-ca"
 PIP_CONF_SECRET = "buildkit-pip-conf"
@@ -177,33 +177,49 @@ def build_config(config: Config, options: BuildOptions, reporter: Reporter) -> B
     return build(config, options, reporter, make_recipe(config, prepare(config, locked=options.locked)))
 
 
-def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Recipe, *,
-          fast_path_said: str | None = None, resolution: Resolution | None = None) -> BuildResult:
-    """recipe: the render stage's result (api.build keeps it for the next command); fast_path_said: why the fast path
-    of a kept recipe could not take this build (said already); resolution: the image's requirements as autopackage's
-    stage resolved them, else resolved here before an engine build."""
-    from concurrent.futures import ThreadPoolExecutor
-
+def last_record(recipe: Recipe, options: BuildOptions) -> fastpath.Record | None:
+    """What the last push of this repository and variant appended to: a push may take the fast path from it."""
     from . import fastpath
+
+    return fastpath.load_record(recipe.repository, recipe.variant) \
+        if options.fast_path and not recipe.remote else None
+
+
+def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Recipe, *,
+          fast_path_said: str | None = None) -> BuildResult:
+    """stage -> build or append, for the render stage's recipe (api.build keeps it for the next command);
+    fast_path_said: why the fast path of a kept recipe could not take this build (said already)."""
+    from concurrent.futures import ThreadPoolExecutor
 
     started = time.perf_counter()
     backend = builder_class(config.builder)
-    remote_builder = backend.remote  # builds and pushes where it runs: no fast path from here
-    # The builder's probes and git run (subprocesses: a Go client's start-up each) while the Dockerfile is
-    # rendered; an error of the inputs still comes first. A push that may take the fast path needs no builder:
-    # it is made only if the build turns out to be a full one.
-    record = fastpath.load_record(recipe.repository, config.variant) \
-        if options.fast_path and not remote_builder else None
+    record = last_record(recipe, options)
+    # The builder's probes and git run (subprocesses: a Go client's start-up each) while the context is staged; an
+    # error of the inputs still comes first. A push that may take the fast path needs no builder: it is made only if
+    # the build turns out to be a full one.
     eager = not (options.push and record) or fast_path_said is not None
     with ThreadPoolExecutor(max_workers=2) as pool:
         creating = pool.submit(backend.create, options.docker) if eager else None
         # In the command's context: git is asked once per command (fsutil.asked_once).
         describing = pool.submit(contextvars.copy_context().run, git_revision, config.root)
-        if creating is not None:
-            creating.result()
+        with staging(recipe, describing.result, reporter, started) as staged:
+            return build_staged(config, options, reporter, staged, record,
+                                creating.result if creating is not None else lambda: backend.create(options.docker),
+                                lambda: _resolve(config, recipe, options, reporter), fast_path_said=fast_path_said)
+
+
+def build_staged(config: Config, options: BuildOptions, reporter: Reporter, staged: Staged,
+                 record: fastpath.Record | None, builder: Callable[[], Builder], resolve: Callable[[], object], *,
+                 fast_path_said: str | None = None) -> BuildResult:
+    """build or append -> push, for the staged context. record: last_record's; builder: the builder, made when a
+    full build needs it; resolve: the resolution stage, run once before the engine builds; fast_path_said: as build's."""
+    from . import fastpath
+
+    recipe, refs, imports, snapshot = staged.recipe, list(staged.refs), staged.imports, staged.context.snapshot
+    backend = builder_class(config.builder)
     cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None
     # A remote builder's settings, checked before anything is uploaded; its secrets come from where it runs.
-    remote = backend.settings(config, options.cloudbuild_endpoint) if remote_builder else None
+    remote = backend.settings(config, options.cloudbuild_endpoint) if recipe.remote else None
 
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
         # Every input is checked before the engine is reached; the Artifact Registry tokens are minted only for a
@@ -217,58 +233,54 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Rec
                 "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
                 "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
             )
-        with prepared(recipe, describing.result, reporter) as (ctx, refs, labels, imports):
-            snapshot = ctx.snapshot
-            scan = time.perf_counter() - started  # plan, render, listing, reading and staging the files
-            appended, parts, _ = attempt(recipe, options, record, ctx, refs, labels, imports, reporter,
-                                         said=fast_path_said)
-            if appended is not None:
-                return appended_result(recipe, ctx, refs, appended, scan)
-            builder = (creating.result() if creating is not None else backend.create(options.docker)).bound(remote)
-            image_id = None if options.no_cache else builder.image_id(refs[0]) or _pull_appended(builder, record, refs[0],
-                                                                                               reporter)
-            built = image_id is None
-            if built:
-                if resolution is None and not remote:
-                    _resolve(config, recipe, options, reporter)
-                logins = None if remote else google_logins(token_hosts)
-                if logins is not None:
-                    reporter.message(f"an access token of {logins.identity} for {', '.join(token_hosts)}")
-                    netrc_text = logins_netrc(url_credentials(config.pip, "pip"), logins).encode()
-                    sources = tuple(s for s in sources if s[0] != NETRC_SECRET) + ((NETRC_SECRET, netrc_text),)
-                reporter.message(f"building {refs[0]} ({len(snapshot.files)} files in the context, builder {builder.name})")
-                request = BuildRequest(
-                    context_dir=ctx.directory,
-                    dockerfile=ctx.dockerfile,
-                    labels=tuple(labels),
-                    platform=recipe.platform,
-                    network=config.network,
-                    secrets=_secrets(sources, Path(tmp)),
-                    token_hosts=token_hosts if remote else (),
-                    no_cache=options.no_cache,
-                    cache_ref=cache_ref,
-                    tags=tuple(refs),
-                )
-                try:
-                    image_id = builder.build(request, reporter)
-                except BuildError as exc:
-                    hint = refusal_hint(str(exc), token_hosts, logins.identity if logins else remote.identity) \
-                        if logins or remote else None
-                    if hint:
-                        raise BuildError(f"{exc}\n{hint}") from None
-                    raise import_failure(exc, imports, recipe.plan.get("ubuntu")) from None
-            else:
-                reporter.message(f"{refs[0]} is up to date: same Dockerfile and files, nothing to build")
-        builder.tag(image_id, refs)
-        reporter.message("tagged " + ", ".join(str(r) for r in refs))
-        if cache_ref is not None and builder.inline_cache and options.push:
-            builder.tag(image_id, [cache_ref])  # the inline cache travels in this image
+        appended, parts, _ = attempt(staged, options, record, reporter, said=fast_path_said)
+        if appended is not None:
+            return appended_result(staged, appended)
+        engine = builder().bound(remote)
+        image_id = None if options.no_cache else engine.image_id(refs[0]) or _pull_appended(engine, record, refs[0],
+                                                                                             reporter)
+        built = image_id is None
+        if built:
+            if not remote:
+                resolve()
+            logins = None if remote else google_logins(token_hosts)
+            if logins is not None:
+                reporter.message(f"an access token of {logins.identity} for {', '.join(token_hosts)}")
+                netrc_text = logins_netrc(url_credentials(config.pip, "pip"), logins).encode()
+                sources = tuple(s for s in sources if s[0] != NETRC_SECRET) + ((NETRC_SECRET, netrc_text),)
+            reporter.message(f"building {refs[0]} ({len(snapshot.files)} files in the context, builder {engine.name})")
+            request = BuildRequest(
+                context_dir=staged.context.directory,
+                dockerfile=staged.context.dockerfile,
+                labels=staged.labels,
+                platform=recipe.platform,
+                network=config.network,
+                secrets=_secrets(sources, Path(tmp)),
+                token_hosts=token_hosts if remote else (),
+                no_cache=options.no_cache,
+                cache_ref=cache_ref,
+                tags=staged.refs,
+            )
+            try:
+                image_id = engine.build(request, reporter)
+            except BuildError as exc:
+                hint = refusal_hint(str(exc), token_hosts, logins.identity if logins else remote.identity) \
+                    if logins or remote else None
+                if hint:
+                    raise BuildError(f"{exc}\n{hint}") from None
+                raise import_failure(exc, imports, recipe.plan.get("ubuntu")) from None
+        else:
+            reporter.message(f"{refs[0]} is up to date: same Dockerfile and files, nothing to build")
+    engine.tag(image_id, refs)
+    reporter.message("tagged " + ", ".join(str(r) for r in refs))
+    if cache_ref is not None and engine.inline_cache and options.push:
+        engine.tag(image_id, [cache_ref])  # the inline cache travels in this image
 
     pushed: tuple[PushResult, ...] = ()
     if options.push:
         # The inline cache's tag is the same image: one more manifest when it shares the repository.
-        cache = [cache_ref] if cache_ref is not None and builder.inline_cache else []
-        pushed = push_image(builder.push, refs + cache, reporter)[:len(refs)]
+        cache = [cache_ref] if cache_ref is not None and engine.inline_cache else []
+        pushed = push_image(engine.push, refs + cache, reporter)[:len(refs)]
         if parts is not None:  # what the next code-only edit appends to
             fastpath.save_record(fastpath.Record(refs[0].repository, config.variant, parts, pushed[0].digest,
                                                  refs[0].tag or "", checked(imports)), reporter)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,12 +48,24 @@ def _revision(root: Path) -> str | None:
     return commit[:12] + ("-dirty" if any(not line.startswith("#") for line in lines) else "")
 
 
+@dataclass(frozen=True)
+class Staged:
+    """The stage's hand-off to the build or the append: the recipe's context staged (each file read once, copied and
+    hashed as it is copied: the content tag names exactly what the builder gets, whatever changes in the directory
+    meanwhile), its tags (the content tag first), the build's labels and the modules its import check imports."""
+
+    recipe: Recipe
+    context: BuildContext
+    refs: tuple[ImageRef, ...]
+    labels: tuple[tuple[str, str], ...]
+    imports: ImportSet | None
+    scan: float  # seconds from the command's start to the staged context: the fast path's first timing
+
+
 @contextmanager
-def prepared(recipe: Recipe, revision: Callable[[], str | None],
-             reporter: Reporter) -> Iterator[tuple[BuildContext, list[ImageRef], list[tuple[str, str]], ImportSet | None]]:
-    """The staged context (each file read once, copied and hashed as it is copied: the content tag names exactly
-    what the builder gets, whatever changes in the directory meanwhile), its tags, the build's labels and the
-    modules its import check imports. revision: waits for the git revision (asked for meanwhile)."""
+def staging(recipe: Recipe, revision: Callable[[], str | None], reporter: Reporter, started: float) -> Iterator[Staged]:
+    """Stage the recipe's context once; the staged files are removed however the block ends. revision: waits for
+    the git revision (asked for meanwhile); started: when the command began."""
     with staged(recipe.listing()) as ctx:
         imports = None
         if recipe.import_check is not None:  # the import check's module list, from the files the build gets
@@ -66,13 +78,13 @@ def prepared(recipe: Recipe, revision: Callable[[], str | None],
         for note in recipe.notes + ctx.snapshot.notes:
             reporter.message(f"note: {note}")
         commit = revision()
-        refs = recipe.refs(f"bk-{ctx.snapshot.digest[:16]}", commit)
         labels = [(CONTENT_LABEL, ctx.snapshot.digest)]
         if commit:
             labels.append((REVISION_LABEL, commit))
         if recipe.variant:
             labels.append((VARIANT_LABEL, recipe.variant))
-        yield ctx, refs, labels, imports
+        yield Staged(recipe, ctx, tuple(recipe.refs(f"bk-{ctx.snapshot.digest[:16]}", commit)), tuple(labels), imports,
+                     time.perf_counter() - started)
 
 
 def checked(imports: ImportSet | None) -> tuple[str, ...] | None:
@@ -80,14 +92,15 @@ def checked(imports: ImportSet | None) -> tuple[str, ...] | None:
     return tuple(n.module for n in imports.needed) if imports is not None else None
 
 
-def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | None, ctx: BuildContext,
-            refs: list[ImageRef], labels: list[tuple[str, str]], imports: ImportSet | None, reporter: Reporter,
+def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | None, reporter: Reporter,
             said: str | None = None) -> tuple[fastpath.Appended | None, tuple | None, str | None]:
     """The appended image when only the code changed; else None, the record parts to keep after the full build
     (None where this build cannot have a record) and why the build is a full one (said here). said: why, as an
     earlier attempt with the same recipe said: not tried again."""
     from ..registry import Unreachable
     from . import fastpath
+
+    recipe, refs, imports = staged.recipe, staged.refs, staged.imports
 
     def full(why: str, parts: tuple | None) -> tuple[None, tuple | None, str]:
         reporter.message(f"{why}: full build")
@@ -98,7 +111,7 @@ def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | Non
     step = fastpath.code_step(recipe.dockerfile)
     if isinstance(step, str):
         return full(step, None)
-    parts = fastpath.record_parts(recipe, step, ctx.snapshot)
+    parts = fastpath.record_parts(recipe, step, staged.context.snapshot)
     if said is not None:
         return None, parts, said
     if not options.fast_path or options.no_cache:
@@ -122,7 +135,7 @@ def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | Non
         untagging.append(fastpath.in_background(_untag_stale, refs, local, new))
 
     try:
-        edit = fastpath.CodeEdit(tuple(refs), record, step, ctx.directory, tuple(labels), tuple(BUILD_LABELS),
+        edit = fastpath.CodeEdit(refs, record, step, staged.context.directory, staged.labels, tuple(BUILD_LABELS),
                                  recipe.platform)
         appended = fastpath.append(edit, reporter, stored=stored if local is not None else None)
     except fastpath.Refused as exc:
@@ -142,10 +155,9 @@ def attempt(recipe: Recipe, options: BuildOptions, record: fastpath.Record | Non
     return appended, parts, None
 
 
-def appended_result(recipe: Recipe, ctx: BuildContext, refs: list[ImageRef], appended: fastpath.Appended,
-                    scan: float) -> BuildResult:
-    return BuildResult(appended.image_id, tuple(str(r) for r in refs), True, ctx.snapshot.digest, recipe,
-                       appended.pushed, (("scan", scan), *appended.timings))
+def appended_result(staged: Staged, appended: fastpath.Appended) -> BuildResult:
+    return BuildResult(appended.image_id, tuple(str(r) for r in staged.refs), True, staged.context.snapshot.digest,
+                       staged.recipe, appended.pushed, (("scan", staged.scan), *appended.timings))
 
 
 def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, started: float) -> BuildResult | str | None:
@@ -157,15 +169,12 @@ def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, start
     if record is None or recipe.remote:
         return None
     describing = fastpath.in_background(git_revision, recipe.root)  # a git run or two, while the files are copied
-    with prepared(recipe, describing, reporter) as (ctx, refs, labels, imports):
-        scan = time.perf_counter() - started
-        appended, _, why = attempt(recipe, options, record, ctx, refs, labels, imports, reporter)
-        if appended is None:
-            return why
-        return appended_result(recipe, ctx, refs, appended, scan)
+    with staging(recipe, describing, reporter, started) as staged:
+        appended, _, why = attempt(staged, options, record, reporter)
+        return why if appended is None else appended_result(staged, appended)
 
 
-def _engine_tags(refs: list[ImageRef]) -> dict[ImageRef, str | None]:
+def _engine_tags(refs: Sequence[ImageRef]) -> dict[ImageRef, str | None]:
     """The image each ref names in the local engine (None: no such tag); {} where no engine answers."""
     if not engine_may_answer():
         return {}
@@ -175,7 +184,7 @@ def _engine_tags(refs: list[ImageRef]) -> dict[ImageRef, str | None]:
     return {ref: images.image_id(ref) for ref in refs}
 
 
-def _untag_stale(refs: list[ImageRef], local: Callable[[], dict[ImageRef, str | None]], new: set[str]) -> str | None:
+def _untag_stale(refs: Sequence[ImageRef], local: Callable[[], dict[ImageRef, str | None]], new: set[str]) -> str | None:
     """Once the registry holds the new image, an engine's own tags of these names would still name older images (a
     later `docker run` or `buildkit-py push` of one would use the stale image): such tags are removed, the layers
     kept, so that the next use pulls the new image and only its code layer travels; what to say of it, if anything.
