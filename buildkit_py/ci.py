@@ -27,7 +27,7 @@ def _yaml(value: str) -> str:
 
 
 def render_ci(config: Config, given_config: Path | None, flavour: str) -> str:
-    image = word(config.image, "image") if config.image else "REGISTRY/PROJECT/trainer"
+    image = word(str(config.image), "image") if config.image else "REGISTRY/PROJECT/trainer"
     variants = [word(v.name, "variants") for v in config.variants]
     return environment().get_template(CI_FLAVOURS[flavour]).render(
         config=_yaml(config_path(config, given_config, Path.cwd()) or "buildkit.yaml"),

@@ -38,7 +38,7 @@ def config_path(config: Config, given: Path | None, base: Path) -> str:
 def render_makefile(config: Config, given_config: Path | None, base: Path) -> str:
     return environment().get_template(TEMPLATE).render(
         config=config_path(config, given_config, base),
-        image=word(config.image, "image") if config.image else "",
+        image=word(str(config.image), "image") if config.image else "",
         variants=[word(v.name, "variants") for v in config.variants],
         tune=config.hyperparameters is not None,
     )

@@ -73,27 +73,10 @@ class ImageRef:
         return out
 
 
-# Valid references already parsed, by (text, allow_digest): one command meets the same reference at each layer
-# that takes it as text (the config, the job's flags, the job spec, the tags), and parses it once. An invalid one is
-# never kept: its error names the field of the caller at hand. A command names a handful; the bound is for API users.
-_PARSED: dict[tuple[str, bool], ImageRef] = {}
-_PARSED_MAX = 256
-
-
 def parse_ref(value: str, field: str = "image", *, allow_digest: bool = True) -> ImageRef:
     """Parse an image reference or raise ConfigError naming the field, the value and the rule.
 
     allow_digest=False refuses `@DIGEST` (a tag to create cannot carry one)."""
-    key = (value, allow_digest) if isinstance(value, str) else None
-    if key in _PARSED:
-        return _PARSED[key]
-    ref = _parse(value, field, allow_digest)
-    if len(_PARSED) < _PARSED_MAX:
-        _PARSED[key] = ref
-    return ref
-
-
-def _parse(value: str, field: str, allow_digest: bool) -> ImageRef:
     def bad(rule: str) -> ConfigError:
         return ConfigError(f"{show(value)} is not a valid image reference: {rule}", field=field)
 

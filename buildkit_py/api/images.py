@@ -153,6 +153,6 @@ def executor_build_for(config: Config, options: BuildOptions, reporter: Reporter
         for rel in filter(None, (config.requirements, config.template, locked)):
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(config.root / rel, root / rel)
-        image = config.image or (None if config.tags else "buildkit-py/executor")
+        image = config.image or (None if config.tags else parse_ref("buildkit-py/executor"))
         executor = replace(config, root=root, executor=True, trainer=None, image=image)
         return build_config(executor, options, reporter)

@@ -19,7 +19,6 @@ from ..fsutil import reads_once, write_atomic
 from ..notebook import HtmlRepr
 from ..pipeline.build import git_revision, prepare
 from ..pipeline.plan import Plan, check_accelerator
-from ..refs import parse_ref
 from .project import (
     Progress,
     Project,
@@ -403,7 +402,7 @@ def plan_job(config: Config, settings: JobConfig, options: JobOptions, submit_op
     made = draft.made
     region = settings.region or vertex.DEFAULT_REGION
     project_id = _project_id(settings)
-    ref = parse_ref(made.image, field="--image")
+    ref = made.image
     checks, digest = preflight.image_checks(made, ref, skip=submit_options.skip_image_check)
     warnings = (f"{ref} was not checked ({preflight.SKIP_IMAGE_CHECK}): this machine did not look for it in {ref.registry}, "
                 "and the job names it by tag, not pinned by digest: a tag pushed again later changes what runs",
@@ -479,7 +478,7 @@ def submit_planned(config: Config, settings: JobConfig, options: JobOptions, sub
         raise error
     credentials, _ = jobs_submit.default_credentials()
     tried: list[str] = []
-    digest = _digest_of(planned.job.image)
+    digest = planned.job.image.digest
     alternatives = (None, *config.fallbacks)
     for i, fallback in enumerate(alternatives):
         attempt = planned.job if fallback is None else _fallback_job(config, settings, options, draft, fallback, digest)
@@ -611,10 +610,6 @@ def logs(job: str, submit_options: SubmitOptions | None = None, *, project: str 
         if on_line is not None:
             on_line(line)
     return LogsResult(name, str(found.get("state")), tuple(lines), jobs_submit.job_error(found))
-
-
-def _digest_of(image: str | None) -> str | None:
-    return parse_ref(image, field="--image").digest if image else None
 
 
 def cancel(name: str, submit_options: SubmitOptions | None = None, *, project: str | None = None,

@@ -32,7 +32,7 @@ from ..config.job import _PROJECT  # job.project's rule
 from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
 from ..google_api import SERVER_ERRORS, access_token, default_credentials, error_line, retrying, service_endpoint
 from ..progress import Reporter
-from ..refs import ImageRef, is_loopback_host, parse_ref, registry_host
+from ..refs import ImageRef, is_loopback_host, registry_host
 from ..registry import PushResult, add_tags, manifest
 from .base import Builder, BuildRequest, build_failure, dockerfile_build_args
 
@@ -119,11 +119,10 @@ def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = 
     region = (cb and cb.region) or (job and job.region) or DEFAULT_REGION
     # Loopback registries only when the build runs on this machine too (the loopback stand-in), as --target loopback.
     if not is_loopback_host(base.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")):
-        for key, text in [("image", config.image), *(("--tag", t) for t in config.tags)]:
-            registry = parse_ref(text).registry if text else None
-            if registry and is_loopback_host(registry_host(registry)):
-                raise ConfigError(f"Cloud Build cannot push to {registry}, a registry on this machine: use a registry "
-                                  "it reaches (Artifact Registry)", field=key)
+        for key, ref in [("image", config.image), *(("--tag", t) for t in config.tags)]:
+            if ref is not None and is_loopback_host(registry_host(ref.registry)):
+                raise ConfigError(f"Cloud Build cannot push to {ref.registry}, a registry on this machine: use a "
+                                  "registry it reaches (Artifact Registry)", field=key)
     return CloudBuildSettings(
         endpoint=base, project=project, region=region, bucket=(cb and cb.bucket) or f"{project}_cloudbuild",
         timeout=(cb and cb.timeout) or DEFAULT_TIMEOUT, machine_type=cb and cb.machine_type,

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..builders import BUILDERS
 from ..flags import cloudbuild_flag_name, flag_name
+from ..refs import ImageRef
 from .cloudbuild import CLOUDBUILD_KEYS, CloudBuildConfig, _cloudbuild
 from .image import (
     _BUILD_NETWORKS,
@@ -36,7 +37,7 @@ from .image import (
     _mirror_url,
     _pip_conf,
     _pip_requirement,
-    _tag,
+    _tags,
     default_ca_bundle,
 )
 from .job import JOB_KEYS, POOL_ORDER, Fallback, JobConfig, Pool, _fallbacks, _job, check_job_key, job_flag, worker_pool_specs
@@ -93,13 +94,13 @@ class Config:
     package: PackageMeta | None = None
     trainer_package: TrainerPackage | None = None
     template: str | None = None
-    image: str | None = None  # the repository the content and git tags go on
+    image: ImageRef | None = None  # the repository the content and git tags go on (no tag, no digest)
     python_mirror: str | None = None  # where uv downloads standalone Pythons (UV_PYTHON_INSTALL_MIRROR)
     # Replaces the framework's own package index (PyTorch's cuXYZ index, NVIDIA's for nvidia-tensorflow): a mirror
     # of it. In the Dockerfile, so no credentials: an index that needs them is the pip_conf's.
     framework_index_url: str | None = None
     # How to build: each also a flag of the same name.
-    tags: tuple[str, ...] = ()
+    tags: tuple[ImageRef, ...] = ()  # each with its tag, or none: the content tag
     platform: str | None = None  # default: linux/amd64 for CUDA images, the engine's own otherwise
     network: str | None = None
     ca_cert: Path | None = None  # default: the bundle named by PIP_CERT, REQUESTS_CA_BUNDLE or SSL_CERT_FILE
@@ -159,7 +160,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "image": _image,
         "python_mirror": _mirror_url,
         "framework_index_url": _mirror_url,
-        "tags": lambda r, p, v: _strings(r, p, v, _tag),
+        "tags": _tags,
         "platform": lambda r, p, v: _pattern(r, p, v, _PLATFORM, "OS/ARCH[/VARIANT], e.g. linux/amd64 or linux/arm64"),
         "network": lambda r, p, v: _choice(r, p, v, _BUILD_NETWORKS),
         "ca_cert": lambda r, p, v: _ca_cert(r, p, v, root),

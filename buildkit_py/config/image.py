@@ -11,8 +11,9 @@ from typing import Any
 
 from ..errors import ConfigError, show
 from ..fsutil import consult, read_text
+from ..refs import ImageRef
 from .reading import _err, _Raw
-from .values import _host_file, _ref, _string
+from .values import _host_file, _list, _ref, _string
 
 MAX_LIST_BYTES = 8192  # pip and system_packages share one RUN line each; quoting can grow a pip entry 5x
 
@@ -73,17 +74,16 @@ def _pip_requirement(raw, path, value) -> str:
     return text
 
 
-def _image(raw, path, value) -> str:
+def _image(raw, path, value) -> ImageRef:
     ref = _ref(raw, path, value)
-    text = str(value)
     if ref.tag or ref.digest:
-        raise _err(raw, path, f"{show(text)} is not allowed: give the repository only; "
+        raise _err(raw, path, f"{show(str(value))} is not allowed: give the repository only; "
                               "buildkit-py adds the content and git tags (more tags: tags / --tag)")
-    return ref.repository
+    return ref
 
 
-def _tag(raw, path, value) -> str:
-    return str(_ref(raw, path, value, allow_digest=False))
+def _tags(raw, path, value) -> tuple[ImageRef, ...]:
+    return tuple(_ref(raw, path + (i,), v, allow_digest=False) for i, v in enumerate(_list(raw, path, value)))
 
 
 def _index_url(raw: _Raw, path: tuple, value: Any) -> str:

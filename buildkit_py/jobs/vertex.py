@@ -162,7 +162,7 @@ def pullable(text: str, target: str, field: str) -> ImageRef:
 class VertexJob:
     kind: str  # customJobs | hyperparameterTuningJobs (the REST collection)
     resource: dict  # the CustomJob or HyperparameterTuningJob, as the REST API takes it
-    image: str | None  # the trainer or executor image
+    image: ImageRef  # the trainer or executor image
     accelerator: str | None
     accelerator_count: int
     machine_type: str
@@ -394,8 +394,8 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
         resource = {"displayName": name, "jobSpec": custom, "labels": labels}
         kind = "customJobs"
     if tpu is not None:
-        return VertexJob(kind, _prune(resource), str(ref), tpu.name, chips, chief.machine_type, strategy, tuple(notes))
-    return VertexJob(kind, _prune(resource), str(ref), chief.accelerator_type if chief.accelerator_count else None,
+        return VertexJob(kind, _prune(resource), ref, tpu.name, chips, chief.machine_type, strategy, tuple(notes))
+    return VertexJob(kind, _prune(resource), ref, chief.accelerator_type if chief.accelerator_count else None,
                      chief.accelerator_count or 0, chief.machine_type, strategy, tuple(notes))
 
 
@@ -403,15 +403,14 @@ def pin(job: VertexJob, digest: str) -> VertexJob:
     """The job with its image named by the digest its registry holds (what plan's preflight found): every pool that
     runs it, the job and the image-sha256 label, as build_job gives them to an image named by digest (which stays as
     it is)."""
-    ref = parse_ref(job.image)
-    if ref.digest:
+    if job.image.digest:
         return job
-    pinned = str(replace(ref, digest=digest))
+    pinned = replace(job.image, digest=digest)
     resource = copy.deepcopy(job.resource)
     for pool in (resource.get("jobSpec") or resource.get("trialJobSpec") or {}).get("workerPoolSpecs", []):
         for spec, key in (("containerSpec", "imageUri"), ("pythonPackageSpec", "executorImageUri")):
-            if (pool.get(spec) or {}).get(key) == job.image:  # not a reduction server's image
-                pool[spec][key] = pinned
+            if (pool.get(spec) or {}).get(key) == str(job.image):  # not a reduction server's image
+                pool[spec][key] = str(pinned)
     if digest.startswith("sha256:") and LABEL_DIGEST not in resource.get("labels", {}):
         labels: dict[str, str] = {}
         for key, value in resource.get("labels", {}).items():  # where build_job puts it: after the version

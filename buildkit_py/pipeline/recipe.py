@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OutputError
+from ..errors import ConfigError, OutputError
 from ..fsutil import cache_dir, signature, write_atomic
 from ..refs import ImageRef, parse_ref
 from ..version import __version__
@@ -47,8 +47,8 @@ class Recipe:
     plan: dict  # plan.to_dict() as JSON holds it: the --json output, and through its digest the fast path's record
     plan_pickle: bytes  # the Plan itself, for BuildResult.plan: a kept recipe's is unpickled only when asked for
     notes: tuple[str, ...]  # what every build of it says (a stale lock)
-    image: str | None  # the config's image: the repository of the content tag
-    tags: tuple[str, ...]  # the config's tags, as given
+    image: ImageRef | None  # the config's image: the repository of the content tag
+    tags: tuple[ImageRef, ...]  # the config's tags
     variant: str | None
     builder: str
     remote: bool  # the builder builds and pushes where it runs: no fast path from here
@@ -90,19 +90,17 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "trainer"
 
 
-def image_refs(image: str | None, tags: tuple[str, ...], root: Path, variant: str | None, content_tag: str,
+def image_refs(image: ImageRef | None, tags: tuple[ImageRef, ...], root: Path, variant: str | None, content_tag: str,
                revision: str | None) -> list[ImageRef]:
     """The content tag (and git tag) on the primary repository, then every tag as given; a tag without a tag part
-    gets the content tag. Tags were checked when the config was loaded."""
-    extra = [parse_ref(t, field="--tag", allow_digest=False) for t in tags]
-    primary = image or (extra[0].repository if extra else f"buildkit-py/{slug(root.name)}")
-    repo = parse_ref(primary, field="image")
+    gets the content tag."""
+    repo = image or (tags[0] if tags else parse_ref(f"buildkit-py/{slug(root.name)}"))
     # A variant's tags carry its name, so variants of one config never share a tag.
     suffix = f"-{variant}" if variant else ""
     refs = [ImageRef(repo.registry, repo.path, content_tag + suffix)]
     if revision:
         refs.append(ImageRef(repo.registry, repo.path, f"git-{revision}{suffix}"))
-    for ref in extra:
+    for ref in tags:
         refs.append(ImageRef(ref.registry, ref.path, (ref.tag or content_tag) + suffix))
     unique = {str(r): r for r in refs}
     return list(unique.values())
@@ -159,11 +157,12 @@ def kept(digest: str) -> Recipe | None:
             return None
         r = data["recipe"]
         return Recipe(Path(r["root"]), r["dockerfile"], r["ignore"], r["plan"], base64.b64decode(r["plan_pickle"]),
-                      tuple(r["notes"]), r["image"], tuple(r["tags"]), r["variant"], r["builder"], bool(r["remote"]),
+                      tuple(r["notes"]), parse_ref(r["image"]) if r["image"] else None,
+                      tuple(parse_ref(t, allow_digest=False) for t in r["tags"]), r["variant"], r["builder"], bool(r["remote"]),
                       r["platform"], r["index"], tuple(r["allow_secrets"]), tuple(r["allow_large"]),
                       tuple((rel, Path(src)) for rel, src in r["extras"]),
                       tuple(r["import_check"]) if r["import_check"] else None)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ConfigError):
         return None
 
 
@@ -173,7 +172,8 @@ def keep(digest: str, recipe: Recipe, consulted: dict[str, str]) -> None:
     record: dict[str, Any] = {
         "root": str(recipe.root), "dockerfile": recipe.dockerfile, "ignore": recipe.ignore, "plan": recipe.plan,
         "plan_pickle": base64.b64encode(recipe.plan_pickle).decode(), "notes": list(recipe.notes),
-        "image": recipe.image, "tags": list(recipe.tags), "variant": recipe.variant, "builder": recipe.builder,
+        "image": str(recipe.image) if recipe.image else None, "tags": list(map(str, recipe.tags)),
+        "variant": recipe.variant, "builder": recipe.builder,
         "remote": recipe.remote, "platform": recipe.platform, "index": recipe.index,
         "allow_secrets": list(recipe.allow_secrets), "allow_large": list(recipe.allow_large),
         "extras": [[rel, str(src)] for rel, src in recipe.extras],
