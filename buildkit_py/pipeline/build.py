@@ -26,6 +26,7 @@ from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
 from ..resources import launcher_sources
+from .attest import attested
 from .buildtypes import BuildOptions, BuildResult
 from .context import hash_context
 from .fastbuild import appended_result, attempt, checked, git_revision, prepared
@@ -223,7 +224,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Rec
             appended, parts, _ = attempt(recipe, options, record, ctx, refs, labels, imports, reporter,
                                          said=fast_path_said)
             if appended is not None:
-                return appended_result(recipe, ctx, refs, appended, scan)
+                return attested(appended_result(recipe, ctx, refs, appended, scan), options, reporter, describing.result())
             builder = (creating.result() if creating is not None else backend.create(options.docker)).bound(remote)
             image_id = None if options.no_cache else builder.image_id(refs[0]) or _pull_appended(builder, record, refs[0],
                                                                                                reporter)
@@ -273,4 +274,5 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Rec
             fastpath.save_record(fastpath.Record(refs[0].repository, config.variant, parts, pushed[0].digest,
                                                  refs[0].tag or "", checked(imports)), reporter)
             fastpath.read_ahead(refs[0], pushed[0].digest, recipe.platform)
-    return BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, pushed)
+    return attested(BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, pushed), options,
+                    reporter, describing.result())

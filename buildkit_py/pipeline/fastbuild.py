@@ -18,6 +18,7 @@ from ..fsutil import asked_once
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..progress import Reporter
 from ..refs import ImageRef
+from .attest import attested
 from .buildtypes import BuildOptions, BuildResult
 from .context import BuildContext, add_generated, staged
 from .names import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL
@@ -162,7 +163,7 @@ def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, start
         appended, _, why = attempt(recipe, options, record, ctx, refs, labels, imports, reporter)
         if appended is None:
             return why
-        return appended_result(recipe, ctx, refs, appended, scan)
+        return attested(appended_result(recipe, ctx, refs, appended, scan), options, reporter, describing())
 
 
 def _engine_tags(refs: list[ImageRef]) -> dict[ImageRef, str | None]:
