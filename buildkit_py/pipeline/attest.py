@@ -26,7 +26,7 @@ from ..errors import AttestationError, RegistryError, mask_credentials, show
 from ..fsutil import MAX_TEXT_FILE, read_small
 from ..indexes import without_credentials
 from ..progress import Reporter
-from ..refs import ImageRef
+from ..refs import ImageRef, parse_ref
 from ..requirements_file import pinned, requirement_name
 from ..version import __version__
 from .buildtypes import BuildOptions, BuildResult
@@ -106,14 +106,18 @@ def _base(recipe: Recipe) -> tuple[str, str | None]:
     return str(plan.get("base_image") or ""), (plan.get("lock") or {}).get("base_digest")
 
 
+def _oci_purl(repository: str, digest: str) -> str:
+    """purl's oci type: the last path segment as the name, the digest as the version, the repository as a qualifier."""
+    return f"pkg:oci/{repository.rsplit('/', 1)[-1].lower()}@{digest.replace(':', '%3A')}?repository_url={repository}"
+
+
 def sbom(recipe: Recipe, repository: str, digest: str) -> bytes:
     """The CycloneDX 1.5 document of the image at REPOSITORY@DIGEST."""
     plan = recipe.plan
     packages, complete, source = python_packages(recipe)
     base, base_digest = _base(recipe)
     image = {"type": "container", "bom-ref": "image", "name": repository, "version": digest,
-             "purl": f"pkg:oci/{repository.rsplit('/', 1)[-1]}@{digest.replace(':', '%3A')}"
-                     f"?repository_url={repository}"}
+             "purl": _oci_purl(repository, digest)}
     components: list[dict] = []
     python_refs = []
     for package in packages:
@@ -127,7 +131,7 @@ def sbom(recipe: Recipe, repository: str, digest: str) -> bytes:
     base_entry = {"type": "container", "bom-ref": "base", "name": base}
     if base_digest:
         base_entry["version"] = base_digest
-        base_entry["purl"] = f"pkg:oci/{base.split(':')[0].rsplit('/', 1)[-1]}@{base_digest.replace(':', '%3A')}"
+        base_entry["purl"] = _oci_purl(parse_ref(base, field="base_image").repository, base_digest)
     components.append(base_entry)
     ubuntu = plan.get("ubuntu")
     distro = f"pkg:deb/ubuntu/{{}}?distro=ubuntu-{ubuntu}" if ubuntu else "pkg:deb/debian/{}"
@@ -233,7 +237,6 @@ def attach(recipe: Recipe, built: Built, reporter: Reporter) -> tuple[Attached, 
     """Make the SBOM and provenance of one pushed image and attach them to it."""
     from ..referrers import Artifact, subject_of
     from ..referrers import attach as attach_artifacts
-    from ..refs import parse_ref
     from ..registry import RegistryClient
 
     ref: ImageRef = parse_ref(built.repository, field="image")
@@ -369,8 +372,8 @@ def verify(ref: ImageRef, lock: Path | None, reporter: Reporter) -> Verified:
         else:
             statements[fetched.blob] = _statement(fetched.data, fetched.blob)
     if not statements or not sboms:
-        missing = " and ".join(w for w, have in (("an SBOM", sboms), ("a provenance", statements)) if not have)
-        raise AttestationError(f"{image} has no {missing} of buildkit-py ({listed}): it was pushed with --no-attest, "
+        missing = " and ".join(w for w, have in (("no SBOM", sboms), ("no provenance", statements)) if not have)
+        raise AttestationError(f"{image} has {missing} of buildkit-py ({listed}): it was pushed with --no-attest, "
                                "by another tool, or to a registry that refused them")
     checks.append(f"{len(ours)} attestation(s) name {subject.digest} as their subject")
     named_sboms: set[str] = set()
