@@ -129,6 +129,18 @@ def subject_of(client: RegistryClient, ref: ImageRef, reference: str) -> Subject
     return Subject(media or OCI_MANIFEST, digest, len(got.content))
 
 
+def pushed_subject(client: RegistryClient, ref: ImageRef, digest: str) -> Subject:
+    """The descriptor of a manifest just pushed as DIGEST, from a HEAD (its type and size; the image is not read
+    back), else from its bytes."""
+    head = send(client, "HEAD", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
+    media = head.headers.get("Content-Type", "").split(";")[0]
+    size = head.headers.get("Content-Length", "")
+    if head.status_code == 200 and head.headers.get("Docker-Content-Digest", digest) == digest and media in \
+            MANIFEST_TYPES.split(", ") and size.isdigit():
+        return Subject(media, digest, int(size))
+    return subject_of(client, ref, digest)
+
+
 def config_labels(client: RegistryClient, ref: ImageRef, digest: str) -> dict[str, str] | None:
     """The labels of the image config the manifest at DIGEST names; None where DIGEST names an index (each platform
     has its own) or a manifest without a config."""

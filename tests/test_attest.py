@@ -412,3 +412,41 @@ def test_verify_refuses_unknown_keywords_and_values_of_another_type():
         with pytest.raises(BuildkitError) as caught:
             api.verify(wrong)
         assert caught.value.exit_code == 2 and "IMAGE" in str(caught.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# The real pipeline: a BuildKit build, then a code-only edit appended by the fast path
+
+
+def test_a_build_and_its_fast_path_append_are_attested_and_verified(testenv, tmp_path):
+    from test_fastpath_e2e import build, trainer
+
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    root, cache = trainer(tmp_path, "quickstart"), tmp_path / "cache"
+    repo = f"{registry}/attest-e2e/quickstart-{uuid.uuid4().hex[:8]}"
+    first = build(testenv, root, cache, "--tag", repo)
+    assert first.returncode == 0, first.stderr[-3000:]
+    result = json.loads(first.stdout)
+    assert [a["listed"] for a in result["attestations"]] == ["tag schema", "tag schema"]
+    proc = run_cli("verify", result["tags"][0], "--json", env=testenv)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["image"] == result["pushed"][0]["image"]
+
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write(f"\n# {uuid.uuid4().hex}\n")
+    fast = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert fast.returncode == 0 and "appended the code layer" in fast.stderr, fast.stderr[-3000:]
+    appended = json.loads(fast.stdout)
+    assert len(appended["attestations"]) == 2
+    assert api.verify(appended["tags"][0], progress="quiet").image == appended["pushed"][0]["image"]
+    path = repo.split("/", 1)[1]
+    index = json.loads(fetch(registry, f"{path}/manifests/{tag_for(appended['pushed'][0]['digest'])}")[1])
+    provenance = next(m for m in index["manifests"] if m["artifactType"] == attest.PROVENANCE_TYPE)
+    blob = json.loads(fetch(registry, f"{path}/manifests/{provenance['digest']}", OCI_MANIFEST)[1])["layers"][0]["digest"]
+    statement = json.loads(fetch(registry, f"{path}/blobs/{blob}")[1])
+    assert statement["predicate"]["runDetails"]["builder"]["id"].endswith("/fast-path")
+
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write(f"\n# {uuid.uuid4().hex}\n")
+    bare = build(testenv, root, cache, "--tag", repo, "--no-attest", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert bare.returncode == 0 and json.loads(bare.stdout)["attestations"] == [], bare.stderr[-3000:]

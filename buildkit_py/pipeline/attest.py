@@ -235,12 +235,12 @@ def provenance(recipe: Recipe, built: Built, sbom_digest: str) -> bytes:
 
 def attach(recipe: Recipe, built: Built, reporter: Reporter) -> tuple[Attached, ...]:
     """Make the SBOM and provenance of one pushed image and attach them to it."""
-    from ..referrers import Artifact, subject_of
+    from ..referrers import Artifact, pushed_subject
     from ..referrers import attach as attach_artifacts
     from ..registry import RegistryClient
 
     ref: ImageRef = parse_ref(built.repository, field="image")
-    subject = subject_of(RegistryClient(ref), ref, built.digest)
+    subject = pushed_subject(RegistryClient(ref), ref, built.digest)
     document = sbom(recipe, built.repository, built.digest)
     statement = provenance(recipe, built, "sha256:" + _sha(document))
     return attach_artifacts(ref, subject, [
