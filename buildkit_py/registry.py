@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .engine import engine_client
-from .errors import EngineError, RegistryError, show
+from .errors import BuildkitError, EngineError, RegistryError, show
 from .notebook import HtmlRepr
 from .progress import Reporter
 from .refs import DOCKER_HUB, ImageRef, is_loopback_host, registry_host
@@ -590,6 +590,17 @@ class RegistryClient:
 # ---------------------------------------------------------------------------------------------
 # Requests of an append (pipeline/fastpath) or an attachment (referrers): tried again where a later try may pass,
 # refusals said alike
+
+
+def json_object(data: bytes, what: str, error: type[RegistryError] | type[BuildkitError] = RegistryError) -> dict:
+    """A JSON object a registry gave (a manifest, a config, an attestation), or ERROR naming WHAT it is not."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise error(f"{what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise error(f"{what} is not a JSON object")
+    return value
 
 
 def refusal(response) -> str:

@@ -290,13 +290,9 @@ class Verified:
 
 
 def _document(data: bytes, what: str, digest: str) -> dict:
-    try:
-        value = json.loads(data)
-    except ValueError:
-        raise AttestationError(f"the {what} {digest} is not JSON") from None
-    if not isinstance(value, dict):
-        raise AttestationError(f"the {what} {digest} is not a JSON object")
-    return value
+    from ..registry import json_object
+
+    return json_object(data, f"the {what} {digest}", AttestationError)
 
 
 def _statement(data: bytes, digest: str) -> dict:

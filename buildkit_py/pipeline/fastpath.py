@@ -45,6 +45,7 @@ from ..registry import (
     RegistryClient,
     check_answer,
     default_providers,
+    json_object,
     refusal,
     send,
     upload_blob,
@@ -276,13 +277,7 @@ def _json_body(response, what: str, digest: str | None = None) -> dict:
     body = response.content
     if digest and "sha256:" + _sha(body) != digest:
         raise RegistryError(f"the registry gave back another {what} than {digest}")
-    try:
-        data = json.loads(body)
-    except ValueError:
-        raise RegistryError(f"the registry's {what} is not JSON") from None
-    if not isinstance(data, dict):
-        raise RegistryError(f"the registry's {what} is not a JSON object")
-    return data
+    return json_object(body, f"the registry's {what}")
 
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
