@@ -99,6 +99,8 @@ def _build_flags(parser: argparse.ArgumentParser) -> None:
                        "package indexes before building (also BUILDKIT_PY_OFFLINE=1); said in the output")
     group.add_argument("--no-fast-path", action="store_false", dest="fast_path",
                        help="with --push: build and push through the engine even when only the code changed")
+    group.add_argument("--no-attest", action="store_false", dest="attest",
+                       help="with --push: attach no SBOM and provenance to the pushed image")
     group.add_argument("--progress", choices=MODES, default="auto",
                        help="progress display (auto: live on a terminal, plain lines otherwise)")
     _cloudbuild_flags(parser)
@@ -147,7 +149,7 @@ def _build_options(args: argparse.Namespace) -> api.BuildOptions:
     return api.BuildOptions(push=getattr(args, "push", False), docker=args.docker, no_cache=args.no_cache,
                             cache_ref=args.cache_ref, locked=getattr(args, "locked", False),
                             cloudbuild_endpoint=args.cloudbuild_endpoint, fast_path=args.fast_path,
-                            offline=args.offline)
+                            offline=args.offline, attest=args.attest)
 
 
 def _say(text: str, *, file=None, flush: bool = False) -> None:
@@ -314,6 +316,17 @@ def cmd_push(args: argparse.Namespace) -> int:
         print(json.dumps(result.__dict__))
     else:
         _say(result.image)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    result = api.verify(args.image, lock=args.lock, progress=args.progress)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        _say(f"{result.image}: SBOM {result.sbom} and provenance {result.provenance} verified ({result.listed})")
+        for check in result.checks:
+            _say(f"  {check}")
     return 0
 
 
@@ -720,6 +733,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = command("push", "push a local image to its registry and print the digest", cmd_push,
                 json_help="print image, digest and size as JSON")
     p.add_argument("ref", metavar="REF", help="e.g. us-central1-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG")
+    p.add_argument("--progress", choices=MODES, default="auto")
+
+    p = command("verify", "fetch a pushed image's SBOM and provenance from its registry and check them against the "
+                "image (and a buildkit.lock)", cmd_verify, json_help="print the image, the attestations and the checks as JSON")
+    p.add_argument("image", metavar="IMAGE", help="REPOSITORY:TAG or REPOSITORY@sha256:...")
+    p.add_argument("--lock", metavar="FILE", help="a buildkit.lock: the SBOM's Python packages must be its own")
     p.add_argument("--progress", choices=MODES, default="auto")
 
     p = command("doctor", "run the launcher's GPU and cluster checks here, and check the build tools", cmd_doctor,

@@ -237,6 +237,13 @@ class ServiceError(BuildkitError):
         self.transient = transient  # a timeout, a dropped connection, a 5xx: trying again may help
 
 
+class AttestationError(BuildkitError):
+    """`verify`: the image's SBOM or provenance is missing, or does not match the image, the other attestation or the
+    lock; the line names the digest or the package."""
+
+    exit_code = 11
+
+
 class WaitInterrupted(BuildkitError):
     """Ctrl-C while following a job: the job keeps running; the message says how to cancel it."""
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .engine import engine_client
-from .errors import EngineError, RegistryError, show
+from .errors import BuildkitError, EngineError, RegistryError, show
 from .notebook import HtmlRepr
 from .progress import Reporter
 from .refs import DOCKER_HUB, ImageRef, is_loopback_host, registry_host
@@ -585,6 +585,87 @@ class RegistryClient:
             raise RegistryError(f"{self.ref.registry}'s token service refused a token for {params['scope']}"
                                 + ("" if creds else " (no credentials found for it)"))
         return {"Authorization": f"Bearer {token}"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests of an append (pipeline/fastpath) or an attachment (referrers): tried again where a later try may pass,
+# refusals said alike
+
+
+def json_object(data: bytes, what: str, error: type[RegistryError] | type[BuildkitError] = RegistryError) -> dict:
+    """A JSON object a registry gave (a manifest, a config, an attestation), or ERROR naming WHAT it is not."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise error(f"{what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise error(f"{what} is not a JSON object")
+    return value
+
+
+def refusal(response) -> str:
+    return f"HTTP {response.status_code}: {show(response.text[:300])}"
+
+
+def check_answer(client: RegistryClient, response, ref: ImageRef, action: str, ok: Iterable[int]) -> None:
+    if response.status_code in ok:
+        return
+    if response.status_code in (401, 403):  # said as the engine's push says it
+        who = (f"the credentials from {client.credentials_source}" if client.credentials_source
+               else "an anonymous request (no credentials found)")
+        raise RegistryError(f"{ref.registry} refused {who}: {action} for {ref.repository} ({refusal(response)})")
+    raise RegistryError(f"{ref.registry} refused {action} for {ref.repository} ({refusal(response)})")
+
+
+ATTEMPTS = 4  # as the engine's push: a rate limit, a 5xx or a dropped connection is tried again, with back-off
+BACKOFF, MAX_WAIT = 0.5, 30.0
+TRANSIENT_STATUSES = frozenset((408, 429, 500, 502, 503, 504))
+
+
+def send(client: RegistryClient, method: str, path: str, headers: dict[str, str], data: bytes | None = None,
+         attempts: int = ATTEMPTS):
+    """One request, tried again where the registry's answer (or its silence) says that a later try may pass."""
+    attempt = 0
+    while True:
+        attempt += 1
+        wait = None
+        try:
+            response = client.request(method, path, headers, data)
+        except Unreachable:
+            if attempt >= attempts:
+                raise
+        else:
+            if response.status_code not in TRANSIENT_STATUSES or attempt >= attempts:
+                return response
+            asked = response.headers.get("Retry-After", "")
+            wait = float(asked) if asked.isdigit() and int(asked) <= MAX_WAIT else None
+        time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT, wait))
+
+
+def upload_blob(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> bool:
+    """Upload a blob unless the registry has it; True when it was sent. A failed upload starts again from a new
+    upload session (the failed one may be gone)."""
+    if send(client, "HEAD", f"blobs/{digest}", {}).status_code == 200:
+        return False
+    attempt = 0
+    while True:
+        attempt += 1
+        started = send(client, "POST", "blobs/uploads/", {"Content-Length": "0"})
+        check_answer(client, started, ref, "a blob upload", (202,))
+        location = started.headers.get("Location", "")
+        if not location:
+            raise RegistryError(f"{ref.registry} started a blob upload without a Location")
+        try:
+            put = client.request("PUT", location + ("&" if "?" in location else "?") + f"digest={digest}",
+                                 {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}, data)
+        except Unreachable:
+            if attempt == ATTEMPTS:
+                raise
+        else:
+            if put.status_code not in TRANSIENT_STATUSES or attempt == ATTEMPTS:
+                check_answer(client, put, ref, f"blob {digest}", (201, 204))
+                return True
+        time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT))
 
 
 def add_tags(pushed: PushResult, refs: Sequence[ImageRef], reporter: Reporter,

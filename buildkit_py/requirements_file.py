@@ -46,6 +46,26 @@ def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
     return out
 
 
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.ASCII)
+
+
+def pinned(text: str) -> tuple[list[tuple[str, str, tuple[str, ...]]], list[str]]:
+    """The NAME==VERSION lines of a hash-pinned requirements file (a lock's, uv's compile output) as (lowercased name,
+    version, sorted --hash values), sorted by name; and the requirement lines that are not such a pin. Option lines
+    (an index, --require-hashes) are neither."""
+    found, other = [], []
+    for line, _ in requirement_lines(text, ""):
+        if line.startswith("-"):
+            continue
+        match = _PIN.match(line)
+        if not match:
+            other.append(line)
+            continue
+        hashes = tuple(sorted(word.split("=", 1)[1] for word in line.split() if word.startswith("--hash=")))
+        found.append((match.group(1).lower(), match.group(2), hashes))
+    return sorted(found, key=lambda pin: pin[0]), other
+
+
 def asks_hashes(line: str) -> bool:
     """Whether a logical line asks for pip's hash-checking mode."""
     return _HASH_CHECKED.search(line) is not None

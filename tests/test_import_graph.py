@@ -28,7 +28,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("ground", {"version", "errors", "flags", "fsutil", "resources", "notebook", "progress", "launcher", "refs",
                 "dockerfile_text", "pipeline"}),
     # What the tool talks to: HTTP, the Docker engine, Google's credentials and APIs, registries, staging buckets.
-    ("clients", {"transport", "engine", "adc", "google_api", "registry", "staging"}),
+    ("clients", {"transport", "engine", "adc", "google_api", "registry", "referrers", "staging"}),
     # The formats and tables the stages read: requirements and lock files, index settings, the version matrix,
     # executors, system libraries, a trainer's imports and entry points, what a build is asked and gives back.
     ("formats", {"requirements_file", "lockfiles", "indexes", "matrix", "syslibs", "executors", "imports", "entrypoints",
@@ -47,7 +47,8 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("inference", {"inference"}),
     # An image built by a backend, or a code-only edit appended in the registry.
     ("build/append", {"builders.*", "pipeline.fastpath"}),
-    ("push", {"pipeline.build", "pipeline.fastbuild", "pipeline.variant_builds"}),
+    # (attest: the SBOM and provenance of what build and fastbuild pushed, attached and verified)
+    ("push", {"pipeline.attest", "pipeline.build", "pipeline.fastbuild", "pipeline.variant_builds"}),
     ("job", {"jobs"}),
     # Commands beside the pipeline: generated CI and Make files, the doctor, the matrix's maintenance.
     ("tools", {"ci", "makefile", "doctor", "index_metadata"}),

@@ -29,6 +29,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
               "cancel", "job", "logs", "plan", "submit"),
     ".autopackaging": ("AutopackageOptions", "AutopackageResult", "autopackage"),
     ".tuning": ("TuneOptions", "tune"),
+    ".attestations": ("VerifyResult", "verify"),
     "..pipeline.buildtypes": ("BuildOptions", "BuildResult"),
     "..pipeline.lock": ("LockOptions", "LockResult"),
     "..flags": ("JOB_FLAGS", "cloudbuild_flag_name"),
@@ -41,13 +42,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
 _HOMES = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = ["JOB_FLAGS", "AutopackageOptions", "AutopackageResult", "BuildOptions", "BuildResult", "CancelResult",
-    "DockerfileResult", "Executor", "GeneratedFile", "JobOptions", "JobResult", "LockOptions", "LockResult", "LogsResult",
-    "MatrixOptions", "PRINTABLE", "PackageOptions", "PackageResult", "Plan", "PlanResult", "Project", "PushResult",
-    "RunOptions", "RunResult", "SeriesVersions", "Study", "SubmitOptions", "SubmitResult", "Trial", "TuneOptions",
-    "VariantsResult", "Versions", "autopackage", "build", "build_variants", "cancel", "ci", "cloudbuild_flag_name",
-    "dockerfile", "doctor", "executor_build", "executors", "job", "load", "lock", "logs", "make", "matrix_check",
-    "matrix_refresh", "package", "plan", "print_value", "push", "resolve", "run", "submit", "tune", "variant_configs",
-    "versions"]
+    "DockerfileResult", "Executor", "GeneratedFile", "JobOptions", "JobResult", "LockOptions", "LockResult",
+    "LogsResult", "MatrixOptions", "PRINTABLE", "PackageOptions", "PackageResult", "Plan", "PlanResult", "Project",
+    "PushResult", "RunOptions", "RunResult", "SeriesVersions", "Study", "SubmitOptions", "SubmitResult", "Trial",
+    "TuneOptions", "VariantsResult", "VerifyResult", "Versions", "autopackage", "build", "build_variants", "cancel",
+    "ci", "cloudbuild_flag_name", "dockerfile", "doctor", "executor_build", "executors", "job", "load", "lock",
+    "logs", "make", "matrix_check", "matrix_refresh", "package", "plan", "print_value", "push", "resolve", "run",
+    "submit", "tune", "variant_configs", "verify", "versions"]
 
 
 def __getattr__(name: str) -> Any:
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from ..pipeline.lock import LockOptions, LockResult
     from ..pipeline.plan import Plan
     from ..registry import PushResult
+    from .attestations import VerifyResult, verify
     from .autopackaging import AutopackageOptions, AutopackageResult, autopackage
     from .builds import build
     from .catalog import MatrixOptions, SeriesVersions, Versions, executors, matrix_check, matrix_refresh, versions

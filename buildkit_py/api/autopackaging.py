@@ -15,6 +15,7 @@ from ..errors import ConfigError, RegistryError, show
 from ..fsutil import cache_dir, read_text, reads_once, write_atomic
 from ..matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
 from ..notebook import HtmlRepr
+from ..pipeline.attest import attested
 from ..pipeline.build import BuildOptions, build_staged, last_record, make_recipe, planned_refs, prepare, push_image
 from ..pipeline.fastbuild import git_revision, staging
 from ..pipeline.plan import Plan, closest_python
@@ -360,6 +361,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
                     if not pushed:
                         builder = builder_class(config.builder).create(options.build.docker)
                         pushed = push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
+                        attested(replace(built, pushed=pushed), options.build, reporter, git_revision(config.root))
                     out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
         if target != "local":
             with stages.stage("submit") as out:

@@ -65,6 +65,8 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
 def check_build_options(options: BuildOptions) -> None:
     if not isinstance(options.fast_path, bool):
         raise ConfigError(f"{show(options.fast_path)} is not allowed: true or false", field="--no-fast-path")
+    if not isinstance(options.attest, bool):
+        raise ConfigError(f"{show(options.attest)} is not allowed: true or false", field="--no-attest")
     if not isinstance(options.offline, bool):
         raise ConfigError(f"{show(options.offline)} is not allowed: true or false", field="--offline")
     if options.docker is not None:

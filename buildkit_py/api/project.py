@@ -229,7 +229,7 @@ def options_from(options: Options, settings: dict[str, Any], config_keys: tuple[
 
 # The flag of an options field, where it is not --FIELD: a field of an options object the caller made is named as
 # the command line names it (a keyword, by the keyword).
-_FLAGS = {"fast_path": "--no-fast-path", "parameter_servers": "--ps", "poll_interval": "--poll"}
+_FLAGS = {"fast_path": "--no-fast-path", "attest": "--no-attest", "parameter_servers": "--ps", "poll_interval": "--poll"}
 
 _KINDS = {"bool": "True or False", "int": "a whole number", "float": "a number", "str": "a string", "Path": "a path",
           "None": "None", "tuple[str, ...]": "a list of strings", "Callable[[str, dict], None]": "a function",

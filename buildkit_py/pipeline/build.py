@@ -26,6 +26,7 @@ from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
 from ..resources import launcher_sources
+from .attest import attested
 from .buildtypes import BuildOptions, BuildResult
 from .context import hash_context
 from .fastbuild import Staged, appended_result, attempt, checked, git_revision, staging
@@ -235,7 +236,7 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
             )
         appended, parts, _ = attempt(staged, options, record, reporter, said=fast_path_said)
         if appended is not None:
-            return appended_result(staged, appended)
+            return attested(appended_result(staged, appended), options, reporter, staged.revision)
         engine = builder().bound(remote)
         image_id = None if options.no_cache else engine.image_id(refs[0]) or _pull_appended(engine, record, refs[0],
                                                                                              reporter)
@@ -285,4 +286,5 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
             fastpath.save_record(fastpath.Record(refs[0].repository, config.variant, parts, pushed[0].digest,
                                                  refs[0].tag or "", checked(imports)), reporter)
             fastpath.read_ahead(refs[0], pushed[0].digest, recipe.platform)
-    return BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, pushed)
+    return attested(BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, pushed), options,
+                    reporter, staged.revision)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..notebook import HtmlRepr
 
 if TYPE_CHECKING:
+    from ..referrers import Attached
     from ..registry import PushResult
     from .plan import Plan
     from .recipe import Recipe
@@ -34,6 +35,8 @@ class BuildOptions:
     # The image's requirements are not resolved against the package indexes before an engine build (also
     # BUILDKIT_PY_OFFLINE=1); said in the output.
     offline: bool = False
+    # A pushed image gets its SBOM and provenance attached in the registry (pipeline/attest.py); False: none.
+    attest: bool = True
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class BuildResult(HtmlRepr):
     # (stage, seconds) of a fast-path append: scan, base (reading the previous image), tar, upload,
     # manifest; empty for a build by the engine
     timings: tuple[tuple[str, float], ...] = field(default=())
+    attestations: tuple[Attached, ...] = field(default=())  # the SBOM and provenance attached to what was pushed
 
     @property
     def plan(self) -> Plan:
@@ -62,5 +66,6 @@ class BuildResult(HtmlRepr):
             "content_digest": self.content_digest,
             "pushed": [p.__dict__ for p in self.pushed],
             "fast_path": dict(self.timings) if self.timings else None,
+            "attestations": [a.__dict__ for a in self.attestations],
             "plan": self.recipe.plan,
         }

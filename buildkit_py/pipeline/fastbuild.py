@@ -18,6 +18,7 @@ from ..fsutil import asked_once
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..progress import Reporter
 from ..refs import ImageRef
+from .attest import attested
 from .buildtypes import BuildOptions, BuildResult
 from .context import BuildContext, add_generated, staged
 from .names import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL
@@ -59,6 +60,7 @@ class Staged:
     refs: tuple[ImageRef, ...]
     labels: tuple[tuple[str, str], ...]
     imports: ImportSet | None
+    revision: str | None  # the git commit (-dirty) of the trainer's checkout, or None
     scan: float  # seconds from the command's start to the staged context: the fast path's first timing
 
 
@@ -84,7 +86,7 @@ def staging(recipe: Recipe, revision: Callable[[], str | None], reporter: Report
         if recipe.variant:
             labels.append((VARIANT_LABEL, recipe.variant))
         yield Staged(recipe, ctx, tuple(recipe.refs(f"bk-{ctx.snapshot.digest[:16]}", commit)), tuple(labels), imports,
-                     time.perf_counter() - started)
+                     commit, time.perf_counter() - started)
 
 
 def checked(imports: ImportSet | None) -> tuple[str, ...] | None:
@@ -171,7 +173,8 @@ def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, start
     describing = fastpath.in_background(git_revision, recipe.root)  # a git run or two, while the files are copied
     with staging(recipe, describing, reporter, started) as staged:
         appended, _, why = attempt(staged, options, record, reporter)
-        return why if appended is None else appended_result(staged, appended)
+        return why if appended is None else attested(appended_result(staged, appended), options, reporter,
+                                                      staged.revision)
 
 
 def _engine_tags(refs: Sequence[ImageRef]) -> dict[ImageRef, str | None]:

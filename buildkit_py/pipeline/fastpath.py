@@ -38,7 +38,18 @@ from ..fsutil import cache_dir, write_atomic
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..progress import Reporter
 from ..refs import ImageRef
-from ..registry import MANIFEST_TYPES, AuthProvider, PushResult, RegistryClient, Unreachable, default_providers, retry_delay
+from ..registry import (
+    MANIFEST_TYPES,
+    AuthProvider,
+    PushResult,
+    RegistryClient,
+    check_answer,
+    default_providers,
+    json_object,
+    refusal,
+    send,
+    upload_blob,
+)
 from .context import FIXED_MTIME, Snapshot
 from .names import EXTENSIONS_STAGE
 
@@ -266,27 +277,7 @@ def _json_body(response, what: str, digest: str | None = None) -> dict:
     body = response.content
     if digest and "sha256:" + _sha(body) != digest:
         raise RegistryError(f"the registry gave back another {what} than {digest}")
-    try:
-        data = json.loads(body)
-    except ValueError:
-        raise RegistryError(f"the registry's {what} is not JSON") from None
-    if not isinstance(data, dict):
-        raise RegistryError(f"the registry's {what} is not a JSON object")
-    return data
-
-
-def _refusal(response) -> str:
-    return f"HTTP {response.status_code}: {show(response.text[:300])}"
-
-
-def _check(client: RegistryClient, response, ref: ImageRef, action: str, ok: Iterable[int]) -> None:
-    if response.status_code in ok:
-        return
-    if response.status_code in (401, 403):  # said as the engine's push says it
-        who = (f"the credentials from {client.credentials_source}" if client.credentials_source
-               else "an anonymous request (no credentials found)")
-        raise RegistryError(f"{ref.registry} refused {who}: {action} for {ref.repository} ({_refusal(response)})")
-    raise RegistryError(f"{ref.registry} refused {action} for {ref.repository} ({_refusal(response)})")
+    return json_object(body, f"the registry's {what}")
 
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
@@ -344,7 +335,7 @@ def _manifest(client: RegistryClient, ref: ImageRef, digest: str, what: str, kee
     got = send(client, "GET", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
     if got.status_code == 404:
         raise Refused(f"{what} is gone from the registry")
-    _check(client, got, ref, f"the read of {what}", (200,))
+    check_answer(client, got, ref, f"the read of {what}", (200,))
     manifest = _json_body(got, "manifest", digest)
     keep(digest, got.content)
     return manifest, manifest.get("mediaType") or got.headers.get("Content-Type", "").split(";")[0]
@@ -365,7 +356,7 @@ def _previous(client: RegistryClient, ref: ImageRef, digest: str, platform: str 
     config = _kept(config_digest)
     if config is None:
         got = send(client, "GET", f"blobs/{config_digest}", {})
-        _check(client, got, ref, "the read of the previous image's config", (200,))
+        check_answer(client, got, ref, "the read of the previous image's config", (200,))
         config = _json_body(got, "image config", config_digest)
         keep(config_digest, got.content)
     return manifest, media, config
@@ -385,7 +376,7 @@ def read_ahead(ref: ImageRef, digest: str, platform: str | None, providers: Iter
         try:
             client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
             _previous(client, ref, digest, platform, lambda d, data: read.append((d, data)),
-                      lambda *request: _send(*request, attempts=1))
+                      lambda *request: send(*request, attempts=1))
         except Exception:  # whatever the registry answers: the edit reads it again, and says what is wrong
             read.clear()
 
@@ -432,35 +423,12 @@ def in_background(function: Callable[..., T], *args) -> Callable[[], T]:
 
 
 LAYER_CHECKS = 4  # connections that ask at once whether the lower layers are still there
-ATTEMPTS = 4  # as the engine's push: a rate limit, a 5xx or a dropped connection is tried again, with back-off
-BACKOFF, MAX_WAIT = 0.5, 30.0
-_TRANSIENT = frozenset((408, 429, 500, 502, 503, 504))
 _TAGGED = (201, 200)  # a manifest PUT that stored and tagged
-
-
-def _send(client: RegistryClient, method: str, path: str, headers: dict[str, str], data: bytes | None = None,
-          attempts: int = ATTEMPTS):
-    """One request, tried again where the registry's answer (or its silence) says that a later try may pass."""
-    attempt = 0
-    while True:
-        attempt += 1
-        wait = None
-        try:
-            response = client.request(method, path, headers, data)
-        except Unreachable:
-            if attempt >= attempts:
-                raise
-        else:
-            if response.status_code not in _TRANSIENT or attempt >= attempts:
-                return response
-            asked = response.headers.get("Retry-After", "")
-            wait = float(asked) if asked.isdigit() and int(asked) <= MAX_WAIT else None
-        time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT, wait))
 
 
 def _lost_layer(client: RegistryClient, digests: Sequence[str]) -> str | None:
     """The first of these blobs the registry does not have, or None."""
-    return next((d for d in digests if _send(client, "HEAD", f"blobs/{d}", {}).status_code != 200), None)
+    return next((d for d in digests if send(client, "HEAD", f"blobs/{d}", {}).status_code != 200), None)
 
 
 def _answer(request: Callable[[], Any]) -> Any:
@@ -469,32 +437,6 @@ def _answer(request: Callable[[], Any]) -> Any:
         return request()
     except RegistryError as exc:
         return exc
-
-
-def _upload(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> bool:
-    """Upload a blob unless the registry has it; True when it was sent. A failed upload starts again from a new
-    upload session (the failed one may be gone)."""
-    if _send(client, "HEAD", f"blobs/{digest}", {}).status_code == 200:
-        return False
-    attempt = 0
-    while True:
-        attempt += 1
-        started = _send(client, "POST", "blobs/uploads/", {"Content-Length": "0"})
-        _check(client, started, ref, "a blob upload", (202,))
-        location = started.headers.get("Location", "")
-        if not location:
-            raise RegistryError(f"{ref.registry} started a blob upload without a Location")
-        try:
-            put = client.request("PUT", location + ("&" if "?" in location else "?") + f"digest={digest}",
-                                 {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}, data)
-        except Unreachable:
-            if attempt == ATTEMPTS:
-                raise
-        else:
-            if put.status_code not in _TRANSIENT or attempt == ATTEMPTS:
-                _check(client, put, ref, f"blob {digest}", (201, 204))
-                return True
-        time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT))
 
 
 @dataclass(frozen=True)
@@ -522,7 +464,7 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     providers = list(providers) if providers is not None else default_providers()
     ref = refs[0]
     client = RegistryClient(ref, providers)
-    manifest, media, config = _previous(client, ref, record.manifest, platform, _keep, _send)
+    manifest, media, config = _previous(client, ref, record.manifest, platform, _keep, send)
     config_descriptor = manifest.get("config") or {}
     layers = list(manifest.get("layers") or [])
     diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
@@ -553,13 +495,13 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     new_config.setdefault("config", {})["Labels"] = new_labels
     config_bytes = json.dumps(new_config, separators=(",", ":"), ensure_ascii=False).encode()
     new_config_digest = "sha256:" + _sha(config_bytes)
-    config_sent = in_background(_upload, client.fork(), ref, new_config_digest, config_bytes)
-    sent = _upload(client, ref, blob_digest, blob)
+    config_sent = in_background(upload_blob, client.fork(), ref, new_config_digest, config_bytes)
+    sent = upload_blob(client, ref, blob_digest, blob)
     config_sent()
     timings.append(("upload", time.perf_counter() - started))
     missing = next((d for d in (check() for check in lost) if d), None)
     if missing:
-        if _send(client, "HEAD", f"manifests/{record.manifest}", {}).status_code == 404:
+        if send(client, "HEAD", f"manifests/{record.manifest}", {}).status_code == 404:
             # Read from this machine's copy, of an image the registry has lost whole (wiped or garbage-collected):
             # nothing to append to, as when the registry says so at the read.
             raise Refused(f"the previous image {ref.repository}@{record.manifest} is gone from the registry")
@@ -577,8 +519,8 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     headers = {"Content-Type": media}
     # Every tag at once, each on its own connection: a registry checks the manifest whole (media type, every blob)
     # before it tags, so a manifest it refuses is refused under every name and no tag is written.
-    others = [in_background(_send, client.fork(), "PUT", f"manifests/{t.tag}", headers, body) for t in refs[1:]]
-    replies: list = [_answer(lambda: _send(client, "PUT", f"manifests/{ref.tag}", headers, body))]
+    others = [in_background(send, client.fork(), "PUT", f"manifests/{t.tag}", headers, body) for t in refs[1:]]
+    replies: list = [_answer(lambda: send(client, "PUT", f"manifests/{ref.tag}", headers, body))]
     if stored is not None and not isinstance(replies[0], Exception) and replies[0].status_code in _TAGGED:
         stored({new_config_digest, digest})
     replies += [_answer(waiting) for waiting in others]
@@ -588,10 +530,10 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
             failed.append(reply)
         elif reply.status_code == 415 or reply.status_code == 400 and any(
                 code in reply.text for code in ("MANIFEST_INVALID", "UNSUPPORTED")):
-            refused.append(Refused(f"{ref.registry} refuses the appended image's manifest ({_refusal(reply)})"))
+            refused.append(Refused(f"{ref.registry} refuses the appended image's manifest ({refusal(reply)})"))
         else:
             try:
-                _check(client, reply, target, f"the tag {target.tag}", _TAGGED)
+                check_answer(client, reply, target, f"the tag {target.tag}", _TAGGED)
             except RegistryError as exc:
                 failed.append(exc)
                 continue

@@ -41,7 +41,6 @@ _HASH = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
 _PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?", re.ASCII)
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.ASCII)
 UV_TIMEOUT = 900  # seconds: a cold resolve of torch with CUDA wheels downloads no wheel, yet reads large pages
 
 
@@ -418,19 +417,15 @@ def _uv() -> str:
 
 def _parse_compiled(text: str) -> tuple[LockedPackage, ...]:
     """`uv pip compile --generate-hashes --no-annotate --no-header` output: NAME==VERSION with --hash lines."""
-    packages: list[LockedPackage] = []
-    for logical in text.replace("\\\n", " ").splitlines():
-        logical = logical.strip()
-        if not logical or logical.startswith(("#", "-")):
-            continue
-        match = _PIN.match(logical)
-        if not match:
-            raise BuildError(f"uv wrote a line buildkit-py does not read: {show(logical[:200])}")
-        hashes = tuple(sorted(h.split("=", 1)[1] for h in logical.split() if h.startswith("--hash=")))
+    from ..requirements_file import pinned
+
+    found, other = pinned(text)
+    if other:
+        raise BuildError(f"uv wrote a line buildkit-py does not read: {show(other[0][:200])}")
+    for name, _, hashes in found:
         if not hashes:
-            raise BuildError(f"uv gave no hash for {match.group(1)} (an sdist from a directory or VCS cannot be locked)")
-        packages.append(LockedPackage(match.group(1).lower(), match.group(2), hashes))
-    return tuple(sorted(packages, key=lambda p: p.name))
+            raise BuildError(f"uv gave no hash for {name} (an sdist from a directory or VCS cannot be locked)")
+    return tuple(LockedPackage(name, version, hashes) for name, version, hashes in found)
 
 
 def pip_conf_text(config: Config) -> str | None:

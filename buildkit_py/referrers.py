@@ -1,0 +1,302 @@
+"""Artifacts attached to an image in its registry (OCI image-spec 1.1 and distribution-spec 1.1): a manifest whose
+`subject` is the image's descriptor, whose `artifactType` says what it holds, with the empty config
+(application/vnd.oci.empty.v1+json, the two bytes `{}`) and the artifact as its one layer.
+
+A registry with the referrers API answers the manifest's PUT with `OCI-Subject: <subject digest>` and lists it at
+`GET /v2/<name>/referrers/<digest>`. One without (distribution 2.8, older Artifact Registry repositories) gets the
+referrers tag schema: an image index tagged `sha256-<hex>` listing the artifacts, read, extended and written back
+by the client (the tag is the client's to keep; two writers at once may lose one's entry: the spec leaves that to
+the clients, and registries without conditional requests give no way to avoid it). Readers (crane, oras, cosign
+tree) look in the same two places.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .errors import RegistryError, show
+from .notebook import HtmlRepr
+from .progress import Reporter
+from .refs import ImageRef
+from .registry import (
+    MANIFEST_TYPES,
+    OCI_INDEX,
+    AuthProvider,
+    RegistryClient,
+    check_answer,
+    default_providers,
+    send,
+    upload_blob,
+)
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
+EMPTY_BLOB = b"{}"
+MAX_ARTIFACT = 32 << 20  # an SBOM of a CUDA image is a few MiB; a larger answer is not ours
+MAX_PAGES = 32  # pages of a referrers list followed (Link: rel="next")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
+_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _canonical(value: dict) -> bytes:
+    """The bytes a manifest or index is sent as: sorted keys, no spaces, so the same content is the same digest."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def tag_for(digest: str) -> str:
+    """The referrers tag schema's tag of a digest: `<algorithm>-<encoded>`, truncated to 32 and 64 characters."""
+    algorithm, _, encoded = digest.partition(":")
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '-', algorithm[:32])}-{re.sub(r'[^A-Za-z0-9_.-]', '-', encoded[:64])}"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The image's manifest as a descriptor names it."""
+
+    media_type: str
+    digest: str
+    size: int
+
+    def descriptor(self) -> dict:
+        return {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """What to attach: one blob of MEDIA_TYPE, listed as ARTIFACT_TYPE with these annotations."""
+
+    artifact_type: str
+    media_type: str
+    data: bytes
+    annotations: tuple[tuple[str, str], ...] = ()
+
+    def manifest(self, subject: Subject) -> bytes:
+        layer = {"mediaType": self.media_type, "digest": _digest(self.data), "size": len(self.data)}
+        empty = {"mediaType": EMPTY_MEDIA_TYPE, "digest": _digest(EMPTY_BLOB), "size": len(EMPTY_BLOB)}
+        body = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": self.artifact_type, "config": empty,
+                "layers": [layer], "subject": subject.descriptor()}
+        if self.annotations:
+            body["annotations"] = dict(self.annotations)
+        return _canonical(body)
+
+
+@dataclass(frozen=True)
+class Attached(HtmlRepr):
+    """An artifact the registry holds for the image: its manifest's digest, what it is, the blob's digest and how
+    the registry lists it ("referrers API" or "tag schema")."""
+
+    artifact_type: str
+    digest: str
+    blob: str
+    listed: str
+
+
+@dataclass(frozen=True)
+class Referrer:
+    """An entry of the image's referrers list."""
+
+    media_type: str
+    digest: str
+    size: int
+    artifact_type: str
+    annotations: tuple[tuple[str, str], ...]
+
+
+def subject_of(client: RegistryClient, ref: ImageRef, reference: str) -> Subject:
+    """The descriptor of the manifest REFERENCE (a digest or a tag) names, read from the registry (its bytes hashed:
+    what is named is what is there)."""
+    got = send(client, "GET", f"manifests/{reference}", {"Accept": MANIFEST_TYPES})
+    if got.status_code == 404:
+        raise RegistryError(f"{ref.repository}{'@' if _DIGEST.fullmatch(reference) else ':'}{reference} is not in "
+                            f"{ref.registry}")
+    check_answer(client, got, ref, f"the read of manifest {reference}", (200,))
+    digest = _digest(got.content)
+    if _DIGEST.fullmatch(reference) and digest != reference:
+        raise RegistryError(f"{ref.registry} gave back another manifest than {reference}")
+    try:
+        media = json.loads(got.content).get("mediaType")
+    except (ValueError, AttributeError):
+        media = None
+    media = media if isinstance(media, str) else got.headers.get("Content-Type", "").split(";")[0]
+    return Subject(media or OCI_MANIFEST, digest, len(got.content))
+
+
+def pushed_subject(client: RegistryClient, ref: ImageRef, digest: str) -> Subject:
+    """The descriptor of a manifest just pushed as DIGEST, from a HEAD (its type and size; the image is not read
+    back), else from its bytes."""
+    head = send(client, "HEAD", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
+    media = head.headers.get("Content-Type", "").split(";")[0]
+    size = head.headers.get("Content-Length", "")
+    if head.status_code == 200 and head.headers.get("Docker-Content-Digest", digest) == digest and media in \
+            MANIFEST_TYPES.split(", ") and size.isdigit():
+        return Subject(media, digest, int(size))
+    return subject_of(client, ref, digest)
+
+
+def config_labels(client: RegistryClient, ref: ImageRef, digest: str) -> dict[str, str] | None:
+    """The labels of the image config the manifest at DIGEST names; None where DIGEST names an index (each platform
+    has its own) or a manifest without a config."""
+    got = send(client, "GET", f"manifests/{digest}", {"Accept": MANIFEST_TYPES})
+    check_answer(client, got, ref, f"the read of manifest {digest}", (200,))
+    try:
+        manifest = json.loads(got.content)
+        config = manifest["config"]["digest"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if _digest(got.content) != digest or not isinstance(config, str) or not _DIGEST.fullmatch(config):
+        return None
+    blob = send(client, "GET", f"blobs/{config}", {})
+    check_answer(client, blob, ref, f"the read of the image config {config}", (200,))
+    if _digest(blob.content) != config:
+        raise RegistryError(f"{ref.registry} gave back other bytes than the image config {config}")
+    try:
+        labels = (json.loads(blob.content).get("config") or {}).get("Labels") or {}
+    except (ValueError, AttributeError):
+        return None
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else None
+
+
+def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], reporter: Reporter,
+           providers: Iterable[AuthProvider] | None = None) -> tuple[Attached, ...]:
+    """Push each artifact with SUBJECT as its subject into REF's repository; where the registry does not say that it
+    processed the subject (no OCI-Subject header), the referrers tag schema's index lists them. Pushing the same
+    artifacts again changes nothing (each is named by its content; an index that lists them all is not rewritten)."""
+    client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
+    upload_blob(client, ref, _digest(EMPTY_BLOB), EMPTY_BLOB)
+    sent: list[tuple[Artifact, bytes, bool]] = []
+    for artifact in artifacts:
+        upload_blob(client, ref, _digest(artifact.data), artifact.data)
+        body = artifact.manifest(subject)
+        put = send(client, "PUT", f"manifests/{_digest(body)}", {"Content-Type": OCI_MANIFEST}, body)
+        check_answer(client, put, ref, f"the {artifact.artifact_type} artifact of {subject.digest}", (200, 201))
+        sent.append((artifact, body, put.headers.get("OCI-Subject", "") == subject.digest))
+    pending = [(a, body) for a, body, processed in sent if not processed]
+    if pending:
+        _list_in_tag(client, ref, subject, pending, reporter)
+    attached = tuple(Attached(a.artifact_type, _digest(body), _digest(a.data),
+                              "referrers API" if processed else "tag schema") for a, body, processed in sent)
+    for item in attached:
+        reporter.message(f"attached {item.artifact_type} {item.digest} to {ref.repository}@{subject.digest} "
+                         f"({item.listed})")
+    return attached
+
+
+def _index_entries(data: object) -> list[dict] | None:
+    """The descriptors of an image index, or None when DATA is not one."""
+    if not isinstance(data, dict) or not isinstance(data.get("manifests"), list):
+        return None
+    return [m for m in data["manifests"] if isinstance(m, dict) and isinstance(m.get("digest"), str)]
+
+
+def _list_in_tag(client: RegistryClient, ref: ImageRef, subject: Subject, pending: list[tuple[Artifact, bytes]],
+                 reporter: Reporter) -> None:
+    """Read-modify-write of the referrers tag's index: the entries it has, then ours that it lacks."""
+    tag = tag_for(subject.digest)
+    got = send(client, "GET", f"manifests/{tag}", {"Accept": OCI_INDEX})
+    entries: list[dict] = []
+    if got.status_code == 200:
+        try:
+            entries = _index_entries(json.loads(got.content)) or []
+        except ValueError:
+            entries = []  # not an index: the spec reads it as no referrers, and the tag is the schema's
+    elif got.status_code != 404:
+        check_answer(client, got, ref, f"the read of the referrers tag {tag}", (200, 404))
+    have = {e["digest"] for e in entries}
+    new = []
+    for artifact, body in pending:
+        if _digest(body) in have:
+            continue
+        entry = {"mediaType": OCI_MANIFEST, "digest": _digest(body), "size": len(body),
+                 "artifactType": artifact.artifact_type}
+        if artifact.annotations:
+            entry["annotations"] = dict(artifact.annotations)
+        new.append(entry)
+    if not new:
+        return
+    index = _canonical({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries + new})
+    put = send(client, "PUT", f"manifests/{tag}", {"Content-Type": OCI_INDEX}, index)
+    check_answer(client, put, ref, f"the referrers tag {tag}", (200, 201))
+    reporter.message(f"listed {len(new)} artifact(s) of {subject.digest} under the referrers tag {tag}")
+
+
+def referrers(client: RegistryClient, ref: ImageRef, digest: str) -> tuple[tuple[Referrer, ...], str]:
+    """The artifacts the registry lists for the manifest at DIGEST, and where they were listed: the referrers API,
+    else (its 404) the tag schema's index (none when that tag is not an index)."""
+    got = send(client, "GET", f"referrers/{digest}", {"Accept": OCI_INDEX})
+    entries: list[dict] = []
+    if got.status_code == 404:
+        listed = "tag schema"
+        got = send(client, "GET", f"manifests/{tag_for(digest)}", {"Accept": OCI_INDEX})
+        if got.status_code not in (200, 404):
+            check_answer(client, got, ref, f"the read of the referrers tag {tag_for(digest)}", (200, 404))
+        pages = [got] if got.status_code == 200 else []
+    else:
+        listed = "referrers API"
+        check_answer(client, got, ref, f"the referrers list of {digest}", (200,))
+        pages = [got]
+        while len(pages) < MAX_PAGES:
+            following = _NEXT.search(pages[-1].headers.get("Link", ""))
+            if not following:
+                break
+            pages.append(send(client, "GET", following.group(1), {"Accept": OCI_INDEX}))
+            check_answer(client, pages[-1], ref, f"the referrers list of {digest}", (200,))
+    for page in pages:
+        try:
+            entries += _index_entries(json.loads(page.content)) or []
+        except ValueError:
+            if listed == "referrers API":
+                raise RegistryError(f"{ref.registry}'s referrers list of {digest} is not JSON") from None
+    found = []
+    for e in entries:
+        annotations = e.get("annotations") if isinstance(e.get("annotations"), dict) else {}
+        found.append(Referrer(str(e.get("mediaType", "")), e["digest"], e.get("size") if isinstance(e.get("size"), int)
+                              else -1, str(e.get("artifactType", "")),
+                              tuple(sorted((str(k), str(v)) for k, v in annotations.items()))))
+    return tuple(found), listed
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """An artifact read back: its manifest (as JSON) and its one layer's bytes, each checked against its digest."""
+
+    digest: str
+    manifest: dict
+    layer_media_type: str
+    blob: str
+    data: bytes
+
+
+def fetch(client: RegistryClient, ref: ImageRef, digest: str) -> Fetched:
+    """The artifact manifest at DIGEST and its layer; a registry that gives other bytes than a digest names is an
+    error."""
+    if not _DIGEST.fullmatch(digest):
+        raise RegistryError(f"{ref.registry} lists an artifact by {show(digest)}, which is not a sha256 digest")
+    got = send(client, "GET", f"manifests/{digest}", {"Accept": OCI_MANIFEST})
+    check_answer(client, got, ref, f"the read of artifact {digest}", (200,))
+    if _digest(got.content) != digest:
+        raise RegistryError(f"{ref.registry} gave back another artifact manifest than {digest}")
+    try:
+        manifest = json.loads(got.content)
+    except ValueError:
+        raise RegistryError(f"artifact {digest} is not JSON") from None
+    layers = manifest.get("layers") if isinstance(manifest, dict) else None
+    if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict) \
+            or not _DIGEST.fullmatch(str(layers[0].get("digest"))):
+        raise RegistryError(f"artifact {digest} does not have one layer named by a sha256 digest")
+    blob = layers[0]["digest"]
+    size = layers[0].get("size")
+    if not isinstance(size, int) or not 0 <= size <= MAX_ARTIFACT:
+        raise RegistryError(f"artifact {digest}'s layer has size {show(size)}: at most {MAX_ARTIFACT} bytes are read")
+    data = send(client, "GET", f"blobs/{blob}", {})
+    check_answer(client, data, ref, f"the read of blob {blob}", (200,))
+    if len(data.content) != size or _digest(data.content) != blob:
+        raise RegistryError(f"{ref.registry} gave back other bytes than blob {blob} of artifact {digest}")
+    return Fetched(digest, manifest, str(layers[0].get("mediaType", "")), blob, data.content)
