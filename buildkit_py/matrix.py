@@ -39,6 +39,11 @@ _PLATFORM = re.compile(r"linux/[a-z0-9]{1,16}", re.ASCII)
 AMD64, ARM64 = "linux/amd64", "linux/arm64"
 
 
+def arch(platform: str | None) -> str | None:
+    """OS/ARCH of a platform, its variant dropped (linux/arm64/v8 is linux/arm64); None stays None."""
+    return "/".join(platform.split("/")[:2]) if platform else None
+
+
 def minor(version: str) -> str:
     """'12.4.1' -> '12.4'."""
     return ".".join(version.split(".")[:2])
@@ -180,9 +185,19 @@ class FrameworkSeries:
         """This series as it applies to one release (per_release overrides)."""
         return self.per_release.get(version, self)
 
-    def archs_for(self, cuda: str, platform: str | None = None) -> tuple[str, ...] | None:
-        """The GPU architectures of the wheel for this CUDA (minor, else major) and platform; None: not recorded."""
-        table = dict(self.arm64_archs if platform == ARM64 and self.arm64_archs is not None else self.archs)
+    def for_platform(self, platform: str | None) -> FrameworkSeries:
+        """This series as it builds for the platform: on linux/arm64 only its aarch64 CUDA wheels, with their
+        architectures; elsewhere itself."""
+        if arch(platform) != arch(ARM64):
+            return self
+        cuda = self.arm64_cuda
+        return replace(self, cuda=cuda, archs=self.archs if self.arm64_archs is None else self.arm64_archs,
+                       default_cuda=self.default_cuda if self.default_cuda in cuda else None,
+                       experimental_cuda=tuple(c for c in self.experimental_cuda if c in cuda), per_release={})
+
+    def archs_for(self, cuda: str) -> tuple[str, ...] | None:
+        """The GPU architectures of the wheel for this CUDA (minor, else major); None: not recorded."""
+        table = dict(self.archs)
         found = table.get(minor(cuda), table.get(cuda.split(".")[0]))
         return tuple(found) if found is not None else None
 
