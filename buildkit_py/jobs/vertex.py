@@ -18,7 +18,7 @@ from typing import Any
 from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
 from ..errors import ConfigError, ResolutionError, show
 from ..launcher.constants import EXPECT_GPUS_ENV, EXPECT_TPU_ENV
-from ..matrix import Tpu, load_machines, load_matrix
+from ..matrix import Tpu, arch, load_machines, load_matrix
 from ..pipeline.plan import tpu_named
 from ..refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
 from ..resources import LAUNCHER_MODULE
@@ -233,9 +233,11 @@ def _resolve_tpu_pool(pool: Pool, tpu: Tpu, field: str) -> tuple[Pool, int]:
 
 def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _dt.datetime | None = None,
               revision: str | None = None, check_accelerator=None,
-              fallback: Fallback | None = None, lock_digest: str | None = None) -> VertexJob:
+              fallback: Fallback | None = None, lock_digest: str | None = None,
+              image_platform: str | None = None) -> VertexJob:
     """The job resource. check_accelerator(accelerator) -> notes raises when the image has no kernels
-    for the GPU; fallback replaces the chief's accelerator, machine, region or strategy."""
+    for the GPU; fallback replaces the chief's accelerator, machine, region or strategy; image_platform: the
+    platform of the image built from this config (its plan's: GB200's make it linux/arm64), else the config's."""
     if target not in TARGETS:
         raise ConfigError(f"{show(target)} is not allowed: one of {', '.join(TARGETS)}", field="--target")
     now = now or _dt.datetime.now(_dt.UTC)
@@ -284,9 +286,9 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
                           "job.image", field="--image")
     ref = pullable(image_text, target, "job.python_package.executor" if package else "--image")
     wanted = load_machines().platform(chief.machine_type)
-    if config.platform and not package and "/".join(config.platform.split("/")[:2]) != wanted:
-        raise ConfigError(f"the image is built for {config.platform}; {chief.machine_type} runs {wanted}",
-                          field="platform")
+    built_for = image_platform or config.platform
+    if built_for and not package and arch(built_for) != wanted:
+        raise ConfigError(f"the image is built for {built_for}; {chief.machine_type} runs {wanted}", field="platform")
     if (chief.accelerator_count or tpu) and check_accelerator is not None and not package:
         notes.extend(check_accelerator(chief.accelerator_type))
     elif tpu:
