@@ -72,13 +72,14 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--framework-index-url",
                        help="a mirror of the framework's own index (PyTorch's cuXYZ, NVIDIA's), no credentials")
     group.add_argument("--variant", help="one of the config's variants: its overrides apply and its name ends the tags")
+    group.add_argument("--platform", help="the image's platform: linux/amd64 or linux/arm64 (default: the one the "
+                       "accelerator's machines run, e.g. linux/arm64 for NVIDIA_GB200; else linux/amd64 for CUDA images)")
 
 
 def _build_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("build (flags override the config file)")
     group.add_argument("--tag", "-t", action="append", metavar="REF", dest="tags",
                        help="also tag as REF (repeatable); without a tag part it gets the content tag")
-    group.add_argument("--platform", help="target platform (default: linux/amd64 for CUDA images)")
     group.add_argument("--network", help="network for RUN steps: default, host or none")
     group.add_argument("--ca-cert",
                        help="CA bundle for pip/apt behind a TLS-intercepting proxy, passed as a BuildKit secret "

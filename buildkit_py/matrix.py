@@ -35,6 +35,13 @@ ARCH = re.compile(r"(sm|compute)_([0-9]{2,3})([af]?)", re.ASCII)
 _PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
 _COMPANION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:[<>=!~]=?[0-9][0-9a-z.*]{0,31})?", re.ASCII)
 _URL = re.compile(r"https://[A-Za-z0-9.-]{1,253}(?:/[A-Za-z0-9._~/-]{0,200})?", re.ASCII)
+_PLATFORM = re.compile(r"linux/[a-z0-9]{1,16}", re.ASCII)
+AMD64, ARM64 = "linux/amd64", "linux/arm64"
+
+
+def arch(platform: str | None) -> str | None:
+    """OS/ARCH of a platform, its variant dropped (linux/arm64/v8 is linux/arm64); None stays None."""
+    return "/".join(platform.split("/")[:2]) if platform else None
 
 
 def minor(version: str) -> str:
@@ -168,11 +175,25 @@ class FrameworkSeries:
     # in `releases`; and the distributions it stands for, whose requirements it replaces.
     gpu_build: FrameworkSeries | None = None
     replaces: tuple[str, ...] = ()
+    # Linux aarch64 (linux/arm64) CUDA wheels: the variants published, and their GPU architectures where the
+    # aarch64 build's differ from `archs` (None: the same build settings as x86_64).
+    arm64_cuda: tuple[str, ...] = ()
+    arm64_archs: tuple[tuple[str, tuple[str, ...]], ...] | None = None
     per_release: dict[str, FrameworkSeries] = field(default_factory=dict, compare=False)
 
     def for_release(self, version: str) -> FrameworkSeries:
         """This series as it applies to one release (per_release overrides)."""
         return self.per_release.get(version, self)
+
+    def for_platform(self, platform: str | None) -> FrameworkSeries:
+        """This series as it builds for the platform: on linux/arm64 only its aarch64 CUDA wheels, with their
+        architectures; elsewhere itself."""
+        if arch(platform) != arch(ARM64):
+            return self
+        cuda = self.arm64_cuda
+        return replace(self, cuda=cuda, archs=self.archs if self.arm64_archs is None else self.arm64_archs,
+                       default_cuda=self.default_cuda if self.default_cuda in cuda else None,
+                       experimental_cuda=tuple(c for c in self.experimental_cuda if c in cuda), per_release={})
 
     def archs_for(self, cuda: str) -> tuple[str, ...] | None:
         """The GPU architectures of the wheel for this CUDA (minor, else major); None: not recorded."""
@@ -191,6 +212,7 @@ class Framework:
     source: str
     wheel_package: str  # the package whose cpXY wheels tell a release's Pythons (jaxlib for jax)
     tpu: TpuSpec | None = None  # the TPU build (frameworks/*.yaml `tpu:`); None: none
+    arm64_cpu_from: str | None = None  # the first release with Linux aarch64 wheels; None: not recorded
 
     def releases(self) -> list[str]:
         return [r for s in self.series for r in s.releases]
@@ -250,6 +272,8 @@ class Matrix:
     overlay: Overlay | None = None
     tpus: dict[str, Tpu] = field(default_factory=dict)  # tpus.yaml
     deleted_cuda: dict[str, str] = field(default_factory=dict)  # CUDA minor -> why its nvidia/cuda tags are gone
+    cuda_platforms: tuple[str, ...] = (AMD64,)  # the platforms of the nvidia/cuda tags' manifest lists
+    cuda_arm64_from: str | None = None  # the first CUDA release with linux/arm64 (sbsa) images
 
     def framework(self, name: str) -> Framework | None:
         return self.frameworks.get(self.aliases.get(name, name))
@@ -345,8 +369,9 @@ def _verified(data: Any, where: str) -> tuple[tuple[str, str], ...]:
 
 _SERIES_KEYS = {"series", "releases", "cuda", "cudnn", "python", "default_cuda", "experimental_cuda", "archs",
                 "per_release", "package", "pre", "bundles_cuda", "gpu_extra", "gpu_index_url", "cpu_index_url",
-                "extra_optional", "system_cuda", "package_by_cuda", "verified", "companions", "advice", "gpu_build"}
-_RELEASE_KEYS = {"cuda", "cudnn", "python", "default_cuda", "archs"}
+                "extra_optional", "system_cuda", "package_by_cuda", "verified", "companions", "advice", "gpu_build",
+                "arm64_cuda", "arm64_archs"}
+_RELEASE_KEYS = {"cuda", "cudnn", "python", "default_cuda", "archs", "arm64_cuda", "arm64_archs"}
 _GPU_BUILD_KEYS = {"package", "release", "replaces", "python", "cuda", "cudnn", "default_cuda", "archs", "bundles_cuda",
                    "system_cuda", "gpu_index_url", "companions"}
 # A release with a local label (NVIDIA's 1.15.5+nv23.3), which only a gpu_build names.
@@ -388,8 +413,10 @@ def _series(data: dict, series: str, defaults: InstallSpec, where: str, origin: 
         advice=_advice(data.get("advice"), where),
         gpu_build=_gpu_build(data["gpu_build"], series, defaults, f"{where}: gpu_build", origin)
         if "gpu_build" in data else None,
+        arm64_cuda=_strings(data.get("arm64_cuda", []), where, _MINOR),
+        arm64_archs=_archs(data["arm64_archs"], f"{where}: arm64_archs") if data.get("arm64_archs") is not None else None,
     )
-    for name in (out.default_cuda, *out.experimental_cuda):
+    for name in (out.default_cuda, *out.experimental_cuda, *out.arm64_cuda):
         if name and name not in cuda:
             raise DataError(f"{where}: CUDA {name} is not one of the series' cuda list")
     overrides = data.get("per_release") or {}
@@ -402,10 +429,13 @@ def _series(data: dict, series: str, defaults: InstallSpec, where: str, origin: 
         merged = {"python": list(out.python), "cuda": list(out.cuda), "cudnn": out.cudnn,
                   "default_cuda": out.default_cuda, "experimental_cuda": list(out.experimental_cuda),
                   "archs": {k: list(v) for k, v in out.archs}, "verified": dict(out.verified),
-                  "companions": list(out.companions), "advice": out.advice, **fields}
+                  "companions": list(out.companions), "advice": out.advice, "arm64_cuda": list(out.arm64_cuda),
+                  "arm64_archs": {k: list(v) for k, v in out.arm64_archs} if out.arm64_archs is not None else None,
+                  **fields}
         if merged["default_cuda"] not in merged["cuda"]:
             merged["default_cuda"] = None
         merged["experimental_cuda"] = [c for c in merged["experimental_cuda"] if c in merged["cuda"]]
+        merged["arm64_cuda"] = [c for c in merged["arm64_cuda"] if c in merged["cuda"]]
         out.per_release[release] = replace(
             _series({**merged, "releases": [release]}, series, out.install, rw, origin), releases=releases)
     return out
@@ -445,6 +475,7 @@ def _framework(path: Path) -> Framework:
         source=path.name,
         wheel_package=data.get("wheel_package", defaults.package),
         tpu=_tpu_spec(data["tpu"], f"{where}: tpu") if "tpu" in data else None,
+        arm64_cpu_from=_text(data, "arm64_cpu_from", where, _RELEASE),
     )
 
 
@@ -536,6 +567,44 @@ def _accelerators(root: Path) -> dict[str, Accelerator]:
         major, minor_ = capability.split(".")
         out[name] = Accelerator(name, (int(major), int(minor_)), _need(item, "gpu", str, where))
     return out
+
+
+@dataclass(frozen=True)
+class Machines:
+    """base_images/machines.yaml: which machine types take which GPUs, and which run Arm CPUs."""
+
+    attached: dict[str, dict[int, int]]  # N1: accelerator -> count -> most vCPUs
+    n1_types: tuple[str, ...]
+    fixed: dict[str, tuple[str, int]]  # machine type -> (accelerator, count)
+    cpu_families: tuple[str, ...]
+    arm64: tuple[str, ...]
+
+    def platform(self, machine_type: str) -> str:
+        """The platform an image must have to run on this machine type."""
+        return ARM64 if machine_type in self.arm64 else AMD64
+
+    def machines_with(self, accelerator: str) -> tuple[str, ...]:
+        """The machine types that offer this GPU (N1 types for the GPUs they attach)."""
+        fixed = tuple(m for m, (gpu, _) in self.fixed.items() if gpu == accelerator)
+        return fixed + (self.n1_types if accelerator in self.attached else ())
+
+    def accelerator_platform(self, accelerator: str) -> str | None:
+        """The platform every machine type with this GPU runs (GB200: only A4X, Arm CPUs); None: no machine
+        type in the data offers it, or its machines differ."""
+        platforms = {self.platform(m) for m in self.machines_with(accelerator)}
+        return platforms.pop() if len(platforms) == 1 else None
+
+
+@lru_cache(maxsize=1)
+def load_machines() -> Machines:
+    path = resource_dir("base_images") / "machines.yaml"
+    data = read_data(path)
+    try:
+        attached = {a: {int(c): int(v) for c, v in counts.items()} for a, counts in data["attached"].items()}
+        fixed = {m: next(iter(spec.items())) for m, spec in data["fixed"].items()}
+        return Machines(attached, tuple(data["n1_types"]), fixed, tuple(data["cpu_families"]), tuple(data["arm64"]))
+    except (KeyError, TypeError, ValueError, AttributeError, StopIteration) as exc:
+        raise DataError(f"malformed {path}: {exc}") from None
 
 
 def overlay_path(env: dict[str, str] | None = None) -> Path:
@@ -633,4 +702,6 @@ def _load_matrix(directory: Path | None, overlay: Path | None, stamp: int | None
         overlay=loaded,
         tpus=_tpus(root),
         deleted_cuda=_deleted(cuda_data),
+        cuda_platforms=_strings(_need(cuda_data, "platforms", list, "cuda.yaml"), "cuda.yaml: platforms", _PLATFORM),
+        cuda_arm64_from=_text(cuda_data, "arm64_from", "cuda.yaml", _RELEASE),
     )

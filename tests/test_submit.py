@@ -273,6 +273,17 @@ def test_plan_fails_for_an_arm64_image_and_a_missing_one(fake, images, trainer, 
     assert not fake.calls
 
 
+def test_plan_fails_for_an_amd64_image_on_an_a4x_job(fake, images, project, capsys):
+    """A4X machines (GB200) run Arm CPUs: an amd64 image is refused before anything is sent, naming the platform."""
+    root = project({"buildkit.yaml": CONFIG.replace("torch==2.5.1", "torch==2.9.1").replace("NVIDIA_TESLA_T4", "NVIDIA_GB200"),
+                    "trainer/__init__.py": "", "trainer/task.py": "print('hi')\n"})
+    code, out, err = main(capsys, "plan", "--dir", str(root), "--target", "loopback", "--image", image("amd64"),
+                          "--machine-type", "a4x-highgpu-4g", "--accelerator-type", "NVIDIA_GB200", "--accelerator-count", "4")
+    assert code == 2, out + err
+    assert "FAIL  platform" in out and "a4x-highgpu-4g runs linux/arm64" in out and "--platform linux/arm64" in out
+    assert not fake.calls
+
+
 def test_plan_authenticates_to_the_registry_with_its_credentials(fake, images, trainer, capsys, monkeypatch):
     args = ["plan", "--dir", str(trainer), "--target", "loopback", "--image", image("amd64", AUTH_REGISTRY), "--json"]
     code, out, _ = main(capsys, *args)

@@ -291,6 +291,18 @@ def test_the_configs_platform_must_be_the_machines(project, capsys):
     assert code == 0, err
 
 
+def test_an_image_resolved_for_gb200_is_arm64_and_runs_only_on_a4x(project, capsys):
+    """No platform given: GB200 makes the config's image linux/arm64 (A4X runs Arm CPUs); the job's GPU comes from
+    the config, so an x86 machine is refused for it."""
+    root = project({"buildkit.yaml": "framework: torch==2.9.1\naccelerator: NVIDIA_GB200\ntrainer: {module: trainer.task}\n",
+                    "trainer/__init__.py": "", "trainer/task.py": ""})
+    code, out, err = job_cli(capsys, "--dir", str(root), "--image", IMAGE, "--machine-type", "n1-standard-4")
+    assert code == 2 and "it runs on a4x-highgpu-4g" in err
+    code, out, err = job_cli(capsys, "--dir", str(root), "--image", IMAGE, "--machine-type", "a4x-highgpu-4g",
+                             "--accelerator-type", "NVIDIA_GB200", "--accelerator-count", "4")
+    assert code == 0, err
+
+
 def test_no_image_is_refused(project, capsys):
     root = project({"buildkit.yaml": "framework: none\n"})
     code, out, err = job_cli(capsys, "--dir", str(root))

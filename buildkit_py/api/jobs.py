@@ -307,11 +307,12 @@ def draft_job(config: Config, settings: JobConfig, options: JobOptions, planned:
     if not options.pipeline and (options.serving_image is not None or options.model_name is not None):
         raise ConfigError("the serving image and model name are a training pipeline's: add --pipeline",
                           field="--serving-image" if options.serving_image is not None else "--model-name")
-    # The lock the config's image is built from (none for an image not built from it, or built unlocked).
-    locked = planned().lock if check is not None else None
+    # The plan of the config's image: its lock (none for an image not built from it, or built unlocked), its platform.
+    image = planned() if check is not None else None
+    locked = image.lock if image else None
     return JobDraft(vertex.build_job(config, settings, target=options.target, revision=git_revision(config.root),
                                      check_accelerator=check, lock_digest=locked.digest if locked else None,
-                                     fallback=fallback), planned)
+                                     fallback=fallback, image_platform=image.platform if image else None), planned)
 
 
 def _finished(config: Config, settings: JobConfig, options: JobOptions, made: vertex.VertexJob,

@@ -121,9 +121,15 @@ class Config:
     # Not a key: set by `executor build` for an image without trainer code that installs packages at start.
     executor: bool = False
     variant: str | None = None  # not a key: the variant this config was made for (see with_variant)
+    # Not a key: the keys a flag set, so that a later stage's error names what the user typed.
+    set_by_flags: frozenset[str] = frozenset()
 
     def with_variant(self, variant: Variant) -> Config:
         return replace(self, **dict(variant.values), variants=(), variant=variant.name)
+
+    def named(self, key: str) -> str:
+        """The key as the user gave it: its flag (--platform) when a flag set it, else the config key."""
+        return flag_name(key) if key in self.set_by_flags else key
 
 
 def validate_keys(data: dict[str, Any], source: str) -> dict[str, Any]:
@@ -223,7 +229,7 @@ def load_config(
         values[key] = validators[key](raw, (key,), value)
     if values.get("pip_index_url") and values.get("pip_conf"):
         raise _err(raw, ("pip_index_url",), "give pip_index_url or pip_conf, not both")
-    return Config(root=root, source=raw.source, **values)
+    return Config(root=root, source=raw.source, set_by_flags=frozenset(raw.flags), **values)
 
 
 # What the rest of buildkit-py imports from the config: the package's names, whichever of its modules holds each.

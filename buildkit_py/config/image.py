@@ -27,7 +27,7 @@ _INDEX_URL = re.compile(r"https?://[!-~]+", re.ASCII)  # printable ASCII: creden
 # A package index's host name (lower case, as URLs compare them) or IPv4 address: a netrc's `machine`.
 _INDEX_HOST = re.compile(r"(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*",
                          re.ASCII)
-_PLATFORM = re.compile(r"[a-z0-9]+/[a-z0-9_]+(?:/v?[0-9a-z]+)?", re.ASCII)
+_PLATFORM = re.compile(r"[a-z0-9]{1,16}/[a-z0-9_]{1,16}(?:/v?[0-9a-z]{1,8})?", re.ASCII)  # linux/arm64/v8
 _BUILD_NETWORKS = ("default", "host", "none")  # what BuildKit's RUN steps accept
 CUDA_FLAVORS = ("auto", "base", "runtime", "cudnn-runtime", "devel")  # nvidia/cuda image flavours
 _PATTERN = re.compile(r"[^\x00-\x1f\x7f]{1,1024}")  # allow_secrets, allow_large: fnmatch patterns of context paths

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import BuildkitError, ConfigError
-from ..matrix import load_matrix
+from ..matrix import load_machines, load_matrix
 from ..refs import ImageRef
 from ..registry import Manifest
 from ..registry import manifest as registry_manifest
-from .vertex import VertexJob, load_machines
+from .vertex import VertexJob
 
 # A registry that cannot be read from here may still serve the job's machines (VPC Service Controls, a registry
 # reachable only from Google's network): the way on, with what it costs.
@@ -60,7 +60,7 @@ def image_checks(job: VertexJob, ref: ImageRef, *, skip: bool = False) -> tuple[
     checks = [_run("image", present)]
     if not found:
         return checks + [Check("platform", None, "not checked: the manifest could not be read")], None
-    wanted = "linux/arm64" if job.machine_type in load_machines().arm64 else "linux/amd64"
+    wanted = load_machines().platform(job.machine_type)
 
     def platform() -> Check:
         platforms = found[0].platforms

@@ -13,16 +13,15 @@ import datetime as _dt
 import ipaddress
 import re
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any
 
 from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
-from ..errors import ConfigError, DataError, ResolutionError, show
+from ..errors import ConfigError, ResolutionError, show
 from ..launcher.constants import EXPECT_GPUS_ENV, EXPECT_TPU_ENV
-from ..matrix import Tpu, load_matrix
+from ..matrix import Tpu, arch, load_machines, load_matrix
 from ..pipeline.plan import tpu_named
 from ..refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
-from ..resources import LAUNCHER_MODULE, read_data, resource_dir
+from ..resources import LAUNCHER_MODULE
 from ..version import __version__
 
 TARGETS = ("vertex", "loopback")  # loopback: an API on this machine (a fake, an emulator): loopback images allowed
@@ -36,27 +35,6 @@ LABEL_VERSION, LABEL_DIGEST, LABEL_GIT = "buildkit-py-version", "image-sha256", 
 LABEL_LOCK = "buildkit-lock-sha256"  # the buildkit.lock section the image was built from
 _SCALES = {"linear": "UNIT_LINEAR_SCALE", "log": "UNIT_LOG_SCALE", "reverse_log": "UNIT_REVERSE_LOG_SCALE"}
 _LOOPBACK_NAMES = ("localhost", "host.docker.internal")
-
-
-@dataclass(frozen=True)
-class Machines:
-    attached: dict[str, dict[int, int]]  # N1: accelerator -> count -> most vCPUs
-    n1_types: tuple[str, ...]
-    fixed: dict[str, tuple[str, int]]  # machine type -> (accelerator, count)
-    cpu_families: tuple[str, ...]
-    arm64: tuple[str, ...]
-
-
-@lru_cache(maxsize=1)
-def load_machines() -> Machines:
-    path = resource_dir("base_images") / "machines.yaml"
-    data = read_data(path)
-    try:
-        attached = {a: {int(c): int(v) for c, v in counts.items()} for a, counts in data["attached"].items()}
-        fixed = {m: next(iter(spec.items())) for m, spec in data["fixed"].items()}
-        return Machines(attached, tuple(data["n1_types"]), fixed, tuple(data["cpu_families"]), tuple(data["arm64"]))
-    except (KeyError, TypeError, ValueError, AttributeError, StopIteration) as exc:
-        raise DataError(f"malformed {path}: {exc}") from None
 
 
 def _vcpus(machine_type: str) -> int | None:
@@ -255,9 +233,11 @@ def _resolve_tpu_pool(pool: Pool, tpu: Tpu, field: str) -> tuple[Pool, int]:
 
 def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _dt.datetime | None = None,
               revision: str | None = None, check_accelerator=None,
-              fallback: Fallback | None = None, lock_digest: str | None = None) -> VertexJob:
+              fallback: Fallback | None = None, lock_digest: str | None = None,
+              image_platform: str | None = None) -> VertexJob:
     """The job resource. check_accelerator(accelerator) -> notes raises when the image has no kernels
-    for the GPU; fallback replaces the chief's accelerator, machine, region or strategy."""
+    for the GPU; fallback replaces the chief's accelerator, machine, region or strategy; image_platform: the
+    platform of the image built from this config (its plan's: GB200's make it linux/arm64), else the config's."""
     if target not in TARGETS:
         raise ConfigError(f"{show(target)} is not allowed: one of {', '.join(TARGETS)}", field="--target")
     now = now or _dt.datetime.now(_dt.UTC)
@@ -305,10 +285,10 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
         raise ConfigError("no image: pass --image (the pushed trainer image, e.g. from `buildkit-py build --push`) or set "
                           "job.image", field="--image")
     ref = pullable(image_text, target, "job.python_package.executor" if package else "--image")
-    wanted = "linux/arm64" if chief.machine_type in load_machines().arm64 else "linux/amd64"
-    if config.platform and not package and "/".join(config.platform.split("/")[:2]) != wanted:
-        raise ConfigError(f"the image is built for {config.platform}; {chief.machine_type} runs {wanted}",
-                          field="platform")
+    wanted = load_machines().platform(chief.machine_type)
+    built_for = image_platform or config.platform
+    if built_for and not package and arch(built_for) != wanted:
+        raise ConfigError(f"the image is built for {built_for}; {chief.machine_type} runs {wanted}", field="platform")
     if (chief.accelerator_count or tpu) and check_accelerator is not None and not package:
         notes.extend(check_accelerator(chief.accelerator_type))
     elif tpu:

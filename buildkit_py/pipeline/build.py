@@ -113,8 +113,8 @@ def make_recipe(config: Config, plan: Plan, own_dockerfile: str | None = None) -
         root=config.root, dockerfile=text, ignore=ignore, plan=json.loads(json.dumps(plan.to_dict(), default=str)),
         plan_pickle=pickle.dumps(plan), notes=plan.said + tuple(n for n in plan.notes if n.startswith(STALE_LOCK)),
         image=config.image, tags=tuple(config.tags), variant=config.variant, builder=config.builder, remote=remote,
-        # A lock's wheels are for its platform (linux/amd64 unless the config names one): the build targets the same.
-        platform=config.platform or ("linux/amd64" if plan.gpu or plan.lock else None),
+        # A lock's wheels are for its platform (linux/amd64 unless the plan names one): the build targets the same.
+        platform=plan.platform or ("linux/amd64" if plan.gpu or plan.lock else None),
         index=index_digest(() if remote else secret_sources(config)), allow_secrets=tuple(config.allow_secrets),
         allow_large=tuple(config.allow_large), extras=tuple(_extras(plan)),
         import_check=_import_check(plan, text))

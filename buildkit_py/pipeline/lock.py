@@ -155,7 +155,7 @@ def _plan_digest(config: Config, plan: Plan) -> str:
     """What the lock is resolved from, as planned (the config file and flags): a change is a stale lock, while the
     same plan with another python, base or platform in the lock is a hand edit."""
     fw = plan.framework
-    fields = [plan.python.version, plan.base_image, platform_of(config), fw.requirement if fw else None,
+    fields = [plan.python.version, plan.base_image, platform_of(plan), fw.requirement if fw else None,
               fw.index_url if fw else None, bool(fw and fw.pre), plan.hypertune, list(plan.pip), plan.requirements]
     return "sha256:" + hashlib.sha256(json.dumps(fields).encode()).hexdigest()
 
@@ -177,8 +177,9 @@ def inputs(config: Config, plan: Plan) -> tuple[tuple[str, str], ...]:
     return tuple(values)
 
 
-def platform_of(config: Config) -> str:
-    platform = config.platform or "linux/amd64"
+def platform_of(plan: Plan) -> str:
+    """The platform the plan's packages are resolved and locked for: the plan's, else linux/amd64."""
+    platform = plan.platform or "linux/amd64"
     if platform not in _PYTHON_PLATFORMS:
         raise ConfigError(f"a lock is made for {', '.join(_PYTHON_PLATFORMS)}, not {show(platform)}", field="platform")
     return platform
@@ -306,7 +307,7 @@ def changes(config: Config, plan: Plan, image: LockedImage) -> tuple[str, ...]:
             what = {"config": _config_file(config) or "config", "requirements": plan.requirements,
                     "template": plan.user_template or "the shipped templates"}[name]
             found.append(f"{name} ({what}) changed since the lock was written")
-    planned = {"python": plan.python.version, "base_image": plan.base_image, "platform": platform_of(config)}
+    planned = {"python": plan.python.version, "base_image": plan.base_image, "platform": platform_of(plan)}
     locked = {"python": image.python, "base_image": image.base_image, "platform": image.platform}
     for name, value in planned.items():
         if value == locked[name]:
@@ -529,7 +530,7 @@ def resolve_packages(config: Config, plan: Plan, platform: str, previous: Locked
 
 
 def lock_image(config: Config, plan: Plan, previous: LockedImage | None, options: LockOptions) -> LockedImage:
-    platform = platform_of(config)
+    platform = platform_of(plan)
     packages, indexes = resolve_packages(config, plan, platform, previous, options)
     return LockedImage(config.variant, plan.python.version, platform, plan.base_image,
                        base_digest(plan.base_image, platform), indexes, inputs(config, plan), packages)

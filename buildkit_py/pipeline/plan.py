@@ -38,6 +38,8 @@ from ..launcher.constants import (
 )
 from ..launcher.gpu import arch_supports
 from ..matrix import (
+    AMD64,
+    ARM64,
     SHIPPED,
     Accelerator,
     CudaRelease,
@@ -45,7 +47,9 @@ from ..matrix import (
     FrameworkSeries,
     Matrix,
     Tpu,
+    arch,
     gpu_python,
+    load_machines,
     load_matrix,
     minor,
     usable_python,
@@ -132,6 +136,9 @@ class Plan(HtmlRepr):
     # The nvidia/cuda flavour of the base: base, runtime, cudnn-runtime, devel or cudnn-devel.
     cuda_flavor: str | None = None
     accelerator: str | None = None  # the Vertex AI accelerator the image is resolved for
+    # The platform the image is built for: the one given, else the one its accelerator's machines run when that is
+    # not the default (linux/arm64 for GB200: A4X runs Arm CPUs); None: linux/amd64 for GPU images, else the engine's.
+    platform: str | None = None
     # The GPU architectures of the framework build (sm_XY cubins, compute_XY PTX); () not recorded.
     cuda_archs: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what the user should know about this resolution
@@ -175,6 +182,11 @@ class Plan(HtmlRepr):
         """What the Dockerfile's FROM names: the tag, pinned to the lock's digest when there is one."""
         # A base given by digest (an index's, maybe) gives way to the lock's: the build platform's manifest.
         return f"{self.base_image.split('@')[0]}@{self.lock.base_digest}" if self.lock else self.base_image
+
+    @property
+    def arm64(self) -> bool:
+        """Built for linux/arm64 (an amd64 plan's label and Dockerfile stay as they were before arm64 plans)."""
+        return arch(self.platform) == ARM64
 
     @property
     def pythonpath(self) -> str:
@@ -224,8 +236,8 @@ class Plan(HtmlRepr):
             "cuda_flavor": self.cuda_flavor,
             "cuda_archs": list(self.cuda_archs),
             "accelerator": self.accelerator,
-        } | ({"tpu": self.tpu, "tpu_runtime": self.tpu_runtime, "tpu_companion": self.tpu_companion}
-             if self.tpu else {})
+        } | ({"platform": self.platform} if self.arm64 else {}) | (
+            {"tpu": self.tpu, "tpu_runtime": self.tpu_runtime, "tpu_companion": self.tpu_companion} if self.tpu else {})
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -299,6 +311,63 @@ def accelerator_named(matrix: Matrix, name: str, field: str = "accelerator") -> 
         raise ResolutionError(f"{field}: unknown accelerator {show(name)}; {hint}known: "
                               f"{', '.join(names)} (base_images/accelerators.yaml, base_images/tpus.yaml)")
     return found
+
+
+def _platform(config: Config, accelerator: Accelerator | None) -> str | None:
+    """The platform the image is built for: `platform` when given, else the one every machine with the accelerator
+    runs when it is not the default (GB200: A4X, Arm CPUs). A platform those machines cannot run is refused here,
+    before anything is built."""
+    machines = load_machines()
+    needed = machines.accelerator_platform(accelerator.name) if accelerator else None
+    if config.platform is None:
+        return needed if needed != AMD64 else None
+    if needed and arch(config.platform) != needed:
+        cpus = "Arm" if needed == ARM64 else "x86"
+        raise ConfigError(f"{config.platform} does not run on {accelerator.name}: its machines "
+                          f"({', '.join(machines.machines_with(accelerator.name))}) have {cpus} CPUs "
+                          f"(base_images/machines.yaml); allowed: {needed}, or no platform (the accelerator's)",
+                          field=config.named("platform"))
+    return config.platform
+
+
+def _why_platform(config: Config, platform: str, accelerator: Accelerator | None) -> str:
+    """Where the platform came from, for a refusal: the key (or flag) that set it, or the accelerator's machines."""
+    if config.platform:
+        return f"{config.named('platform')}: {platform}"
+    return f"accelerator: {accelerator.name if accelerator else '?'} runs on {platform} machines (Arm CPUs)"
+
+
+def _arm64_gpu_series(fw: Framework, series: FrameworkSeries, version: str, label: str, why: str) -> FrameworkSeries:
+    """The series as it builds for linux/arm64: its Linux aarch64 CUDA wheels; a release without them is refused
+    with the nearest release that has them (the oldest newer one, else the newest older one)."""
+    view = series.for_platform(ARM64)
+    if view.cuda:
+        return view
+    have = [(r, s.for_release(r).arm64_cuda) for s in fw.series for r in s.releases if s.for_release(r).arm64_cuda]
+    newer = [p for p in have if version != "nightly" and version_key(p[0]) > version_key(version)]
+    pick = min(newer, key=lambda p: version_key(p[0])) if newer else max(have, key=lambda p: version_key(p[0]),
+                                                                          default=None)
+    hint = (f"nearest release that has them: {fw.name}=={pick[0]} (CUDA {', '.join(pick[1])})" if pick else
+            f"no {fw.name} release in the data has them: set base_image to an arm64 image with {fw.name} built for "
+            "CUDA (NVIDIA's NGC containers), or build for CPU (gpu: false)")
+    raise ResolutionError(f"{why}: {label} has no Linux aarch64 CUDA wheels; {hint} (base_images/frameworks/{fw.source})")
+
+
+def _arm64_cpu(fw: Framework | None, version: str | None, label: str, why: str) -> tuple[str, ...]:
+    """A CPU image for linux/arm64: a release older than the framework's first Linux aarch64 wheels is refused; a
+    framework whose first one is not recorded gets a note."""
+    if fw is None or version is None or version == "nightly":
+        return ()
+    first = fw.arm64_cpu_from
+    if first is None:
+        return (f"the Linux aarch64 wheels of {label} are not recorded (base_images/frameworks/{fw.source}): the "
+                "build finds out",)
+    if version_key(version) >= version_key(first):
+        return ()
+    later = sorted((r for r in fw.releases() if version_key(r) >= version_key(first)), key=version_key)
+    hint = f"nearest release that has them: {fw.name}=={later[0]}" if later else f"{fw.name} {first} and later have them"
+    raise ResolutionError(f"{why}: {label} has no Linux aarch64 wheels (the first: {first}); {hint} "
+                          f"(base_images/frameworks/{fw.source})")
 
 
 def tpu_named(matrix: Matrix, name: str, field: str = "accelerator") -> Tpu | None:
@@ -400,12 +469,13 @@ def _fits(series: FrameworkSeries, cuda: str, accelerator: Accelerator) -> bool 
     return None if archs is None else arch_supports(archs, accelerator.capability) is not None
 
 
-def newest_fitting(fw: Framework, accelerator: Accelerator, tagged: set[str]) -> tuple[str, str] | None:
-    """The newest release of the framework with a CUDA variant that has kernels for the
+def newest_fitting(fw: Framework, accelerator: Accelerator, tagged: set[str],
+                   platform: str | None = None) -> tuple[str, str] | None:
+    """The newest release of the framework with a CUDA variant (for the platform) that has kernels for the
     accelerator, and that variant: (release, cuda minor)."""
     for series in sorted(fw.series, key=lambda s: version_key(s.series), reverse=True):
         for release in sorted(series.releases, key=version_key, reverse=True):
-            applied = series.for_release(release)
+            applied = series.for_release(release).for_platform(platform)
             fitting = [c for c in applied.cuda if c in tagged and _fits(applied, c, accelerator)]
             if fitting:
                 stable = [c for c in fitting if c not in applied.experimental_cuda] or fitting
@@ -414,18 +484,25 @@ def newest_fitting(fw: Framework, accelerator: Accelerator, tagged: set[str]) ->
 
 
 def _no_kernels(fw: Framework, series: FrameworkSeries, version: str, accelerator: Accelerator,
-                tagged: dict[str, CudaRelease], checked: list[str]) -> ResolutionError:
+                tagged: dict[str, CudaRelease], checked: list[str], platform: str | None = None) -> ResolutionError:
     who = f"{accelerator.name} ({accelerator.sm})"
     fitting = [c for c in series.cuda if c in tagged and _fits(series, c, accelerator)]
     builds = "; ".join(f"CUDA {c}: {', '.join(series.archs_for(c) or ('not recorded',))}" for c in checked)
     if fitting:
         return ResolutionError(f"cuda: {fw.name} {version}: use cuda {_or_list(fitting)} for {who}; its build for "
                                f"{builds} has no kernels for {accelerator.sm}")
-    other = newest_fitting(fw, accelerator, set(tagged))
+    other = newest_fitting(fw, accelerator, set(tagged), platform)
     hint = (f"{fw.name} {other[0]} with cuda {other[1]} has them" if other
             else f"no {fw.name} release in the data has them")
     return ResolutionError(f"accelerator: {fw.name} {version} has no build with kernels for {who} (its builds: "
                            f"{builds}); {hint} (buildkit-py versions {fw.name} --accelerator {accelerator.name})")
+
+
+def _tagged(matrix: Matrix, platform: str | None) -> dict[str, CudaRelease]:
+    """The nvidia/cuda releases by CUDA minor that have an image for the platform (arm64: from cuda.yaml's
+    arm64_from)."""
+    first = matrix.cuda_arm64_from if arch(platform) == ARM64 else None
+    return {r.minor: r for r in matrix.cuda if first is None or version_key(r.cuda) >= version_key(first)}
 
 
 @dataclass(frozen=True)
@@ -438,7 +515,7 @@ class _GpuBase:
 
 
 def _gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, series: FrameworkSeries | None,
-              version: str | None, accelerator: Accelerator | None) -> _GpuBase:
+              version: str | None, accelerator: Accelerator | None, platform: str | None) -> _GpuBase:
     """The nvidia/cuda release and flavour: the framework's stable default CUDA (or the one asked
     for) among those with a tag, a fitting cuDNN when the framework loads the system's, and kernels
     for the accelerator; the flavour that ships each CUDA library once."""
@@ -462,7 +539,7 @@ def _gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, 
         notes.append(f"cuda_flavor {flavor}: {what} shipped twice, in the base image and in {label}'s nvidia-* wheels "
                      "(cuda_flavor auto avoids it)")
 
-    tagged = {r.minor: r for r in matrix.cuda}
+    tagged = _tagged(matrix, platform)
     wheels = list(series.cuda) if series else list(tagged)
     if series and not wheels:
         raise ResolutionError(f"gpu: {label} has no CUDA build; set gpu: false")
@@ -505,7 +582,7 @@ def _gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, 
     if accelerator and series and fw and version:
         fitting = [r for r in candidates if _fits(series, r.minor, accelerator) is not False]
         if not fitting:
-            raise _no_kernels(fw, series, version, accelerator, tagged, [r.minor for r in candidates])
+            raise _no_kernels(fw, series, version, accelerator, tagged, [r.minor for r in candidates], platform)
         candidates = fitting
     if config.cuda:
         release = candidates[0]
@@ -694,17 +771,18 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         tpu_runtime="/lib/libtpu.so" if build.system_libtpu else wheel_libtpu,
         tpu_companion=build.companion,
         tpu_link=wheel_libtpu if build.system_libtpu else None,
+        platform=config.platform,
     )
 
 
 def _assembled(config: Config, matrix: Matrix, *, python_version: str, fw: Framework | None, version: str | None,
-               ubuntu: str | None, base: str, notes: list[str], extra_pip: tuple[str, ...],
+               ubuntu: str | None, base: str, notes: list[str], extra_pip: tuple[str, ...], platform: str | None,
                said_first: tuple[str, ...] = (), **specific: object) -> Plan:
     """The one Plan constructor: what the trainer's files and the config's own keys give every plan (entry point,
     requirements, indexes, the system libraries its wheels load, what every build says), with what the TPU or the
     standard plan resolved for its base (`specific`)."""
     entrypoint, cmd = _entry(config)
-    requirements = _requirements_file(config, python_version)
+    requirements = _requirements_file(config, python_version, platform)
     google_indexes = _google_indexes(config, requirements)
     libraries = _wheel_libraries(config, requirements, fw, version, ubuntu, base)
     said = said_first + libraries.notes + _unchecked(config)  # what every build of the plan says
@@ -712,6 +790,7 @@ def _assembled(config: Config, matrix: Matrix, *, python_version: str, fw: Frame
     return Plan(
         base_image=base,
         ubuntu=ubuntu,
+        platform=platform,
         user_template=config.template,
         hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
         system_packages=config.system_packages + libraries.packages,
@@ -766,14 +845,14 @@ class _Requirements:
     index_options: tuple[str, ...] = ()  # its index lines (--extra-index-url URL, ...)
 
 
-def _requirements_file(config: Config, python: str) -> _Requirements:
+def _requirements_file(config: Config, python: str, platform: str | None) -> _Requirements:
     if not config.requirements:
         return _Requirements()
     from ..lockfiles import export, is_lock_file  # here: it reads requirements and markers (start-up time)
     from ..requirements_file import hash_checked, requirement_lines, requirement_name, requirement_names
 
     if is_lock_file(config.requirements):
-        exported = export(config.root, config.requirements, python, config.platform or "linux/amd64")
+        exported = export(config.root, config.requirements, python, platform or AMD64)
         return _Requirements(True, tuple(n for r, _ in exported.pins if (n := requirement_name(r))), exported)
 
     text = read_text(config.root / config.requirements, "requirements file", root=config.root)
@@ -849,6 +928,19 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         substituted.append(_gpu_build_note(fw, series, version, build))
         series, version = build, build.releases[0]
         label = f"{label} on a GPU ({build.install.package}=={version})"
+    platform = _platform(config, accelerator)
+    platform_notes: tuple[str, ...] = ()
+    if arch(platform) == ARM64:
+        why = _why_platform(config, platform, accelerator)
+        if gpu and fw and series:
+            series = _arm64_gpu_series(fw, series, version, label, why)
+            label = f"{label} for {ARM64}"
+        elif not gpu:
+            platform_notes = _arm64_cpu(fw, version, label, why)
+    if gpu and not config.base_image and platform and arch(platform) not in matrix.cuda_platforms:
+        raise ResolutionError(f"{_why_platform(config, platform, accelerator)}: {matrix.cuda_repository} images are "
+                              f"built for {', '.join(matrix.cuda_platforms)} (base_images/cuda.yaml); use one of them, "
+                              "or base_image for another")
     if fw and series and version != "nightly" and not usable_python(matrix, series):
         raise ResolutionError(
             f"framework: {label} has wheels only for Python {', '.join(series.python)} on the package index, and "
@@ -863,7 +955,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
                                   + _instead(matrix, fw, series, version, gpu))
         raise ResolutionError(f"{why}; use Python {matrix.distros.standalone_min_python} or newer, gpu: false "
                               f"({matrix.distros.cpu_image.format(python=python)}), or base_image with that Python")
-    notes: list[str] = []
+    notes: list[str] = list(platform_notes)
     if series and series.origin != SHIPPED and matrix.overlay:
         notes.append(f"{label} is known from index metadata ({series.origin}, refreshed {matrix.overlay.generated} "
                      f"from {matrix.overlay.index}), not from buildkit-py's shipped data: only its default CUDA is "
@@ -878,14 +970,13 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         if cuda and series and fw:
             archs = series.archs_for(cuda) or ()
             if accelerator and archs and arch_supports(archs, accelerator.capability) is None:
-                tagged = {r.minor: r for r in matrix.cuda}
-                raise _no_kernels(fw, series, version, accelerator, tagged, [minor(cuda)])
+                raise _no_kernels(fw, series, version, accelerator, _tagged(matrix, platform), [minor(cuda)], platform)
         python_setup = PythonSetup(
             python, "auto", apt_packages=(f"python{python}", f"python{python}-venv"),
             uv_requirement=matrix.tools.uv_requirement, mirror=config.python_mirror,
         )
     elif gpu:
-        choice = _gpu_base(matrix, config, label, fw, series, version, accelerator)
+        choice = _gpu_base(matrix, config, label, fw, series, version, accelerator, platform)
         release, flavor, bundled, archs = choice.release, choice.flavor, choice.bundled, choice.archs
         notes += choice.notes
         cuda, min_driver = release.cuda, release.min_driver
@@ -922,6 +1013,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         cuda_flavor=flavor,
         accelerator=accelerator.name if accelerator else None,
         cuda_archs=archs,
+        platform=platform,
     )
 
 

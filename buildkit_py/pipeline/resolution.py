@@ -81,7 +81,7 @@ def check_resolution(config: Config, plan: Plan, declared: Sequence[tuple[str, s
         return Resolution(False, "the requirements were not resolved: offline (--offline or BUILDKIT_PY_OFFLINE)")
     if plan.lock is not None:
         return Resolution(True, f"the packages are the lock's ({plan.lock.digest[:19]}): resolved when it was written")
-    platform = platform_of(config)
+    platform = platform_of(plan)
     try:
         key = _key(config, plan, platform)
     except OSError as exc:

@@ -39,7 +39,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
-# The locked package set (buildkit.lock sha256:7bf2ccbd8491989b35c3b9a99833e970bf13ed23b4de6b3e5a863a22ffed9b1e): the framework, hypertune, the config's
+# The locked package set (buildkit.lock sha256:b48959f60a4fe779631b9d2e0580fe13c166ce32a90f9927b3536481877a89c4): the framework, hypertune, the config's
 # packages and the requirements, each file checked against its sha256
 COPY [".buildkit-py/locked-requirements.txt", "/tmp/buildkit-py/locked-requirements.txt"]
 RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
@@ -79,7 +79,7 @@ LABEL org.opencontainers.image.base.name="127.0.0.1:5000/lock/base:1" \
     dev.buildkit-py.cuda="none" \
     dev.buildkit-py.cudnn="none" \
     org.opencontainers.image.base.digest="sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd" \
-    dev.buildkit-py.lock-digest="sha256:7bf2ccbd8491989b35c3b9a99833e970bf13ed23b4de6b3e5a863a22ffed9b1e" \
+    dev.buildkit-py.lock-digest="sha256:b48959f60a4fe779631b9d2e0580fe13c166ce32a90f9927b3536481877a89c4" \
     dev.buildkit-py.plan="{\"accelerator\":null,\"base_image\":\"127.0.0.1:5000/lock/base:1\",\"cuda\":null,\"cuda_archs\":[],\"cuda_flavor\":null,\"cudnn\":null,\"framework\":null,\"gpu\":false,\"index_url\":null,\"python\":\"3.11\"}"
 ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "-m", "trainer.task"]
 CMD []
