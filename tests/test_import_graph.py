@@ -18,7 +18,7 @@ PACKAGE = REPO / "buildkit_py"
 
 # The floors, bottom to top: a module may import its own floor and those below it. Names are modules of buildkit_py
 # ("__init__" is the package itself); a name stands for its submodules too, and the longest name that fits a module
-# places it ("builders.*": the submodules alone). Above the ground, the floors follow the data (docs/concepts.md):
+# places it ("builders.names" in a floor below the other builders). Above the ground, the floors follow the data (docs/concepts.md):
 # config -> plan -> render -> lock -> stage -> build or append -> push -> job, the API that composes the stages, and
 # the command line.
 FLOORS: list[tuple[str, set[str]]] = [
@@ -34,8 +34,8 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("formats", {"requirements_file", "lockfiles", "indexes", "matrix", "syslibs", "executors", "imports", "entrypoints",
                  "api_usage", "pipeline.buildtypes", "pipeline.names"}),
     # The config package (config/: the document read, each section's keys checked) and the builder names it may
-    # choose (builders/__init__.py: a table, loading none).
-    ("config", {"config", "builders"}),
+    # choose (builders/names.py: a table, loading none).
+    ("config", {"config", "builders.names"}),
     ("plan", {"pipeline.plan"}),
     ("render", {"pipeline.render"}),
     ("lock", {"pipeline.lock", "pipeline.resolution"}),
@@ -46,7 +46,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     # the build context's file list and .dockerignore, the package's metadata. It can go down as those readers do.
     ("inference", {"inference"}),
     # An image built by a backend, or a code-only edit appended in the registry.
-    ("build/append", {"builders.*", "pipeline.fastpath"}),
+    ("build/append", {"builders", "pipeline.fastpath"}),
     # (attest: the SBOM and provenance of what build and fastbuild pushed, attached and verified)
     ("push", {"pipeline.attest", "pipeline.build", "pipeline.fastbuild", "pipeline.variant_builds"}),
     ("job", {"jobs"}),

@@ -14,7 +14,7 @@ import termios
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ..errors import BuildError
 from ..progress import Reporter
@@ -25,7 +25,15 @@ if TYPE_CHECKING:  # the registry client loads where a push happens, not with ev
 
 if TYPE_CHECKING:
     from ..config import Config
-    from .cloudbuild import CloudBuildSettings
+
+
+class RemoteSettings(Protocol):
+    """A remote builder's checked settings (cloudbuild.CloudBuildSettings), which it is bound() to."""
+
+    @property
+    def identity(self) -> str:
+        """Who the remote build runs as: named when an index refuses its token."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -64,12 +72,12 @@ class Builder:
         raise NotImplementedError
 
     @staticmethod
-    def settings(config: Config, endpoint: str | None) -> CloudBuildSettings | None:
+    def settings(config: Config, endpoint: str | None) -> RemoteSettings | None:
         """A remote builder's settings from the config and flags, checked before anything is uploaded; None for a
         builder that runs here."""
         return None
 
-    def bound(self, settings: CloudBuildSettings | None) -> Builder:
+    def bound(self, settings: RemoteSettings | None) -> Builder:
         """The builder that builds with a remote builder's settings(); one that runs here takes none."""
         return self
 

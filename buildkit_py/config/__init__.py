@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..builders import BUILDERS
+from ..builders.names import BUILDERS
 from ..flags import cloudbuild_flag_name, flag_name
 from ..refs import ImageRef
 from .cloudbuild import CLOUDBUILD_KEYS, CloudBuildConfig, _cloudbuild
