@@ -133,6 +133,13 @@ def read_small(path: str | os.PathLike[str], limit: int) -> tuple[int, bytes]:
     return mode, data
 
 
+def read_whole(path: str | os.PathLike[str]) -> bytes:
+    """A whole file, opened once per command where it is small enough to keep (a CA bundle, a requirements file):
+    one over the kept size is read whole each time it is asked for."""
+    _, data = read_small(path, KEPT_FILE_BYTES)
+    return data if len(data) <= KEPT_FILE_BYTES else Path(path).read_bytes()
+
+
 @contextmanager
 def consulted() -> Iterator[dict[str, str]]:
     """Collect every path that consult() is given in this block (this thread only), with its signature as it was

@@ -98,9 +98,13 @@ def test_submit_dry_run_reads_each_input_once(checkout, tmp_path):
 def test_build_push_reads_each_input_once_cold_and_after_an_edit(testenv, checkout, tmp_path):
     image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/read-once/{uuid.uuid4().hex[:8]}"
     env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"]}
+    # A CA bundle in the trainer directory: the recipe's index digest and the build's secret come from one read.
+    shutil.copyfile("/etc/ssl/certs/ca-certificates.crt", checkout / "ca.pem")
+    with open(checkout / "buildkit.yaml", "a") as handle:
+        handle.write("ca_cert: ca.pem\n")
     build = ("build", "--dir", str(checkout), "--image", image, "--push", "--network", "host", "--progress", "plain")
     opens, runs, said = traced(tmp_path, checkout, *build, env=env)
-    read_once(opens, runs, INPUTS)
+    read_once(opens, runs, INPUTS | {"ca.pem"})
     assert "pushed" in said, said[-2000:]
 
     with open(checkout / "trainer" / "task.py", "a") as handle:

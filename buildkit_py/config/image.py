@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, show
-from ..fsutil import consult, read_text
+from ..fsutil import consult, read_small, read_text
 from ..refs import ImageRef
 from .reading import _err, _Raw
 from .values import _host_file, _list, _ref, _string
@@ -106,8 +106,7 @@ def ca_bundle_problem(path: Path) -> str | None:
     """Why a file cannot serve as a CA bundle, or None: PEM certificates and nothing secret."""
     consult(path)
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(16 << 20)
+        _, head = read_small(path, 16 << 20)  # kept for the build's secret when small: one read per command
     except OSError as exc:
         return f"cannot be read: {exc.strerror or exc}"
     if b"PRIVATE KEY" in head:

@@ -19,7 +19,7 @@ from ..builders import builder_class
 from ..builders.base import BuildRequest
 from ..config import Config, default_ca_bundle
 from ..errors import BuildError, RegistryError
-from ..fsutil import write_private
+from ..fsutil import read_whole, write_private
 from ..imports import import_failure
 from ..indexes import google_logins, logins_netrc, netrc, refusal_hint, url_credentials, uv_config
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
@@ -59,7 +59,7 @@ def secret_sources(config: Config) -> tuple[tuple[str, bytes], ...]:
     secrets = []
     ca = config.ca_cert or default_ca_bundle()
     if ca:
-        secrets.append((CA_SECRET, ca.read_bytes()))
+        secrets.append((CA_SECRET, read_whole(ca)))  # the recipe's index digest and the build: read once
     pip_conf = pip_conf_text(config)
     if pip_conf is not None:
         secrets.append((PIP_CONF_SECRET, pip_conf.encode()))

@@ -23,7 +23,7 @@ import yaml
 
 from ..config import Config, default_ca_bundle, read_yaml
 from ..errors import BuildError, ConfigError, RegistryError, show, shown_name
-from ..fsutil import consult, kept_text, read_text, write_atomic, write_private
+from ..fsutil import consult, kept_text, read_text, read_whole, write_atomic, write_private
 from ..indexes import without_credentials
 from ..notebook import HtmlRepr
 from ..refs import parse_ref
@@ -136,7 +136,7 @@ def lock_path(config: Config) -> Path:
 
 def _sha256_file(path: Path) -> str:
     consult(path)
-    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    return "sha256:" + hashlib.sha256(read_whole(path)).hexdigest()
 
 
 def _config_file(config: Config) -> Path | None:

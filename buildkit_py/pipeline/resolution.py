@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 from ..config import Config
 from ..errors import ConfigError, OutputError, show
-from ..fsutil import cache_dir, write_atomic
+from ..fsutil import cache_dir, read_whole, write_atomic
 from ..requirements_file import requirement_name, resolver_input
 from .plan import Plan
 
@@ -59,7 +59,7 @@ def _key(config: Config, plan: Plan, platform: str) -> str:
 
     fw = plan.framework
     if plan.requirements_export or not plan.requirements:
-        requirements = (config.root / plan.requirements).read_bytes() if plan.requirements else b""
+        requirements = read_whole(config.root / plan.requirements) if plan.requirements else b""
     else:  # what uv is handed: the file's checked lines and its includes'
         requirements = json.dumps(resolver_input(config.root, plan.requirements)).encode()
     pip_conf = pip_conf_text(config) or ""
