@@ -117,7 +117,8 @@ def pushed(root: Path, registry: str, section: LockedImage | None, content: str 
     repository = f"{registry}/{path}"
     result = BuildResult("sha256:" + "0" * 64, (f"{repository}:v1",), True, content, recipe(root, section, **kw),
                          (PushResult(f"{repository}@{digest}", "v1", digest, None),))
-    return attest.attested(result, options, Reporter(io.StringIO()), "abc123def456"), repository
+    return attest.attested(result, [parse_ref(f"{repository}:v1")], options, Reporter(io.StringIO()),
+                           "abc123def456"), repository
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,7 +157,7 @@ def test_the_provenance_is_an_in_toto_slsa_statement_without_credentials(tmp_pat
     monkeypatch.setattr("sys.argv", ["buildkit-py", "build", "--push", "--pip-index-url",
                                      f"https://user:{TOKEN}@index.example/simple?token={TOKEN}"])
     section = locked_image(PACKAGES)
-    built = attest.Built("127.0.0.1:5000/a/b", "sha256:" + "9" * 64, ("v1",), "f" * 64, "abc123def456", "buildkit")
+    built = attest.Built(parse_ref("127.0.0.1:5000/a/b"), "sha256:" + "9" * 64, ("v1",), "f" * 64, "abc123def456", "buildkit")
     statement = json.loads(attest.provenance(recipe(tmp_path, section), built, "sha256:" + "7" * 64))
     assert statement["_type"] == "https://in-toto.io/Statement/v1"
     assert statement["predicateType"] == "https://slsa.dev/provenance/v1"
@@ -196,8 +197,8 @@ def test_attached_through_the_tag_schema_and_verified(testenv, tmp_path):
     assert result.to_dict()["attestations"][0]["digest"] == index["manifests"][0]["digest"]
 
     # Attached again: the same artifacts, the index not rewritten.
-    again = attest.attested(BuildResult(**{**result.__dict__, "attestations": ()}), BuildOptions(push=True),
-                            Reporter(io.StringIO()), "abc123def456")
+    again = attest.attested(BuildResult(**{**result.__dict__, "attestations": ()}), [parse_ref(f"{repository}:v1")],
+                            BuildOptions(push=True), Reporter(io.StringIO()), "abc123def456")
     assert again.attestations == result.attestations
     assert fetch(registry, f"{repository.split('/', 1)[1]}/manifests/{tag_for(digest)}")[1] == body
 
@@ -274,7 +275,7 @@ def test_an_image_whose_labels_are_not_the_provenances_is_refused(testenv, tmp_p
     other = push_image(registry, repository.split("/", 1)[1], {"dev.buildkit-py.content-digest": "e" * 64})
     moved = BuildResult(**{**result.__dict__, "attestations": (),
                            "pushed": (PushResult(f"{repository}@{other}", "v1", other, None),)})
-    attest.attested(moved, BuildOptions(push=True), Reporter(io.StringIO()), None)
+    attest.attested(moved, [parse_ref(f"{repository}:v1")], BuildOptions(push=True), Reporter(io.StringIO()), None)
     with pytest.raises(AttestationError) as caught:
         api.verify(f"{repository}@{other}", progress="quiet")
     assert "dev.buildkit-py.content-digest" in str(caught.value)

@@ -24,6 +24,7 @@ from ..refs import ImageRef, parse_ref
 from .builds import check_build_options
 from .images import executor_build_for
 from .jobs import (
+    JobDraft,
     JobOptions,
     SubmitOptions,
     SubmitResult,
@@ -41,10 +42,14 @@ from .timing import Stage, Stages
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
+    from ..config import Config, JobConfig
     from ..inference import Inferred
     from ..jobs import aiplatform
     from ..jobs.local import RunResult
     from ..jobs.vertex import VertexJob
+    from ..pipeline.buildtypes import BuildResult
+    from ..pipeline.fastbuild import Staged
+    from ..pipeline.recipe import Recipe
     from ..pipeline.resolution import Resolution
 
 AUTOPACKAGE_TARGETS = ("local", "vertex", "loopback")  # loopback: a Vertex AI API on this machine (tests)
@@ -207,11 +212,35 @@ def autopackage(source: Source = None, /, options: AutopackageOptions | None = N
 
 
 def _autopackage_with(project: Project, options: AutopackageOptions, reporter: Reporter) -> AutopackageResult:
-    """autopackage() with its arguments taken apart."""
-    from ..inference import config_text, infer
-    from ..jobs.local import LocalRun, run_local
-    from ..packaging import build_sdist
+    """autopackage() with its arguments taken apart: the stages in order, each handing its value to the next."""
+    _check(options)
+    stages = Stages(reporter)
+    found = _infer_stage(project, options, stages, reporter)
+    loaded = load(found.project)  # the only load: each stage below gets what the one before resolved
+    config = replace(loaded, network=loaded.network or "host")  # as `run`: workers rendezvous over loopback
+    target = options.target or ("vertex" if options.job.project or (config.job and config.job.project) or any(
+        os.environ.get(n) for n in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")) else "local")
+    with ExitStack() as held:  # the staged context lives until the build has taken it
+        rendered = _render_stage(config, found, options, stages, held, reporter)
+        job = _job_stage(loaded, options, target, rendered)
+        resolution = _resolve_stage(config, found, rendered, options, stages)
+        if options.dry_run:
+            return _dry_run(found, rendered, options, target, stages, resolution, job)
+        built = _build_stage(config, options, target, rendered, stages, reporter)
+    image = rendered.image if options.mode == "container" else parse_ref(built.tags[0], field="--tag")
+    if image.registry != "docker.io":
+        _push_stage(config, options, image, built, stages, reporter)
+    if job is not None:
+        submitted = _submit_stage(job, options, stages, reporter)
+        return AutopackageResult(found.inferred, tuple(stages.done), built.tags[0], rendered.planned,
+                                 written=found.written, submitted=submitted, resolution=resolution)
+    ran = _run_stage(loaded, config, options, built, stages, reporter)
+    return AutopackageResult(found.inferred, tuple(stages.done), built.tags[0], rendered.planned, run=ran,
+                             written=found.written, resolution=resolution)
 
+
+def _check(options: AutopackageOptions) -> None:
+    """The options' own errors, before anything is read."""
     if options.target is not None and options.target not in AUTOPACKAGE_TARGETS:
         raise ConfigError(f"{show(options.target)} is not a target; one of {', '.join(AUTOPACKAGE_TARGETS)}",
                           field="--target")
@@ -230,6 +259,22 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
         raise ConfigError("--dockerfile builds the directory's Dockerfile into a trainer image; --mode package runs an "
                           "sdist on an executor image instead: give one of them", field="--dockerfile")
     check_submit_options(options.submit)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """The infer stage's hand-off: what was inferred, the project with it (and a legacy config's keys) applied, the
+    config written, and the directory's own Dockerfile as it is built (--dockerfile)."""
+
+    inferred: Inferred
+    project: Project
+    written: Path | None
+    own_dockerfile: str | None
+
+
+def _infer_stage(project: Project, options: AutopackageOptions, stages: Stages, reporter: Reporter) -> _Found:
+    from ..inference import config_text, infer
+
     directory = project.directory or (project.config.parent if project.config else Path.cwd())
     conversion = None
     if options.job.from_aiplatform is not None:  # its errors before any inference
@@ -237,7 +282,6 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
 
         # The image autopackage builds runs the trainer: a package job (packageUris, pythonModule) needs no runtime image.
         conversion = aiplatform.convert(options.job.from_aiplatform, aiplatform.Given(autopackage=True))
-    stages = Stages(reporter)
     with stages.stage("infer") as out:
         runtime = conversion.runtime if conversion is not None else None
         inferred = infer(directory, project.config, dict(project.overrides), strict=options.strict,
@@ -266,131 +310,184 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
     if conversion is not None:
         legacy = _legacy_build(project, directory, inferred, conversion, reporter)
     project = replace(project, directory=directory, overrides=legacy + inferred.overrides + project.overrides)
-    loaded = load(project)  # the only load: each stage below gets what the one before resolved
-    config = replace(loaded, network=loaded.network or "host")  # as `run`: workers rendezvous over loopback
-    target = options.target or ("vertex" if options.job.project or (config.job and config.job.project) or any(
-        os.environ.get(n) for n in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")) else "local")
-    # The staged context lives until the build has taken it.
-    with ExitStack() as held:
-        with stages.stage("render") as out:
-            # Planned and rendered once (with buildkit.lock's pins when a current lock is there): the content tag's digest
-            # and the build hash the same text, and the build's context gets the same locked requirements.
-            planned = prepare(config, locked=options.build.locked, own_dockerfile=own_dockerfile)
-            recipe = make_recipe(config, planned, own_dockerfile)
-            staged = None
-            if options.mode == "container" and not options.dry_run:
-                # Staged once: the job names the content tag of exactly the files the build then gets.
-                staged = held.enter_context(staging(recipe, lambda: git_revision(config.root), reporter,
-                                                    time.perf_counter()))
-                refs = list(staged.refs)
-            else:  # nothing of this recipe is built: its files hashed for the content tag, nothing copied
-                refs, _ = planned_refs(recipe, git=False)
-            fw = planned.framework
-            out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
-                      f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
-                      + (f"image {refs[0]}" if options.mode == "container" else "an executor image and an sdist of the trainer"))
-            if own_dockerfile is not None:
-                out[0] = f"{inferred.dockerfile} as it is{' with the launcher' if options.with_launcher else ''}, image {refs[0]}"
-        pushes = refs[0].registry != "docker.io"  # a registry named in the image; Docker Hub is never pushed to unasked
-        if options.mode == "package":
-            from ..packaging import refuse_function
+    return _Found(inferred, project, written, own_dockerfile)
 
-            refuse_function(config.trainer)  # the dry run says it too
-        spec = None
-        if target != "local":
-            if options.mode == "package":
-                raise ConfigError("--mode package submits only from `buildkit-py submit`: stage the sdist with "
-                                  "`buildkit-py package --stage gs://...` and set job.python_package", field="--mode")
-            if not pushes:
-                raise ConfigError(f"--target {target} needs the image in a registry the service pulls from: pass --image "
-                                  "REGION-docker.pkg.dev/PROJECT/REPO/NAME (or set image:)", field="--image")
-            if options.args:
-                raise ConfigError(f"trainer arguments after `--` are for a local run; a job's are `job.args` "
-                                  f"(got {show(list(options.args))})", field="ARGS")
-            job_options = replace(options.job, image=str(refs[0]), target=target)
-            job_config, settings, _, _ = settings_for(loaded, job_options)
-            # Made once from the staged tag (the spec's errors before any build); plan pins it to the pushed digest.
-            draft = draft_job(job_config, settings, job_options, lambda: planned)
-            spec = vertex_job(job_config, settings, job_options, draft)
-        elif options.job.pipeline:
+
+@dataclass(frozen=True)
+class _Rendered:
+    """The render stage's hand-off: the plan (lock applied), the recipe, its context staged where this command
+    builds it (None: a dry run, or --mode package, which builds an executor instead), and the content tag."""
+
+    planned: Plan
+    recipe: Recipe
+    staged: Staged | None
+    image: ImageRef
+
+
+def _render_stage(config: Config, found: _Found, options: AutopackageOptions, stages: Stages, held: ExitStack,
+                  reporter: Reporter) -> _Rendered:
+    with stages.stage("render") as out:
+        # Planned and rendered once (with buildkit.lock's pins when a current lock is there): the content tag's digest
+        # and the build hash the same text, and the build's context gets the same locked requirements.
+        planned = prepare(config, locked=options.build.locked, own_dockerfile=found.own_dockerfile)
+        recipe = make_recipe(config, planned, found.own_dockerfile)
+        staged = None
+        if options.mode == "container" and not options.dry_run:
+            # Staged once: the job names the content tag of exactly the files the build then gets.
+            staged = held.enter_context(staging(recipe, lambda: git_revision(config.root), reporter, time.perf_counter()))
+            image = staged.refs[0]
+        else:  # nothing of this recipe is built: its files hashed for the content tag, nothing copied
+            image = planned_refs(recipe, git=False)[0][0]
+        fw = planned.framework
+        out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
+                  f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
+                  + (f"image {image}" if options.mode == "container" else "an executor image and an sdist of the trainer"))
+        if found.own_dockerfile is not None:
+            out[0] = (f"{found.inferred.dockerfile} as it is{' with the launcher' if options.with_launcher else ''}, "
+                      f"image {image}")
+    if options.mode == "package":
+        from ..packaging import refuse_function
+
+        refuse_function(config.trainer)  # the dry run says it too
+    return _Rendered(planned, recipe, staged, image)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """The job stage's hand-off, for a service target: the job's options and settings, and the job made once from
+    the staged tag (its errors before any build); plan pins it to the pushed digest."""
+
+    options: JobOptions
+    config: Config
+    settings: JobConfig
+    draft: JobDraft
+    spec: VertexJob
+
+
+def _job_stage(loaded: Config, options: AutopackageOptions, target: str, rendered: _Rendered) -> _Job | None:
+    if target == "local":
+        if options.job.pipeline:
             raise ConfigError("a training pipeline runs on Vertex AI and uploads the model to its Model Registry: use "
                               "--target vertex (or loopback for a Vertex AI API on this machine); without --pipeline, "
                               "autopackage runs the trainer here", field="--pipeline")
-        from ..pipeline.resolution import Resolution, check_resolution
+        return None
+    if options.mode == "package":
+        raise ConfigError("--mode package submits only from `buildkit-py submit`: stage the sdist with "
+                          "`buildkit-py package --stage gs://...` and set job.python_package", field="--mode")
+    if rendered.image.registry == "docker.io":  # Docker Hub is never pushed to unasked
+        raise ConfigError(f"--target {target} needs the image in a registry the service pulls from: pass --image "
+                          "REGION-docker.pkg.dev/PROJECT/REPO/NAME (or set image:)", field="--image")
+    if options.args:
+        raise ConfigError(f"trainer arguments after `--` are for a local run; a job's are `job.args` "
+                          f"(got {show(list(options.args))})", field="ARGS")
+    job_options = replace(options.job, image=str(rendered.image), target=target)
+    job_config, settings, _, _ = settings_for(loaded, job_options)
+    draft = draft_job(job_config, settings, job_options, lambda: rendered.planned)
+    return _Job(job_options, job_config, settings, draft, vertex_job(job_config, settings, job_options, draft))
 
-        resolution = Resolution(False, f"{inferred.dockerfile} installs what it says: nothing is resolved for it") \
-            if own_dockerfile is not None else None
-        if options.mode == "container" and own_dockerfile is None:
-            with stages.stage("resolve") as out:  # once: the build takes it
-                declared = [(s.requirement, s.source) for s in inferred.sources] + [(p, f"{config.source}: pip")
-                                                                                  for p in config.pip]
-                resolution = check_resolution(config, planned, declared, offline=options.build.offline)
-                out[:] = [resolution.note + (" (kept from an earlier run)" if resolution.cached else ""), resolution.cached]
-        if options.dry_run:
-            what = "a training pipeline (the job, then the model's upload)" if options.job.pipeline else "it"
-            last = ("run it here as Vertex AI runs it (CLUSTER_SPEC, AIP_* directories, hypertune metric file)"
-                    if target == "local" else f"submit {what} to the {target} API after `plan`'s checks")
-            steps = (f"build {refs[0]}", f"push {refs[0]}" if pushes else "no push: the image names no registry (--image)",
-                     last)
-            return AutopackageResult(inferred, tuple(stages.done), str(refs[0]), planned, steps, written=written,
-                                     resolution=resolution, job=spec)
-        with stages.stage("build") as out:
-            if options.mode == "package":
-                built = executor_build_for(config, replace(options.build, push=False), reporter)  # network: host, as `run`
-                refs = [parse_ref(built.tags[0], field="--tag")]
-                pushes = refs[0].registry != "docker.io"
-            else:
-                # For the service the build pushes itself: a code-only edit is then appended in the registry (the fast
-                # path), with no engine build or push. A local run needs the image in the engine: built there; so does
-                # a registry only the engine reaches (--skip-image-check): the engine pushes.
-                through_build = pushes and target != "local" and not options.submit.skip_image_check
-                build_options = replace(options.build, push=through_build)
-                backend = builder_class(config.builder)
-                built = build_staged(config, build_options, reporter, staged, last_record(recipe, build_options),
-                                     lambda: backend.create(options.build.docker), lambda: None)  # resolved above
-            out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
-                      not built.built]
-        held.close()  # the build has taken the staged files
-        if pushes:
-            with stages.stage("push") as out:
-                pushed = built.pushed  # the build's own push (a code-only edit: appended in the registry)
-                # --skip-image-check: this machine's requests do not reach the registry (the engine's may): no lookup.
-                if not pushed and not options.submit.skip_image_check and _in_registry(refs[0]):
-                    out[:] = [f"image {refs[0]} already in the registry: not pushed", True]
-                else:
-                    if not pushed:
-                        builder = builder_class(config.builder).create(options.build.docker)
-                        pushed = push_image(builder.push, [parse_ref(t, field="--tag") for t in built.tags], reporter)
-                        attested(replace(built, pushed=pushed), options.build, reporter, git_revision(config.root))
-                    out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
-        if target != "local":
-            with stages.stage("submit") as out:
-                check_poll(options.submit)
-                submitted = submit_planned(job_config, settings, job_options, options.submit, draft,
-                                           plan_job(job_config, settings, job_options, options.submit, draft),
-                                           lambda state, job: reporter.job_state(str(job.get("name", "")), state),
-                                           on_line=reporter.job_log)
-                out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
-                    f"; model {submitted.model}" if submitted.model else "")
-            return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, written=written,
-                                     submitted=submitted, resolution=resolution)
-        if options.mode == "package":
-            with stages.stage("package") as out:
-                sdist = build_sdist(config, cache_dir() / "sdists")  # byte-identical for the same files: left as it is
-                out[0] = f"sdist {sdist.path} ({sdist.size} bytes, sha256 {sdist.sha256[:16]}), module {sdist.module}"
-        with stages.stage("run") as out:
-            run_options = RunOptions(gpus=options.gpus, output=options.output or runs_dir(config), args=options.args,
-                                     build=options.build)
-            if options.mode == "package":
-                run_options = replace(run_options, executor=built.tags[0], packages=(str(sdist.path),))
-                check_run_options(run_options)
-                ran = run_sdists(loaded, run_options, reporter)
-            else:
-                ran = run_local(LocalRun(built.tags[0], run_options.output, gpus=options.gpus, args=options.args,
-                                         network=config.network), reporter)
-            out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
-        return AutopackageResult(inferred, tuple(stages.done), built.tags[0], planned, run=ran, written=written,
-                                 resolution=resolution)
+
+def _resolve_stage(config: Config, found: _Found, rendered: _Rendered, options: AutopackageOptions,
+                   stages: Stages) -> Resolution | None:
+    """The image's requirements resolved once, before the build (which takes this as its resolution)."""
+    from ..pipeline.resolution import Resolution, check_resolution
+
+    if found.own_dockerfile is not None:
+        return Resolution(False, f"{found.inferred.dockerfile} installs what it says: nothing is resolved for it")
+    if options.mode != "container":
+        return None
+    with stages.stage("resolve") as out:
+        declared = [(s.requirement, s.source) for s in found.inferred.sources] + [(p, f"{config.source}: pip")
+                                                                                for p in config.pip]
+        resolution = check_resolution(config, rendered.planned, declared, offline=options.build.offline)
+        out[:] = [resolution.note + (" (kept from an earlier run)" if resolution.cached else ""), resolution.cached]
+    return resolution
+
+
+def _dry_run(found: _Found, rendered: _Rendered, options: AutopackageOptions, target: str, stages: Stages,
+             resolution: Resolution | None, job: _Job | None) -> AutopackageResult:
+    image = rendered.image
+    what = "a training pipeline (the job, then the model's upload)" if options.job.pipeline else "it"
+    last = ("run it here as Vertex AI runs it (CLUSTER_SPEC, AIP_* directories, hypertune metric file)"
+            if target == "local" else f"submit {what} to the {target} API after `plan`'s checks")
+    steps = (f"build {image}", f"push {image}" if image.registry != "docker.io"
+             else "no push: the image names no registry (--image)", last)
+    return AutopackageResult(found.inferred, tuple(stages.done), str(image), rendered.planned, steps,
+                             written=found.written, resolution=resolution, job=job.spec if job else None)
+
+
+def _build_stage(config: Config, options: AutopackageOptions, target: str, rendered: _Rendered, stages: Stages,
+                 reporter: Reporter) -> BuildResult:
+    with stages.stage("build") as out:
+        if rendered.staged is None:  # --mode package: the executor image (network: host, as `run`)
+            built = executor_build_for(config, replace(options.build, push=False), reporter)
+        else:
+            # For the service the build pushes itself: a code-only edit is then appended in the registry (the fast
+            # path), with no engine build or push. A local run needs the image in the engine: built there; so does
+            # a registry only the engine reaches (--skip-image-check): the engine pushes.
+            through_build = rendered.image.registry != "docker.io" and target != "local" \
+                and not options.submit.skip_image_check
+            build_options = replace(options.build, push=through_build)
+            backend = builder_class(config.builder)
+            built = build_staged(config, build_options, reporter, rendered.staged, last_record(rendered.recipe,
+                                 build_options), lambda: backend.create(options.build.docker),
+                                 lambda: None)  # resolved by the resolve stage
+        out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
+                  not built.built]
+    return built
+
+
+def _push_stage(config: Config, options: AutopackageOptions, image: ImageRef, built: BuildResult, stages: Stages,
+                reporter: Reporter) -> None:
+    with stages.stage("push") as out:
+        pushed = built.pushed  # the build's own push (a code-only edit: appended in the registry)
+        # --skip-image-check: this machine's requests do not reach the registry (the engine's may): no lookup.
+        if not pushed and not options.submit.skip_image_check and _in_registry(image):
+            out[:] = [f"image {image} already in the registry: not pushed", True]
+            return
+        if not pushed:
+            builder = builder_class(config.builder).create(options.build.docker)
+            refs = [parse_ref(t, field="--tag") for t in built.tags]
+            pushed = push_image(builder.push, refs, reporter)
+            attested(replace(built, pushed=pushed), refs, options.build, reporter, git_revision(config.root))
+        out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
+
+
+def _submit_stage(job: _Job, options: AutopackageOptions, stages: Stages, reporter: Reporter) -> SubmitResult:
+    with stages.stage("submit") as out:
+        check_poll(options.submit)
+        submitted = submit_planned(job.config, job.settings, job.options, options.submit, job.draft,
+                                   plan_job(job.config, job.settings, job.options, options.submit, job.draft),
+                                   lambda state, spec: reporter.job_state(str(spec.get("name", "")), state),
+                                   on_line=reporter.job_log)
+        out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
+            f"; model {submitted.model}" if submitted.model else "")
+    return submitted
+
+
+def _run_stage(loaded: Config, config: Config, options: AutopackageOptions, built: BuildResult, stages: Stages,
+               reporter: Reporter) -> RunResult:
+    """The image run here as Vertex AI runs it; --mode package: the trainer's sdist on the executor image."""
+    from ..jobs.local import LocalRun, run_local
+
+    sdist = None
+    if options.mode == "package":
+        from ..packaging import build_sdist
+
+        with stages.stage("package") as out:
+            sdist = build_sdist(config, cache_dir() / "sdists")  # byte-identical for the same files: left as it is
+            out[0] = f"sdist {sdist.path} ({sdist.size} bytes, sha256 {sdist.sha256[:16]}), module {sdist.module}"
+    with stages.stage("run") as out:
+        run_options = RunOptions(gpus=options.gpus, output=options.output or runs_dir(config), args=options.args,
+                                 build=options.build)
+        if sdist is not None:
+            run_options = replace(run_options, executor=built.tags[0], packages=(str(sdist.path),))
+            check_run_options(run_options)
+            ran = run_sdists(loaded, run_options, reporter)
+        else:
+            ran = run_local(LocalRun(built.tags[0], run_options.output, gpus=options.gpus, args=options.args,
+                                     network=config.network), reporter)
+        out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
+    return ran
 
 
 def _in_registry(ref: ImageRef) -> bool:

@@ -182,7 +182,7 @@ def _config_digest(recipe: Recipe) -> str | None:
 class Built:
     """What the provenance says of one pushed image beside its recipe."""
 
-    repository: str
+    image: ImageRef  # the repository it was pushed to
     digest: str
     tags: tuple[str, ...]
     content_digest: str
@@ -193,6 +193,7 @@ class Built:
 def provenance(recipe: Recipe, built: Built, sbom_digest: str) -> bytes:
     """The in-toto Statement v1 with a SLSA provenance v1 predicate of the image."""
     plan = recipe.plan
+    repository = built.image.repository
     base, base_digest = _base(recipe)
     dependencies: list[dict] = []
     base_entry = {"name": "base", "uri": f"docker://{base}"}
@@ -212,14 +213,14 @@ def provenance(recipe: Recipe, built: Built, sbom_digest: str) -> bytes:
     framework = plan.get("framework") or {}
     if framework.get("index_url"):
         dependencies.append({"name": "framework index", "uri": without_credentials(str(framework["index_url"]))})
-    external = {"image": built.repository, "tags": sorted(built.tags), "platform": recipe.platform,
+    external = {"image": repository, "tags": sorted(built.tags), "platform": recipe.platform,
                 "variant": recipe.variant, "command": _command(),
                 "source": {"revision": built.revision} if built.revision else {}}
     internal = {"builder": built.builder, "dockerfile": {"sha256": _sha(recipe.dockerfile.encode())},
                 "buildkit-py": __version__}
     statement = {
         "_type": STATEMENT,
-        "subject": [{"name": built.repository, "digest": {"sha256": built.digest.removeprefix("sha256:")}}],
+        "subject": [{"name": repository, "digest": {"sha256": built.digest.removeprefix("sha256:")}}],
         "predicateType": SLSA_PROVENANCE,
         "predicate": {
             "buildDefinition": {"buildType": BUILD_TYPE, "externalParameters": external,
@@ -239,9 +240,9 @@ def attach(recipe: Recipe, built: Built, reporter: Reporter) -> tuple[Attached, 
     from ..referrers import attach as attach_artifacts
     from ..registry import RegistryClient
 
-    ref: ImageRef = parse_ref(built.repository, field="image")
+    ref = replace(built.image, tag=None, digest=None)
     subject = pushed_subject(RegistryClient(ref), ref, built.digest)
-    document = sbom(recipe, built.repository, built.digest)
+    document = sbom(recipe, ref.repository, built.digest)
     statement = provenance(recipe, built, "sha256:" + _sha(document))
     return attach_artifacts(ref, subject, [
         Artifact(SBOM_TYPE, SBOM_TYPE, document, ((KIND_ANNOTATION, "sbom"),)),
@@ -250,21 +251,22 @@ def attach(recipe: Recipe, built: Built, reporter: Reporter) -> tuple[Attached, 
     ], reporter)
 
 
-def attested(result: BuildResult, options: BuildOptions, reporter: Reporter, revision: str | None) -> BuildResult:
+def attested(result: BuildResult, refs: Sequence[ImageRef], options: BuildOptions, reporter: Reporter,
+             revision: str | None) -> BuildResult:
     """The build's result with the SBOM and provenance attached to each repository it pushed to (referrers are per
-    repository). A registry that cannot take them leaves the image pushed and says so: `verify` finds none."""
+    repository). refs: what was pushed, in the order of result.pushed. A registry that cannot take them leaves the
+    image pushed and says so: `verify` finds none."""
     if not options.attest or not result.pushed:
         return result
     builder = "fast-path" if result.timings else result.recipe.builder
     done: list[Attached] = []
     seen: set[tuple[str, str]] = set()
-    for pushed in result.pushed:
-        repository = pushed.image.rsplit("@", 1)[0]
-        if (repository, pushed.digest) in seen:
+    for ref, pushed in zip(refs, result.pushed, strict=True):
+        if (ref.repository, pushed.digest) in seen:
             continue
-        seen.add((repository, pushed.digest))
+        seen.add((ref.repository, pushed.digest))
         tags = tuple(p.tag for p in result.pushed if p.image == pushed.image)
-        built = Built(repository, pushed.digest, tags, result.content_digest, revision, builder)
+        built = Built(ref, pushed.digest, tags, result.content_digest, revision, builder)
         try:
             done += attach(result.recipe, built, reporter)
         except RegistryError as exc:

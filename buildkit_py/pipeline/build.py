@@ -236,7 +236,7 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
             )
         appended, parts, _ = attempt(staged, options, record, reporter, said=fast_path_said)
         if appended is not None:
-            return attested(appended_result(staged, appended), options, reporter, staged.revision)
+            return attested(appended_result(staged, appended), staged.refs, options, reporter, staged.revision)
         engine = builder().bound(remote)
         image_id = None if options.no_cache else engine.image_id(refs[0]) or _pull_appended(engine, record, refs[0],
                                                                                              reporter)
@@ -286,5 +286,5 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
             fastpath.save_record(fastpath.Record(refs[0].repository, config.variant, parts, pushed[0].digest,
                                                  refs[0].tag or "", checked(imports)), reporter)
             fastpath.read_ahead(refs[0], pushed[0].digest, recipe.platform)
-    return attested(BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, pushed), options,
-                    reporter, staged.revision)
+    return attested(BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, pushed), refs,
+                    options, reporter, staged.revision)

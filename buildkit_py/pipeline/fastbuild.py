@@ -173,8 +173,8 @@ def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, start
     describing = fastpath.in_background(git_revision, recipe.root)  # a git run or two, while the files are copied
     with staging(recipe, describing, reporter, started) as staged:
         appended, _, why = attempt(staged, options, record, reporter)
-        return why if appended is None else attested(appended_result(staged, appended), options, reporter,
-                                                      staged.revision)
+        return why if appended is None else attested(appended_result(staged, appended), staged.refs, options,
+                                                      reporter, staged.revision)
 
 
 def _engine_tags(refs: Sequence[ImageRef]) -> dict[ImageRef, str | None]:
