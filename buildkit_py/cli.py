@@ -184,6 +184,8 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         rows[1:1] = [("flavour", plan.cuda_flavor), ("GPU archs", ", ".join(plan.cuda_archs) or "not recorded")]
     if plan.accelerator:
         rows.insert(1, ("accelerator", plan.accelerator))
+    if plan.platform and plan.platform != "linux/amd64":  # the default goes unsaid, as before there were others
+        rows.insert(1, ("platform", plan.platform))
     if plan.tpu:  # what the TPU build adds, and the libtpu the framework loads
         rows[-2:-2] = ([("TPU extra", plan.tpu_companion)] if plan.tpu_companion else []) + [("libtpu", plan.tpu_runtime)]
     for name, value in rows:
