@@ -115,7 +115,10 @@ def test_autopackage_uploads_the_image_once_and_adds_the_git_tag_as_a_manifest(t
     requests = [line for line in log.read_text().splitlines() if '"PUT /v2/quickstart/manifests/' in line]
     engine = [line for line in requests if line.endswith(')"') and '"docker/' in line]
     ours = [line for line in requests if f'"{USER_AGENT}"' in line]
-    assert len(engine) == 1 and len(ours) == 1, requests
-    assert "/manifests/git-" in ours[0] and "/manifests/bk-" in engine[0]
+    # Ours besides the tag: the SBOM and provenance by digest, and the referrers tag's index (sha256-<hex>).
+    tagged = [line for line in ours if "/manifests/sha256" not in line]
+    assert len(engine) == 1 and len(tagged) == 1 and len(ours) == 4, requests
+    assert "/manifests/git-" in tagged[0] and "/manifests/bk-" in engine[0]
     tags = json.load(registry_get(registry, "quickstart/tags/list"))["tags"]
-    assert len(tags) == 2 and any(t.startswith("git-") for t in tags)
+    # The image's two tags, and the referrers tag (sha256-<hex>) listing its attestations.
+    assert len(tags) == 3 and {t.split("-")[0] for t in tags} == {"git", "bk", "sha256"}, tags
