@@ -5,6 +5,7 @@ honoured: a service-account key file's token_uri says where tokens come from).""
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import BuildkitError
@@ -46,11 +47,32 @@ def token(credentials: Any, error: type[BuildkitError], what: str, hint: str = "
     return credentials.token
 
 
-def identity(credentials: Any, unknown: str = "the account of `gcloud auth application-default login`") -> str:
-    """Who the credentials act as, for a message saying what to grant: a service account's address, the account of
-    user credentials, else `unknown`."""
+@dataclass(frozen=True)
+class Identity:
+    """Who credentials act as, for a message saying what to grant: as a message names it, and the address where
+    one is known (IAM's member then follows from it)."""
+
+    said: str
+    email: str | None = None
+
+    def __str__(self) -> str:
+        return self.said
+
+    @property
+    def member(self) -> str:
+        """The IAM member of `gcloud ... add-iam-policy-binding --member`; MEMBER where no address is known."""
+        if self.email is None:
+            return "MEMBER"
+        kind = "serviceAccount" if self.email.endswith(".gserviceaccount.com") else "user"
+        return f"{kind}:{self.email}"
+
+
+def identity(credentials: Any, unknown: str = "the account of `gcloud auth application-default login`") -> Identity:
+    """Who the credentials act as: a service account's address, the account of user credentials, else `unknown`."""
     email = getattr(credentials, "service_account_email", None)  # key files, the metadata server (after a refresh)
     if isinstance(email, str) and "@" in email:
-        return email
+        return Identity(email, email)
     account = getattr(credentials, "account", None)  # gcloud's user credentials name their account
-    return account if isinstance(account, str) and account else unknown
+    if isinstance(account, str) and account:
+        return Identity(account, account if "@" in account else None)
+    return Identity(unknown)

@@ -8,8 +8,12 @@ from __future__ import annotations
 import re
 import urllib.parse
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError, PackageIndexError
+
+if TYPE_CHECKING:
+    from .adc import Identity
 
 # A URL's userinfo, up to its last "@" before the path (as URL parsers read it: a password may hold a raw "@").
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s]*)@(?P<host>[^/:\s?#]+)")
@@ -30,7 +34,7 @@ class GoogleLogins:
     whose they are: what a refusal says needs roles/artifactregistry.reader."""
 
     credentials: tuple[Credential, ...]
-    identity: str
+    identity: Identity
 
 
 # Artifact Registry's Python repositories: REGION-python.pkg.dev (and the multi-regions us-, europe-, asia-).
@@ -142,17 +146,14 @@ def google_logins(hosts: tuple[str, ...]) -> GoogleLogins | None:
     return GoogleLogins(tuple(Credential(host, adc.TOKEN_LOGIN, token) for host in hosts), who)
 
 
-def refusal_hint(output: str, hosts: tuple[str, ...], identity: str) -> str | None:
+def refusal_hint(output: str, hosts: tuple[str, ...], identity: Identity) -> str | None:
     """What to grant, when an index that got a Google token for IDENTITY refused it (401 or 403 in the output)."""
     if not hosts or not re.search(r"\b40[13]\b", output):
         return None
     refused = [host for host in hosts if host in output] or list(hosts)
-    email = identity.rsplit(" ", 1)[-1]
-    member = ("MEMBER" if "@" not in email else
-              f"serviceAccount:{email}" if email.endswith(".gserviceaccount.com") else f"user:{email}")
     return (f"{', '.join(refused)} refused the access token of {identity}: grant it {READER_ROLE} on the "
             f"repository (gcloud artifacts repositories add-iam-policy-binding REPOSITORY --location LOCATION "
-            f"--member {member} --role {READER_ROLE}), or log in as an identity that has it")
+            f"--member {identity.member} --role {READER_ROLE}), or log in as an identity that has it")
 
 
 def logins_netrc(url: tuple[Credential, ...], google: GoogleLogins | None) -> str:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the registry client loads where a push happens, not with ev
     from ..registry import PushResult
 
 if TYPE_CHECKING:
+    from ..adc import Identity
     from ..config import Config
 
 
@@ -31,7 +32,7 @@ class RemoteSettings(Protocol):
     """A remote builder's checked settings (cloudbuild.CloudBuildSettings), which it is bound() to."""
 
     @property
-    def identity(self) -> str:
+    def identity(self) -> Identity:
         """Who the remote build runs as: named when an index refuses its token."""
         ...
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..adc import TOKEN_LOGIN
+from ..adc import TOKEN_LOGIN, Identity
 from ..adc import one_line as _clean
 from ..config import Config
 from ..config.job import _PROJECT  # job.project's rule
@@ -76,10 +76,11 @@ class CloudBuildSettings:
     credentials: Any = field(default=None, repr=False, compare=False)
 
     @property
-    def identity(self) -> str:
+    def identity(self) -> Identity:
         """Who the build's steps act as: what an index's refusal says needs its reader role."""
-        return (f"the build's service account {self.service_account}" if self.service_account
-                else f"the default Cloud Build service account of project {self.project}")
+        if self.service_account:
+            return Identity(f"the build's service account {self.service_account}", self.service_account)
+        return Identity(f"the default Cloud Build service account of project {self.project}")
 
 
 def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = None) -> CloudBuildSettings:
