@@ -1,0 +1,124 @@
+"""Multi-platform images (issue 32, part 2): `platform: [linux/amd64, linux/arm64]` or `--platform a,b` plans, renders
+and resolves each platform as its one-platform config does; a one-platform config is what it was before lists."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from buildkit_py import cli
+from buildkit_py.config import load_config
+from buildkit_py.errors import ConfigError
+from buildkit_py.pipeline.plan import make_plan, make_plans
+
+TRAINER = {"trainer/__init__.py": "", "trainer/task.py": "print('hi')\n"}
+TORCH = "framework: torch==2.9.1\ntrainer: {module: trainer.task}\n"
+
+
+def config_of(project, text: str, **overrides):
+    return load_config(project({"buildkit.yaml": text, **TRAINER}) / "buildkit.yaml", overrides=overrides)
+
+
+def main(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("given", ["platform: [linux/amd64, linux/arm64]\n", "platform: linux/amd64,linux/arm64\n"])
+def test_a_list_or_commas_make_a_multi_platform_config(project, given):
+    config = config_of(project, TORCH + given)
+    assert config.multi_platform and config.platform is None and config.platforms == ("linux/amd64", "linux/arm64")
+    assert [c.platform for c in config.each_platform()] == ["linux/amd64", "linux/arm64"]
+    amd64, arm64 = make_plans(config)
+    assert (amd64.platform, arm64.platform) == ("linux/amd64", "linux/arm64") and arm64.arm64 and not amd64.arm64
+    # Each platform's plan is its one-platform config's.
+    one = make_plan(config_of(project, TORCH + "platform: linux/arm64\n"))
+    assert arm64.to_dict() == one.to_dict()
+
+
+def test_one_platform_stays_a_string(project):
+    for text in ("platform: linux/arm64\n", "platform: [linux/arm64]\n"):
+        config = config_of(project, TORCH + text)
+        assert config.platform == "linux/arm64" and config.platforms == () and not config.multi_platform
+        assert config.each_platform() == (config,)
+    flagged = config_of(project, TORCH, platform="linux/amd64,linux/arm64")
+    assert flagged.platforms == ("linux/amd64", "linux/arm64") and flagged.named("platform") == "--platform"
+
+
+def test_a_variant_may_set_several_platforms(project):
+    config = config_of(project, TORCH + "variants:\n  - {name: both, platform: [linux/amd64, linux/arm64]}\n"
+                                        "  - {name: arm, platform: linux/arm64}\n")
+    both, arm = (config.with_variant(v) for v in config.variants)
+    assert both.multi_platform and both.platforms == ("linux/amd64", "linux/arm64")
+    assert arm.platform == "linux/arm64" and not arm.multi_platform
+
+
+HOSTILE = {
+    "twice": ("[linux/amd64, linux/amd64]", "platform[1]: 'linux/amd64' is given twice"),
+    "empty list": ("[]", "platform: an empty list is not allowed"),
+    "a mapping in the list": ("[linux/amd64, {a: 1}]", "platform[1]: {'a': 1} must be a string"),
+    "a line break in an entry": ("[linux/amd64, \"linux/arm64\\nRUN x\"]", "platform[1]: "),
+    "too many": ("[" + ", ".join(f"linux/a{i}" for i in range(9)) + "]", "at most 8"),
+    "a space after a comma": ("\"linux/amd64, linux/arm64\"", "comma-separated, no spaces"),
+    "an empty entry": ("\"linux/amd64,\"", "platform: '' is not allowed"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_platform_lists_are_refused_naming_the_entry(project, case):
+    value, says = HOSTILE[case]
+    with pytest.raises(ConfigError) as caught:
+        config_of(project, TORCH + f"platform: {value}\n")
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("value, says", [("linux/amd64,linux/amd64", "given twice"), ("linux/amd64,", "OS/ARCH"),
+                                         ("linux/amd64,$(id)/x", "OS/ARCH"), (",".join(["linux/amd64"] * 9), "at most 8"),
+                                         ("linux/amd64,linux/arm64\nRUN x", "line breaks")])
+@pytest.mark.parametrize("command", ["resolve", "dockerfile", "build", "lock"])
+def test_hostile_platform_flags_exit_2_with_one_line(project, capsys, command, value, says):
+    root = project({"buildkit.yaml": TORCH, **TRAINER})
+    code, out, err = main(capsys, command, "--dir", str(root), "--platform", value)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("buildkit-py: error: --platform: ") and says in err
+
+
+def test_an_accelerator_s_platform_must_be_among_them(project, capsys):
+    gb200 = "framework: torch==2.9.1\naccelerator: NVIDIA_GB200\ntrainer: {module: trainer.task}\n"
+    config = config_of(project, gb200 + "platform: [linux/amd64, linux/arm64]\n")
+    amd64, arm64 = make_plans(config)  # the amd64 image is for other machines: allowed beside the one GB200 needs
+    assert arm64.accelerator == "NVIDIA_GB200" and amd64.platform == "linux/amd64"
+    root = project({"buildkit.yaml": gb200, **TRAINER})
+    code, out, err = main(capsys, "resolve", "--dir", str(root), "--platform", "linux/amd64,linux/386")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("buildkit-py: error: --platform: linux/amd64,linux/386 has no linux/arm64 image, and "
+                          "NVIDIA_GB200's machines (a4x-highgpu-4g) have Arm CPUs") and "add linux/arm64" in err
+
+
+def test_a_one_image_command_says_to_give_one_platform(project, capsys):
+    root = project({"buildkit.yaml": TORCH + "platform: [linux/amd64, linux/arm64]\n", **TRAINER})
+    code, out, err = main(capsys, "print", "base-image", "--dir", str(root))
+    assert code == 2 and err.count("\n") == 1
+    assert "platform: linux/amd64,linux/arm64 is several platforms, and this command makes one image" in err
+
+
+def test_resolve_and_dockerfile_give_each_platform(project, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("BUILDKIT_PY_OFFLINE", "1")
+    root = project({"buildkit.yaml": TORCH, **TRAINER})
+    code, out, err = main(capsys, "resolve", "--dir", str(root), "--platform", "linux/amd64,linux/arm64", "--json")
+    assert code == 0, err
+    plans = json.loads(out)["platforms"]
+    assert list(plans) == ["linux/amd64", "linux/arm64"] and plans["linux/arm64"]["cuda_archs"] == ["sm_90", "sm_100",
+                                                                                                   "sm_120"]
+    code, out, err = main(capsys, "dockerfile", "--dir", str(root), "--platform", "linux/amd64,linux/arm64")
+    assert code == 0, err
+    parts = out.split("# platform: ")[1:]
+    assert [p.split("\n", 1)[0] for p in parts] == ["linux/amd64", "linux/arm64"]
+    assert "uv-0.13.0-arm64" in parts[1] and "arm64" not in parts[0].split("\n", 1)[1]
+    code, out, err = main(capsys, "dockerfile", "--dir", str(root), "--platform", "linux/amd64,linux/arm64",
+                          "--output", str(root / "Dockerfile"))
+    assert code == 0, err
+    assert (root / "Dockerfile.linux-amd64").is_file() and (root / "Dockerfile.linux-arm64.dockerignore").is_file()
+    assert not (root / "Dockerfile").exists()
