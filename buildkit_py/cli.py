@@ -243,7 +243,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
             _say(f"{result.path} is current")
     else:
         for image in result.images:
-            _say(f"{image.variant or 'config'}: {image.base_image}@{image.base_digest}, {len(image.packages)} packages, "
+            _say(f"{image.variant or 'config'}{'@' + image.platform if image.several else ''}: {image.base_image}@{image.base_digest}, {len(image.packages)} packages, "
                   f"lock {image.digest}")
         _say(f"wrote {result.path}", file=sys.stderr)
     return 1 if result.stale else 0

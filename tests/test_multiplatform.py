@@ -122,3 +122,91 @@ def test_resolve_and_dockerfile_give_each_platform(project, capsys, tmp_path, mo
     assert code == 0, err
     assert (root / "Dockerfile.linux-amd64").is_file() and (root / "Dockerfile.linux-arm64.dockerignore").is_file()
     assert not (root / "Dockerfile").exists()
+
+
+def test_a_foreign_platform_needs_an_emulator_and_says_it_uses_one(tmp_path, monkeypatch):
+    from buildkit_py.errors import BuildError
+    from buildkit_py.pipeline import build
+
+    monkeypatch.setattr(build, "BINFMT", tmp_path)
+    monkeypatch.setattr(build._host, "machine", lambda: "x86_64")
+    assert build.emulation("linux/amd64", True) is None  # this machine's own
+    assert build.emulation("linux/arm64", False) is None  # an engine elsewhere answers for itself
+    with pytest.raises(BuildError) as caught:
+        build.emulation("linux/arm64", True)
+    assert str(caught.value).startswith(f"linux/arm64: this machine (x86_64) cannot run it and no emulator is registered "
+                                        f"({tmp_path}/qemu-aarch64 is missing): install qemu-user-static")
+    (tmp_path / "qemu-aarch64").write_text("enabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\nflags: PF\n")
+    assert build.emulation("linux/arm64", True).startswith("linux/arm64 is built under emulation (qemu-aarch64")
+
+
+def test_an_index_is_a_docker_list_of_docker_manifests_else_an_oci_index():
+    from buildkit_py.registry import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, IndexEntry, index_bytes
+
+    docker = [IndexEntry("linux/amd64", "sha256:" + "a" * 64, DOCKER_MANIFEST, 10),
+              IndexEntry("linux/arm64/v8", "sha256:" + "b" * 64, DOCKER_MANIFEST, 11)]
+    body, media = index_bytes(docker)
+    assert media == DOCKER_LIST and body == index_bytes(docker)[0]  # the same platforms make the same digest
+    document = json.loads(body)
+    assert document["mediaType"] == DOCKER_LIST and document["schemaVersion"] == 2
+    assert document["manifests"][1] == {"mediaType": DOCKER_MANIFEST, "digest": "sha256:" + "b" * 64, "size": 11,
+                                        "platform": {"architecture": "arm64", "os": "linux", "variant": "v8"}}
+    mixed = [docker[0], IndexEntry("linux/arm64", "sha256:" + "c" * 64, OCI_MANIFEST, 12)]
+    assert index_bytes(mixed)[1] == OCI_INDEX
+
+
+def test_the_index_content_tag_covers_every_platform_in_order():
+    from buildkit_py.pipeline.build import index_content_digest
+
+    one = index_content_digest([("linux/amd64", "1" * 64), ("linux/arm64", "2" * 64)])
+    assert one != index_content_digest([("linux/arm64", "2" * 64), ("linux/amd64", "1" * 64)])
+    assert one != index_content_digest([("linux/amd64", "1" * 64), ("linux/arm64", "3" * 64)])
+
+
+LOCK_CONFIG = ("framework: none\npython: '3.11'\nbase_image: 127.0.0.1:5000/lock/base:1\nhypertune: false\n"
+               "trainer: {module: trainer.task}\n")
+
+
+def test_the_lock_has_a_section_per_platform_and_each_build_takes_its_own(project, capsys, monkeypatch, tmp_path):
+    from buildkit_py.pipeline import lock
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    root = project({"buildkit.yaml": LOCK_CONFIG + "platform: [linux/amd64, linux/arm64]\n", **TRAINER})
+    config = load_config(root / "buildkit.yaml")
+    images = []
+    for i, one in enumerate(config.each_platform()):
+        plan = make_plan(one)
+        images.append(lock.LockedImage(None, "3.11", one.platform, plan.base_image, f"sha256:{str(i + 1) * 64}", (),
+                                       lock.inputs(one, plan), (lock.LockedPackage("bkpin", "1.0", ("sha256:" + "a" * 64,)),),
+                                       several=True))
+    text = lock.Lock(root / lock.LOCK_NAME, tuple(images)).text()
+    assert "  _base@linux/amd64:\n" in text and "  _base@linux/arm64:\n" in text
+    (root / lock.LOCK_NAME).write_text(text)
+    assert lock.read_lock(root / lock.LOCK_NAME).images == tuple(images)  # read back as written
+    code, out, err = main(capsys, "dockerfile", "--dir", str(root))
+    assert code == 0, err
+    amd64, arm64 = out.split("# platform: ")[1:]
+    assert f"FROM 127.0.0.1:5000/lock/base:1@sha256:{'1' * 64}\n" in amd64
+    assert f"FROM 127.0.0.1:5000/lock/base:1@sha256:{'2' * 64}\n" in arm64
+    assert "--require-hashes" in amd64 and "--require-hashes" in arm64
+    # A section whose platform is not its key's is a hand edit, named at its line.
+    (root / lock.LOCK_NAME).write_text(text.replace("platform: linux/arm64", "platform: linux/amd64"))
+    code, out, err = main(capsys, "dockerfile", "--dir", str(root))
+    assert code == 2 and "'linux/amd64' is not the platform its key names ('linux/arm64')" in err
+    # The one-platform config of the same directory is another set of sections: the lock is another config's.
+    (root / lock.LOCK_NAME).write_text(text)
+    code, out, err = main(capsys, "dockerfile", "--dir", str(root), "--platform", "linux/arm64")
+    assert code == 2 and "the lock has sections _base@linux/amd64, _base@linux/arm64; the config's images are _base" in err
+
+
+def test_a_one_platform_lock_is_written_as_before(project, tmp_path):
+    from buildkit_py.pipeline import lock
+
+    root = project({"buildkit.yaml": LOCK_CONFIG, **TRAINER})
+    config = load_config(root / "buildkit.yaml")
+    plan = make_plan(config)
+    image = lock.LockedImage(None, "3.11", "linux/amd64", plan.base_image, "sha256:" + "1" * 64, (),
+                             lock.inputs(config, plan), ())
+    text = lock.Lock(root / lock.LOCK_NAME, (image,)).text()
+    assert "\n  _base:\n" in text and "@" not in text.split("images:", 1)[1].split("\n", 2)[1]
+    assert image.key == "_base" and not image.several

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..fsutil import reads_once, write_atomic
 from ..notebook import HtmlRepr
 from ..pipeline import lock as _lock
-from ..pipeline.build import BuildOptions, BuildResult, build_config, push_image
+from ..pipeline.build import BuildOptions, BuildResult, build_config, platform_suffix, push_image
 from ..pipeline.plan import make_plan
 from ..pipeline.render import render_dockerfile, render_project_dockerignore
 from ..pipeline.resolution import check_resolution, declared_in
@@ -62,11 +62,6 @@ class DockerfileResult(HtmlRepr):
         if self.platforms:
             return {"dockerfiles": dict(self.platforms), "dockerignore": self.dockerignore}
         return {"dockerfile": self.dockerfile, "dockerignore": self.dockerignore}
-
-
-def platform_suffix(platform: str) -> str:
-    """linux/arm64/v8 -> linux-arm64-v8: a platform in a file name."""
-    return platform.replace("/", "-")
 
 
 @reads_once
@@ -137,7 +132,8 @@ def lock(project: Project, options: _lock.LockOptions) -> _lock.LockResult:
     for name in options.upgrade_packages:
         _lock.check_package_name(name)
     config = load(replace(project, variant=None))
-    plans = [(c, make_plan(c)) for c in [config, *variant_configs(config)]]
+    # A multi-platform image is locked per platform: each has its own base manifest and wheels.
+    plans = [(p, make_plan(p)) for c in [config, *variant_configs(config)] for p in c.each_platform()]
     return _lock.lock(config, plans, options)
 
 

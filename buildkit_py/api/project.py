@@ -66,7 +66,7 @@ def load(project: Project) -> Config:
 def variant_configs(config: Config) -> list[Config]:
     """Each variant's config, every one checked to resolve: a variant that does not is named."""
     from ..config import Config
-    from ..pipeline.plan import make_plan
+    from ..pipeline.plan import make_plans
 
     if not isinstance(config, Config):
         raise ConfigError(f"{show(config)} is not allowed: a Config (from load())", field="config")
@@ -74,7 +74,7 @@ def variant_configs(config: Config) -> list[Config]:
     for i, variant in enumerate(config.variants):
         derived = config.with_variant(variant)
         try:
-            make_plan(derived)
+            make_plans(derived)
         except (ConfigError, ResolutionError) as exc:
             raise ConfigError(f"variant {show(variant.name)} does not resolve: {exc}", field=f"variants[{i}]",
                               where=config.source) from None

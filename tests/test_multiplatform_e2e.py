@@ -1,0 +1,127 @@
+"""A real two-platform image on the loopback registry (issue 32, part 2): linux/amd64 and linux/arm64 built by
+the engine's BuildKit one platform per build (arm64 under qemu-user-static, which scripts/testenv.sh registers),
+each pushed into the content tag's repository, one index naming both PUT under every tag; its attestations on the
+index; a failed platform pushes no index.
+
+The base is an index too, as nvidia/cuda and python are: the amd64 and arm64 stand-ins pushed to the loopback
+registry and named by one index (this machine pulls from nowhere else)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from test_build_e2e import build, docker
+
+from buildkit_py.errors import RegistryError
+from buildkit_py.progress import Reporter
+from buildkit_py.refs import parse_ref
+from buildkit_py.registry import DOCKER_LIST, MANIFEST_TYPES, manifest, put_index
+from conftest import REPO
+
+QUICKSTART = REPO / "examples" / "quickstart"
+AMD64_BASE = "buildkit-py/standin:bookworm"
+
+
+def registry_get(registry: str, path: str, method: str = "GET"):
+    request = urllib.request.Request(f"http://{registry}/v2/{path}", method=method, headers={"Accept": MANIFEST_TYPES})
+    return urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=30)
+
+
+def pushed_digest(testenv, image: str, ref: str) -> str:
+    docker(testenv, "tag", image, ref)
+    out = docker(testenv, "push", ref).stdout
+    return next(w for line in out.splitlines() if "digest: " in line for w in line.split() if w.startswith("sha256:"))
+
+
+@pytest.fixture(scope="module")
+def multi_base(testenv) -> str:
+    """REGISTRY/multiplatform/standin:bookworm: an index of the amd64 and arm64 stand-ins."""
+    arm = testenv.get("BUILDKIT_TEST_ARM64_BASE")
+    if not arm or docker(testenv, "image", "inspect", arm, check=False).returncode != 0:
+        pytest.skip("no arm64 stand-in: scripts/testenv.sh makes one where qemu-user-static emulation can be set up")
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    pushed = [(p, pushed_digest(testenv, image, f"{registry}/multiplatform/standin:{p.split('/')[1]}"))
+              for p, image in (("linux/amd64", AMD64_BASE), ("linux/arm64", arm))]
+    index = parse_ref(f"{registry}/multiplatform/standin:bookworm")
+    put_index([index], pushed, Reporter(io.StringIO()), providers=[])
+    return str(index)
+
+
+def trainer(tmp_path: Path, name: str, **keys) -> Path:
+    root = tmp_path / name
+    shutil.copytree(QUICKSTART, root, ignore=shutil.ignore_patterns("__pycache__"))
+    config = yaml.safe_load((root / "buildkit.yaml").read_text())
+    (root / "buildkit.yaml").write_text(yaml.safe_dump({**config, **keys}))
+    return root
+
+
+def test_an_index_refuses_an_image_of_another_platform(testenv):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    digest = pushed_digest(testenv, AMD64_BASE, f"{registry}/multiplatform/wrong:amd64")
+    ref = parse_ref(f"{registry}/multiplatform/wrong:both")
+    with pytest.raises(RegistryError, match=r"the linux/arm64 build made a linux/amd64 image .*: its base image has no "
+                                            r"linux/arm64 image"):
+        put_index([ref], [("linux/amd64", digest), ("linux/arm64", digest)], Reporter(io.StringIO()), providers=[])
+    tags = json.load(registry_get(registry, "multiplatform/wrong/tags/list"))["tags"]
+    assert tags == ["amd64"]  # nothing PUT
+
+
+def test_two_platforms_build_push_one_index_and_run(testenv, multi_base, tmp_path):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    root = trainer(tmp_path, "multi", base_image=multi_base, platform=["linux/amd64", "linux/arm64"],
+                   image=f"{registry}/multiplatform/quickstart")
+    proc = build(testenv, root, "--push")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "note: linux/arm64 is built under emulation (qemu-aarch64, binfmt_misc)" in proc.stderr
+    result = json.loads(proc.stdout)
+    amd64, arm64 = result["platforms"]
+    assert (amd64["platform"], arm64["platform"]) == ("linux/amd64", "linux/arm64")
+    content = result["tags"][0]
+    assert amd64["tag"] == f"{content}-linux-amd64" and arm64["tag"] == f"{content}-linux-arm64"
+    index_digest = result["pushed"][0]["digest"]
+    assert {p["digest"] for p in result["pushed"]} == {index_digest}
+    # The registry holds one index under the content tag, naming each platform's manifest with its platform.
+    got = registry_get(registry, f"multiplatform/quickstart/manifests/{content.rsplit(':', 1)[1]}")
+    assert got.headers["Content-Type"] == DOCKER_LIST and got.headers["Docker-Content-Digest"] == index_digest
+    listed = json.load(got)["manifests"]
+    assert [m["digest"] for m in listed] == [amd64["digest"], arm64["digest"]]
+    assert [(m["platform"]["os"], m["platform"]["architecture"]) for m in listed] == [("linux", "amd64"),
+                                                                                     ("linux", "arm64")]
+    # What `plan` reads: the index's platforms (the job's machines' platform must be among them).
+    assert [p.split("/")[:2] for p in manifest(parse_ref(content)).platforms] == [["linux", "amd64"], ["linux", "arm64"]]
+    # The SBOM and provenance are attached to the index's digest.
+    assert len(result["attestations"]) == 2
+    listed_for_index = json.load(registry_get(registry, "multiplatform/quickstart/manifests/"
+                                                        f"{index_digest.replace(':', '-')}"))["manifests"]
+    assert {a["digest"] for a in result["attestations"]} <= {m["digest"] for m in listed_for_index}
+    # Each platform's image runs the trainer: arm64's under qemu.
+    for image, machine in ((amd64["tag"], "x86_64"), (arm64["tag"], "aarch64")):
+        ran = docker(testenv, "run", "--rm", "--network", "none", "--entrypoint", "python", image, "-c",
+                     "import platform; print(platform.machine())")
+        assert ran.stdout.strip() == machine
+        assert "trained: w=" in docker(testenv, "run", "--rm", "--network", "none", image).stdout
+    # Built again: every platform is up to date, and the same index is pushed.
+    again = build(testenv, root, "--push")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["pushed"][0]["digest"] == index_digest
+    assert again.stderr.count("is up to date") == 2
+
+
+def test_a_failed_platform_pushes_no_index(testenv, multi_base, tmp_path):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    # A requirement only arm64 asks for, and no index has: the arm64 build fails, after amd64's passed.
+    root = trainer(tmp_path, "broken", base_image=multi_base, platform="linux/amd64,linux/arm64",
+                   image=f"{registry}/multiplatform/broken",
+                   pip=["buildkit-py-no-such-package==1.0; platform_machine == 'aarch64'"])
+    proc = build(testenv, root, "--push", "--offline")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "buildkit-py-no-such-package" in proc.stderr
+    with pytest.raises(urllib.error.HTTPError):  # nothing pushed: no platform's image, no index
+        registry_get(registry, "multiplatform/broken/tags/list")
