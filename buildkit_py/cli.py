@@ -243,8 +243,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
             _say(f"{result.path} is current")
     else:
         for image in result.images:
-            _say(f"{image.variant or 'config'}{'@' + image.platform if image.several else ''}: {image.base_image}@{image.base_digest}, {len(image.packages)} packages, "
-                  f"lock {image.digest}")
+            name = (image.variant or "config") + (f"@{image.platform}" if image.several else "")
+            _say(f"{name}: {image.base_image}@{image.base_digest}, {len(image.packages)} packages, lock {image.digest}")
         _say(f"wrote {result.path}", file=sys.stderr)
     return 1 if result.stale else 0
 

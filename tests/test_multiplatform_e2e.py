@@ -125,3 +125,43 @@ def test_a_failed_platform_pushes_no_index(testenv, multi_base, tmp_path):
     assert "buildkit-py-no-such-package" in proc.stderr
     with pytest.raises(urllib.error.HTTPError):  # nothing pushed: no platform's image, no index
         registry_get(registry, "multiplatform/broken/tags/list")
+
+
+def test_a_code_edit_is_appended_to_every_platform_and_equals_a_full_build(testenv, multi_base, tmp_path):
+    from test_fastpath_e2e import _compared_config, image
+
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    fast_repo, full_repo = "multiplatform/edit", "multiplatform/edit-full"
+    root = trainer(tmp_path, "edit", base_image=multi_base, platform=["linux/amd64", "linux/arm64"],
+                   image=f"{registry}/{fast_repo}")
+    cache = {"BUILDKIT_PY_CACHE_DIR": str(tmp_path / "cache")}
+    first = build(testenv, root, "--push", env=cache)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.stderr.count("no previous image: full build") == 2
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write("\n# a one-line edit\n")
+    # No engine: each platform's code layer is appended in the registry, and a new index written.
+    fast = build(testenv, root, "--push", env={**cache, "DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert fast.returncode == 0, fast.stderr[-3000:]
+    assert fast.stderr.count("appended the code layer") == 2 and "building " not in fast.stderr
+    fast_result = json.loads(fast.stdout)
+    full = build(testenv, root, "--push", "--no-fast-path", "--image", f"{registry}/{full_repo}",
+                 env={"BUILDKIT_PY_CACHE_DIR": str(tmp_path / "cache-full")})
+    assert full.returncode == 0, full.stderr[-3000:]
+    full_result = json.loads(full.stdout)
+    tag = fast_result["tags"][0].rsplit(":", 1)[1]
+    assert full_result["tags"][0].endswith(":" + tag)  # the same content tag: the same contexts both ways
+    fast_index = json.load(registry_get(registry, f"{fast_repo}/manifests/{tag}"))
+    full_index = json.load(registry_get(registry, f"{full_repo}/manifests/{tag}"))
+    assert [m["platform"] for m in fast_index["manifests"]] == [m["platform"] for m in full_index["manifests"]]
+    # Manifest by manifest: the base's and the install steps' layers are the very same blobs, the code layer holds
+    # the same entries, the configs say the same.
+    for suffix in ("linux-amd64", "linux-arm64"):
+        fast_manifest, fast_config, fast_files = image(registry, fast_repo, f"{tag}-{suffix}")
+        full_manifest, full_config, full_files = image(registry, full_repo, f"{tag}-{suffix}")
+        assert fast_manifest["mediaType"] == full_manifest["mediaType"]
+        assert [x["digest"] for x in fast_manifest["layers"][:-1]] == [x["digest"] for x in full_manifest["layers"][:-1]]
+        assert fast_files == full_files, suffix
+        assert _compared_config(fast_config) == _compared_config(full_config)
+        assert (fast_config["os"], fast_config["architecture"]) == (full_config["os"], full_config["architecture"])
+    assert [p["digest"] for p in fast_result["platforms"]] == [m["digest"] for m in fast_index["manifests"]]

@@ -35,7 +35,7 @@ from .attest import attested
 from .buildtypes import BuildOptions, BuildResult, PlatformImage
 from .context import hash_context
 from .fastbuild import Staged, appended_result, attempt, checked, git_revision, staging
-from .lock import STALE_LOCK, pip_conf_text
+from .lock import STALE_LOCK, config_key, pip_conf_text
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
 from .recipe import Recipe, index_digest
@@ -345,6 +345,18 @@ def index_content_digest(platforms: Sequence[tuple[str, str]]) -> str:
     return hashlib.sha256("".join(f"{p}\0{d}\n" for p, d in platforms).encode()).hexdigest()
 
 
+def _record_key(config: Config) -> str:
+    """The fast path's record of one platform of a multi-platform image: kept as a variant of its own, KEY@PLATFORM
+    (the lock's section key: no variant's name holds "@")."""
+    return config_key(config)
+
+
+def _platform_record(recipe: Recipe, config: Config, options: BuildOptions) -> fastpath.Record | None:
+    from . import fastpath
+
+    return fastpath.load_record(recipe.repository, _record_key(config)) if options.fast_path and options.push else None
+
+
 def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, recipes: Sequence[Recipe]) -> BuildResult:
     """Each platform built as its one-platform config is (the same builder, one build each: Docker 20.10's BuildKit
     builds one platform per build) and tagged CONTENT-OS-ARCH; with push, all pushed into the content tag's repository
@@ -373,32 +385,45 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
             raise ConfigError(f"{show(others[0])} is in another repository than {refs[0].repository}: an image index "
                               "names only manifests of its own repository; push a multi-platform image to one",
                               field="tags")
-        engine = creating.result()
         for note in notes:
             reporter.message(f"note: {note}")
-        # Each platform's build alone, pushing nothing: the pushes come after every build passed.
+        # A code-only edit of a platform is appended to its last pushed manifest (its own record: KEY@PLATFORM);
+        # the others are built, each alone and pushing nothing: their pushes come after every build passed.
         alone = replace(options, push=False, attest=False)
-        built: list[tuple[str, ImageRef, BuildResult]] = []
+        images: dict[str, PlatformImage] = {}
+        built: list[tuple[Config, ImageRef, BuildResult, tuple | None]] = []
         for one, recipe, stage in zip(configs, recipes, staged, strict=True):
             platform = one.platform or ""
             tag = ImageRef(refs[0].registry, refs[0].path, f"{refs[0].tag}-{platform_suffix(platform)}")
-            result = build_staged(one, alone, reporter, replace(stage, refs=(tag,)), None, lambda: engine,
+            alone_stage = replace(stage, refs=(tag,))
+            record = _platform_record(recipe, one, options)
+            appended, parts, _ = attempt(alone_stage, options, record, reporter) if options.push else (None, None, None)
+            if appended is not None:
+                images[platform] = PlatformImage(platform, str(tag), appended.image_id, stage.context.snapshot.digest,
+                                                 True, appended.pushed[0].digest)
+                continue
+            result = build_staged(one, alone, reporter, alone_stage, None, creating.result,
                                   lambda one=one, recipe=recipe: resolve_requirements(one, recipe, options, reporter))
-            built.append((platform, tag, result))
-        images: list[PlatformImage] = []
+            built.append((one, tag, result, parts))
         pushed: tuple[PushResult, ...] = ()
+        for one, tag, result, parts in built:
+            digest_p = push_image(creating.result().push, [tag], reporter)[0].digest if options.push else None
+            images[one.platform or ""] = PlatformImage(one.platform or "", str(tag), result.image_id,
+                                                       result.content_digest, result.built, digest_p)
+            if digest_p and parts is not None:  # what the platform's next code-only edit appends to
+                from . import fastpath
+
+                fastpath.save_record(fastpath.Record(tag.repository, _record_key(one), parts, digest_p, tag.tag or "",
+                                                     checked(staged[configs.index(one)].imports)), reporter)
+        ordered = [images[c.platform or ""] for c in configs]
         if options.push:
-            for platform, tag, result in built:
-                first = push_image(engine.push, [tag], reporter)[0]
-                images.append(PlatformImage(platform, str(tag), result.image_id, result.content_digest, result.built,
-                                            first.digest))
-            pushed, _ = put_index(refs, [(i.platform, i.digest or "") for i in images], reporter)
+            pushed, _ = put_index(refs, [(i.platform, i.digest or "") for i in ordered], reporter)
         else:
-            images = [PlatformImage(p, str(t), r.image_id, r.content_digest, r.built) for p, t, r in built]
             reporter.message("a multi-platform image is an index in a registry: --push pushes each platform and its "
-                             "index; each platform is tagged here as " + ", ".join(i.tag for i in images))
+                             "index; each platform is tagged here as " + ", ".join(i.tag for i in ordered))
+        images_t = tuple(ordered)
         # The index's recipe is its first platform's, naming every platform (the provenance's `platform`).
-        whole = replace(recipes[0], platform=",".join(i.platform for i in images))
-        result = BuildResult("", tuple(str(r) for r in refs) if options.push else tuple(i.tag for i in images),
-                             any(i.built for i in images), digest, whole, pushed, platforms=tuple(images))
+        whole = replace(recipes[0], platform=",".join(i.platform for i in images_t))
+        result = BuildResult("", tuple(str(r) for r in refs) if options.push else tuple(i.tag for i in images_t),
+                             any(i.built for i in images_t), digest, whole, pushed, platforms=images_t)
         return attested(result, options, reporter, staged[0].revision)
