@@ -210,3 +210,20 @@ def test_a_one_platform_lock_is_written_as_before(project, tmp_path):
     text = lock.Lock(root / lock.LOCK_NAME, (image,)).text()
     assert "\n  _base:\n" in text and "@" not in text.split("images:", 1)[1].split("\n", 2)[1]
     assert image.key == "_base" and not image.several
+
+
+def test_a_job_runs_the_platform_its_machines_need_from_the_index(project, capsys):
+    gb200 = "framework: torch==2.9.1\naccelerator: NVIDIA_GB200\ntrainer: {module: trainer.task}\n"
+    root = project({"buildkit.yaml": gb200 + "platform: [linux/amd64, linux/arm64]\n", **TRAINER})
+    code, out, err = main(capsys, "job", "--dir", str(root), "--image", "127.0.0.1:5999/x:y", "--target", "loopback",
+                          "--accelerator-count", "4", "--json")
+    assert code == 0, err
+    assert "a4x-highgpu-4g" in out
+    # A CPU job of the same two-platform image: its amd64 manifest.
+    cpu = project({"buildkit.yaml": TORCH + "gpu: false\nplatform: [linux/arm64, linux/amd64]\n", **TRAINER})
+    code, out, err = main(capsys, "job", "--dir", str(cpu), "--image", "127.0.0.1:5999/x:y", "--target", "loopback")
+    assert code == 0, err
+    # An index without the platform the machines run is refused, naming both.
+    arm_only = project({"buildkit.yaml": TORCH + "gpu: false\nplatform: [linux/arm64, linux/arm64/v8]\n", **TRAINER})
+    code, out, err = main(capsys, "job", "--dir", str(arm_only), "--image", "127.0.0.1:5999/x:y", "--target", "loopback")
+    assert code == 2 and "the image is built for linux/arm64, linux/arm64/v8; n1-standard-4 runs linux/amd64" in err, err
