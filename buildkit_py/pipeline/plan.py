@@ -321,20 +321,16 @@ def _platform(config: Config, accelerator: Accelerator | None) -> str | None:
     needed = machines.accelerator_platform(accelerator.name) if accelerator else None
     if config.platform is None:
         return needed if needed != AMD64 else None
-    if config.platforms:  # one of a multi-platform image: the accelerator's platform need only be among them
-        if needed and needed not in {arch(p) for p in config.platforms}:
-            cpus = "Arm" if needed == ARM64 else "x86"
+    # One of a multi-platform image: the accelerator's platform need only be among them.
+    several = bool(config.platforms)
+    if needed and (needed not in {arch(p) for p in config.platforms} if several else arch(config.platform) != needed):
+        cpus = f"({', '.join(machines.machines_with(accelerator.name))}) have {'Arm' if needed == ARM64 else 'x86'} " \
+               "CPUs (base_images/machines.yaml)"
+        if several:
             raise ConfigError(f"{','.join(config.platforms)} has no {needed} image, and {accelerator.name}'s machines "
-                              f"({', '.join(machines.machines_with(accelerator.name))}) have {cpus} CPUs "
-                              f"(base_images/machines.yaml): add {needed} to the platforms",
-                              field=config.named("platform"))
-        return config.platform
-    if needed and arch(config.platform) != needed:
-        cpus = "Arm" if needed == ARM64 else "x86"
-        raise ConfigError(f"{config.platform} does not run on {accelerator.name}: its machines "
-                          f"({', '.join(machines.machines_with(accelerator.name))}) have {cpus} CPUs "
-                          f"(base_images/machines.yaml); allowed: {needed}, or no platform (the accelerator's)",
-                          field=config.named("platform"))
+                              f"{cpus}: add {needed} to the platforms", field=config.named("platform"))
+        raise ConfigError(f"{config.platform} does not run on {accelerator.name}: its machines {cpus}; allowed: "
+                          f"{needed}, or no platform (the accelerator's)", field=config.named("platform"))
     return config.platform
 
 
