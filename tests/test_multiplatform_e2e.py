@@ -165,3 +165,23 @@ def test_a_code_edit_is_appended_to_every_platform_and_equals_a_full_build(teste
         assert _compared_config(fast_config) == _compared_config(full_config)
         assert (fast_config["os"], fast_config["architecture"]) == (full_config["os"], full_config["architecture"])
     assert [p["digest"] for p in fast_result["platforms"]] == [m["digest"] for m in fast_index["manifests"]]
+
+
+@pytest.mark.skipif(shutil.which("buildah") is None, reason="buildah is not installed (scripts/testenv.sh installs it)")
+def test_buildah_builds_each_platform_and_the_index_is_an_oci_one(testenv, multi_base, tmp_path):
+    from buildkit_py.registry import OCI_INDEX, OCI_MANIFEST
+
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    root = trainer(tmp_path, "buildah", base_image=multi_base, platform=["linux/amd64", "linux/arm64"],
+                   image=f"{registry}/multiplatform/buildah", builder="buildah")
+    proc = build(testenv, root, "--push", "--no-attest", env={"BUILDKIT_PY_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stderr.count("(buildah)") == 2  # one push per platform, by buildah
+    result = json.loads(proc.stdout)
+    got = registry_get(registry, f"multiplatform/buildah/manifests/{result['tags'][0].rsplit(':', 1)[1]}")
+    # buildah pushes OCI manifests: the index is an OCI image index naming them with their platforms.
+    assert got.headers["Content-Type"] == OCI_INDEX
+    listed = json.load(got)["manifests"]
+    assert [m["mediaType"] for m in listed] == [OCI_MANIFEST, OCI_MANIFEST]
+    assert [m["platform"]["architecture"] for m in listed] == ["amd64", "arm64"]
+    assert [m["digest"] for m in listed] == [p["digest"] for p in result["platforms"]]
