@@ -13,17 +13,20 @@ import json
 import shutil
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
 import yaml
+from google.cloud.devtools import cloudbuild_v1
 from test_build_e2e import build, docker
+from test_cloudbuild_e2e import cloud  # noqa: F401 - the Cloud Build stand-in's fixture
 
 from buildkit_py.errors import RegistryError
 from buildkit_py.progress import Reporter
 from buildkit_py.refs import parse_ref
 from buildkit_py.registry import DOCKER_LIST, MANIFEST_TYPES, manifest, put_index
-from conftest import REPO
+from conftest import REPO, run_cli
 
 QUICKSTART = REPO / "examples" / "quickstart"
 AMD64_BASE = "buildkit-py/standin:bookworm"
@@ -185,3 +188,32 @@ def test_buildah_builds_each_platform_and_the_index_is_an_oci_one(testenv, multi
     assert [m["mediaType"] for m in listed] == [OCI_MANIFEST, OCI_MANIFEST]
     assert [m["platform"]["architecture"] for m in listed] == ["amd64", "arm64"]
     assert [m["digest"] for m in listed] == [p["digest"] for p in result["platforms"]]
+
+
+def test_cloud_build_builds_each_platform_and_the_index_is_written_from_here(testenv, cloud, multi_base,  # noqa: F811
+                                                                            tmp_path):
+    from test_cloudbuild_e2e import CA_VERSION, PIP_VERSION, PROJECT
+
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    repository = f"multiplatform/cloud-{uuid.uuid4().hex[:8]}"
+    root = trainer(tmp_path, "cloud", base_image=multi_base, platform=["linux/amd64", "linux/arm64"],
+                   image=f"{registry}/{repository}", builder="cloudbuild", network="host",
+                   cloudbuild={"project": PROJECT, "ca_cert_secret": CA_VERSION, "pip_conf_secret": PIP_VERSION})
+    proc = run_cli("build", "--config", str(root / "buildkit.yaml"), "--progress", "plain", "--json", "--push",
+                   env=cloud["env"])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    # One Cloud Build per platform, each request as the service parses it, each building its own Dockerfile for its
+    # platform; the arm64 one registers qemu first where the worker lacks it.
+    amd64, arm64 = cloud["standin"].bodies
+    scripts = [cloudbuild_v1.Build.from_json(json.dumps(b)).steps[0].args[1] for b in (amd64, arm64)]
+    assert "--platform linux/amd64" in scripts[0] and "--platform linux/arm64" in scripts[1]
+    assert "binfmt" not in scripts[0]
+    assert ("[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || docker run --privileged --rm tonistiigi/binfmt "
+            "--install arm64") in scripts[1].replace("$$", "$")
+    digests = [b["results"]["images"][0]["digest"] for b in cloud["standin"].builds.values()]
+    assert [p["digest"] for p in result["platforms"]] == digests
+    tag = result["tags"][0].rsplit(":", 1)[1]
+    got = registry_get(registry, f"{repository}/manifests/{tag}")
+    assert [m["digest"] for m in json.load(got)["manifests"]] == digests
+    assert got.headers["Docker-Content-Digest"] == result["pushed"][0]["digest"] and len(result["attestations"]) == 2

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..builders import builder_class
-from ..builders.base import BuildRequest
+from ..builders.base import QEMU_HANDLERS, BuildRequest
 from ..config import Config, default_ca_bundle
 from ..errors import BuildError, ConfigError, RegistryError, show
 from ..fsutil import write_private
@@ -300,9 +300,6 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
 # ---------------------------------------------------------------------------------------------
 # A multi-platform image: one build per platform, an index in the registry
 
-# The binfmt_misc handler qemu-user-static registers for each architecture (Debian's binfmt-support names).
-_QEMU = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64", "arm": "qemu-arm", "ppc64le": "qemu-ppc64le",
-         "s390x": "qemu-s390x", "riscv64": "qemu-riscv64", "386": "qemu-i386"}
 _MACHINES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 
@@ -319,7 +316,7 @@ def emulation(platform: str, local_engine: bool) -> str | None:
     arch = platform.split("/")[1]
     if not local_engine or _MACHINES.get(_host.machine()) == arch:
         return None
-    handler = _QEMU.get(arch)
+    handler = QEMU_HANDLERS.get(arch)
     if handler and (BINFMT / handler).is_file() and "enabled" in (BINFMT / handler).read_text(errors="replace"):
         return f"{platform} is built under emulation ({handler}, binfmt_misc): its RUN steps are several times slower"
     raise BuildError(f"{platform}: this machine ({_host.machine()}) cannot run it and no emulator is registered "
@@ -369,10 +366,8 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
     started = time.perf_counter()
     configs = config.each_platform()
     backend = builder_class(config.builder)
-    if backend.remote:
-        raise ConfigError(f"{','.join(config.platforms)}: the {backend.name} builder builds one platform here; a "
-                          "multi-platform image is built with the buildkit or buildah builder", field=config.named("platform"))
-    notes = [n for n in (emulation(c.platform or "", _local_engine(backend.name)) for c in configs) if n]
+    local = not backend.remote and _local_engine(backend.name)  # Cloud Build registers qemu where it runs
+    notes = [n for n in (emulation(c.platform or "", local) for c in configs) if n]
     with ThreadPoolExecutor(max_workers=2) as pool, ExitStack() as stack:
         creating = pool.submit(backend.create, options.docker)
         describing = pool.submit(contextvars.copy_context().run, git_revision, config.root)
@@ -402,8 +397,14 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
                 images[platform] = PlatformImage(platform, str(tag), appended.image_id, stage.context.snapshot.digest,
                                                  True, appended.pushed[0].digest)
                 continue
-            result = build_staged(one, alone, reporter, alone_stage, None, creating.result,
+            # A remote builder pushes where it builds (one Cloud Build each): only the index waits for them all.
+            result = build_staged(one, replace(alone, push=True) if backend.remote else alone, reporter, alone_stage,
+                                  None, creating.result,
                                   lambda one=one, recipe=recipe: resolve_requirements(one, recipe, options, reporter))
+            if backend.remote:
+                images[platform] = PlatformImage(platform, str(tag), result.image_id, result.content_digest,
+                                                 result.built, result.pushed[0].digest)
+                continue
             built.append((one, tag, result, parts))
         pushed: tuple[PushResult, ...] = ()
         for one, tag, result, parts in built:
@@ -416,7 +417,7 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
                 fastpath.save_record(fastpath.Record(tag.repository, _record_key(one), parts, digest_p, tag.tag or "",
                                                      checked(staged[configs.index(one)].imports)), reporter)
         ordered = [images[c.platform or ""] for c in configs]
-        if options.push:
+        if options.push or backend.remote:
             pushed, _ = put_index(refs, [(i.platform, i.digest or "") for i in ordered], reporter)
         else:
             reporter.message("a multi-platform image is an index in a registry: --push pushes each platform and its "
@@ -424,6 +425,7 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
         images_t = tuple(ordered)
         # The index's recipe is its first platform's, naming every platform (the provenance's `platform`).
         whole = replace(recipes[0], platform=",".join(i.platform for i in images_t))
-        result = BuildResult("", tuple(str(r) for r in refs) if options.push else tuple(i.tag for i in images_t),
+        indexed = options.push or backend.remote
+        result = BuildResult("", tuple(str(r) for r in refs) if indexed else tuple(i.tag for i in images_t),
                              any(i.built for i in images_t), digest, whole, pushed, platforms=images_t)
         return attested(result, options, reporter, staged[0].revision)
