@@ -217,3 +217,40 @@ def test_cloud_build_builds_each_platform_and_the_index_is_written_from_here(tes
     got = registry_get(registry, f"{repository}/manifests/{tag}")
     assert [m["digest"] for m in json.load(got)["manifests"]] == digests
     assert got.headers["Docker-Content-Digest"] == result["pushed"][0]["digest"] and len(result["attestations"]) == 2
+
+
+def test_lock_pins_each_platform_and_the_locked_index_verifies(testenv, multi_base, index, tmp_path):
+    from test_lock_e2e import cli, make_wheel
+
+    from conftest import CA_BUNDLE
+
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    make_wheel(index.directory, "bkpin", "1.0", "locked")
+    root = trainer(tmp_path, "locked", base_image=multi_base, platform=["linux/amd64", "linux/arm64"],
+                   image=f"{registry}/multiplatform/locked", pip=["bkpin"], hypertune=False)
+    (root / "pip.conf").write_text(f"[global]\nextra-index-url = {index.url}\n")
+    with open(root / "buildkit.yaml", "a") as handle:
+        handle.write("pip_conf: pip.conf\n")
+    config = str(root / "buildkit.yaml")
+    locked = cli(testenv, "lock", "--config", config, "--ca-cert", CA_BUNDLE)
+    assert locked.returncode == 0, locked.stderr[-3000:]
+    sections = yaml.safe_load((root / "buildkit.lock").read_text())["images"]
+    assert list(sections) == ["_base@linux/amd64", "_base@linux/arm64"]
+    # Each platform's base is its own manifest of the base's index.
+    listed = {m["platform"]["architecture"]: m["digest"]
+              for m in json.load(registry_get(registry, "multiplatform/standin/manifests/bookworm"))["manifests"]}
+    assert [s["base"]["digest"] for s in sections.values()] == [listed["amd64"], listed["arm64"]]
+    assert [s["platform"] for s in sections.values()] == ["linux/amd64", "linux/arm64"]
+    assert all([p["name"] for p in s["packages"]] == ["bkpin"] for s in sections.values())
+    assert cli(testenv, "lock", "--check", "--config", config).returncode == 0
+
+    proc = build(testenv, root, "--push", "--locked", "--ca-cert", CA_BUNDLE)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    for image, arch in ((p["tag"], p["platform"].split("/")[1]) for p in result["platforms"]):
+        labels = json.loads(docker(testenv, "image", "inspect", image).stdout)[0]["Config"]["Labels"]
+        assert labels["org.opencontainers.image.base.digest"] == listed[arch]
+        assert "bkpin 1.0 locked" in docker(testenv, "run", "--rm", "--network", "none", "--entrypoint", "python",
+                                            image, "-c", "import bkpin; print('bkpin', bkpin.VERSION, bkpin.MARKER)").stdout
+    verified = cli(testenv, "verify", result["tags"][0], "--lock", str(root / "buildkit.lock"))
+    assert verified.returncode == 0, verified.stderr[-3000:]
