@@ -254,3 +254,25 @@ def test_lock_pins_each_platform_and_the_locked_index_verifies(testenv, multi_ba
                                             image, "-c", "import bkpin; print('bkpin', bkpin.VERSION, bkpin.MARKER)").stdout
     verified = cli(testenv, "verify", result["tags"][0], "--lock", str(root / "buildkit.lock"))
     assert verified.returncode == 0, verified.stderr[-3000:]
+
+
+def test_without_push_each_platform_is_tagged_here_and_tags_must_share_a_repository(testenv, multi_base, tmp_path):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    root = trainer(tmp_path, "local", base_image=multi_base, platform=["linux/amd64", "linux/arm64"],
+                   image=f"{registry}/multiplatform/local")
+    proc = build(testenv, root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["pushed"] == [] and result["image_id"] == ""
+    assert result["tags"] == [p["tag"] for p in result["platforms"]] and all(p["digest"] is None for p in result["platforms"])
+    assert "a multi-platform image is an index in a registry: --push pushes each platform" in proc.stderr
+    for p in result["platforms"]:
+        arch = json.loads(docker(testenv, "image", "inspect", p["tag"]).stdout)[0]["Architecture"]
+        assert arch == p["platform"].split("/")[1]
+    # An index names manifests of its own repository only: a tag elsewhere is refused before anything is built.
+    proc = build(testenv, root, "--push", "--tag", f"{registry}/multiplatform/elsewhere:v1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"buildkit-py: error: tags: '{registry}/multiplatform/elsewhere:v1' is in another "
+                           "repository than"), last
+    assert "building " not in proc.stderr

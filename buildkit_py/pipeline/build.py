@@ -342,23 +342,20 @@ def index_content_digest(platforms: Sequence[tuple[str, str]]) -> str:
     return hashlib.sha256("".join(f"{p}\0{d}\n" for p, d in platforms).encode()).hexdigest()
 
 
-def _record_key(config: Config) -> str:
+def _platform_record(recipe: Recipe, config: Config, options: BuildOptions) -> fastpath.Record | None:
     """The fast path's record of one platform of a multi-platform image: kept as a variant of its own, KEY@PLATFORM
     (the lock's section key: no variant's name holds "@")."""
-    return config_key(config)
-
-
-def _platform_record(recipe: Recipe, config: Config, options: BuildOptions) -> fastpath.Record | None:
     from . import fastpath
 
-    return fastpath.load_record(recipe.repository, _record_key(config)) if options.fast_path and options.push else None
+    return fastpath.load_record(recipe.repository, config_key(config)) if options.fast_path and options.push else None
 
 
 def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, recipes: Sequence[Recipe]) -> BuildResult:
     """Each platform built as its one-platform config is (the same builder, one build each: Docker 20.10's BuildKit
     builds one platform per build) and tagged CONTENT-OS-ARCH; with push, all pushed into the content tag's repository
-    only once every build passed, then one index naming each platform's manifest PUT under every tag (a failed build
-    pushes nothing; a failed push leaves no index). The SBOM and provenance are attached to the index's digest."""
+    only once every build passed (Cloud Build pushes each where it builds), then one index naming each platform's
+    manifest PUT under every tag: a failed build pushes no index. The SBOM and provenance are attached to the index's
+    digest."""
     from concurrent.futures import ThreadPoolExecutor
 
     from ..registry import put_index
@@ -386,7 +383,7 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
         # the others are built, each alone and pushing nothing: their pushes come after every build passed.
         alone = replace(options, push=False, attest=False)
         images: dict[str, PlatformImage] = {}
-        built: list[tuple[Config, ImageRef, BuildResult, tuple | None]] = []
+        built: list[tuple[Config, ImageRef, BuildResult, tuple | None, Staged]] = []
         for one, recipe, stage in zip(configs, recipes, staged, strict=True):
             platform = one.platform or ""
             tag = ImageRef(refs[0].registry, refs[0].path, f"{refs[0].tag}-{platform_suffix(platform)}")
@@ -405,27 +402,26 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
                 images[platform] = PlatformImage(platform, str(tag), result.image_id, result.content_digest,
                                                  result.built, result.pushed[0].digest)
                 continue
-            built.append((one, tag, result, parts))
-        pushed: tuple[PushResult, ...] = ()
-        for one, tag, result, parts in built:
+            built.append((one, tag, result, parts, stage))
+        for one, tag, result, parts, stage in built:
             digest_p = push_image(creating.result().push, [tag], reporter)[0].digest if options.push else None
             images[one.platform or ""] = PlatformImage(one.platform or "", str(tag), result.image_id,
                                                        result.content_digest, result.built, digest_p)
             if digest_p and parts is not None:  # what the platform's next code-only edit appends to
                 from . import fastpath
 
-                fastpath.save_record(fastpath.Record(tag.repository, _record_key(one), parts, digest_p, tag.tag or "",
-                                                     checked(staged[configs.index(one)].imports)), reporter)
-        ordered = [images[c.platform or ""] for c in configs]
-        if options.push or backend.remote:
+                fastpath.save_record(fastpath.Record(tag.repository, config_key(one), parts, digest_p, tag.tag or "",
+                                                     checked(stage.imports)), reporter)
+        ordered = tuple(images[c.platform or ""] for c in configs)
+        indexed = options.push or backend.remote
+        pushed: tuple[PushResult, ...] = ()
+        if indexed:
             pushed, _ = put_index(refs, [(i.platform, i.digest or "") for i in ordered], reporter)
         else:
             reporter.message("a multi-platform image is an index in a registry: --push pushes each platform and its "
                              "index; each platform is tagged here as " + ", ".join(i.tag for i in ordered))
-        images_t = tuple(ordered)
         # The index's recipe is its first platform's, naming every platform (the provenance's `platform`).
-        whole = replace(recipes[0], platform=",".join(i.platform for i in images_t))
-        indexed = options.push or backend.remote
-        result = BuildResult("", tuple(str(r) for r in refs) if indexed else tuple(i.tag for i in images_t),
-                             any(i.built for i in images_t), digest, whole, pushed, platforms=images_t)
+        whole = replace(recipes[0], platform=",".join(i.platform for i in ordered))
+        result = BuildResult("", tuple(str(r) for r in refs) if indexed else tuple(i.tag for i in ordered),
+                             any(i.built for i in ordered), digest, whole, pushed, platforms=ordered)
         return attested(result, options, reporter, staged[0].revision)
