@@ -101,7 +101,16 @@ def test_a_one_image_command_says_to_give_one_platform(project, capsys):
     root = project({"buildkit.yaml": TORCH + "platform: [linux/amd64, linux/arm64]\n", **TRAINER})
     code, out, err = main(capsys, "print", "base-image", "--dir", str(root))
     assert code == 2 and err.count("\n") == 1
-    assert "platform: linux/amd64,linux/arm64 is several platforms, and this command makes one image" in err
+    assert "platform: linux/amd64,linux/arm64 is several platforms, and this command makes one image: give one " \
+           "platform (e.g. --platform linux/amd64)" in err
+    # The index's tags print without a plan of their own: its content digest is of each platform's.
+    code, index_tag, err = main(capsys, "print", "image-tag", "--dir", str(root))
+    assert code == 0, err
+    code, arm64_tag, err = main(capsys, "print", "image-tag", "--dir", str(root), "--platform", "linux/arm64")
+    assert code == 0 and index_tag.startswith("bk-") and index_tag != arm64_tag
+    code, reversed_tag, err = main(capsys, "print", "image-tag", "--dir", str(root), "--platform",
+                                   "linux/arm64,linux/amd64")
+    assert code == 0 and reversed_tag != index_tag
 
 
 def test_resolve_and_dockerfile_give_each_platform(project, capsys, tmp_path, monkeypatch):

@@ -97,6 +97,11 @@ def test_two_platforms_build_push_one_index_and_run(testenv, multi_base, tmp_pat
     assert [m["digest"] for m in listed] == [amd64["digest"], arm64["digest"]]
     assert [(m["platform"]["os"], m["platform"]["architecture"]) for m in listed] == [("linux", "amd64"),
                                                                                      ("linux", "arm64")]
+    # `print` names the index: the tag the build gave it and the digest the registry holds.
+    config = str(root / "buildkit.yaml")
+    assert run_cli("print", "image-uri", "--config", config, env=testenv).stdout.strip() == content
+    assert run_cli("print", "digest", "--config", config, env=testenv).stdout.strip() == \
+        f"{registry}/multiplatform/quickstart@{index_digest}"
     # What `plan` reads: the index's platforms (the job's machines' platform must be among them).
     assert [p.split("/")[:2] for p in manifest(parse_ref(content)).platforms] == [["linux", "amd64"], ["linux", "arm64"]]
     # The SBOM and provenance are attached to the index's digest.

@@ -98,6 +98,13 @@ def planned_refs(recipe: Recipe, git: bool = True) -> tuple[list[ImageRef], str]
     return recipe.refs(f"bk-{digest[:16]}", git_revision(recipe.root) if git else None), digest
 
 
+def planned_index_refs(config: Config, recipes: Sequence[Recipe], git: bool = True) -> tuple[list[ImageRef], str]:
+    """planned_refs of a multi-platform image: the tags its index gets and its content digest (of each platform's)."""
+    digest = index_content_digest([(c.platform or "", hash_context(r.listing()).digest)
+                                   for c, r in zip(config.each_platform(), recipes, strict=True)])
+    return recipes[0].refs(f"bk-{digest[:16]}", git_revision(recipes[0].root) if git else None), digest
+
+
 def _extras(plan: Plan) -> list[tuple[str, Path]]:
     """What buildkit-py adds to the context: the launcher, and the lock's requirements file (buildkit.lock's, else the
     one exported from the trainer's own lock file)."""

@@ -908,7 +908,7 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
     """One platform's plan; a multi-platform config has one per platform (make_plans)."""
     if config.multi_platform:
         raise ConfigError(f"{','.join(config.platforms)} is several platforms, and this command makes one image: give "
-                          f"one platform (e.g. {config.named('platform')} {config.platforms[0]})",
+                          f"one platform (e.g. --platform {config.platforms[0]})",
                           field=config.named("platform"))
     matrix = matrix or load_matrix()
     tpu = tpu_named(matrix, config.accelerator) if config.accelerator else None
