@@ -4,6 +4,7 @@
 #
 #   eval "$(scripts/testenv.sh up)"   # install/start everything, print the env to use
 #   scripts/testenv.sh env            # print the env lines only (no side effects)
+#   scripts/testenv.sh step standin_arm64  # one step of `up`, against an engine that is up
 #   scripts/testenv.sh down [--purge] # stop everything; --purge also deletes the state
 #
 # All state lives under $BUILDKIT_TESTENV (default: <repo>/.testenv). Progress goes to
@@ -39,10 +40,11 @@ die() { printf '[testenv] ERROR: %s\n' "$*" >&2; exit 1; }
 
 usage() {
     cat >&2 <<USAGE
-usage: $0 up | env | down [--purge]
+usage: $0 up | env | step FUNCTION | down [--purge]
   up            install packages, start dockerd + registries, build/tag stand-in bases,
                 print export lines (use: eval "\$($0 up)")
   env           print the export lines only
+  step FUNCTION run one step of up (e.g. standin_arm64) against an engine that is up
   down          stop registries and dockerd, unmount leftovers (keeps cached state)
   down --purge  same, then delete \$BUILDKIT_TESTENV ($TESTENV)
 USAGE
