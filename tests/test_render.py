@@ -30,27 +30,47 @@ def render_case(name: str, buildkit: bool = True) -> str:
     return render_dockerfile(make_plan(config), root=config.root, buildkit=buildkit)
 
 
+def render_golden(name: str, buildkit: bool = True) -> str:
+    case, _, arch = name.partition("@")
+    config = load_config(HERE / "cases" / case / "buildkit.yaml")
+    if arch:
+        config = next(c for c in config.each_platform() if c.platform.split("/")[1] == arch)
+    return render_dockerfile(make_plan(config), root=config.root, buildkit=buildkit)
+
+
+def _goldens() -> list[str]:
+    """Every case, a multi-platform case once per platform (NAME@ARCH)."""
+    out = []
+    for name in CASES:
+        config = load_config(HERE / "cases" / name / "buildkit.yaml")
+        out += [f"{name}@{c.platform.split('/')[1]}" for c in config.each_platform()] if config.multi_platform else [name]
+    return out
+
+
+GOLDENS = _goldens()
+
+
 def parse(text: str, tmp_path: Path) -> DockerfileParser:
     path = tmp_path / "Dockerfile"
     path.write_text(text)
     return DockerfileParser(path=str(path))
 
 
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", GOLDENS)
 def test_golden(name):
     """The rendered Dockerfile is reviewed text: a change shows up as a diff of tests/golden/."""
-    golden = HERE / "golden" / f"{name}.Dockerfile"
-    text = render_case(name)
+    golden = HERE / "golden" / f"{name.replace('@', '.')}.Dockerfile"
+    text = render_golden(name)
     if UPDATE:
         golden.write_text(text)
     assert golden.is_file(), f"missing {golden}: run with BUILDKIT_UPDATE_GOLDEN=1 and review the diff"
     assert text == golden.read_text(), f"{name}: rendering changed; BUILDKIT_UPDATE_GOLDEN=1 to accept"
 
 
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", GOLDENS)
 @pytest.mark.parametrize("buildkit", [True, False], ids=["buildkit", "legacy"])
 def test_hadolint_clean(name, buildkit):
-    assert hadolint(render_case(name, buildkit)) == ""
+    assert hadolint(render_golden(name, buildkit)) == ""
 
 
 def test_layer_order_puts_dependencies_before_code(tmp_path):

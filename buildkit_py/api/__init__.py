@@ -37,13 +37,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "..registry": ("PushResult",),
     "..jobs.local": ("RunResult",),
     "..jobs.tune": ("Study", "Trial"),
-    "..pipeline.plan": ("Plan",),
+    "..pipeline.plan": ("Plan", "PlatformPlans"),
 }
 _HOMES = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = ["JOB_FLAGS", "AutopackageOptions", "AutopackageResult", "BuildOptions", "BuildResult", "CancelResult",
     "DockerfileResult", "Executor", "GeneratedFile", "JobOptions", "JobResult", "LockOptions", "LockResult",
-    "LogsResult", "MatrixOptions", "PRINTABLE", "PackageOptions", "PackageResult", "Plan", "PlanResult", "Project",
+    "LogsResult", "MatrixOptions", "PRINTABLE", "PackageOptions", "PackageResult", "Plan", "PlanResult", "PlatformPlans", "Project",
     "PushResult", "RunOptions", "RunResult", "SeriesVersions", "Study", "SubmitOptions", "SubmitResult", "Trial",
     "TuneOptions", "VariantsResult", "VerifyResult", "Versions", "autopackage", "build", "build_variants", "cancel",
     "ci", "cloudbuild_flag_name", "dockerfile", "doctor", "executor_build", "executors", "job", "load", "lock",
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from ..jobs.tune import Study, Trial
     from ..pipeline.buildtypes import BuildOptions, BuildResult
     from ..pipeline.lock import LockOptions, LockResult
-    from ..pipeline.plan import Plan
+    from ..pipeline.plan import Plan, PlatformPlans
     from ..registry import PushResult
     from .attestations import VerifyResult, verify
     from .autopackaging import AutopackageOptions, AutopackageResult, autopackage

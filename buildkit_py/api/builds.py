@@ -57,6 +57,10 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
 
     with consulted() as paths:
         config = load(project)
+        if config.multi_platform:  # each platform's build, and their index: no kept recipe (one image each)
+            from ..pipeline.build import build_platforms, recipes_of
+
+            return build_platforms(config, options, reporter, recipes_of(config, options))
         made = make_recipe(config, prepare(config, locked=options.locked))
     _recipe.keep(key, made, paths)
     return build_image(config, options, reporter, made, fast_path_said=said)

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..fsutil import reads_once, write_atomic
 from ..notebook import HtmlRepr
 from ..pipeline import lock as _lock
-from ..pipeline.build import BuildOptions, BuildResult, build_config, push_image
+from ..pipeline.build import BuildOptions, BuildResult, build_config, platform_suffix, push_image
 from ..pipeline.plan import make_plan
 from ..pipeline.render import render_dockerfile, render_project_dockerignore
 from ..pipeline.resolution import check_resolution, declared_in
@@ -47,40 +47,56 @@ if TYPE_CHECKING:
 class DockerfileResult(HtmlRepr):
     """The rendered Dockerfile and .dockerignore, and the paths written (with output)."""
 
-    dockerfile: str
+    dockerfile: str  # a multi-platform image's: its first platform's
     dockerignore: str
     written: tuple[Path, ...] = ()  # the Dockerfile, its .dockerignore and the launcher directory, when written
+    # A multi-platform image: (platform, its Dockerfile) each, in the config's order; written, OUTPUT.OS-ARCH each
+    # (with its .dockerignore), for the platforms' Dockerfiles differ (framework wheels, cache folders, labels).
+    platforms: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict:
         if self.written:
-            return dict(zip(("dockerfile", "dockerignore", "launcher"), map(str, self.written), strict=True))
+            names = [f"{k}:{p}" for p, _ in self.platforms for k in ("dockerfile", "dockerignore")] or \
+                ["dockerfile", "dockerignore"]
+            return dict(zip([*names, "launcher"], map(str, self.written), strict=True))
+        if self.platforms:
+            return {"dockerfiles": dict(self.platforms), "dockerignore": self.dockerignore}
         return {"dockerfile": self.dockerfile, "dockerignore": self.dockerignore}
 
 
 @reads_once
 def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None, **settings: Any) -> DockerfileResult:
     """The Dockerfile and its .dockerignore; with output, also written there (and the launcher,
-    which the Dockerfile copies, into the trainer directory).
+    which the Dockerfile copies, into the trainer directory). A multi-platform image has one Dockerfile per platform
+    (`platforms`), written as OUTPUT.OS-ARCH.
 
     source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
     settings: config keys as their flags set them (framework=, cuda=, base_image=...), config, dir, variant.
     """
     output = output_file(output, "output")
-    config = load(project_from(source, settings, "dockerfile", ["output"]))
-    plan = _lock.apply(config, make_plan(config), locked=False)
-    if plan.lock is None:  # what the Dockerfile installs resolves (a lock's set was resolved when it was written)
-        check_resolution(config, plan, declared_in(config, plan))
-    text = render_dockerfile(plan, root=config.root)
-    ignore = render_project_dockerignore(config.root)
+    whole = load(project_from(source, settings, "dockerfile", ["output"]))
+    made = []  # (config, plan, text) of each platform (one for a one-platform image)
+    for config in whole.each_platform():
+        plan = _lock.apply(config, make_plan(config), locked=False)
+        if plan.lock is None:  # what the Dockerfile installs resolves (a lock's set was resolved when it was written)
+            check_resolution(config, plan, declared_in(config, plan))
+        made.append((config, plan, render_dockerfile(plan, root=config.root)))
+    ignore = render_project_dockerignore(whole.root)
+    platforms = tuple((c.platform or "", text) for c, _, text in made) if whole.multi_platform else ()
+    text = made[0][2]
     if output is None:
-        return DockerfileResult(text, ignore)
-    # BuildKit reads <Dockerfile>.dockerignore before the context's own .dockerignore.
-    ignore_path = output.with_name(output.name + ".dockerignore")
-    write_atomic(output, text)
-    write_atomic(ignore_path, ignore)
-    for rel, source in launcher_sources() + ([(plan.lock.requirements, plan.lock.source)] if plan.lock else []):
-        write_atomic(config.root / rel, source.read_text(encoding="utf-8"))
-    return DockerfileResult(text, ignore, (output, ignore_path, config.root / LAUNCHER_CONTEXT_DIR))
+        return DockerfileResult(text, ignore, platforms=platforms)
+    written: list[Path] = []
+    for config, plan, text_p in made:
+        path = output.with_name(f"{output.name}.{platform_suffix(config.platform or '')}") if platforms else output
+        # BuildKit reads <Dockerfile>.dockerignore before the context's own .dockerignore.
+        ignore_path = path.with_name(path.name + ".dockerignore")
+        write_atomic(path, text_p)
+        write_atomic(ignore_path, ignore)
+        written += [path, ignore_path]
+        for rel, source in launcher_sources() + ([(plan.lock.requirements, plan.lock.source)] if plan.lock else []):
+            write_atomic(config.root / rel, source.read_text(encoding="utf-8"))
+    return DockerfileResult(text, ignore, (*written, whole.root / LAUNCHER_CONTEXT_DIR), platforms)
 
 
 @dataclass(frozen=True)
@@ -116,7 +132,8 @@ def lock(project: Project, options: _lock.LockOptions) -> _lock.LockResult:
     for name in options.upgrade_packages:
         _lock.check_package_name(name)
     config = load(replace(project, variant=None))
-    plans = [(c, make_plan(c)) for c in [config, *variant_configs(config)]]
+    # A multi-platform image is locked per platform: each has its own base manifest and wheels.
+    plans = [(p, make_plan(p)) for c in [config, *variant_configs(config)] for p in c.each_platform()]
     return _lock.lock(config, plans, options)
 
 

@@ -275,7 +275,20 @@ class JobDraft:
 def image_plan(config: Config) -> Callable[[], Plan]:
     """The plan (lock applied) of the image the config builds, prepared when first asked for, and only once: a job
     whose image was not built by this command."""
-    return functools.cache(lambda: prepare(config))
+    return functools.cache(lambda: prepare(job_platform(config)))
+
+
+def job_platform(config: Config) -> Config:
+    """The config of the image a job runs: for a multi-platform image, the platform its accelerator's machines run,
+    else linux/amd64 (Vertex AI's CPU machines), else its first; the job names the index, and each machine pulls its
+    own platform's manifest from it."""
+    if not config.multi_platform:
+        return config
+    from ..matrix import arch, load_machines
+
+    accelerator = (config.job.chief.accelerator_type if config.job else None) or config.accelerator
+    wanted = (load_machines().accelerator_platform(accelerator) if accelerator else None) or "linux/amd64"
+    return next((c for c in config.each_platform() if arch(c.platform) == wanted), config.each_platform()[0])
 
 
 def vertex_job(config: Config, settings: JobConfig, options: JobOptions, draft: JobDraft, *,

@@ -16,8 +16,10 @@ if TYPE_CHECKING:
 
 
 def _planned(config: Config, git: bool = False):
-    from ..pipeline.build import make_recipe, planned_refs, prepare
+    from ..pipeline.build import BuildOptions, make_recipe, planned_index_refs, planned_refs, prepare, recipes_of
 
+    if config.multi_platform:  # the index's tags: its content digest is of each platform's
+        return planned_index_refs(config, recipes_of(config, BuildOptions()), git=git)
     return planned_refs(make_recipe(config, prepare(config)), git=git)
 
 
@@ -43,7 +45,8 @@ def _digest(config: Config) -> str:
     from ..builders import builder_class
 
     ref = _planned(config)[0][0]
-    if builder_class(config.builder).remote:  # pushed where it was built: the registry knows
+    # Pushed where it was built, or an index (assembled in the registry, never in the engine): the registry knows.
+    if builder_class(config.builder).remote or config.multi_platform:
         from ..jobs import preflight
 
         return f"{ref.repository}@{preflight.manifest(ref).digest}"

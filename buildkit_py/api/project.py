@@ -20,7 +20,7 @@ from ..progress import Reporter, reporter
 # The config and the plan load where a call uses them: a kept recipe's build uses neither (recipe.py).
 if TYPE_CHECKING:
     from ..config import Config
-    from ..pipeline.plan import Plan
+    from ..pipeline.plan import Plan, PlatformPlans
 
 # progress=: a mode of --progress (auto, plain, tty, json, notebook, log, quiet) or a Reporter of one's own.
 Progress = str | Reporter | None
@@ -66,7 +66,7 @@ def load(project: Project) -> Config:
 def variant_configs(config: Config) -> list[Config]:
     """Each variant's config, every one checked to resolve: a variant that does not is named."""
     from ..config import Config
-    from ..pipeline.plan import make_plan
+    from ..pipeline.plan import make_plans
 
     if not isinstance(config, Config):
         raise ConfigError(f"{show(config)} is not allowed: a Config (from load())", field="config")
@@ -74,7 +74,7 @@ def variant_configs(config: Config) -> list[Config]:
     for i, variant in enumerate(config.variants):
         derived = config.with_variant(variant)
         try:
-            make_plan(derived)
+            make_plans(derived)
         except (ConfigError, ResolutionError) as exc:
             raise ConfigError(f"variant {show(variant.name)} does not resolve: {exc}", field=f"variants[{i}]",
                               where=config.source) from None
@@ -83,18 +83,21 @@ def variant_configs(config: Config) -> list[Config]:
 
 
 @reads_once
-def resolve(source: Source = None, /, **settings: Any) -> Plan:
+def resolve(source: Source = None, /, **settings: Any) -> Plan | PlatformPlans:
     """The resolved plan: base image, CUDA, cuDNN, Python, the framework wheel and its index, hypertune; the image's
     requirements resolved with uv (a requirement that does not resolve raises ConfigError; BUILDKIT_PY_OFFLINE=1 skips).
 
     source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
     settings: config keys, as their flags set them (framework="torch==2.5.1", python="3.11", cuda="12.4"...),
     and config (a path or a dict), dir and variant as the flags of those names.
+    A multi-platform config (`platform: [linux/amd64, linux/arm64]`) gives PlatformPlans: the plan of each platform.
     """
-    from ..pipeline.plan import make_plan
+    from ..pipeline.plan import PlatformPlans, make_plan
     from ..pipeline.resolution import checked_plan
 
     config = load(project_from(source, settings, "resolve"))
+    if config.multi_platform:  # several platforms (`platform: [...]`): the plan of each
+        return PlatformPlans(tuple(checked_plan(c, make_plan(c)) for c in config.each_platform()))
     return checked_plan(config, make_plan(config))
 
 

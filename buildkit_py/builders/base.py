@@ -37,6 +37,12 @@ class RemoteSettings(Protocol):
         ...
 
 
+# The binfmt_misc handler qemu-user-static registers for each architecture (Debian's binfmt-support names them so,
+# and tonistiigi/binfmt too): a build for a platform this machine cannot run needs the one of its architecture.
+QEMU_HANDLERS = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64", "arm": "qemu-arm", "ppc64le": "qemu-ppc64le",
+                 "s390x": "qemu-s390x", "riscv64": "qemu-riscv64", "386": "qemu-i386"}
+
+
 @dataclass(frozen=True)
 class BuildRequest:
     context_dir: Path

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..dockerfile_text import instructions
 from ..errors import BuildError, EngineError, RegistryError
 from ..fsutil import write_private
 from ..progress import Reporter
@@ -25,6 +26,17 @@ if TYPE_CHECKING:
 BUILDAH_ENV = "BUILDKIT_PY_BUILDAH"
 INSTALL_HINT = ("install it with `apt-get install buildah` (Debian, Ubuntu), `dnf install buildah` (Fedora, RHEL) "
                 f"or point {BUILDAH_ENV} at its executable; or build with a Docker engine (--builder buildkit)")
+
+
+def _pulls_from_loopback(dockerfile: str) -> bool:
+    """A FROM of the Dockerfile names an image on a loopback registry (buildah pulls a base it lacks, or one of
+    another platform than it holds under that name)."""
+    for instruction in instructions(dockerfile):
+        words = [w for w in instruction.arguments.split() if not w.startswith("--")]
+        if instruction.keyword == "FROM" and words and "/" in words[0] \
+                and is_loopback_host(registry_host(words[0].split("/", 1)[0])):
+            return True
+    return False
 
 
 class BuildahBuilder(Builder):
@@ -52,12 +64,14 @@ class BuildahBuilder(Builder):
     def _args(self, request: BuildRequest, iidfile: Path) -> list[str]:
         # --layers keeps a layer per instruction, so an unchanged step is reused (and can be cached remotely).
         args = [self.executable, "build", "--layers", "--iidfile", str(iidfile)] + dockerfile_build_args(request)
+        loopback = _pulls_from_loopback(request.dockerfile.read_text(encoding="utf-8"))
         if request.cache_ref is not None:
             # buildah's cache is a repository of its own (one image per layer, tagged by content).
             repo = request.cache_ref.repository
             args += ["--cache-from", repo, "--cache-to", repo]
-            if is_loopback_host(registry_host(request.cache_ref.registry)):
-                args.append("--tls-verify=false")
+            loopback = loopback or is_loopback_host(registry_host(request.cache_ref.registry))
+        if loopback:  # plain HTTP to a registry on this machine, as Docker allows it (a base of another platform)
+            args.append("--tls-verify=false")
         return args + [str(request.context_dir)]
 
     def build(self, request: BuildRequest, reporter: Reporter) -> str:

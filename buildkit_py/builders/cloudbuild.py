@@ -34,7 +34,7 @@ from ..google_api import SERVER_ERRORS, access_token, default_credentials, error
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, registry_host
 from ..registry import PushResult, add_tags, manifest
-from .base import Builder, BuildRequest, build_failure, dockerfile_build_args
+from .base import QEMU_HANDLERS, Builder, BuildRequest, build_failure, dockerfile_build_args
 
 ENDPOINT_ENV = "BUILDKIT_PY_CLOUDBUILD_ENDPOINT"
 DEFAULT_ENDPOINT = "https://cloudbuild.googleapis.com"
@@ -44,6 +44,8 @@ CONTEXTS = "buildkit-py/contexts"  # object prefix of uploaded contexts
 LOGS = "buildkit-py/logs"  # Cloud Build writes log-BUILD_ID.txt under the build's logsBucket
 DOCKER_STEP = "gcr.io/cloud-builders/docker"  # Google's docker builder image: a docker CLI next to the build's engine
 STEP_ID = "buildkit-py-build"
+# Registers qemu for another architecture with binfmt_misc (the way BuildKit's docs give, docs/multi-platform.md).
+BINFMT_IMAGE = "tonistiigi/binfmt"
 CACHE_TAG = "buildcache"  # the repository's registry cache (BuildKit's inline cache) when no --cache-ref is given
 END_STATES = ("SUCCESS", "FAILURE", "INTERNAL_ERROR", "TIMEOUT", "CANCELLED", "EXPIRED")
 LOG_LINES = 5000  # kept for the error of a failed build
@@ -197,6 +199,11 @@ def build_body(request: BuildRequest, conf: CloudBuildSettings, source_object: s
         script.append(f'printf %s {shlex.quote(text)} > "$secrets/{mount}"')
     if request.token_hosts:
         script += _token_script(request.token_hosts)
+    arch = (request.platform or "linux/amd64").split("/")[1]
+    if arch != "amd64":  # Cloud Build's workers are x86-64: another platform's RUN steps need qemu registered
+        handler = QEMU_HANDLERS.get(arch, f"qemu-{arch}")
+        script.append(f"[ -e /proc/sys/fs/binfmt_misc/{handler} ] || docker run --privileged --rm {BINFMT_IMAGE} "
+                      f"--install {shlex.quote(arch)}")
     for ref in [*refs, cache]:
         docker += ["-t", str(ref)]
     docker.append("context")

@@ -25,7 +25,6 @@ from .image import (
     _DEBIAN_PACKAGE,
     _INDEX_HOST,
     _PATTERN,
-    _PLATFORM,
     _PYTHON,
     CUDA_FLAVORS,
     MAX_LIST_BYTES,
@@ -37,8 +36,10 @@ from .image import (
     _mirror_url,
     _pip_conf,
     _pip_requirement,
+    _platforms,
     _tags,
     default_ca_bundle,
+    platform_keys,
 )
 from .job import JOB_KEYS, POOL_ORDER, Fallback, JobConfig, Pool, _fallbacks, _job, check_job_key, job_flag, worker_pool_specs
 from .model import ModelConfig, _model, model_flag
@@ -102,6 +103,9 @@ class Config:
     # How to build: each also a flag of the same name.
     tags: tuple[ImageRef, ...] = ()  # each with its tag, or none: the content tag
     platform: str | None = None  # default: linux/amd64 for CUDA images, the engine's own otherwise
+    # A multi-platform image (`platform: [linux/amd64, linux/arm64]`): its platforms, two or more, in the order given;
+    # () for one. With several, `platform` is None here and each platform's config (for_platform) names its own.
+    platforms: tuple[str, ...] = ()
     network: str | None = None
     ca_cert: Path | None = None  # default: the bundle named by PIP_CERT, REQUESTS_CA_BUNDLE or SSL_CERT_FILE
     pip_index_url: str | None = field(default=None, repr=False)  # may carry credentials: a secret pip.conf
@@ -125,7 +129,24 @@ class Config:
     set_by_flags: frozenset[str] = frozenset()
 
     def with_variant(self, variant: Variant) -> Config:
-        return replace(self, **dict(variant.values), variants=(), variant=variant.name)
+        values = dict(variant.values)
+        if "platform" in values:  # one platform or several, as the top-level key
+            values.update(platform_keys(values["platform"]))
+        return replace(self, **values, variants=(), variant=variant.name)
+
+    @property
+    def multi_platform(self) -> bool:
+        """An image index of several platforms, of which this config is the whole (no plan of its own)."""
+        return bool(self.platforms) and self.platform is None
+
+    def for_platform(self, platform: str) -> Config:
+        """One platform's config of a multi-platform image: planned, rendered and built as a one-platform config is;
+        `platforms` stays, so that a check that needs the whole set (the accelerator's platform) sees it."""
+        return replace(self, platform=platform)
+
+    def each_platform(self) -> tuple[Config, ...]:
+        """The config of each platform of a multi-platform image, in the order given; (self,) for one platform."""
+        return tuple(self.for_platform(p) for p in self.platforms) if self.multi_platform else (self,)
 
     def named(self, key: str) -> str:
         """The key as the user gave it: its flag (--platform) when a flag set it, else the config key."""
@@ -167,7 +188,7 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
         "python_mirror": _mirror_url,
         "framework_index_url": _mirror_url,
         "tags": _tags,
-        "platform": lambda r, p, v: _pattern(r, p, v, _PLATFORM, "OS/ARCH[/VARIANT], e.g. linux/amd64 or linux/arm64"),
+        "platform": _platforms,
         "network": lambda r, p, v: _choice(r, p, v, _BUILD_NETWORKS),
         "ca_cert": lambda r, p, v: _ca_cert(r, p, v, root),
         "pip_index_url": _index_url,
@@ -229,6 +250,8 @@ def load_config(
         values[key] = validators[key](raw, (key,), value)
     if values.get("pip_index_url") and values.get("pip_conf"):
         raise _err(raw, ("pip_index_url",), "give pip_index_url or pip_conf, not both")
+    if "platform" in values:
+        values.update(platform_keys(values["platform"]))
     return Config(root=root, source=raw.source, set_by_flags=frozenset(raw.flags), **values)
 
 

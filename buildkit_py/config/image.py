@@ -28,6 +28,8 @@ _INDEX_URL = re.compile(r"https?://[!-~]+", re.ASCII)  # printable ASCII: creden
 _INDEX_HOST = re.compile(r"(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*",
                          re.ASCII)
 _PLATFORM = re.compile(r"[a-z0-9]{1,16}/[a-z0-9_]{1,16}(?:/v?[0-9a-z]{1,8})?", re.ASCII)  # linux/arm64/v8
+_PLATFORM_RULE = "OS/ARCH[/VARIANT], e.g. linux/amd64 or linux/arm64"
+MAX_PLATFORMS = 8  # a multi-platform image: one engine build each
 _BUILD_NETWORKS = ("default", "host", "none")  # what BuildKit's RUN steps accept
 CUDA_FLAVORS = ("auto", "base", "runtime", "cudnn-runtime", "devel")  # nvidia/cuda image flavours
 _PATTERN = re.compile(r"[^\x00-\x1f\x7f]{1,1024}")  # allow_secrets, allow_large: fnmatch patterns of context paths
@@ -44,6 +46,39 @@ class FrameworkRequest:
 
     def __str__(self) -> str:
         return self.name if self.version is None else f"{self.name}=={self.version}"
+
+
+def _platforms(raw: _Raw, path: tuple, value: Any) -> str | tuple[str, ...]:
+    """`platform`: one platform, or several (a list, or comma-separated as docker's --platform takes them) for one
+    image index. One entry is that platform as a string, so a one-platform config is what it was before lists."""
+    if isinstance(value, str) and "," in value:
+        text = _string(raw, path, value)
+        items: list = text.split(",")
+        where = [path] * len(items)  # a flag or one YAML string: its entries have no position of their own
+    else:
+        items = [value] if isinstance(value, str) else _list(raw, path, value, limit=MAX_PLATFORMS)
+        where = [path] if isinstance(value, str) else [path + (i,) for i in range(len(items))]
+    if not items:
+        raise _err(raw, path, f"an empty list is not allowed: one platform or several ({_PLATFORM_RULE})")
+    if len(items) > MAX_PLATFORMS:
+        raise _err(raw, path, f"{len(items)} platforms are too many: at most {MAX_PLATFORMS}")
+    out: list[str] = []
+    for at, item in zip(where, items, strict=True):
+        text = _string(raw, at, item)
+        if not _PLATFORM.fullmatch(text):
+            raise _err(raw, at, f"{show(text)} is not allowed: {_PLATFORM_RULE}"
+                                + (" (a list: comma-separated, no spaces)" if len(items) > 1 else ""))
+        if text in out:
+            raise _err(raw, at, f"{show(text)} is given twice: each platform once")
+        out.append(text)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def platform_keys(value: str | tuple[str, ...] | None) -> dict[str, Any]:
+    """The Config fields `platform` sets: `platform` for one, `platforms` for several (platform None: no plan)."""
+    if isinstance(value, tuple):
+        return {"platform": None, "platforms": value}
+    return {"platform": value, "platforms": ()}
 
 
 def _framework(raw, path, value) -> FrameworkRequest:

@@ -286,9 +286,11 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
                           "job.image", field="--image")
     ref = pullable(image_text, target, "job.python_package.executor" if package else "--image")
     wanted = load_machines().platform(chief.machine_type)
-    built_for = image_platform or config.platform
-    if built_for and not package and arch(built_for) != wanted:
-        raise ConfigError(f"the image is built for {built_for}; {chief.machine_type} runs {wanted}", field="platform")
+    # A multi-platform image (an index) runs where any of its platforms does.
+    built_for = config.platforms or tuple(filter(None, (image_platform or config.platform,)))
+    if built_for and not package and wanted not in {arch(p) for p in built_for}:
+        raise ConfigError(f"the image is built for {', '.join(built_for)}; {chief.machine_type} runs {wanted}",
+                          field="platform")
     if (chief.accelerator_count or tpu) and check_accelerator is not None and not package:
         notes.extend(check_accelerator(chief.accelerator_type))
     elif tpu:

@@ -411,7 +411,10 @@ def verify(ref: ImageRef, lock: Path | None, reporter: Reporter) -> Verified:
 def _against_lock(path: Path, variant: str | None, said_lock: str | None, document: dict) -> list[str]:
     from .lock import LOCK_NAME, read_lock
 
-    section = read_lock(path).image(variant)
+    lock = read_lock(path)
+    # A multi-platform image's index carries its first platform's SBOM: the section (VARIANT@PLATFORM) it names.
+    section = next((i for i in lock.images if i.variant == variant and i.several and i.digest == said_lock), None) \
+        or lock.image(variant)
     if section is None:
         raise AttestationError(f"{path} has no section for {show(variant or '_base')}, the image's variant")
     if said_lock != section.digest:

@@ -7,18 +7,23 @@ tag; the staged context and every temporary file live in one temp dir that is al
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
+import os
 import pickle
+import platform as _host
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..builders import builder_class
-from ..builders.base import BuildRequest
+from ..builders.base import QEMU_HANDLERS, BuildRequest
 from ..config import Config, default_ca_bundle
-from ..errors import BuildError, RegistryError
+from ..errors import BuildError, ConfigError, RegistryError, show
 from ..fsutil import read_whole, write_private
 from ..imports import import_failure
 from ..indexes import google_logins, logins_netrc, netrc, refusal_hint, url_credentials, uv_config
@@ -27,10 +32,10 @@ from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
 from ..resources import launcher_sources
 from .attest import attested
-from .buildtypes import BuildOptions, BuildResult
+from .buildtypes import BuildOptions, BuildResult, PlatformImage
 from .context import hash_context
 from .fastbuild import Staged, appended_result, attempt, checked, git_revision, staging
-from .lock import STALE_LOCK, pip_conf_text
+from .lock import STALE_LOCK, config_key, pip_conf_text
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
 from .recipe import Recipe, index_digest
@@ -93,6 +98,13 @@ def planned_refs(recipe: Recipe, git: bool = True) -> tuple[list[ImageRef], str]
     return recipe.refs(f"bk-{digest[:16]}", git_revision(recipe.root) if git else None), digest
 
 
+def planned_index_refs(config: Config, recipes: Sequence[Recipe], git: bool = True) -> tuple[list[ImageRef], str]:
+    """planned_refs of a multi-platform image: the tags its index gets and its content digest (of each platform's)."""
+    digest = index_content_digest([(c.platform or "", hash_context(r.listing()).digest)
+                                   for c, r in zip(config.each_platform(), recipes, strict=True)])
+    return recipes[0].refs(f"bk-{digest[:16]}", git_revision(recipes[0].root) if git else None), digest
+
+
 def _extras(plan: Plan) -> list[tuple[str, Path]]:
     """What buildkit-py adds to the context: the launcher, and the lock's requirements file (buildkit.lock's, else the
     one exported from the trainer's own lock file)."""
@@ -130,7 +142,7 @@ def _import_check(plan: Plan, dockerfile: str) -> tuple[str, str, str] | None:
     return kind, name, scope.package_dir or ""
 
 
-def _resolve(config: Config, recipe: Recipe, options: BuildOptions, reporter: Reporter) -> None:
+def resolve_requirements(config: Config, recipe: Recipe, options: BuildOptions, reporter: Reporter) -> None:
     """The image's requirements resolved with uv before the engine builds: a requirement that does not resolve exits 2
     at its file:line now, not as the install step's failure minutes into the build. A remote builder reads indexes
     this machine may not reach: it is left to that build."""
@@ -174,7 +186,9 @@ def _pull_appended(builder, record: fastpath.Record | None, ref: ImageRef, repor
 
 
 def build_config(config: Config, options: BuildOptions, reporter: Reporter) -> BuildResult:
-    """plan -> render -> build for a config loaded already."""
+    """plan -> render -> build for a config loaded already (each platform's, for a multi-platform image)."""
+    if config.multi_platform:
+        return build_platforms(config, options, reporter, recipes_of(config, options))
     return build(config, options, reporter, make_recipe(config, prepare(config, locked=options.locked)))
 
 
@@ -206,7 +220,7 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Rec
         with staging(recipe, describing.result, reporter, started) as staged:
             return build_staged(config, options, reporter, staged, record,
                                 creating.result if creating is not None else lambda: backend.create(options.docker),
-                                lambda: _resolve(config, recipe, options, reporter), fast_path_said=fast_path_said)
+                                lambda: resolve_requirements(config, recipe, options, reporter), fast_path_said=fast_path_said)
 
 
 def build_staged(config: Config, options: BuildOptions, reporter: Reporter, staged: Staged,
@@ -288,3 +302,133 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
             fastpath.read_ahead(refs[0], pushed[0].digest, recipe.platform)
     return attested(BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, pushed), refs,
                     options, reporter, staged.revision)
+
+
+# ---------------------------------------------------------------------------------------------
+# A multi-platform image: one build per platform, an index in the registry
+
+_MACHINES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
+
+
+def platform_suffix(platform: str) -> str:
+    """linux/arm64/v8 -> linux-arm64-v8: a platform in a tag or a file name."""
+    return platform.replace("/", "-")
+
+
+def emulation(platform: str, local_engine: bool) -> str | None:
+    """None where this machine runs PLATFORM itself; else what the build runs it with: the qemu handler registered
+    with binfmt_misc (said), or BuildError where there is none (a RUN step would fail with `exec format error` minutes
+    in). An engine on another machine (DOCKER_HOST tcp://, a remote builder) answers for itself."""
+    arch = platform.split("/")[1]
+    if not local_engine or _MACHINES.get(_host.machine()) == arch:
+        return None
+    handler = QEMU_HANDLERS.get(arch)
+    if handler and (BINFMT / handler).is_file() and "enabled" in (BINFMT / handler).read_text(errors="replace"):
+        return f"{platform} is built under emulation ({handler}, binfmt_misc): its RUN steps are several times slower"
+    raise BuildError(f"{platform}: this machine ({_host.machine()}) cannot run it and no emulator is registered "
+                     f"({BINFMT / (handler or 'qemu-' + arch)} is missing): install qemu-user-static and binfmt-support "
+                     "(Debian/Ubuntu; `update-binfmts --enable` registers it), build on a machine of that platform, or "
+                     "drop it from platform")
+
+
+def _local_engine(builder: str) -> bool:
+    """The engine builds on this machine: buildah always; Docker's unless DOCKER_HOST names another machine."""
+    host = os.environ.get("DOCKER_HOST", "")
+    return builder == "buildah" or not host or host.startswith(("unix://", "npipe://"))
+
+
+def recipes_of(config: Config, options: BuildOptions) -> tuple[Recipe, ...]:
+    """Each platform's recipe: plan (with the lock's pins for that platform) and render, as a one-platform build's."""
+    return tuple(make_recipe(c, prepare(c, locked=options.locked)) for c in config.each_platform())
+
+
+def index_content_digest(platforms: Sequence[tuple[str, str]]) -> str:
+    """The content digest of a multi-platform image: of each (platform, content digest) in order, so that the
+    content tag changes when any platform's context does, and a platform list in another order is another image."""
+    return hashlib.sha256("".join(f"{p}\0{d}\n" for p, d in platforms).encode()).hexdigest()
+
+
+def _platform_record(recipe: Recipe, config: Config, options: BuildOptions) -> fastpath.Record | None:
+    """The fast path's record of one platform of a multi-platform image: kept as a variant of its own, KEY@PLATFORM
+    (the lock's section key: no variant's name holds "@")."""
+    from . import fastpath
+
+    return fastpath.load_record(recipe.repository, config_key(config)) if options.fast_path and options.push else None
+
+
+def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, recipes: Sequence[Recipe]) -> BuildResult:
+    """Each platform built as its one-platform config is (the same builder, one build each: Docker 20.10's BuildKit
+    builds one platform per build) and tagged CONTENT-OS-ARCH; with push, all pushed into the content tag's repository
+    only once every build passed (Cloud Build pushes each where it builds), then one index naming each platform's
+    manifest PUT under every tag: a failed build pushes no index. The SBOM and provenance are attached to the index's
+    digest."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..registry import put_index
+
+    started = time.perf_counter()
+    configs = config.each_platform()
+    backend = builder_class(config.builder)
+    local = not backend.remote and _local_engine(backend.name)  # Cloud Build registers qemu where it runs
+    notes = [n for n in (emulation(c.platform or "", local) for c in configs) if n]
+    with ThreadPoolExecutor(max_workers=2) as pool, ExitStack() as stack:
+        creating = pool.submit(backend.create, options.docker)
+        describing = pool.submit(contextvars.copy_context().run, git_revision, config.root)
+        staged = [stack.enter_context(staging(r, describing.result, reporter, started)) for r in recipes]
+        digest = index_content_digest([(c.platform or "", s.context.snapshot.digest) for c, s in zip(configs, staged,
+                                                                                                       strict=True)])
+        refs = recipes[0].refs(f"bk-{digest[:16]}", staged[0].revision)
+        others = [str(r) for r in refs if r.repository != refs[0].repository]
+        if options.push and others:
+            raise ConfigError(f"{show(others[0])} is in another repository than {refs[0].repository}: an image index "
+                              "names only manifests of its own repository; push a multi-platform image to one",
+                              field="tags")
+        for note in notes:
+            reporter.message(f"note: {note}")
+        # A code-only edit of a platform is appended to its last pushed manifest (its own record: KEY@PLATFORM);
+        # the others are built, each alone and pushing nothing: their pushes come after every build passed.
+        alone = replace(options, push=False, attest=False)
+        images: dict[str, PlatformImage] = {}
+        built: list[tuple[Config, ImageRef, BuildResult, tuple | None, Staged]] = []
+        for one, recipe, stage in zip(configs, recipes, staged, strict=True):
+            platform = one.platform or ""
+            tag = ImageRef(refs[0].registry, refs[0].path, f"{refs[0].tag}-{platform_suffix(platform)}")
+            alone_stage = replace(stage, refs=(tag,))
+            record = _platform_record(recipe, one, options)
+            appended, parts, _ = attempt(alone_stage, options, record, reporter) if options.push else (None, None, None)
+            if appended is not None:
+                images[platform] = PlatformImage(platform, str(tag), appended.image_id, stage.context.snapshot.digest,
+                                                 True, appended.pushed[0].digest)
+                continue
+            # A remote builder pushes where it builds (one Cloud Build each): only the index waits for them all.
+            result = build_staged(one, replace(alone, push=True) if backend.remote else alone, reporter, alone_stage,
+                                  None, creating.result,
+                                  lambda one=one, recipe=recipe: resolve_requirements(one, recipe, options, reporter))
+            if backend.remote:
+                images[platform] = PlatformImage(platform, str(tag), result.image_id, result.content_digest,
+                                                 result.built, result.pushed[0].digest)
+                continue
+            built.append((one, tag, result, parts, stage))
+        for one, tag, result, parts, stage in built:
+            digest_p = push_image(creating.result().push, [tag], reporter)[0].digest if options.push else None
+            images[one.platform or ""] = PlatformImage(one.platform or "", str(tag), result.image_id,
+                                                       result.content_digest, result.built, digest_p)
+            if digest_p and parts is not None:  # what the platform's next code-only edit appends to
+                from . import fastpath
+
+                fastpath.save_record(fastpath.Record(tag.repository, config_key(one), parts, digest_p, tag.tag or "",
+                                                     checked(stage.imports)), reporter)
+        ordered = tuple(images[c.platform or ""] for c in configs)
+        indexed = options.push or backend.remote
+        pushed: tuple[PushResult, ...] = ()
+        if indexed:
+            pushed, _ = put_index(refs, [(i.platform, i.digest or "") for i in ordered], reporter)
+        else:
+            reporter.message("a multi-platform image is an index in a registry: --push pushes each platform and its "
+                             "index; each platform is tagged here as " + ", ".join(i.tag for i in ordered))
+        # The index's recipe is its first platform's, naming every platform (the provenance's `platform`).
+        whole = replace(recipes[0], platform=",".join(i.platform for i in ordered))
+        result = BuildResult("", tuple(str(r) for r in refs) if indexed else tuple(i.tag for i in ordered),
+                             any(i.built for i in ordered), digest, whole, pushed, platforms=ordered)
+        return attested(result, refs if indexed else (), options, reporter, staged[0].revision)

@@ -40,6 +40,19 @@ class BuildOptions:
 
 
 @dataclass(frozen=True)
+class PlatformImage:
+    """One platform's image of a multi-platform build: its engine tag and image, content digest and, pushed, the
+    digest of its manifest in the index's repository."""
+
+    platform: str  # os/arch[/variant], as the config names it
+    tag: str  # the engine's tag of it: CONTENT-TAG-OS-ARCH
+    image_id: str
+    content_digest: str
+    built: bool
+    digest: str | None = None  # pushed: its manifest, which the index names
+
+
+@dataclass(frozen=True)
 class BuildResult(HtmlRepr):
     """A built image: its ID, tags, content digest and plan; pushed, each tag's repository@digest."""
 
@@ -53,6 +66,9 @@ class BuildResult(HtmlRepr):
     # manifest; empty for a build by the engine
     timings: tuple[tuple[str, float], ...] = field(default=())
     attestations: tuple[Attached, ...] = field(default=())  # the SBOM and provenance attached to what was pushed
+    # A multi-platform image: each platform's image, in the config's order; `pushed` then names the index (under every
+    # tag), image_id is "" (the engine holds one image per platform) and `recipe` is the first platform's.
+    platforms: tuple[PlatformImage, ...] = field(default=())
 
     @property
     def plan(self) -> Plan:
@@ -68,4 +84,4 @@ class BuildResult(HtmlRepr):
             "fast_path": dict(self.timings) if self.timings else None,
             "attestations": [a.__dict__ for a in self.attestations],
             "plan": self.recipe.plan,
-        }
+        } | ({"platforms": [p.__dict__ for p in self.platforms]} if self.platforms else {})

@@ -33,6 +33,9 @@ from .render import dockerfile_templates_digest
 LOCK_NAME = "buildkit.lock"
 SCHEMA_VERSION = 1
 BASE_KEY = "_base"  # the config itself; variant names start with a letter or digit, so none is this
+# A multi-platform image has a section per platform, keyed KEY@PLATFORM (_base@linux/arm64, cu128@linux/amd64): no
+# variant name holds "@", and a one-platform image's section keeps its plain key, so its lock reads as it did.
+PLATFORM_MARK = "@"
 STALE_LOCK = f"{LOCK_NAME} is stale"  # the start of the plan's note a build shows
 LOCKED_REQUIREMENTS = ".buildkit-py/locked-requirements.txt"  # its place in the build context
 # The wheels uv may pick for an image (DESIGN.md): glibc 2.28 runs on every base we resolve (Ubuntu 20.04+, Debian 10+).
@@ -65,6 +68,12 @@ class LockedImage:
     packages: tuple[LockedPackage, ...]
     # Where python, platform and base.image stand in the file ("file:line:col"), for a hand edit's error; not content.
     lines: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    several: bool = False  # one platform of a multi-platform image: its section is keyed KEY@PLATFORM
+
+    @property
+    def key(self) -> str:
+        """The section's key in the file."""
+        return (self.variant or BASE_KEY) + (PLATFORM_MARK + self.platform if self.several else "")
 
     def to_dict(self) -> dict:
         return {"python": self.python, "platform": self.platform,
@@ -89,12 +98,17 @@ class Lock:
     path: Path
     images: tuple[LockedImage, ...]
 
-    def image(self, variant: str | None) -> LockedImage | None:
-        return next((i for i in self.images if i.variant == variant), None)
+    def image(self, variant: str | None, platform: str | None = None) -> LockedImage | None:
+        """The section of the variant's image; platform: of that platform of a multi-platform image."""
+        return next((i for i in self.images if i.key == section_key(variant, platform)), None)
+
+    def section(self, config: Config) -> LockedImage | None:
+        """The section of the image the config builds (one platform's, for a platform of several)."""
+        return self.image(config.variant, config.platform if config.platforms else None)
 
     def text(self) -> str:
         body = {"version": SCHEMA_VERSION,
-                "images": {(i.variant or BASE_KEY): i.to_dict() for i in self.images}}
+                "images": {i.key: i.to_dict() for i in self.images}}
         return ("# Written by `buildkit-py lock`: base image digests and hash-checked packages for each image of\n"
                 "# the config. Builds install exactly this; `buildkit-py lock --upgrade` refreshes it.\n"
                 + yaml.safe_dump(body, sort_keys=False, default_flow_style=False, width=200))
@@ -120,7 +134,7 @@ class LockResult(HtmlRepr):
 
     def to_dict(self) -> dict:
         return {"path": str(self.path), "written": self.written, "stale": list(self.stale),
-                "images": {(i.variant or BASE_KEY): {"digest": i.digest, "packages": len(i.packages),
+                "images": {i.key: {"digest": i.digest, "packages": len(i.packages),
                                                      "base": f"{i.base_image}@{i.base_digest}"} for i in self.images}}
 
 
@@ -128,6 +142,16 @@ def check_package_name(name: object) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(f"{show(name)} is not a package name (letters, digits, '.', '_' and '-')", field="--upgrade-package")
     return name
+
+
+def section_key(variant: str | None, platform: str | None) -> str:
+    """A lock section's key: the variant's (or _base), with @PLATFORM for one platform of a multi-platform image."""
+    return (variant or BASE_KEY) + (PLATFORM_MARK + platform if platform else "")
+
+
+def config_key(config: Config) -> str:
+    """The key of the section a config's image has: a platform of several has one of its own."""
+    return section_key(config.variant, config.platform if config.platforms else None)
 
 
 def lock_path(config: Config) -> Path:
@@ -229,6 +253,7 @@ class _Reader:
 def _image(reader: _Reader, key: str, value) -> LockedImage:
     at = ("images", key)
     section = reader.mapping(at, value, ("python", "platform", "base", "indexes", "inputs", "packages"))
+    name, _, several = key.partition(PLATFORM_MARK)
     base = reader.mapping(at + ("base",), section["base"], ("image", "digest"))
     inputs_ = reader.mapping(at + ("inputs",), section["inputs"], ("config", "plan", "template"), ("requirements",))
     packages = []
@@ -242,8 +267,8 @@ def _image(reader: _Reader, key: str, value) -> LockedImage:
                                       reader.text(at + ("packages", i, "version"), p["version"], _VERSION, "a version"),
                                       hashes))
     digest_or_none = re.compile(r"none|" + _HASH.pattern, re.ASCII)
-    return LockedImage(
-        variant=None if key == BASE_KEY else key,
+    image = LockedImage(
+        variant=None if name == BASE_KEY else name,
         python=reader.text(at + ("python",), section["python"], _PYTHON, "a Python version such as '3.11'"),
         platform=reader.text(at + ("platform",), section["platform"], re.compile("|".join(_PYTHON_PLATFORMS)),
                              "one of " + ", ".join(_PYTHON_PLATFORMS)),
@@ -256,7 +281,11 @@ def _image(reader: _Reader, key: str, value) -> LockedImage:
         packages=tuple(packages),
         lines=tuple((name, reader.where(at + path)) for name, path in
                     (("python", ("python",)), ("platform", ("platform",)), ("base_image", ("base", "image")))),
+        several=bool(several),
     )
+    if several and several != image.platform:  # the key's platform is the section's
+        raise reader.fail(at + ("platform",), f"{show(image.platform)} is not the platform its key names ({show(several)})")
+    return image
 
 
 def _index(reader: _Reader, at: tuple, value) -> str:
@@ -286,12 +315,12 @@ def read_lock(path: Path) -> Lock:
     return Lock(path, tuple(_image(reader, str(k), v) for k, v in images.items()))
 
 
-def _check_variants(lock: Lock, wanted: set[str | None], exact: bool) -> None:
-    """A lock holds a section for each image of its config (exact: and no other)."""
-    have = {i.variant for i in lock.images}
+def _check_variants(lock: Lock, wanted: set[str], exact: bool) -> None:
+    """A lock holds a section for each image of its config (exact: and no other), by section key."""
+    have = {i.key for i in lock.images}
     if (wanted != have) if exact else not wanted <= have:
         def names(items: set) -> str:
-            return ", ".join(sorted(shown_name(i or BASE_KEY) for i in items)) or "none"  # hand-edited names
+            return ", ".join(sorted(shown_name(i) for i in items)) or "none"  # hand-edited names
         raise ConfigError(f"the lock has sections {names(have)}; the config's images are {names(wanted)}: is it another "
                           "config's lock? Run `buildkit-py lock` to write it for this one", where=str(lock.path))
 
@@ -329,11 +358,13 @@ def load_for(config: Config) -> LockedImage | None:
     if not path.is_file():
         return None
     lock = read_lock(path)
-    if config.variant is None:
-        _check_variants(lock, {None} | {v.name for v in config.variants}, exact=True)
+    if config.variant is None:  # each platform's section of the config itself and of each variant
+        whole = replace(config, platform=None) if config.platforms else config
+        _check_variants(lock, {config_key(p) for c in (whole, *map(whole.with_variant, whole.variants))
+                               for p in c.each_platform()}, exact=True)
     else:
-        _check_variants(lock, {config.variant}, exact=False)
-    return lock.image(config.variant)
+        _check_variants(lock, {config_key(config)}, exact=False)
+    return lock.section(config)
 
 
 def apply(config: Config, plan: Plan, *, locked: bool) -> Plan:
@@ -533,7 +564,8 @@ def lock_image(config: Config, plan: Plan, previous: LockedImage | None, options
     platform = platform_of(plan)
     packages, indexes = resolve_packages(config, plan, platform, previous, options)
     return LockedImage(config.variant, plan.python.version, platform, plan.base_image,
-                       base_digest(plan.base_image, platform), indexes, inputs(config, plan), packages)
+                       base_digest(plan.base_image, platform), indexes, inputs(config, plan), packages,
+                       several=bool(config.platforms))
 
 
 def check(config: Config, plans: list[tuple[Config, Plan]]) -> tuple[str, ...]:
@@ -542,12 +574,12 @@ def check(config: Config, plans: list[tuple[Config, Plan]]) -> tuple[str, ...]:
     if not path.is_file():
         return (f"there is no {LOCK_NAME} beside the config",)
     lock = read_lock(path)
-    _check_variants(lock, {c.variant for c, _ in plans}, exact=True)
+    _check_variants(lock, {config_key(c) for c, _ in plans}, exact=True)
     found = []
     for cfg, plan in plans:
-        image = lock.image(cfg.variant)
+        image = lock.section(cfg)
         assert image is not None  # _check_variants
-        name = cfg.variant or BASE_KEY
+        name = config_key(cfg)
         found += [f"{name}: {c}" for c in changes(cfg, plan, image)]
         now = base_digest(plan.base_image, image.platform)
         if now != image.base_digest:
@@ -573,7 +605,7 @@ def lock(config: Config, plans: list[tuple[Config, Plan]], options: LockOptions)
         canonicalize_name(p.name) == canonicalize_name(n) for i in previous.images for p in i.packages)]
     if unknown:
         raise ConfigError(f"{show(unknown[0])} is not a package of the lock", field="--upgrade-package")
-    images = tuple(lock_image(cfg, plan, previous.image(cfg.variant) if previous else None, options)
+    images = tuple(lock_image(cfg, plan, previous.section(cfg) if previous else None, options)
                    for cfg, plan in plans)
     write_atomic(path, Lock(path, images).text())
     return LockResult(path, True, (), images)

@@ -321,12 +321,16 @@ def _platform(config: Config, accelerator: Accelerator | None) -> str | None:
     needed = machines.accelerator_platform(accelerator.name) if accelerator else None
     if config.platform is None:
         return needed if needed != AMD64 else None
-    if needed and arch(config.platform) != needed:
-        cpus = "Arm" if needed == ARM64 else "x86"
-        raise ConfigError(f"{config.platform} does not run on {accelerator.name}: its machines "
-                          f"({', '.join(machines.machines_with(accelerator.name))}) have {cpus} CPUs "
-                          f"(base_images/machines.yaml); allowed: {needed}, or no platform (the accelerator's)",
-                          field=config.named("platform"))
+    # One of a multi-platform image: the accelerator's platform need only be among them.
+    several = bool(config.platforms)
+    if needed and (needed not in {arch(p) for p in config.platforms} if several else arch(config.platform) != needed):
+        cpus = f"({', '.join(machines.machines_with(accelerator.name))}) have {'Arm' if needed == ARM64 else 'x86'} " \
+               "CPUs (base_images/machines.yaml)"
+        if several:
+            raise ConfigError(f"{','.join(config.platforms)} has no {needed} image, and {accelerator.name}'s machines "
+                              f"{cpus}: add {needed} to the platforms", field=config.named("platform"))
+        raise ConfigError(f"{config.platform} does not run on {accelerator.name}: its machines {cpus}; allowed: "
+                          f"{needed}, or no platform (the accelerator's)", field=config.named("platform"))
     return config.platform
 
 
@@ -901,6 +905,11 @@ def _wheel_libraries(config: Config, requirements: _Requirements, fw: Framework 
 
 
 def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
+    """One platform's plan; a multi-platform config has one per platform (make_plans)."""
+    if config.multi_platform:
+        raise ConfigError(f"{','.join(config.platforms)} is several platforms, and this command makes one image: give "
+                          f"one platform (e.g. --platform {config.platforms[0]})",
+                          field=config.named("platform"))
     matrix = matrix or load_matrix()
     tpu = tpu_named(matrix, config.accelerator) if config.accelerator else None
     if tpu is not None:
@@ -1063,3 +1072,24 @@ def _custom_base_cuda(config: Config, label: str, series: FrameworkSeries | None
             f"cuda: {label} has CUDA wheels for {', '.join(series.cuda)}; the base's CUDA {cuda} is not among them"
         )
     return cuda
+
+
+@dataclass(frozen=True)
+class PlatformPlans(HtmlRepr):
+    """A multi-platform image's plans, one per platform in the config's order (`resolve` of such a config)."""
+
+    plans: tuple[Plan, ...]
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        return tuple(p.platform or "" for p in self.plans)
+
+    def to_dict(self) -> dict:
+        return {"platforms": {p.platform: p.to_dict() for p in self.plans}}
+
+
+def make_plans(config: Config, matrix: Matrix | None = None) -> tuple[Plan, ...]:
+    """The plan of each platform of the config's image, in its order (one for a one-platform config): the platforms
+    may differ (their framework wheels, their CUDA variants), each resolved as its one-platform config is."""
+    matrix = matrix or load_matrix()
+    return tuple(make_plan(c, matrix) for c in config.each_platform())
