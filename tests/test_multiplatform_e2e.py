@@ -104,11 +104,20 @@ def test_two_platforms_build_push_one_index_and_run(testenv, multi_base, tmp_pat
         f"{registry}/multiplatform/quickstart@{index_digest}"
     # What `plan` reads: the index's platforms (the job's machines' platform must be among them).
     assert [p.split("/")[:2] for p in manifest(parse_ref(content)).platforms] == [["linux", "amd64"], ["linux", "arm64"]]
-    # The SBOM and provenance are attached to the index's digest.
-    assert len(result["attestations"]) == 2
+    # The SBOM and provenance are attached to the index's digest, and each platform's manifest has its own, which
+    # verify reads back (the platform's own content label, base and packages).
+    assert len(result["attestations"]) == 6
     listed_for_index = json.load(registry_get(registry, "multiplatform/quickstart/manifests/"
                                                         f"{index_digest.replace(':', '-')}"))["manifests"]
-    assert {a["digest"] for a in result["attestations"]} <= {m["digest"] for m in listed_for_index}
+    assert {a["digest"] for a in result["attestations"][:2]} == {m["digest"] for m in listed_for_index}
+    provenances = set()
+    for each in (amd64, arm64):
+        verified = run_cli("verify", f"{registry}/multiplatform/quickstart@{each['digest']}", "--json", env=testenv)
+        assert verified.returncode == 0, verified.stderr[-2000:]
+        found = json.loads(verified.stdout)
+        assert found["image"] == f"{registry}/multiplatform/quickstart@{each['digest']}"
+        provenances.add(found["provenance"])
+    assert len(provenances) == 2  # each names its own platform, base and content
     # Each platform's image runs the trainer: arm64's under qemu.
     for image, machine in ((amd64["tag"], "x86_64"), (arm64["tag"], "aarch64")):
         ran = docker(testenv, "run", "--rm", "--network", "none", "--entrypoint", "python", image, "-c",

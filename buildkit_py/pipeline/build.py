@@ -43,6 +43,7 @@ from .render import render_dockerfile, render_project_dockerignore
 
 if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
     from ..builders.base import Builder
+    from ..referrers import Attached
     from ..registry import PushResult
     from . import fastpath
 
@@ -316,6 +317,12 @@ def platform_suffix(platform: str) -> str:
     return platform.replace("/", "-")
 
 
+def platform_tag(content: ImageRef, platform: str) -> ImageRef:
+    """Where one platform's image of a multi-platform build is tagged and pushed: CONTENT-TAG-OS-ARCH, in the index's
+    repository (an index names only manifests of its own)."""
+    return ImageRef(content.registry, content.path, f"{content.tag}-{platform_suffix(platform)}")
+
+
 def emulation(platform: str, local_engine: bool) -> str | None:
     """None where this machine runs PLATFORM itself; else what the build runs it with: the qemu handler registered
     with binfmt_misc (said), or BuildError where there is none (a RUN step would fail with `exec format error` minutes
@@ -365,7 +372,7 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
     digest."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..registry import put_index
+    from ..registry import PushResult, put_index
 
     started = time.perf_counter()
     configs = config.each_platform()
@@ -393,7 +400,7 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
         built: list[tuple[Config, ImageRef, BuildResult, tuple | None, Staged]] = []
         for one, recipe, stage in zip(configs, recipes, staged, strict=True):
             platform = one.platform or ""
-            tag = ImageRef(refs[0].registry, refs[0].path, f"{refs[0].tag}-{platform_suffix(platform)}")
+            tag = platform_tag(refs[0], platform)
             alone_stage = replace(stage, refs=(tag,))
             record = _platform_record(recipe, one, options)
             appended, parts, _ = attempt(alone_stage, options, record, reporter) if options.push else (None, None, None)
@@ -431,4 +438,14 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
         whole = replace(recipes[0], platform=",".join(i.platform for i in ordered))
         result = BuildResult("", tuple(str(r) for r in refs) if indexed else tuple(i.tag for i in ordered),
                              any(i.built for i in ordered), digest, whole, pushed, platforms=ordered)
-        return attested(result, refs if indexed else (), options, reporter, staged[0].revision)
+        result = attested(result, refs if indexed else (), options, reporter, staged[0].revision)
+        if not indexed:
+            return result
+        # Each platform's manifest gets its own too: its packages and base are its own (the index's are the first's).
+        each: list[Attached] = []
+        for recipe, image, stage in zip(recipes, ordered, staged, strict=True):
+            tag = platform_tag(refs[0], image.platform)
+            one = BuildResult(image.image_id, (str(tag),), image.built, image.content_digest, recipe,
+                              (PushResult(f"{tag.repository}@{image.digest}", tag.tag or "", image.digest or "", None),))
+            each += attested(one, [tag], options, reporter, stage.revision).attestations
+        return replace(result, attestations=result.attestations + tuple(each))
