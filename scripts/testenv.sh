@@ -41,7 +41,8 @@ die() { printf '[testenv] ERROR: %s\n' "$*" >&2; exit 1; }
 usage() {
     cat >&2 <<USAGE
 usage: $0 up | env | step FUNCTION | down [--purge]
-  up            install packages, start dockerd + registries, build/tag stand-in bases,
+  up            install packages, start dockerd + registries, build/tag stand-in bases (the arm64 one, made
+                under qemu, with BUILDKIT_TESTENV_ARM64=1: scripts/test.sh sets it),
                 print export lines (use: eval "\$($0 up)")
   env           print the export lines only
   step FUNCTION run one step of up (e.g. standin_arm64) against an engine that is up
@@ -409,7 +410,8 @@ cmd_up() {
     build_standin
     standin_pyenv 3.7 python:3.7-slim-bookworm
     standin_pyenv 3.8 buildkit-py/standin:python3.8
-    standin_arm64
+    # Minutes under qemu on a fresh machine: made for the tests (scripts/test.sh asks), not for the main job's run.
+    if [ "${BUILDKIT_TESTENV_ARM64:-0}" = 1 ]; then standin_arm64; fi
     buildah_standin
     install_actionlint
     log "ready. Credentials for 127.0.0.1:$AUTH_REG_PORT: $AUTH_USER / $AUTH_PASS"

@@ -67,7 +67,9 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
 @pytest.fixture(scope="session")
 def testenv() -> dict[str, str]:
     """A real Docker engine, BuildKit client and loopback registries (scripts/testenv.sh up)."""
-    proc = subprocess.run([str(REPO / "scripts" / "testenv.sh"), "up"], capture_output=True, text=True)
+    # With the arm64 stand-in the multi-platform tests build on (made under qemu; the main job's `up` skips it).
+    proc = subprocess.run([str(REPO / "scripts" / "testenv.sh"), "up"], capture_output=True, text=True,
+                          env={**os.environ, "BUILDKIT_TESTENV_ARM64": "1"})
     assert proc.returncode == 0, f"scripts/testenv.sh up failed:\n{proc.stderr[-3000:]}"
     env = {}
     for line in proc.stdout.splitlines():
