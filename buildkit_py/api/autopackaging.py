@@ -20,7 +20,7 @@ from ..pipeline.build import BuildOptions, build_staged, last_record, make_recip
 from ..pipeline.fastbuild import git_revision, staging
 from ..pipeline.plan import Plan, closest_python
 from ..progress import Reporter
-from ..refs import ImageRef, parse_ref
+from ..refs import DOCKER_HUB, ImageRef, parse_ref
 from .builds import check_build_options
 from .images import executor_build_for
 from .jobs import (
@@ -228,7 +228,7 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
             return _dry_run(found, rendered, options, target, stages, resolution, job)
         built = _build_stage(config, options, target, rendered, stages, reporter)
     image = rendered.image if options.mode == "container" else parse_ref(built.tags[0], field="--tag")
-    if image.registry != "docker.io":
+    if _pushed(image):
         _push_stage(config, options, image, built, stages, reporter)
     if job is not None:
         submitted = _submit_stage(job, options, stages, reporter)
@@ -374,7 +374,7 @@ def _job_stage(loaded: Config, options: AutopackageOptions, target: str, rendere
     if options.mode == "package":
         raise ConfigError("--mode package submits only from `buildkit-py submit`: stage the sdist with "
                           "`buildkit-py package --stage gs://...` and set job.python_package", field="--mode")
-    if rendered.image.registry == "docker.io":  # Docker Hub is never pushed to unasked
+    if not _pushed(rendered.image):
         raise ConfigError(f"--target {target} needs the image in a registry the service pulls from: pass --image "
                           "REGION-docker.pkg.dev/PROJECT/REPO/NAME (or set image:)", field="--image")
     if options.args:
@@ -409,7 +409,7 @@ def _dry_run(found: _Found, rendered: _Rendered, options: AutopackageOptions, ta
     what = "a training pipeline (the job, then the model's upload)" if options.job.pipeline else "it"
     last = ("run it here as Vertex AI runs it (CLUSTER_SPEC, AIP_* directories, hypertune metric file)"
             if target == "local" else f"submit {what} to the {target} API after `plan`'s checks")
-    steps = (f"build {image}", f"push {image}" if image.registry != "docker.io"
+    steps = (f"build {image}", f"push {image}" if _pushed(image)
              else "no push: the image names no registry (--image)", last)
     return AutopackageResult(found.inferred, tuple(stages.done), str(image), rendered.planned, steps,
                              written=found.written, resolution=resolution, job=job.spec if job else None)
@@ -424,8 +424,7 @@ def _build_stage(config: Config, options: AutopackageOptions, target: str, rende
             # For the service the build pushes itself: a code-only edit is then appended in the registry (the fast
             # path), with no engine build or push. A local run needs the image in the engine: built there; so does
             # a registry only the engine reaches (--skip-image-check): the engine pushes.
-            through_build = rendered.image.registry != "docker.io" and target != "local" \
-                and not options.submit.skip_image_check
+            through_build = _pushed(rendered.image) and target != "local" and not options.submit.skip_image_check
             build_options = replace(options.build, push=through_build)
             backend = builder_class(config.builder)
             built = build_staged(config, build_options, reporter, rendered.staged, last_record(rendered.recipe,
@@ -488,6 +487,12 @@ def _run_stage(loaded: Config, config: Config, options: AutopackageOptions, buil
                                      network=config.network), reporter)
         out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
     return ran
+
+
+def _pushed(image: ImageRef) -> bool:
+    """Whether autopackage pushes the image: it names a registry. Docker Hub (no host named) is never pushed to
+    unasked."""
+    return image.registry != DOCKER_HUB
 
 
 def _in_registry(ref: ImageRef) -> bool:
