@@ -19,6 +19,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -549,6 +550,10 @@ def _modules(files: tuple[str, ...]) -> list[str]:
 def refuse_function(trainer: Trainer | None) -> None:
     """A prebuilt container runs `python -m MODULE` (Vertex AI's python_package_spec takes a module): a trainer that is a
     function of its module cannot run there."""
+    if trainer is not None and trainer.command:
+        raise ConfigError("trainer.command: a prebuilt container runs `python -m MODULE`, not the repository's own "
+                          f"command ({shlex.join(trainer.command)[:120]}); build an image (not --mode package), or set "
+                          "trainer.module alone", field="trainer.command")
     if trainer is not None and trainer.function:
         raise ConfigError(f"trainer.function: a prebuilt container runs `python -m {trainer.module}`, so "
                           f"{trainer.function}() would not be called; give the module a __main__ block that calls it, "

@@ -15,10 +15,12 @@ from packaging.version import InvalidVersion, Version
 from ..errors import ConfigError, show
 from ..fsutil import consult, leads_outside
 from .reading import _dotted, _err
-from .values import _MODULE, MAX_ARGS_JSON_BYTES, _list, _pattern, _relative_file, _scalar_text, _string, _unknown_key
+from .values import MAX_ARGS_JSON_BYTES, _list, _pattern, _relative_file, _scalar_text, _string, _unknown_key
 
 _PACKAGE_PART = r"(?!\.\.?(?:/|$))[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}"  # a folder name, not . or ..
 _PACKAGE_DIR = re.compile(f"{_PACKAGE_PART}(?:/{_PACKAGE_PART}){{0,7}}", re.ASCII)
+# What `python -m` runs: a dotted name whose parts are folder and file names (the import system allows a hyphen there)
+_RUN_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*", re.ASCII)
 _FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?", re.ASCII)  # PEP 508 names
 _VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)  # then PEP 440, which alone allows spaces
@@ -35,6 +37,10 @@ class Trainer:
     # The folder holding the trainer's packages (`src` in a src layout), relative to the context root: on PYTHONPATH
     # before the root itself.
     package_dir: str | None = None
+    # The repository's own command, where it is more than one Python entry (a chain of stages, a launcher, a shell
+    # script): run behind the launcher, in the work directory; module or script then names the Python entry inside it,
+    # which the import check and the fast path use.
+    command: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ class TrainerPackage:
 def _trainer(raw, path, value, root: Path) -> Trainer:
     if not isinstance(value, dict):
         raise _err(raw, path, f"{show(value)} must be a mapping with module or script, and args")
-    allowed = ["module", "script", "function", "args", "package_dir"]
+    allowed = ["module", "script", "function", "args", "package_dir", "command"]
     for key in value:
         if key not in allowed:
             raise _unknown_key(raw, path, key, allowed)
@@ -87,14 +93,17 @@ def _trainer(raw, path, value, root: Path) -> Trainer:
         consult(root / package_dir)
         if leads_outside(root / package_dir, root.resolve()) or not (root / package_dir).is_dir():
             raise _err(raw, path + ("package_dir",), f"{show(package_dir)} is not a folder of the trainer directory")
-    if ("module" in value) == ("script" in value):
-        raise _err(raw, path, "give exactly one of module (python -m MODULE) or script (a .py file)")
+    command = _command(raw, path + ("command",), value["command"]) if value.get("command") is not None else None
+    if "module" in value and "script" in value or command is None and ("module" in value) == ("script" in value):
+        raise _err(raw, path, "give exactly one of module (python -m MODULE) or script (a .py file), or a command "
+                              "(the repository's own, a list of words) with at most one of them")
     module = script = None
     if "module" in value:
-        module = _pattern(raw, path + ("module",), value["module"], _MODULE, "a dotted Python module name, e.g. trainer.task")
+        module = _pattern(raw, path + ("module",), value["module"], _RUN_MODULE,
+                          "a dotted Python module name as `python -m` takes it, e.g. trainer.task")
         if len(module) > 255:
             raise _err(raw, path + ("module",), f"{show(module)} is too long: at most 255 characters")
-    else:
+    elif "script" in value:
         script = _relative_file(raw, path + ("script",), value["script"], root)
         if not script.endswith(".py"):
             raise _err(raw, path + ("script",), f"{show(script)} is not allowed: a script must be a .py file")
@@ -106,8 +115,9 @@ def _trainer(raw, path, value, root: Path) -> Trainer:
                             "a function name of the module, as a console script names it (main)")
         if keyword.iskeyword(function) or len(function) > 100:
             raise _err(raw, path + ("function",), f"{show(function)} is not a function name")
-        if any(keyword.iskeyword(part) for part in module.split(".")):
-            raise _err(raw, path + ("module",), f"{show(module)} cannot be imported by name: a part is a Python keyword")
+        if any(keyword.iskeyword(part) or "-" in part for part in module.split(".")):
+            raise _err(raw, path + ("module",), f"{show(module)} cannot be imported by name: a part is a "
+                                            "Python keyword or has a hyphen")
     args = []
     given = value.get("args")
     for i, arg in enumerate(_list(raw, path + ("args",), [] if given is None else given)):
@@ -115,7 +125,32 @@ def _trainer(raw, path, value, root: Path) -> Trainer:
     if len(json.dumps(args)) > MAX_ARGS_JSON_BYTES:
         raise _err(raw, path + ("args",), f"the arguments are too long for the image's CMD: at most {MAX_ARGS_JSON_BYTES} "
                                           "bytes as JSON; pass long values at run time")
-    return Trainer(module=module, script=script, args=tuple(args), package_dir=package_dir, function=function)
+    if len(json.dumps([*(command or ()), *args])) > MAX_ARGS_JSON_BYTES:
+        raise _err(raw, path + ("command",), f"the command and its arguments are too long for the image's ENTRYPOINT: at "
+                                             f"most {MAX_ARGS_JSON_BYTES} bytes as JSON")
+    return Trainer(module=module, script=script, args=tuple(args), package_dir=package_dir, function=function,
+                   command=command)
+
+
+MAX_COMMAND_WORDS = 256
+
+
+def _command(raw, path, value) -> tuple[str, ...]:
+    """trainer.command: the words the launcher runs (as an exec-form ENTRYPOINT has them); no shell reads them here."""
+    if isinstance(value, str):
+        raise _err(raw, path, f"{show(value)} must be a list of words, e.g. [sh, -c, \"dvc pull && python train.py\"] "
+                              "(a string would be split by nobody)")
+    words = _list(raw, path, value)
+    if not words or len(words) > MAX_COMMAND_WORDS:
+        raise _err(raw, path, f"{show(value)} must be a list of 1 to {MAX_COMMAND_WORDS} words")
+    out = []
+    for i, word in enumerate(words):
+        text = _scalar_text(raw, path + (i,), word)
+        if "\x00" in text or (i == 0 and not text.strip()):
+            raise _err(raw, path + (i,), f"{show(text)} is not a word a command can hold: no NUL, and the first word "
+                                         "names a program")
+        out.append(text)
+    return tuple(out)
 
 
 def distribution_name(text: str, field: str) -> str:

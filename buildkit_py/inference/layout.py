@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import keyword
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,9 @@ from ..matrix import Matrix, version_key
 from .given import Given
 
 if TYPE_CHECKING:
-    from ..entrypoints import Declared
+    from collections.abc import Sequence
+
+    from ..entrypoints import Declared, SetAside
 
 # Where a trainer is looked for, in order: Vertex AI's package layout, a lone script at the top, then
 # a script in one folder (trainer/train.py without __init__.py: run as a script, its folder first on
@@ -28,9 +31,12 @@ PACKAGE_TASK = "task.py"
 SCRIPTS = ("task.py", "train.py", "main.py")
 
 _MODULE_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+# A part of a module as `python -m` finds it: a folder or file name, hyphens allowed (the import system does not check)
+_RUN_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
 # Files the job never runs: a folder of their own, or named as pytest collects them.
 TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
 _DOCKERFILE_NAME = re.compile(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
+_TRAINING_SCRIPT = re.compile(r"(?:^|_)train(?:_|$|ing|er)", re.ASCII | re.IGNORECASE)
 _MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
 MAX_SCANNED = 2000  # .py files read for imports, and paths looked at in one glob; a bigger tree is not a trainer
 
@@ -68,10 +74,10 @@ def _script_file(directory: Path, rel: str) -> bool:
 
 
 def _trainer(directory: Path, entry_points: dict[str, list[str]]) -> tuple[dict, str, list[str], Declared | None]:
-    """The trainer (its config value and how it was found), notes, and the Python its Dockerfile's FROM names: first
-    what the repository declares (a training Dockerfile's ENTRYPOINT/CMD, then a submit command or Vertex AI SDK call,
-    then the package's console scripts), then the layouts known."""
-    from ..entrypoints import choose, dockerfile_entries, submitted_entries
+    """The trainer (its config value and how it was found), notes, and the training Dockerfile it came from: first
+    what the repository declares, ranked by evidence (entrypoints.choose), then the package's console scripts, then the
+    layouts known."""
+    from ..entrypoints import Context, choose, declared_entries, says_train
 
     def is_module(name: str) -> bool:
         return _module_root(directory, name) is not None
@@ -79,31 +85,33 @@ def _trainer(directory: Path, entry_points: dict[str, list[str]]) -> tuple[dict,
     def is_script(rel: str) -> bool:
         return _script_file(directory, rel)
 
-    found = [*dockerfile_entries(directory, is_module, is_script), *submitted_entries(directory, is_module, is_script)]
+    scripts = _console_scripts(entry_points, is_module)
+    ctx = Context(directory, is_module, is_script, {n: (m, f) for n, m, f in scripts})
+    found = declared_entries(directory, ctx)
     chosen, others = choose(found)
+    # A README's `python -m pkg.pipeline` or `python submit.py` says less than a layout Vertex AI packages
+    weak = (chosen.kind == "docs" and not says_train(chosen.name)) if chosen else bool(others) and all(
+        d.kind == "docs" for d in others)
+    if weak:
+        try:
+            value, said = _layout_trainer(directory)
+        except ConfigError:
+            pass
+        else:
+            named = _distinct([*([chosen] if chosen else []), *others])
+            return value, said, ["the repository's documents also name " + "; ".join(f"{d.name} ({d.where})" for d in
+                                 named[:3]) + f", which do not say they train: {said} is the known layout's"], None
     if chosen is None and others:
-        raise ConfigError("the repository names several trainers: " + "; ".join(f"{d.name} ({d.where})" for d in others[:6])
-                          + "; set `trainer:` (module or script) in buildkit.yaml, or pass --module or --script",
-                          field="DIR")
+        raise ConfigError("the repository names several trainers, with nothing to tell which one trains: "
+                          + "; ".join(f"{d.name} ({d.where}: {d.flag})" for d in _distinct(others)[:6])
+                          + "; pass the flag of the one to run, or set `trainer:` in buildkit.yaml", field="DIR")
     if chosen is not None:
-        notes = []
-        if chosen.args:
-            notes.append(f"{chosen.where} passes {show(' '.join(chosen.args))} to the trainer: they are its default "
-                         "arguments (trainer.args; a job's args replace them)")
-        if chosen.also:
-            notes.append(f"{chosen.where} also runs {'; '.join(map(show, chosen.also))}, which the generated image does "
-                         "not: do it in the trainer, or build that Dockerfile as it is (--dockerfile --with-launcher)")
-        if others:
-            notes.append("the repository names other trainers too, not used: "
-                         + "; ".join(f"{d.name} ({d.where})" for d in others[:5]))
-        value = chosen.trainer | ({"package_dir": "src"} if chosen.module and _module_root(directory, chosen.module) else {})
-        return value, f"{chosen.name} (named by {chosen.where})", notes, chosen
+        return _declared_trainer(directory, chosen, others)
     # The package's console scripts: where no layout is known, the one that trains; and where the layout's module is
     # a script's and has no __main__ block, `python -m` would only define its function: the function is called.
-    scripts = _console_scripts(entry_points, is_module)
     training = [s for s in scripts if "train" in s[0].lower() or "train" in s[1].lower()] if len(scripts) > 1 else scripts
     try:
-        value, said = _layout_trainer(directory)
+        value, said = _layout_trainer(directory, ctx.set_aside)
     except ConfigError:
         if len(training) != 1:
             raise
@@ -114,6 +122,51 @@ def _trainer(directory: Path, entry_points: dict[str, list[str]]) -> tuple[dict,
     listed = [f"{n} = {m}:{f}" for n, m, f in scripts]
     return value, said, ([f"the package's console scripts are not the trainer ({', '.join(listed)}): {said} is; set "
                           "`trainer: {module: M, function: F}` for one of them"] if listed else []), None
+
+
+def _distinct(found: list[Declared]) -> list[Declared]:
+    return list({d.name: d for d in reversed(found)}.values())[::-1]
+
+
+def _declared_trainer(directory: Path, chosen: Declared, others: list[Declared]) -> tuple[dict, str, list[str], Declared]:
+    notes = []
+    if chosen.command is not None:
+        entry = f"; {chosen.name.split(' (')[0]} in it serves the import check and the fast path" \
+            if (chosen.module or chosen.script) else ""
+        notes.append(f"{chosen.where} runs more than one Python entry ({_what_more(chosen)}): the image runs the "
+                     f"repository's command {show(shlex.join(chosen.command))} behind the launcher{entry}")
+    for change in chosen.changes:
+        notes.append(f"{chosen.where}: {change}")
+    if chosen.args:
+        notes.append(f"{chosen.where} passes {show(' '.join(chosen.args))} to the trainer: they are its default "
+                     "arguments (trainer.args; a job's args replace them)")
+    if chosen.also:
+        notes.append(f"{chosen.where} also runs {'; '.join(chosen.also)}, which the generated image does not: it "
+                     "installs at build time; do the rest in the trainer, or build that Dockerfile as it is "
+                     "(--dockerfile --with-launcher)")
+    if others:
+        notes.append("the repository names other trainers too, not used: "
+                     + "; ".join(f"{d.name} ({d.where}; {d.flag} picks it)" for d in _distinct(others)[:5]))
+    value = chosen.trainer
+    entry = chosen.module
+    if entry and _module_root(directory, entry):
+        value |= {"package_dir": _module_root(directory, entry)}
+    how = f", {chosen.how}" if chosen.how else ""
+    if chosen.command is not None and (chosen.module or chosen.script):
+        said = f"{chosen.name}, run by the repository's command (named by {chosen.where}{how})"
+    elif chosen.command is not None:
+        said = f"the repository's command {show(shlex.join(chosen.command))[:120]} (named by {chosen.where}{how})"
+    else:
+        said = f"{chosen.name} (named by {chosen.where}{how})"
+    return value, said, notes, chosen
+
+
+def _what_more(chosen: Declared) -> str:
+    if chosen.launcher:
+        return f"launched by {chosen.launcher}"
+    if chosen.module is None and chosen.script is None:
+        return "no Python entry of this directory"
+    return "a chain of stages or a data step"
 
 
 def _script_trainer(directory: Path, script: tuple[str, str, str],
@@ -225,7 +278,7 @@ def _src_layout(directory: Path) -> tuple[dict, str] | None:
     return None
 
 
-def _layout_trainer(directory: Path) -> tuple[dict, str]:
+def _layout_trainer(directory: Path, set_aside: Sequence[SetAside] = ()) -> tuple[dict, str]:
     if (directory / "trainer" / PACKAGE_TASK).is_file():
         return {"module": "trainer.task"}, "module trainer.task"
     packages = sorted(p.parent.name for p in directory.glob(f"*/{PACKAGE_TASK}")
@@ -255,6 +308,11 @@ def _layout_trainer(directory: Path) -> tuple[dict, str]:
     guarded = _main_modules(directory)
     if len(guarded) == 1:
         return {"module": guarded[0]}, f"module {guarded[0]} (the package's one module with `if __name__ == \"__main__\"`)"
+    # One script at the top whose name says it trains (train_model.py, model_train_run.py), tests left out.
+    training = sorted(p.name for p in directory.glob("*.py") if _TRAINING_SCRIPT.search(p.stem)
+                      and not TEST_FILE.search(p.name) and p.is_file() and not p.is_symlink())
+    if len(training) == 1:
+        return {"script": training[0]}, f"script {training[0]} (the one script at the top whose name says it trains)"
     looked = (f"trainer/{PACKAGE_TASK}, one PACKAGE/{PACKAGE_TASK} beside a PACKAGE/__init__.py"
               + (f" (found several: {', '.join(packages)})" if packages else "") + ", a script "
               + ", ".join(SCRIPTS) + ", or one in a single folder"
@@ -263,6 +321,8 @@ def _layout_trainer(directory: Path) -> tuple[dict, str]:
               "call names"
               + ", or one package module with `if __name__ == \"__main__\"`"
               + (f" (found several: {', '.join(guarded)})" if len(guarded) > 1 else ""))
+    seen = "; ".join(f"{a.where} runs {show(a.what)}: {a.why}" for a in list(dict.fromkeys(set_aside))[:8])
+    looked += f". Seen and set aside: {seen}" if seen else ""
     own = top_dockerfile(directory)
     notebooks = sorted(shown_name(p.relative_to(directory).as_posix())
                        for p in [*directory.glob("*.ipynb"), *directory.glob("*/*.ipynb")])
@@ -284,7 +344,7 @@ def _module_root(directory: Path, module: str) -> str | None:
 
 def module_file(directory: Path, module: str) -> bool:
     parts = module.split(".")
-    if len(module) > 200 or not all(_MODULE_PART.fullmatch(p) for p in parts):
+    if len(module) > 200 or not all(_RUN_PART.fullmatch(p) for p in parts):
         return False  # no module of a trainer; a name too long for the file system would raise
     try:
         return (directory.joinpath(*parts[:-1]) / f"{parts[-1]}.py").is_file()

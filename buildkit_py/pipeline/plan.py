@@ -670,6 +670,8 @@ def _entry(config: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
         return launcher, ()
     if trainer is None:
         return (), ()
+    if trainer.command:  # the repository's own command, kept as it wrote it (inference says what changed)
+        return launcher + trainer.command, trainer.args
     if trainer.function:  # as the console script pip writes for module:function calls it
         return launcher + ("python", "-c", f"import sys; from {trainer.module} import {trainer.function}; "
                                            f"sys.exit({trainer.function}())"), trainer.args
