@@ -305,8 +305,10 @@ def _module_call(module: str, args: list[str | None], ctx: Context, where: str, 
     return Call(module, None, tuple(args), where, launcher=launcher)
 
 
-def _launched(launcher: str, values: list[str | None], ctx: Context, where: str) -> Call | str:
-    """The entry a distributed launcher starts: its first word that is not one of its options."""
+def _launched(launcher: str, values: list[str | None], ctx: Context, where: str,
+              raws: list[str] | None = None) -> Call | str:
+    """The entry a distributed launcher starts: its first word that is not one of its options (an option's value may be
+    what only running tells: --nnodes=$NNODES)."""
     flags = _LAUNCHERS[launcher]
     module = False
     i = 0
@@ -316,6 +318,8 @@ def _launched(launcher: str, values: list[str | None], ctx: Context, where: str)
         i = 1
     while i < len(values):
         word = values[i]
+        if word is None and raws is not None and i < len(raws) and raws[i].startswith("-"):
+            word = raws[i]
         if word is None:
             return f"{launcher} with a word only running tells"
         if word == "--":
@@ -500,7 +504,7 @@ def _step(simple: Simple, ctx: Context, source: str, cwd: str, depth: int, line_
         ctx.set_aside.append(SetAside(where, shown, python))
         return Step("other", **base)
     if python is None and head in ("torchrun", "accelerate", "deepspeed") and len(values) > 1:
-        python = _launched(head, values[1:], ctx, where)
+        python = _launched(head, values[1:], ctx, where, [w.raw for w in words[1:]])
         if isinstance(python, str):
             ctx.set_aside.append(SetAside(where, shown, python))
             return Step("other", **base)
@@ -690,37 +694,28 @@ def _edit(text: str, steps: tuple[Step, ...]) -> str:
 
 
 def _kept_command(words: list[str], step: Step) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The repository's command (exec-form words, read as one step) as the generated image runs it, and the changes
-    made: as written where nothing needs one."""
+    """The repository's command (exec-form words, read as one step whose offsets are word indexes) as the generated
+    image runs it, and the changes made: as written where nothing needs one."""
     changes = tuple(_all_changes((step,)))
     if not step.edits and not _changed((step,)):
         return tuple(words), changes
-    if step.kind == "script" and step.target is not None and step.target[2] == "c":
-        i = step.target[0]  # the index of the -c word among the exec form's words
+    replaced: dict[tuple[int, int], list[str]] = {(a, b): shlex.split(new) for a, b, new in step.edits}
+    if step.kind == "script" and step.target is not None and _changed(step.inner):
+        a, b, how = step.target
         inner = _edit(step.inner_text or "", step.inner)
-        rest = words[i + 1:] or ["sh"]
-        return (*words[:i], inner, *rest), changes
-    line = " ".join(shlex.quote(w) for w in words)
-    # exec-form words as one line: offsets of each word in it stand for the word indexes the step's edits use
-    offsets, at = [], 0
-    for w in words:
-        quoted = shlex.quote(w)
-        offsets.append((at, at + len(quoted)))
-        at += len(quoted) + 1
-    mapped = _remap(step, offsets)
-    return ("sh", "-c", _edit(line, (mapped,)), "sh"), changes
+        if how == "c":
+            replaced[(a, b)] = [inner]
+        else:  # the script as its edited text, through its shell, with the arguments it was given
+            shell = [] if PurePosixPath(words[0]).name in _SHELLS and a > 0 else [_interpreter_of(inner)]
+            replaced[(a, b)] = [*shell, "-c", inner, PurePosixPath(words[a]).name]
+    out = list(words)
+    for (a, b), new in sorted(replaced.items(), reverse=True):
+        out[a:b] = new
+    return tuple(out), changes
 
 
-def _remap(step: Step, offsets: list[tuple[int, int]]) -> Step:
-    """A step read from exec-form words (offsets are word indexes) placed in the one line those words make."""
-    def at(start: int, end: int) -> tuple[int, int]:
-        if start >= len(offsets):
-            return offsets[-1][1], offsets[-1][1]
-        return offsets[start][0], offsets[end - 1][1] if end > start else offsets[start][0]
-
-    edits = tuple((*at(s, e), new) for s, e, new in step.edits)
-    target = (*at(step.target[0], step.target[1]), step.target[2]) if step.target else None
-    return replace(step, edits=edits, target=target)
+def _interpreter_of(text: str) -> str:
+    return "bash" if "bash" in text.split("\n", 1)[0] else "sh"
 
 
 # --- where commands are written --------------------------------------------------------------------------------------
@@ -767,6 +762,12 @@ def _from_command(words: list[str], ctx: Context, source: str, line: int, kind: 
                     file_says_train=says_train, changes=changes, launcher=call.launcher if call else None, **extra)
 
 
+def entry_of(command: str | list[str], ctx: Context, source: str = "command", line: int = 1) -> Declared | None:
+    """What a command a container runs comes to: text as a shell form runs it, words as an exec form does."""
+    words = command if isinstance(command, list) else ["/bin/sh", "-c", command]
+    return _from_command(words, ctx, source, line, "job", 40, False)
+
+
 def _run_as_script(command: tuple[str, ...], ctx: Context, cwd: str) -> tuple[str, ...]:
     """A command whose first word is a shell script of the directory runs it through its shell, at the generated
     image's path (a file copied without its execute bit still runs)."""
@@ -777,9 +778,10 @@ def _run_as_script(command: tuple[str, ...], ctx: Context, cwd: str) -> tuple[st
     return (_interpreter(rel, ctx), f"{WORKDIR}/{rel}", *command[1:])
 
 
-def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str]) -> Iterator[Declared]:
-    """The trainer each training Dockerfile's final stage runs (ENTRYPOINT + CMD). named: Dockerfiles a build script,
-    submit script or job config builds (path -> where)."""
+def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str],
+                       job_args: list[tuple[str, list[str]]]) -> Iterator[Declared]:
+    """The trainer each training Dockerfile's final stage runs (ENTRYPOINT + CMD, or + the arguments a job config
+    passes in CMD's place). named: Dockerfiles a build script, submit script or job config builds (path -> where)."""
     for path in _files(directory, DOCKERFILE_FOLDERS, lambda n: bool(_DOCKERFILE.fullmatch(n))):
         rel = path.relative_to(directory).as_posix()
         if _NOT_TRAINING.search(path.name) and rel not in named:
@@ -807,7 +809,11 @@ def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str]) -> 
             elif keyword == "CMD":
                 cmd = (line, _words_of(arguments))
         words = list(entrypoint[1][0] or []) if entrypoint else []
-        if cmd and cmd[1][0] and not (entrypoint and entrypoint[1][1] is not None):
+        passed = None
+        if entrypoint and entrypoint[1][1] is None and job_args:
+            passed, given = job_args[0]  # a job's args replace CMD
+            words += given
+        elif cmd and cmd[1][0] and not (entrypoint and entrypoint[1][1] is not None):
             words += cmd[1][0]  # a shell-form ENTRYPOINT ignores CMD
         line = entrypoint[0] if entrypoint else cmd[0] if cmd else 0
         if not words:
@@ -817,8 +823,9 @@ def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str]) -> 
         declared = _from_command(words, ctx, shown_name(rel), line, "dockerfile", rank, says_train, workdir,
                                  {"python": python, "apt": tuple(dict.fromkeys(apt)), "env": tuple(env.items())})
         if declared is not None:
-            if rel in named:
-                declared = replace(declared, how=", ".join(filter(None, [f"built by {named[rel]}", declared.how])))
+            if rel in named or passed:
+                said = [f"built by {named[rel]}" if rel in named else "", f"its arguments from {passed}" if passed else ""]
+                declared = replace(declared, how=", ".join(filter(None, [*said, declared.how])))
             yield declared
 
 
@@ -876,6 +883,10 @@ def _mentioned(script: Script, ctx: Context, source: str, line_offset: int, kind
             continue
         head = PurePosixPath(values[0]).name
         if head == "gcloud":
+            flag = next((w for w in simple.words if (w.value or "").split("=")[0] in
+                         (*_SUBMIT_MODULE, *_SUBMIT_SCRIPT, "--worker-pool-spec")), None)
+            if flag is not None and script.text:  # the line that names the trainer, in a command of several lines
+                where = f"{source}:{script.text.count(chr(10), 0, flag.start) + 1 + line_offset}"
             yield from _gcloud(values, ctx, where, rank, says_train)
         elif head in ("docker", "podman", "buildah") and "build" in values[1:3] or head == "build" and kind == "job":
             for i, v in enumerate(values[:-1]):
@@ -1044,14 +1055,18 @@ def _python_commands(text: str) -> Iterator[tuple[int, str, list[str] | str]]:
             keys = {k.value: v for k, v in zip(node.keys, node.values, strict=True)
                     if isinstance(k, ast.Constant) and isinstance(k.value, str)}
             command = strings(keys["command"]) if "command" in keys else None
-            if command is not None and ("image_uri" in keys or "imageUri" in keys or "args" in keys):
+            image = "image_uri" in keys or "imageUri" in keys
+            if command is not None and (image or "args" in keys):
                 args = strings(keys["args"]) if "args" in keys else []
                 yield node.lineno, "job", [*command, *(args or [])]
+            elif image and "args" in keys and strings(keys["args"]):
+                yield node.lineno, "args", strings(keys["args"])  # type: ignore[misc]
 
 
-def _yaml_commands(text: str) -> Iterator[tuple[int, list[str | None]]]:
-    """(line, words) of each container command in a YAML job config or pipeline component: containerSpec's
-    command + args, a component's implementation.container command + args ({inputValue: x} placeholders unknown)."""
+def _yaml_commands(text: str) -> Iterator[tuple[int, str, list[str | None]]]:
+    """(line, what, words) of each container command in a YAML job config or pipeline component: containerSpec's
+    command + args, a component's implementation.container command + args ({inputValue: x} placeholders unknown);
+    what: "command", or "args" where a container spec passes arguments to its image's own ENTRYPOINT."""
     try:
         import yaml
 
@@ -1080,12 +1095,17 @@ def _yaml_commands(text: str) -> Iterator[tuple[int, list[str | None]]]:
             continue
         if isinstance(node, dict):
             command = node.get("command")
-            if command is not None and ("args" in node or "image" in node or "imageUri" in node or "image_uri" in node):
+            image = "image" in node or "imageUri" in node or "image_uri" in node
+            if command is not None and ("args" in node or image):
                 found = words(command)
                 args = words(node.get("args")) or []
                 if found:
                     anchor = next((w for w in found if w), "command")
-                    yield line_of(anchor), [*found, *args]
+                    yield line_of(anchor), "command", [*found, *args]
+            elif image and isinstance(node.get("args"), list):
+                args = words(node["args"]) or []
+                if args:
+                    yield line_of(next((w for w in args if w), "args")), "args", args
             stack += [(v, depth + 1) for v in node.values()]
         elif isinstance(node, list):
             stack += [(v, depth + 1) for v in node]
@@ -1095,6 +1115,7 @@ def declared_entries(directory: Path, ctx: Context) -> list[Declared]:
     """Every trainer the repository declares, from every place it writes a command."""
     found: list[Declared] = []
     built: dict[str, str] = {}  # Dockerfiles a script builds -> where
+    job_args: list[tuple[str, list[str]]] = []  # what job configs pass to their image's ENTRYPOINT, and where
 
     def text_file(name: str) -> bool:
         return name.endswith((".sh", ".bash", ".md", ".ipynb", ".py", ".yaml", ".yml", ".txt", ".rst", ".cfg", ".json")) \
@@ -1132,6 +1153,9 @@ def declared_entries(directory: Path, ctx: Context) -> list[Declared]:
             found += _sdk_calls(text, source, ctx, 75)
         elif name.endswith(".py"):
             for line, what, command in _python_commands(text):
+                if what == "args" and isinstance(command, list):
+                    job_args.append((f"{source}:{line}", command))
+                    continue
                 if what == "job" and isinstance(command, list):
                     declared = _from_command(command, ctx, source, line, "job", 40, says_train)
                     if declared is not None:
@@ -1143,8 +1167,12 @@ def declared_entries(directory: Path, ctx: Context) -> list[Declared]:
                     found += _mentioned(script, ctx, source, line - 1, "script", 62, says_train, built)
             found += _sdk_calls(text, source, ctx, 45)
         elif name.endswith((".yaml", ".yml", ".json")):
-            for line, words in _yaml_commands(text) if not name.endswith(".json") or "command" in text else []:
+            for line, what, words in _yaml_commands(text) if not name.endswith(".json") or "command" in text else []:
                 known = [w for w in words if w is not None]
+                if what == "args":
+                    if len(known) == len(words):
+                        job_args.append((f"{source}:{line}", known))
+                    continue
                 if len(known) == len(words):
                     declared = _from_command(known, ctx, source, line, "job", 40, says_train)
                     if declared is not None:
@@ -1156,7 +1184,7 @@ def declared_entries(directory: Path, ctx: Context) -> list[Declared]:
                 for line, words in _cloudbuild_steps(text):
                     script = Script((Simple(tuple(Word(w, i, i + 1, w) for i, w in enumerate(words)), 1),), (), "")
                     found += _mentioned(script, ctx, source, line - 1, "submit", 50, says_train, built)
-    found = [*dockerfile_entries(directory, ctx, built), *found]
+    found = [*dockerfile_entries(directory, ctx, built, job_args), *found]
     return found
 
 

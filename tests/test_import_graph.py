@@ -31,7 +31,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("clients", {"transport", "engine", "adc", "google_api", "registry", "referrers", "staging"}),
     # The formats and tables the stages read: requirements and lock files, index settings, the version matrix,
     # executors, system libraries, a trainer's imports and entry points, what a build is asked and gives back.
-    ("formats", {"requirements_file", "lockfiles", "indexes", "matrix", "syslibs", "executors", "imports", "entrypoints",
+    ("formats", {"sources", "requirements_file", "lockfiles", "indexes", "matrix", "syslibs", "executors", "imports", "entrypoints",
                  "api_usage", "pipeline.buildtypes", "pipeline.names"}),
     # The config package (config/: the document read, each section's keys checked) and the builder names it may
     # choose (builders/names.py: a table, loading none).

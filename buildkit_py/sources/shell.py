@@ -381,6 +381,10 @@ def _expand(token: _Token, scope: _Scope) -> list[str | None]:
     fields: list[str | None] = []
     current: str | None = ""
     has_field = False
+    if all((k == "dq" and not t) or (k == "qparam" and t == "@") for k, t in token.parts) and \
+            any(k == "qparam" for k, _ in token.parts):
+        spread = scope.param("@")
+        return list(spread) if isinstance(spread, list) else [None]  # "$@": as many fields as arguments, none for none
     for kind, text in token.parts:
         if kind in ("lit", "sq", "dq"):
             if current is not None:
