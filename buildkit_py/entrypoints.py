@@ -490,7 +490,7 @@ def _step(simple: Simple, ctx: Context, source: str, cwd: str, depth: int, line_
             except ShellSyntaxError as exc:
                 ctx.set_aside.append(SetAside(where, shown, f"the shell text does not parse: {exc.message}"))
                 return Step("other", **base)
-            inner = follow(inner_script, ctx, source, cwd=cwd, depth=depth + 1, line_offset=simple.line - 1)
+            inner = follow(inner_script, ctx, source, cwd=cwd, depth=depth + 1, line_offset=line_offset + simple.line - 1)
             word = words[command_text]
             return Step("script", **base | {"inner": inner, "inner_text": inner_script.text,
                                               "target": (word.start, word.end, "c")})
