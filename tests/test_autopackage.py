@@ -646,8 +646,9 @@ def test_module_named_by_a_submit_script_or_the_one_main_guard(project):
     assert "no trainer found" in err and "found several: trainer.flow, trainer.util" in err
     root.joinpath("run.sh").write_text("gcloud ai custom-jobs local-run --python-module trainer.nothere\n")
     assert "no trainer found" in refused(root)  # a module that is no file here is not taken
-    root.joinpath("run.sh").write_bytes(b"--module-name=trainer." + b"a" * 70000 + b"\n--module-name \xff\n"
-                                        b"--python-module=trainer.flow\n")
+    root.joinpath("run.sh").write_bytes(b"gcloud ai-platform jobs submit training j --module-name=trainer." + b"a" * 70000
+                                        + b"\ngcloud ai-platform jobs submit training j --module-name \xff\n"
+                                        b"gcloud ai custom-jobs local-run --python-module=trainer.flow\n")
     assert dry(root)["inferred"]["trainer"] == "module trainer.flow (named by run.sh:3)"
 
 

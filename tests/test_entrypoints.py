@@ -88,12 +88,14 @@ def test_a_dockerfile_wins_over_a_submit_command_and_an_ambiguous_repository_is_
                     "Dockerfile": 'FROM python:3.10\nCOPY . /app\nWORKDIR /app\nENTRYPOINT ["python", "-m", "trainer.other"]\n'})
     inferred = dry(root)
     assert inferred["config_keys"]["trainer"] == {"module": "trainer.other"}
-    assert any("other trainers too, not used: module trainer.train (submit.sh:1)" in n for n in inferred["notes"])
+    assert any("other trainers too, not used: module trainer.train (submit.sh:1; --module trainer.train picks it)" in n
+               for n in inferred["notes"]), inferred["notes"]
     (root / "Dockerfile.gpu").write_text('FROM python:3.10\nCOPY . /app\nWORKDIR /app\nCMD ["python", "-m", "trainer.task"]\n')
     proc = run_cli("autopackage", str(root), "--dry-run")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "the repository names several trainers: module trainer.other (Dockerfile:4); module trainer.task " \
-           "(Dockerfile.gpu:4)" in proc.stderr, proc.stderr
+    assert "the repository names several trainers, with nothing to tell which one trains: module trainer.other " \
+           "(Dockerfile:4: --module trainer.other); module trainer.task (Dockerfile.gpu:4: --module trainer.task)" \
+           in proc.stderr, proc.stderr
     (root / "buildkit.yaml").write_text("trainer:\n  module: trainer.train\n")  # the config settles it
     assert dry(root)["config_keys"] == {} or "trainer" not in dry(root)["config_keys"]
 
