@@ -902,7 +902,6 @@ def _gcloud(values: list[str | None], ctx: Context, where: str, rank: int, says_
     if not any(v in ("training", "custom-jobs", "hp-tuning-jobs") for v in values[:6] if v):
         return
     module = script = None
-    args: tuple[str, ...] = ()
     unknown = None
     for i, v in enumerate(values):
         if v is None:
@@ -922,11 +921,8 @@ def _gcloud(values: list[str | None], ctx: Context, where: str, rank: int, says_
                     module = found.group(2)
                 else:
                     script = found.group(2)
-        elif key == "--args" and nxt:
-            args = tuple(nxt.split(","))
         elif v == "--":
-            args = tuple(a for a in values[i + 1:] if a is not None)
-            break
+            break  # the trainer's arguments: the job's, not the image's
     shown = " ".join(v or "?" for v in values)[:100]
     if module is not None:
         if ctx.is_module(module):
@@ -941,7 +937,6 @@ def _gcloud(values: list[str | None], ctx: Context, where: str, rank: int, says_
             ctx.set_aside.append(SetAside(where, shown, f"{script} is not a file of this directory"))
     elif unknown:
         ctx.set_aside.append(SetAside(where, shown, unknown))
-    del args  # a submit command's trainer arguments are the job's, not the image's
 
 
 def _read_text(text: str, where: str, ctx: Context) -> Script | None:
