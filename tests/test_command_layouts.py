@@ -143,12 +143,14 @@ def test_a_kept_command_builds_and_runs(project, testenv, tmp_path):
     the engine (the import check imports gym-rl.task's closure), then run behind the launcher."""
     root = project({"gym-rl/__init__.py": "", "gym-rl/task.py": "import sys\nimport json\nprint('TASK', sys.argv[1:])\n",
                     "Dockerfile.train": 'FROM python:3.11\nCOPY . /code\nWORKDIR /code\n'
-                                        'ENTRYPOINT ["sh", "-c", "echo DATA-STEP && conda run -n rl python -m gym-rl.task '
-                                        '--epochs 2"]\n'})
+                                        'ENTRYPOINT ["sh", "-c", "cp -r gym-rl /tmp/data && ls /tmp/data && conda run -n rl '
+                                        'python -m gym-rl.task --epochs 2"]\n'})
     inferred = dry(root)
-    assert inferred["config_keys"]["trainer"]["command"] == ["sh", "-c", "echo DATA-STEP && python -m gym-rl.task --epochs 2"]
+    assert inferred["config_keys"]["trainer"]["command"] == [
+        "sh", "-c", "cp -r gym-rl /tmp/data && ls /tmp/data && python -m gym-rl.task --epochs 2"], inferred
     env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
     proc = run_cli("autopackage", str(root), "--json", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["run"]["exit_code"] == 0, proc.stderr[-2000:]
-    assert "DATA-STEP" in proc.stderr and "TASK ['--epochs', '2']" in proc.stderr, proc.stderr[-2000:]
+    out = proc.stdout + proc.stderr
+    assert "task.py" in out and "TASK ['--epochs', '2']" in out, out[-2000:]
