@@ -583,8 +583,7 @@ def _script_step(path: str, args: list[str | None], ctx: Context, cwd: str, dept
 
 def _interpreter(rel: str, ctx: Context) -> str:
     """The shell a script's #! line names (a file copied without its execute bit still runs)."""
-    first = _text(ctx.directory / rel)[:200].split("\n")[0]
-    return "bash" if "bash" in first else "sh"
+    return _interpreter_of(_text(ctx.directory / rel)[:200])
 
 
 def _flat(steps: tuple[Step, ...]) -> list[Step]:
@@ -619,7 +618,6 @@ class _Runs:
     keep: bool
     also: tuple[str, ...]
     changes: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
     how: tuple[str, ...]
 
 
@@ -634,10 +632,10 @@ def runs(steps: tuple[Step, ...]) -> _Runs | None:
     if len(calls) == 1 and not others and calls[0].launcher is None:
         setup = tuple(f"`{s.shown}` ({s.where})" for s in flat if s.kind == "setup" and s.shown.split(" ")[0] not in
                       ("echo", "printf", "cd", "export", "set", "true", ":", "[", "[[", "test", "exit"))
-        return _Runs(calls[0], False, setup, changes, (), how)
+        return _Runs(calls[0], False, setup, changes, how)
     if not calls and not any(s.kind == "script" and s.target and s.target[2] == "file" for s in _scripts(steps)):
         return None  # no Python entry and no script of this directory: nothing here is what it runs
-    return _Runs(_main_call(calls) if calls else None, True, (), changes, (), how)
+    return _Runs(_main_call(calls) if calls else None, True, (), changes, how)
 
 
 def _how(step: Step) -> list[str]:
@@ -715,6 +713,7 @@ def _kept_command(words: list[str], step: Step) -> tuple[tuple[str, ...], tuple[
 
 
 def _interpreter_of(text: str) -> str:
+    """The shell a script's first (#!) line names."""
     return "bash" if "bash" in text.split("\n", 1)[0] else "sh"
 
 
