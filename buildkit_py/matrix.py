@@ -21,7 +21,10 @@ from .resources import read_data, resource_dir
 
 OVERLAY_ENV = "BUILDKIT_PY_MATRIX_OVERLAY"  # another overlay file (tests, shared CI caches)
 OVERLAY_NAME = "matrix-overlay.yaml"
+_GLIBC = re.compile(r"2\.[0-9]{1,2}", re.ASCII)
 SHIPPED = "shipped"  # FrameworkSeries.origin of base_images/ data
+# FrameworkSeries.origin of a release the data does not list, of a framework with no CUDA to match: the index's
+UNRECORDED = "unrecorded"
 FLAVOURS = ("base", "runtime", "cudnn-runtime", "devel")  # nvidia/cuda image flavours a config may ask for
 SYSTEM_CUDA = ("base", "runtime")  # what a framework whose wheels bring CUDA needs from the base
 # The overlay is user-side data that reaches requirement strings and labels: every value is
@@ -241,6 +244,9 @@ class Distros:
     default_python: str
     min_python: str  # the oldest Python any image may have (the launcher's syntax)
     standalone_min_python: str  # the oldest Python uv installs as a standalone build (GPU images)
+    ubuntu_glibc: dict[str, str] = field(default_factory=dict)  # the manylinux_X_Y its wheels may need
+    cpu_glibc: str = "2.28"
+    custom_glibc: str = "2.28"
 
 
 @dataclass(frozen=True)
@@ -311,6 +317,10 @@ def _strings(values: Any, where: str, pattern: re.Pattern | None = None) -> tupl
         if pattern is not None and not pattern.fullmatch(value):
             raise DataError(f"{where}: {show(value)} is not allowed here")
     return tuple(values)
+
+
+def _glibc(data: dict, key: str, where: str) -> str:
+    return str(_text(_need(data, key, str, where) and data, key, where, _GLIBC))
 
 
 def _text(data: dict, key: str, where: str, pattern: re.Pattern, default: str | None = None) -> str | None:
@@ -691,6 +701,9 @@ def _load_matrix(directory: Path | None, overlay: Path | None, stamp: int | None
             default_python=_need(distros, "default_python", str, "distros.yaml"),
             min_python=str(_text(distros, "min_python", "distros.yaml", _PYTHON)),
             standalone_min_python=str(_text(distros, "standalone_min_python", "distros.yaml", _PYTHON)),
+            ubuntu_glibc={k: _glibc(v, "glibc", f"distros.yaml: ubuntu.{k}") for k, v in ubuntu.items()},
+            cpu_glibc=_glibc(cpu, "glibc", "distros.yaml: cpu"),
+            custom_glibc=_glibc(distros, "custom_glibc", "distros.yaml"),
         ),
         tools=Tools(
             uv_requirement=_need(tools, "uv_requirement", str, "tools.yaml"),

@@ -45,7 +45,7 @@ def test_package_layout_and_torch_pin_from_requirements(project):
     assert inferred["framework"] == "torch==2.5.1" and inferred["framework_from"] == "requirements.txt:3"
     assert out["plan"]["framework"]["requirement"] == "torch==2.5.1"
     assert out["plan"]["framework"]["index_url"] == "https://download.pytorch.org/whl/cu124"
-    assert [s["stage"] for s in out["stages"]] == ["infer", "render", "resolve"]
+    assert [s["stage"] for s in out["stages"]] == ["infer", "resolve", "render"]
     assert out["next"][0].startswith("build buildkit-py/") and out["run"] is None
     assert tree(root) == before  # --dry-run writes nothing
 
@@ -116,7 +116,7 @@ def test_autopackage_builds_pushes_runs_then_reuses_and_rebuilds_after_an_edit(t
     proc = run_cli(*args, "--", "--epochs", "50", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
-    assert [s["stage"] for s in out["stages"]] == ["infer", "render", "resolve", "build", "push", "run"]
+    assert [s["stage"] for s in out["stages"]] == ["infer", "resolve", "render", "build", "push", "run"]
     assert out["run"]["exit_code"] == 0 and float(out["run"]["metrics"][-1]["rmse"]) > 0
     assert out["run"]["metrics"][-1]["global_step"] == "50"  # the trainer args after `--`
     assert out["run"]["output_dir"].startswith(str(tmp_path / "cache"))  # outside the trainer directory
@@ -148,7 +148,7 @@ def test_vertex_target_builds_pushes_and_submits_to_the_api(testenv, trainer_cop
         proc = run_cli(*args, "--target", "loopback", "--wait", "--poll", "0.01", "--json", env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
         out = json.loads(proc.stdout)
-        assert [s["stage"] for s in out["stages"]] == ["infer", "render", "resolve", "build", "push", "submit"]
+        assert [s["stage"] for s in out["stages"]] == ["infer", "resolve", "render", "build", "push", "submit"]
         assert out["run"] is None and out["submitted"]["state"] == "JOB_STATE_SUCCEEDED"
         (body,) = server.bodies
         container = body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
@@ -198,7 +198,7 @@ def test_vertex_target_with_pipeline_builds_pushes_submits_and_reports_the_uploa
         proc = run_cli(*args, "--json", env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
         out = json.loads(proc.stdout)
-        assert [s["stage"] for s in out["stages"]] == ["infer", "render", "resolve", "build", "push", "submit"]
+        assert [s["stage"] for s in out["stages"]] == ["infer", "resolve", "render", "build", "push", "submit"]
         submitted = out["submitted"]
         assert submitted["state"] == "PIPELINE_STATE_SUCCEEDED"
         assert submitted["name"] == "projects/fake-project/locations/us-central1/trainingPipelines/1000"

@@ -105,7 +105,8 @@ def test_flag_value_is_validated_and_named(project):
 @pytest.mark.parametrize(
     "text, fragment",
     [
-        ("framework: torch>=2.4\n", "use NAME==VERSION"),
+        ("framework: torch>=2.4;python_version>'3'\n", "use NAME==VERSION"),
+        ("framework: torch>=2.x\n", "is not a PEP 440 range"),
         ("framework: none==1\n", "'none' takes no version"),
         ("python: '2.7'\n", "a Python version like 3.11"),
         ("cuda: twelve\n", "a CUDA version like 12.4"),

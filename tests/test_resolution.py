@@ -55,7 +55,7 @@ def test_the_dry_run_resolves_each_requirement_and_keeps_the_result(online, inde
     assert out["resolution"]["checked"] is True and out["resolution"]["cached"] is False, out["resolution"]
     assert out["resolution"]["packages"] == {"bkpy-plain": "1.1"}
     assert out["requirements"] == [{"requirement": "bkpy-plain>=1.0", "source": "requirements.txt:1", "resolved": "1.1"}]
-    assert [s["stage"] for s in out["stages"]] == ["infer", "render", "resolve"]
+    assert [s["stage"] for s in out["stages"]] == ["infer", "resolve", "render"]
     again = json.loads(dry(root).stdout)
     assert again["resolution"]["cached"] is True and again["resolution"]["packages"] == {"bkpy-plain": "1.1"}
     (root / "requirements.txt").write_text("bkpy-plain==1.0\n")  # another input: resolved again

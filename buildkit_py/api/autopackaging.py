@@ -16,7 +16,15 @@ from ..fsutil import cache_dir, read_text, reads_once, write_atomic
 from ..matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
 from ..notebook import HtmlRepr
 from ..pipeline.attest import attested
-from ..pipeline.build import BuildOptions, build_staged, last_record, make_recipe, planned_refs, prepare, push_image
+from ..pipeline.build import (
+    BuildOptions,
+    build_staged,
+    last_record,
+    make_recipe,
+    planned_refs,
+    prepare_resolved,
+    push_image,
+)
 from ..pipeline.fastbuild import git_revision, staging
 from ..pipeline.plan import Plan, closest_python
 from ..progress import Reporter
@@ -50,7 +58,7 @@ if TYPE_CHECKING:
     from ..pipeline.buildtypes import BuildResult
     from ..pipeline.fastbuild import Staged
     from ..pipeline.recipe import Recipe
-    from ..pipeline.resolution import Resolution
+    from ..pipeline.resolution import Resolution, Resolved
 
 AUTOPACKAGE_TARGETS = ("local", "vertex", "loopback")  # loopback: a Vertex AI API on this machine (tests)
 AUTOPACKAGE_MODES = ("container", "package")
@@ -221,9 +229,12 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
     target = options.target or ("vertex" if options.job.project or (config.job and config.job.project) or any(
         os.environ.get(n) for n in ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")) else "local")
     with ExitStack() as held:  # the staged context lives until the build has taken it
-        rendered = _render_stage(config, found, options, stages, held, reporter)
+        prepared, resolution = _resolve_stage(config, found, options, stages)
+        # The framework release and Python the resolution chose are the job's config's as much as the build's.
+        loaded = replace(loaded, framework=prepared.config.framework, python=prepared.config.python)
+        config = prepared.config
+        rendered = _render_stage(config, prepared.plan, found, options, stages, held, reporter)
         job = _job_stage(loaded, options, target, rendered)
-        resolution = _resolve_stage(config, found, rendered, options, stages)
         if options.dry_run:
             return _dry_run(found, rendered, options, target, stages, resolution, job)
         built = _build_stage(config, options, target, rendered, stages, reporter)
@@ -324,12 +335,11 @@ class _Rendered:
     image: ImageRef
 
 
-def _render_stage(config: Config, found: _Found, options: AutopackageOptions, stages: Stages, held: ExitStack,
-                  reporter: Reporter) -> _Rendered:
+def _render_stage(config: Config, planned: Plan, found: _Found, options: AutopackageOptions, stages: Stages,
+                  held: ExitStack, reporter: Reporter) -> _Rendered:
     with stages.stage("render") as out:
-        # Planned and rendered once (with buildkit.lock's pins when a current lock is there): the content tag's digest
-        # and the build hash the same text, and the build's context gets the same locked requirements.
-        planned = prepare(config, locked=options.build.locked, own_dockerfile=found.own_dockerfile)
+        # Rendered once from the one plan (with buildkit.lock's pins when a current lock is there): the content tag's
+        # digest and the build hash the same text, and the build's context gets the same locked requirements.
         recipe = make_recipe(config, planned, found.own_dockerfile)
         staged = None
         if options.mode == "container" and not options.dry_run:
@@ -386,21 +396,27 @@ def _job_stage(loaded: Config, options: AutopackageOptions, target: str, rendere
     return _Job(job_options, job_config, settings, draft, vertex_job(job_config, settings, job_options, draft))
 
 
-def _resolve_stage(config: Config, found: _Found, rendered: _Rendered, options: AutopackageOptions,
-                   stages: Stages) -> Resolution | None:
-    """The image's requirements resolved once, before the build (which takes this as its resolution)."""
-    from ..pipeline.resolution import Resolution, check_resolution
+def _resolve_stage(config: Config, found: _Found, options: AutopackageOptions, stages: Stages
+                   ) -> tuple[Resolved, Resolution | None]:
+    """The plan, and the image's requirements resolved with it once, before anything is rendered: the framework release
+    and Python it chooses where nobody pinned them are what the render, the build and the job take."""
+    from ..pipeline.resolution import Resolution
 
+    locked = options.build.locked
     if found.own_dockerfile is not None:
-        return Resolution(False, f"{found.inferred.dockerfile} installs what it says: nothing is resolved for it")
+        return (prepare_resolved(config, locked=locked, own_dockerfile=found.own_dockerfile),
+                Resolution(False, f"{found.inferred.dockerfile} installs what it says: nothing is resolved for it"))
     if options.mode != "container":
-        return None
+        return prepare_resolved(config, locked=locked, resolve=False), None
     with stages.stage("resolve") as out:
         declared = [(s.requirement, s.source) for s in found.inferred.sources] + [(p, f"{config.source}: pip")
                                                                                 for p in config.pip]
-        resolution = check_resolution(config, rendered.planned, declared, offline=options.build.offline)
+        prepared = prepare_resolved(config, locked=locked, offline=options.build.offline, declared=declared)
+        resolution = prepared.resolution
+        if resolution is None:  # a remote builder resolves where it builds
+            resolution = Resolution(False, f"the {config.builder} builder resolves the requirements where it builds")
         out[:] = [resolution.note + (" (kept from an earlier run)" if resolution.cached else ""), resolution.cached]
-    return resolution
+    return prepared, resolution
 
 
 def _dry_run(found: _Found, rendered: _Rendered, options: AutopackageOptions, target: str, stages: Stages,

@@ -53,7 +53,7 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
                 return outcome
             said = outcome
     from ..pipeline.build import build as build_image  # the pipeline: config, plan, render, builders
-    from ..pipeline.build import make_recipe, prepare
+    from ..pipeline.build import make_recipe, prepare_resolved
 
     with consulted() as paths:
         config = load(project)
@@ -61,9 +61,10 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
             from ..pipeline.build import build_platforms, recipes_of
 
             return build_platforms(config, options, reporter, recipes_of(config, options))
-        made = make_recipe(config, prepare(config, locked=options.locked))
+        prepared = prepare_resolved(config, locked=options.locked, offline=options.offline)
+        made = make_recipe(prepared.config, prepared.plan)
     _recipe.keep(key, made, paths)
-    return build_image(config, options, reporter, made, fast_path_said=said)
+    return build_image(prepared.config, options, reporter, made, fast_path_said=said, resolution=prepared.resolution)
 
 
 def check_build_options(options: BuildOptions) -> None:

@@ -19,7 +19,7 @@ from ..pipeline import lock as _lock
 from ..pipeline.build import BuildOptions, BuildResult, build_config, platform_suffix, push_image
 from ..pipeline.plan import make_plan
 from ..pipeline.render import render_dockerfile, render_project_dockerignore
-from ..pipeline.resolution import check_resolution, declared_in
+from ..pipeline.resolution import check_resolution, declared_in, resolve_plan
 from ..progress import Reporter
 from ..refs import parse_ref
 from ..resources import LAUNCHER_CONTEXT_DIR, launcher_sources
@@ -76,10 +76,16 @@ def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None
     output = output_file(output, "output")
     whole = load(project_from(source, settings, "dockerfile", ["output"]))
     made = []  # (config, plan, text) of each platform (one for a one-platform image)
-    for config in whole.each_platform():
-        plan = _lock.apply(config, make_plan(config), locked=False)
-        if plan.lock is None:  # what the Dockerfile installs resolves (a lock's set was resolved when it was written)
+    for each in whole.each_platform():
+        # What the Dockerfile installs resolves (a lock's set was resolved when it was written); the framework release
+        # and Python are chosen with the rest where nobody pinned them.
+        plan = _lock.apply(each, make_plan(each), locked=False)
+        if whole.multi_platform:
+            config = each
             check_resolution(config, plan, declared_in(config, plan))
+        else:
+            resolved = resolve_plan(each, plan, declared_in(each, plan))
+            config, plan = resolved.config, resolved.plan
         made.append((config, plan, render_dockerfile(plan, root=config.root)))
     ignore = render_project_dockerignore(whole.root)
     platforms = tuple((c.platform or "", text) for c, _, text in made) if whole.multi_platform else ()

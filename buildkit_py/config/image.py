@@ -19,6 +19,9 @@ MAX_LIST_BYTES = 8192  # pip and system_packages share one RUN line each; quotin
 
 _FRAMEWORK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})(?:==(?P<version>[0-9A-Za-z][0-9A-Za-z.+!-]{0,63}))?",
                         re.ASCII)
+# NAME and a PEP 440 range: the newest release inside it that resolves with the rest (framework: "tensorflow<2.17").
+_FRAMEWORK_RANGE = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})\s*(?P<within>(?:[<>!~=]=?|===)\s*[0-9A-Za-z.*+!-]{1,64}"
+                              r"(?:\s*,\s*(?:[<>!~=]=?|===)\s*[0-9A-Za-z.*+!-]{1,64}){0,7})", re.ASCII)
 _CUDA = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?", re.ASCII)
 _PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
 _DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,127}(?:=[A-Za-z0-9.+:~-]{1,127})?", re.ASCII)
@@ -38,14 +41,22 @@ _PATTERN = re.compile(r"[^\x00-\x1f\x7f]{1,1024}")  # allow_secrets, allow_large
 @dataclass(frozen=True)
 class FrameworkRequest:
     name: str  # as written (aliases are resolved by the matrix)
-    version: str | None  # None: the newest known release; "nightly": a nightly build
+    version: str | None  # None: the release is chosen (see within); "nightly": a nightly build
+    # With no version: the range the release is chosen in ("" for any known release), newest first, the newest that
+    # resolves with the rest of the image's requirements (pipeline/resolution.py).
+    within: str = ""
+
+    @property
+    def chosen(self) -> bool:
+        """The release is buildkit-py's choice: nobody pinned one."""
+        return self.version is None and not self.is_none
 
     @property
     def is_none(self) -> bool:
         return self.name == "none"
 
     def __str__(self) -> str:
-        return self.name if self.version is None else f"{self.name}=={self.version}"
+        return self.name + self.within if self.version is None else f"{self.name}=={self.version}"
 
 
 def _platforms(raw: _Raw, path: tuple, value: Any) -> str | tuple[str, ...]:
@@ -82,11 +93,25 @@ def platform_keys(value: str | tuple[str, ...] | None) -> dict[str, Any]:
 
 
 def _framework(raw, path, value) -> FrameworkRequest:
-    allowed = "use NAME==VERSION (e.g. torch==2.5.1), NAME==nightly, NAME alone for the newest known release, or none"
+    allowed = ("use NAME==VERSION (e.g. torch==2.5.1), NAME==nightly, NAME alone or NAME with a range (tensorflow<2.17) "
+               "for the newest known release that resolves with the rest, or none")
     text = _string(raw, path, value).strip()
     match = _FRAMEWORK.fullmatch(text)
     if not match:
-        raise _err(raw, path, f"{show(text)} is not allowed: {allowed}")
+        ranged = _FRAMEWORK_RANGE.fullmatch(text)
+        if not ranged:
+            raise _err(raw, path, f"{show(text)} is not allowed: {allowed}")
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            within = SpecifierSet(ranged["within"])
+        except InvalidSpecifier:
+            raise _err(raw, path, f"{show(text)} is not allowed: {show(ranged['within'])} is not a PEP 440 range; "
+                                  f"{allowed}") from None
+        name = ranged["name"].lower()
+        if name == "none":
+            raise _err(raw, path, f"{show(text)} is not allowed: 'none' takes no version")
+        return FrameworkRequest(name, None, ",".join(sorted(str(s) for s in within)))
     name = match["name"].lower()
     if name == "none" and match["version"]:
         raise _err(raw, path, f"{show(text)} is not allowed: 'none' takes no version")

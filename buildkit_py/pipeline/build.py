@@ -39,6 +39,7 @@ from .lock import STALE_LOCK, config_key, pip_conf_text
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
 from .recipe import Recipe, index_digest
+from .resolution import Resolved
 from .render import render_dockerfile, render_project_dockerignore
 
 if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
@@ -83,10 +84,29 @@ def _secrets(sources: Sequence[tuple[str, bytes]], tmp: Path) -> tuple[tuple[str
 
 
 def prepare(config: Config, *, locked: bool = False, own_dockerfile: str | None = None) -> Plan:
-    """The plan stage of a build: the config's plan with buildkit.lock's pins applied, once (with `locked`, a stale
-    or missing lock is an error); a user's own Dockerfile (autopackage --dockerfile) is built as it is, unlocked."""
+    """The plan stage of a command that builds nothing: the config's plan with buildkit.lock's pins applied, once (with
+    `locked`, a stale or missing lock is an error), and the framework release and Python an earlier resolution chose
+    for it (no resolver call: the tags `print image-uri` names are the build's); a user's own Dockerfile
+    (autopackage --dockerfile) is built as it is, unlocked."""
+    return prepare_resolved(config, locked=locked, own_dockerfile=own_dockerfile, resolve=False).plan
+
+
+def prepare_resolved(config: Config, *, locked: bool = False, own_dockerfile: str | None = None, resolve: bool = True,
+                     offline: bool = False, declared: Sequence[tuple[str, str]] | None = None) -> Resolved:
+    """The plan stage of a build: prepare's plan, its requirements resolved with uv before the engine builds (a
+    requirement that does not resolve exits 2 at its file:line now, not minutes into the build), the framework release
+    and Python chosen with them where nobody pinned them. A remote builder reads indexes this machine may not reach:
+    its plan is resolved by that build. declared: (requirement, where) for an error's position."""
+    from .resolution import declared_in, remembered, resolve_plan
+
     plan = make_plan(config)
-    return plan if own_dockerfile is not None else apply_lock(config, plan, locked=locked)
+    if own_dockerfile is not None:
+        return Resolved(config, plan, None)
+    plan = apply_lock(config, plan, locked=locked)
+    if not resolve or builder_class(config.builder).remote:
+        kept = remembered(config, plan)
+        return Resolved(config, plan, None) if kept is None else replace(kept, resolution=None)
+    return resolve_plan(config, plan, declared_in(config, plan) if declared is None else declared, offline=offline)
 
 
 def planned_refs(recipe: Recipe, git: bool = True) -> tuple[list[ImageRef], str]:
@@ -143,14 +163,15 @@ def _import_check(plan: Plan, dockerfile: str) -> tuple[str, str, str] | None:
     return kind, name, scope.package_dir or ""
 
 
-def resolve_requirements(config: Config, recipe: Recipe, options: BuildOptions, reporter: Reporter) -> None:
-    """The image's requirements resolved with uv before the engine builds: a requirement that does not resolve exits 2
-    at its file:line now, not as the install step's failure minutes into the build. A remote builder reads indexes
-    this machine may not reach: it is left to that build."""
+def resolve_requirements(config: Config, recipe: Recipe, options: BuildOptions, reporter: Reporter,
+                         resolution: Resolution | None = None) -> None:
+    """What the plan stage's resolution found, said as the build starts; a plan made without one (each platform's of a
+    multi-platform image) is resolved as it is now."""
     from .resolution import check_resolution, declared_in
 
-    plan = recipe.resolved()
-    resolution = check_resolution(config, plan, declared_in(config, plan), offline=options.offline)
+    if resolution is None:
+        plan = recipe.resolved()
+        resolution = check_resolution(config, plan, declared_in(config, plan), offline=options.offline)
     reporter.message(resolution.note if resolution.checked else f"note: {resolution.note}")
 
 
@@ -190,7 +211,9 @@ def build_config(config: Config, options: BuildOptions, reporter: Reporter) -> B
     """plan -> render -> build for a config loaded already (each platform's, for a multi-platform image)."""
     if config.multi_platform:
         return build_platforms(config, options, reporter, recipes_of(config, options))
-    return build(config, options, reporter, make_recipe(config, prepare(config, locked=options.locked)))
+    prepared = prepare_resolved(config, locked=options.locked, offline=options.offline)
+    return build(prepared.config, options, reporter, make_recipe(prepared.config, prepared.plan),
+                 resolution=prepared.resolution)
 
 
 def last_record(recipe: Recipe, options: BuildOptions) -> fastpath.Record | None:
@@ -202,7 +225,7 @@ def last_record(recipe: Recipe, options: BuildOptions) -> fastpath.Record | None
 
 
 def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Recipe, *,
-          fast_path_said: str | None = None) -> BuildResult:
+          fast_path_said: str | None = None, resolution: Resolution | None = None) -> BuildResult:
     """stage -> build or append, for the render stage's recipe (api.build keeps it for the next command);
     fast_path_said: why the fast path of a kept recipe could not take this build (said already)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -221,7 +244,8 @@ def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Rec
         with staging(recipe, describing.result, reporter, started) as staged:
             return build_staged(config, options, reporter, staged, record,
                                 creating.result if creating is not None else lambda: backend.create(options.docker),
-                                lambda: resolve_requirements(config, recipe, options, reporter), fast_path_said=fast_path_said)
+                                lambda: resolve_requirements(config, recipe, options, reporter, resolution),
+                                fast_path_said=fast_path_said)
 
 
 def build_staged(config: Config, options: BuildOptions, reporter: Reporter, staged: Staged,

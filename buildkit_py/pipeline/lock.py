@@ -25,6 +25,7 @@ from ..config import Config, default_ca_bundle, read_yaml
 from ..errors import BuildError, ConfigError, RegistryError, show, shown_name
 from ..fsutil import consult, kept_text, read_text, read_whole, write_atomic, write_private
 from ..indexes import without_credentials
+from ..matrix import UNRECORDED
 from ..notebook import HtmlRepr
 from ..refs import parse_ref
 from .plan import Plan, PlanLock
@@ -38,8 +39,8 @@ BASE_KEY = "_base"  # the config itself; variant names start with a letter or di
 PLATFORM_MARK = "@"
 STALE_LOCK = f"{LOCK_NAME} is stale"  # the start of the plan's note a build shows
 LOCKED_REQUIREMENTS = ".buildkit-py/locked-requirements.txt"  # its place in the build context
-# The wheels uv may pick for an image (DESIGN.md): glibc 2.28 runs on every base we resolve (Ubuntu 20.04+, Debian 10+).
-_PYTHON_PLATFORMS = {"linux/amd64": "x86_64-manylinux_2_28", "linux/arm64": "aarch64-manylinux_2_28"}
+# The wheels uv may pick for an image: the platform's architecture, and the base's glibc (Plan.glibc) as the manylinux tag.
+_PYTHON_PLATFORMS = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
 _HASH = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
 _PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?", re.ASCII)
@@ -207,6 +208,11 @@ def platform_of(plan: Plan) -> str:
     if platform not in _PYTHON_PLATFORMS:
         raise ConfigError(f"a lock is made for {', '.join(_PYTHON_PLATFORMS)}, not {show(platform)}", field="platform")
     return platform
+
+
+def python_platform(plan: Plan, platform: str) -> str:
+    """uv's --python-platform for the image: x86_64-manylinux_2_35 on Ubuntu 22.04, for instance."""
+    return f"{_PYTHON_PLATFORMS[platform]}-manylinux_{plan.glibc.replace('.', '_')}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -479,12 +485,14 @@ def _user_indexes(pip_conf: str | None) -> list[str]:
 
 
 def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: bool, extra: Sequence[str] = (),
-             timeout: int = UV_TIMEOUT) -> tuple[subprocess.CompletedProcess | None, tuple[str, ...]]:
+             timeout: int = UV_TIMEOUT, framework: str | None = None
+             ) -> tuple[subprocess.CompletedProcess | None, tuple[str, ...]]:
     """`uv pip compile` of the image's package set (the framework, hypertune, the config's packages and the
     requirements file) for its Python and platform, against the indexes the build uses; the output in work/out.txt.
+    framework: the framework's requirement in place of the plan's (a range the resolution chooses the release in).
     (the finished process, or None when it ran past `timeout`; the indexes, without credentials)."""
     fw = plan.framework
-    wanted = ([fw.requirement] if fw else []) + ([plan.hypertune] if plan.hypertune else []) + list(plan.pip)
+    wanted = ([framework or fw.requirement] if fw else []) + ([plan.hypertune] if plan.hypertune else []) + list(plan.pip)
     exported = plan.requirements_export  # another tool's lock: its exported lines (exact pins, so uv starts there)
     lines = wanted + ([f"-r {exported.source}"] if exported else [])
     if plan.requirements and not exported:
@@ -496,8 +504,10 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
         (work / "constraints.txt").write_text("".join(line + "\n" for line in constraints))
     (work / "in.txt").write_text("".join(line + "\n" for line in lines))
     args = [_uv(), "pip", "compile", "in.txt", "-o", "out.txt", "--no-header", "--no-annotate",
-            "--python-version", plan.python.version, "--python-platform", _PYTHON_PLATFORMS[platform], "--quiet"]
+            "--python-version", plan.python.version, "--python-platform", python_platform(plan, platform), "--quiet"]
     args += ["--generate-hashes"] if hashes else []
+    if fw and fw.source == UNRECORDED:  # a release the data does not describe: its wheels say which Python it takes
+        args += ["--only-binary", fw.name]
     if fw and fw.overrides:  # what the image's installs drop (templates/macros.j2 `install`)
         (work / "overrides.txt").write_text("".join(line + "\n" for line in fw.overrides))
         args += ["--overrides", "overrides.txt"]

@@ -41,6 +41,7 @@ from ..matrix import (
     AMD64,
     ARM64,
     SHIPPED,
+    UNRECORDED,
     Accelerator,
     CudaRelease,
     Framework,
@@ -92,6 +93,19 @@ class FrameworkInstall:
     # Distributions this build stands for (nvidia-tensorflow for tensorflow-gpu): every install and resolution of
     # the image overrides their requirements away.
     replaces: tuple[str, ...] = ()
+    # Nobody pinned the release: the range the resolution may choose an older one in, newest first (the config's
+    # `framework` range, "" for any; None: pinned), down to `oldest`, the oldest release the data knows.
+    chosen_within: str | None = None
+    oldest: str | None = None
+
+    def relaxed(self) -> str | None:
+        """The requirement the resolution takes where the release is its to choose: this release or an older one."""
+        exact = f"=={self.version}"
+        if self.chosen_within is None or not self.requirement.endswith(exact):
+            return None
+        bounds = [f"<={self.version}", *([f">={self.oldest}"] if self.oldest else []),
+                  *(b for b in self.chosen_within.split(",") if b)]
+        return self.requirement[:-len(exact)] + ",".join(bounds)
 
     @property
     def overrides(self) -> tuple[str, ...]:
@@ -139,6 +153,9 @@ class Plan(HtmlRepr):
     # The platform the image is built for: the one given, else the one its accelerator's machines run when that is
     # not the default (linux/arm64 for GB200: A4X runs Arm CPUs); None: linux/amd64 for GPU images, else the engine's.
     platform: str | None = None
+    # The base's glibc: the newest manylinux_X_Y its wheels may be built for (base_images/distros.yaml), which the
+    # resolution and the lock target.
+    glibc: str = "2.28"
     # The GPU architectures of the framework build (sm_XY cubins, compute_XY PTX); () not recorded.
     cuda_archs: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what the user should know about this resolution
@@ -281,8 +298,7 @@ def _framework(matrix: Matrix, config: Config) -> tuple[Framework, FrameworkSeri
         return fw, fw.nightly, "nightly"
     pairs = [(s, r) for s in fw.series for r in s.releases]
     if request.version is None:
-        series, release = max(pairs, key=lambda p: version_key(p[1]))
-        return fw, series.for_release(release), release
+        return _chosen_release(fw, pairs, request, config.python)
     for series, release in pairs:
         if request.version == release:
             return fw, series.for_release(release), release
@@ -290,12 +306,54 @@ def _framework(matrix: Matrix, config: Config) -> tuple[Framework, FrameworkSeri
     if in_series:
         series, release = max(in_series, key=lambda p: version_key(p[1]))
         return fw, series.for_release(release), release
+    unrecorded = _unrecorded_release(matrix, fw, request.version)
+    if unrecorded is not None:
+        return fw, unrecorded, request.version
     nearest = ", ".join(_nearest(request.version, fw.releases()))
     raise ResolutionError(
         f"framework: {fw.name}=={request.version} is not a known release; nearest known: {nearest} "
         f"(all: buildkit-py versions {fw.name}; data: base_images/frameworks/{fw.source}; releases newer than "
         "the data: buildkit-py matrix refresh)"
     )
+
+
+def _chosen_release(fw: Framework, pairs: list[tuple[FrameworkSeries, str]], request, python: str | None
+                    ) -> tuple[Framework, FrameworkSeries, str]:
+    """The newest known release inside the request's range, for the config's Python where one is set (the
+    resolution may then move to an older one that resolves with the rest)."""
+    from packaging.specifiers import SpecifierSet
+
+    within = SpecifierSet(request.within)
+    inside = [(s, r) for s, r in pairs if within.contains(r, prereleases=True)]
+    if not inside:
+        raise ResolutionError(f"framework: no known {fw.name} release inside {show(str(request))}; known: "
+                              f"{', '.join(sorted(fw.releases(), key=version_key, reverse=True)[:12])} (buildkit-py "
+                              f"versions {fw.name})")
+    fitting = [(s, r) for s, r in inside if python is None or python in s.for_release(r).python]
+    series, release = max(fitting or inside, key=lambda p: version_key(p[1]))
+    return fw, series.for_release(release), release
+
+
+def _unrecorded_release(matrix: Matrix, fw: Framework, version: str) -> FrameworkSeries | None:
+    """A release the data does not list, of a framework whose wheels need no CUDA matching: the package index says
+    whether it exists and has wheels for the image's Python (a CUDA framework's release must be in the data, which
+    says which CUDA its wheels were built for)."""
+    try:
+        parsed = Version(version)
+    except ValueError:
+        return None
+    if fw.gpu or not fw.series or parsed.local is not None:
+        return None
+    series_name = ".".join(str(n) for n in (parsed.release + (0,))[:2])
+    from dataclasses import replace
+
+    # No CUDA to match: the install of the nearest recorded series, every Python a CPU image can have (the resolver,
+    # taking only the framework's wheels, finds the one its wheels are for).
+    wanted = parsed.release[:2]
+    nearest = min(fw.series, key=lambda s: tuple(abs(a - b) for a, b in zip(version_key(s.releases[-1]).release[:2],
+                                                                               wanted, strict=False)))
+    return replace(nearest, series=series_name, releases=(version,), python=tuple(matrix.distros.cpu_python),
+                   per_release={}, origin=UNRECORDED)
 
 
 def accelerator_named(matrix: Matrix, name: str, field: str = "accelerator") -> Accelerator:
@@ -626,7 +684,7 @@ def _wheel_cudnn(series: FrameworkSeries, cuda: str | None) -> str | None:
 
 
 def _install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cuda: str | None,
-             bundled: bool, mirror: str | None) -> FrameworkInstall:
+             bundled: bool, mirror: str | None, within: str | None) -> FrameworkInstall:
     spec = series.install
     fields = {}
     if cuda:
@@ -646,6 +704,8 @@ def _install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cu
         cudnn=_wheel_cudnn(series, cuda),
         source=series.origin,
         replaces=series.replaces,
+        chosen_within=within if series.gpu_build is None and not series.replaces else None,
+        oldest=min(fw.releases(), key=version_key) if fw.releases() else None,
     )
 
 
@@ -818,6 +878,8 @@ def _assembled(config: Config, matrix: Matrix, *, python_version: str, fw: Frame
         said=said,
         executor=config.executor,
         keep_pip=config.keep_pip,
+        glibc=(matrix.distros.custom_glibc if config.base_image else matrix.distros.ubuntu_glibc[ubuntu] if ubuntu
+               else matrix.distros.cpu_glibc),
         **specific,
     )
 
@@ -967,7 +1029,10 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         raise ResolutionError(f"{why}; use Python {matrix.distros.standalone_min_python} or newer, gpu: false "
                               f"({matrix.distros.cpu_image.format(python=python)}), or base_image with that Python")
     notes: list[str] = list(platform_notes)
-    if series and series.origin != SHIPPED and matrix.overlay:
+    if series and series.origin == UNRECORDED:
+        notes.append(f"{label} is not in base_images/frameworks/{fw.source}: a release of the package index, which "
+                     "needs no CUDA matching; only its wheels are taken, for the Python they are built for")
+    elif series and series.origin != SHIPPED and matrix.overlay:
         notes.append(f"{label} is known from index metadata ({series.origin}, refreshed {matrix.overlay.generated} "
                      f"from {matrix.overlay.index}), not from buildkit-py's shipped data: only its default CUDA is "
                      "recorded, and not its GPU architectures")
@@ -1020,7 +1085,8 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         compat_driver=matrix.compat_driver.get(cuda.split(".")[0]) if cuda else None,
         forward_compat_branches=matrix.forward_compat_branches if cuda else (),
         python=python_setup,
-        framework=_install(fw, series, version, gpu, cuda, bundled, config.framework_index_url) if fw else None,
+        framework=_install(fw, series, version, gpu, cuda, bundled, config.framework_index_url,
+                           config.framework.within if config.framework.chosen else None) if fw else None,
         cuda_flavor=flavor,
         accelerator=accelerator.name if accelerator else None,
         cuda_archs=archs,

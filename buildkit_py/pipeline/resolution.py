@@ -11,17 +11,20 @@ import json
 import os
 import re
 import tempfile
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ..config import Config
-from ..errors import ConfigError, OutputError, show
+from ..config import Config, FrameworkRequest
+from ..errors import ConfigError, OutputError, ResolutionError, show
 from ..fsutil import cache_dir, read_whole, write_atomic
+from ..matrix import version_key
 from ..requirements_file import requirement_name, resolver_input
-from .plan import Plan
+from .lock import platform_of
+from .plan import Plan, make_plan
 
 OFFLINE_ENV = "BUILDKIT_PY_OFFLINE"
 CHECK_TIMEOUT = 600  # seconds: a cold resolve of a CUDA framework reads large index pages
@@ -54,7 +57,7 @@ def offline_requested(flag: bool = False) -> bool:
     return flag or os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _key(config: Config, plan: Plan, platform: str) -> str:
+def _key(config: Config, plan: Plan, platform: str, framework: str | None = None) -> str:
     from .lock import _uv, pip_conf_text
 
     fw = plan.framework
@@ -64,65 +67,273 @@ def _key(config: Config, plan: Plan, platform: str) -> str:
         requirements = json.dumps(resolver_input(config.root, plan.requirements)).encode()
     pip_conf = pip_conf_text(config) or ""
     uv = Path(_uv())
-    given = json.dumps([SCHEME, fw.requirement if fw else None, fw.index_url if fw else None, fw.pre if fw else None,
-                        list(fw.overrides) if fw else None,
+    given = json.dumps([SCHEME, framework or (fw.requirement if fw else None), fw.index_url if fw else None,
+                        fw.pre if fw else None, list(fw.overrides) if fw else None, fw.source if fw else None,
                         plan.hypertune, list(plan.pip), hashlib.sha256(requirements).hexdigest(), plan.python.version,
-                        platform, hashlib.sha256(pip_conf.encode()).hexdigest(), str(uv), uv.stat().st_size])
+                        platform, plan.glibc, hashlib.sha256(pip_conf.encode()).hexdigest(), str(uv), uv.stat().st_size])
     return hashlib.sha256(given.encode()).hexdigest()
 
 
-def check_resolution(config: Config, plan: Plan, declared: Sequence[tuple[str, str]], *, offline: bool = False) -> Resolution:
-    """Resolve the plan's package set. declared: (requirement, where) of each requirement found, for the error's
-    position. A failure is a ConfigError (exit 2) naming the requirement and where it was declared."""
-    from ..indexes import without_credentials
-    from .lock import _compile, platform_of
+@dataclass(frozen=True)
+class _Outcome:
+    """One resolver run: the pins (resolved), uv's refusal (said), or why nothing was checked (unchecked)."""
 
-    if offline_requested(offline):
-        return Resolution(False, "the requirements were not resolved: offline (--offline or BUILDKIT_PY_OFFLINE)")
-    if plan.lock is not None:
-        return Resolution(True, f"the packages are the lock's ({plan.lock.digest[:19]}): resolved when it was written")
-    platform = platform_of(plan)
+    pins: tuple[tuple[str, str], ...] | None = None
+    said: str = ""
+    unchecked: str | None = None
+    cached: bool = False
+
+
+def _run(config: Config, plan: Plan, platform: str, framework: str | None = None, *, kept_only: bool = False
+         ) -> _Outcome:
+    """uv on the plan's package set (the framework as `framework` says where given); a resolution is kept by the
+    digest of its inputs, a refusal is not. kept_only: a kept resolution or nothing (no resolver call)."""
+    from ..indexes import without_credentials
+    from .lock import _compile
+
     try:
-        key = _key(config, plan, platform)
+        key = _key(config, plan, platform, framework)
     except OSError as exc:
-        return Resolution(False, f"the requirements were not resolved: {exc.strerror or exc}")
+        return _Outcome(unchecked=f"the requirements were not resolved: {exc.strerror or exc}")
     kept = cache_dir() / "resolutions" / f"{key[:40]}.json"
     try:
-        pins = tuple((str(n), str(v)) for n, v in json.loads(kept.read_text(encoding="utf-8")))
-        return Resolution(True, _resolved(pins, plan, platform), pins, cached=True)
+        return _Outcome(tuple((str(n), str(v)) for n, v in json.loads(kept.read_text(encoding="utf-8"))), cached=True)
     except (OSError, ValueError, TypeError):
-        pass
+        if kept_only:
+            return _Outcome(unchecked="not resolved yet")
     with tempfile.TemporaryDirectory(prefix="buildkit-py-resolve-") as tmp:
-        done, _ = _compile(config, plan, platform, Path(tmp), hashes=False, timeout=CHECK_TIMEOUT)
+        done, _ = _compile(config, plan, platform, Path(tmp), hashes=False, timeout=CHECK_TIMEOUT, framework=framework)
         if done is None:
-            return Resolution(False, f"the requirements were not resolved: uv took over {CHECK_TIMEOUT} s")
+            return _Outcome(unchecked=f"the requirements were not resolved: uv took over {CHECK_TIMEOUT} s")
         said = without_credentials(done.stderr.strip())
         if done.returncode != 0:
             if any(u in said for u in _UNREACHABLE):
-                return Resolution(False, "the requirements were not resolved: no package index answered ("
-                                  + show(said.splitlines()[-1][:200] if said else "uv failed") + ")")
-            raise _failure(said, declared, plan, platform)
+                return _Outcome(unchecked="the requirements were not resolved: no package index answered ("
+                                + show(said.splitlines()[-1][:200] if said else "uv failed") + ")")
+            return _Outcome(said=said)
         pins = tuple((canonicalize_name(m.group(1)), m.group(2)) for line in (Path(tmp) / "out.txt").read_text().splitlines()
                      if (m := _PIN.match(line.strip())))
     try:
         write_atomic(kept, json.dumps([list(p) for p in pins]))
     except OutputError:
         pass  # the next dry run resolves again
-    return Resolution(True, _resolved(pins, plan, platform), pins)
+    return _Outcome(pins)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The plan stage's hand-off where the requirements are resolved: the config and plan the resolution settled on (the
+    framework release and the Python it chose where nobody pinned them), and what it found."""
+
+    config: Config
+    plan: Plan
+    resolution: Resolution | None  # None: not resolved here (a remote builder's, a user's own Dockerfile)
+
+
+def check_resolution(config: Config, plan: Plan, declared: Sequence[tuple[str, str]], *, offline: bool = False) -> Resolution:
+    """The plan's package set resolved as it is (a lock's, a multi-platform image's sections): a failure is a
+    ConfigError (exit 2) naming the requirement and where it was declared."""
+    if offline_requested(offline):
+        return Resolution(False, "the requirements were not resolved: offline (--offline or BUILDKIT_PY_OFFLINE)")
+    if plan.lock is not None:
+        return Resolution(True, f"the packages are the lock's ({plan.lock.digest[:19]}): resolved when it was written")
+    platform = platform_of(plan)
+    out = _run(config, plan, platform)
+    if out.unchecked:
+        return Resolution(False, out.unchecked)
+    if out.pins is None:
+        raise _failure(out.said, declared, plan, platform)
+    return Resolution(True, _resolved(out.pins, plan, platform), out.pins, cached=out.cached)
+
+
+def resolve_plan(config: Config, plan: Plan, declared: Sequence[tuple[str, str]], *, offline: bool = False) -> Resolved:
+    """The plan resolved with the rest of the image's requirements. Where nobody pinned the framework's release or the
+    Python, they are chosen with the rest: when the plan's own (the newest known) do not resolve, older releases inside
+    the range, then the other Pythons the base can have (older first), the first set that resolves wins and the note
+    names what bounded it. A pin is kept: a conflict with it is uv's refusal, naming both sides. The choice is kept
+    by the digest of the inputs, so the next dry run makes no resolver call."""
+    if offline_requested(offline) or plan.lock is not None:
+        return Resolved(config, plan, check_resolution(config, plan, declared, offline=offline))
+    platform = platform_of(plan)
+    started = time.perf_counter()
+    memo = cache_dir() / "resolutions" / f"{_key(config, plan, platform)[:40]}.move.json"
+    kept = _remembered(memo, config, plan, platform)
+    if kept is not None:
+        return kept
+    first = _run(config, plan, platform)
+    if first.unchecked:
+        return Resolved(config, plan, Resolution(False, first.unchecked))
+    if first.pins is not None:
+        return Resolved(config, plan, Resolution(True, _resolved(first.pins, plan, platform), first.pins,
+                                                 cached=first.cached))
+    moves = _moves(config, plan)
+    calls = 1
+    for python in moves:
+        moved = _moved(config, python)
+        try:
+            at = plan if python is None else make_plan(moved)
+        except (ConfigError, ResolutionError):
+            continue  # no image for this Python: the next
+        relaxed = at.framework.relaxed() if at.framework else None
+        if python is None and relaxed is None:
+            continue
+        out = _run(moved, at, platform, relaxed)
+        calls += not out.cached
+        if out.unchecked:
+            return Resolved(config, plan, Resolution(False, out.unchecked))
+        release = _release(out.pins, at) if out.pins is not None else None
+        if out.pins is not None and relaxed and release and release != at.framework.version:
+            moved = replace(moved, framework=FrameworkRequest(config.framework.name, release))
+            try:
+                at = make_plan(moved)
+            except (ConfigError, ResolutionError):
+                continue
+            out = _run(moved, at, platform)
+            calls += not out.cached
+        if out.pins is None:
+            continue
+        note = _moved_note(plan, at, first.said, calls, time.perf_counter() - started)
+        try:
+            write_atomic(memo, json.dumps({"python": python, "framework": release if relaxed else None, "note": note}))
+        except OutputError:
+            pass  # the next dry run chooses again
+        return Resolved(moved, at, Resolution(True, f"{_resolved(out.pins, at, platform)}; {note}", out.pins))
+    raise _failure(first.said, declared, plan, platform, tried=_tried(plan, moves))
+
+
+def remembered(config: Config, plan: Plan) -> Resolved | None:
+    """The framework release and Python an earlier resolution chose for this plan's inputs, without a resolver call
+    (`print image-uri`, a job's image: the tags the build gives); None: the plan stands as made."""
+    if offline_requested() or plan.lock is not None:
+        return None
+    try:
+        platform = platform_of(plan)
+        memo = cache_dir() / "resolutions" / f"{_key(config, plan, platform)[:40]}.move.json"
+    except (OSError, ConfigError):
+        return None
+    return _remembered(memo, config, plan, platform, kept_only=True)
+
+
+def _remembered(memo: Path, config: Config, plan: Plan, platform: str, *, kept_only: bool = False) -> Resolved | None:
+    """The choice an earlier run made for these inputs, its set resolved again (a kept resolution: no resolver
+    call)."""
+    try:
+        said = json.loads(memo.read_text(encoding="utf-8"))
+        python, release, note = said["python"], said["framework"], str(said["note"])
+        moved = _moved(config, python if isinstance(python, str) else None)
+        if isinstance(release, str):
+            moved = replace(moved, framework=FrameworkRequest(config.framework.name, release))
+        at = plan if moved is config else make_plan(moved)
+    except (OSError, ValueError, TypeError, KeyError, ConfigError, ResolutionError):
+        return None
+    out = _run(moved, at, platform, kept_only=kept_only)
+    if out.pins is None:
+        return None
+    return Resolved(moved, at, Resolution(True, f"{_resolved(out.pins, at, platform)}; {note}", out.pins,
+                                          cached=out.cached))
+
+
+def _moves(config: Config, plan: Plan) -> list[str | None]:
+    """What the resolution may change where the plan does not resolve: None for an older framework release (the
+    release is the resolution's to choose), then each other Python the base can have (none is pinned), older first."""
+    from ..matrix import gpu_python, load_matrix, usable_python
+
+    fw = plan.framework
+    moves: list[str | None] = [None] if fw is not None and fw.relaxed() is not None else []
+    if config.python or config.base_image or plan.requirements_export is not None or plan.tpu:
+        return moves
+    matrix = load_matrix()
+    known = matrix.framework(fw.name) if fw else None
+    if known is None:
+        pythons = set(matrix.distros.cpu_python)
+    elif fw.chosen_within is not None:
+        from packaging.specifiers import SpecifierSet
+
+        within = SpecifierSet(fw.chosen_within)
+        pythons = {p for s in known.series for r in s.releases if within.contains(r, prereleases=True)
+                   for p in usable_python(matrix, s.for_release(r))}
+    else:
+        pythons = {p for s in known.series if fw.version in s.releases for p in usable_python(matrix, s.for_release(fw.version))}
+        pythons = pythons or set(matrix.distros.cpu_python)
+    if plan.gpu:
+        pythons = {p for p in pythons if gpu_python(matrix, p)}
+    else:
+        pythons &= set(matrix.distros.cpu_python)
+    now = version_key(plan.python.version)
+    older = sorted((p for p in pythons if version_key(p) < now), key=version_key, reverse=True)
+    newer = sorted((p for p in pythons if version_key(p) > now), key=version_key)
+    return moves + older + newer
+
+
+def _moved(config: Config, python: str | None) -> Config:
+    return config if python is None else replace(config, python=python)
+
+
+def _release(pins: tuple[tuple[str, str], ...], plan: Plan) -> str | None:
+    """The framework release the resolution picked (its public version: 2.5.1 of 2.5.1+cu124)."""
+    fw = plan.framework
+    if fw is None:
+        return None
+    package = canonicalize_name(re.split(r"[\[<>=!~ ;]", fw.requirement, maxsplit=1)[0])
+    found = next((v for n, v in pins if n == package), None)
+    return found.split("+", 1)[0] if found else None
+
+
+def _bound(said: str, name: str) -> str | None:
+    """The requirement uv names as bounding the framework: "tensorflow-data-validation==1.16.1 needs tensorflow<2.17"."""
+    text = " ".join(said.split())
+    spec = r"[<>=!~]=?[0-9][^\s,]*(?:,\s?[<>=!~]=?[0-9][^\s,]*)*"
+    found = re.search(r"(?<![A-Za-z0-9._-])([A-Za-z][A-Za-z0-9._-]*(?:" + spec + r")?) depends? on " + re.escape(name) +
+                      r"((?:[<>=!~]=?[0-9][^\s,]*)(?:,\s?[<>=!~]=?[0-9][^\s,]*)*)", text, re.IGNORECASE)
+    return f"{found.group(1)} needs {name}{found.group(2)}" if found else None
+
+
+def _moved_note(plan: Plan, at: Plan, said: str, calls: int, seconds: float) -> str:
+    """What the resolution chose instead of the plan's newest, and what bounded it."""
+    changed = []
+    if plan.framework and at.framework and at.framework.version != plan.framework.version:
+        changed.append(f"{at.framework.name} {at.framework.version}")
+    if at.python.version != plan.python.version:
+        changed.append(f"Python {at.python.version}")
+    name = plan.framework.name if plan.framework else ""
+    why = (_bound(said, name) if name else None) or _reason(said)
+    was = " and ".join(x for x in ((f"{plan.framework.name} {plan.framework.version}" if plan.framework and
+                                    at.framework and at.framework.version != plan.framework.version else None),
+                                   (f"Python {plan.python.version}" if at.python.version != plan.python.version else
+                                    None)) if x)
+    return (f"{' and '.join(changed) or 'the plan'} chosen with the rest of the requirements: {was or 'the newest'} "
+            f"{'do' if ' and ' in was else 'does'} not resolve ({why}); {calls} resolver call{'s' if calls != 1 else ''}, {seconds:.1f} s")
+
+
+def _tried(plan: Plan, moves: list[str | None]) -> str:
+    parts = []
+    if None in moves and plan.framework:
+        parts.append(f"older {plan.framework.name} releases")
+    pythons = [m for m in moves if m]
+    if pythons:
+        parts.append(f"Python {', '.join(pythons)}")
+    return " and ".join(parts)
 
 
 def _resolved(pins: tuple, plan: Plan, platform: str) -> str:
     return f"{len(pins)} package{' resolves' if len(pins) == 1 else 's resolve'} for Python {plan.python.version} ({platform})"
 
 
-def _failure(said: str, declared: Sequence[tuple[str, str]], plan: Plan, platform: str) -> ConfigError:
-    """uv's refusal, at the first declared requirement it names."""
+def _reason(said: str) -> str:
+    """uv's chain of causes and hints, and the first line a failed build printed (the placeholder's own message), as one
+    line: never a backend's traceback."""
     lines = [" ".join(line.split()) for line in said.splitlines()]
-    # uv's chain of causes and hints, and the first line a failed build printed (the placeholder's own message).
     kept = [line.split(":", 1)[1].strip() if line.startswith(("error:", "cause:")) else line for i, line in enumerate(lines)
             if line.startswith(("error:", "cause:", "hint:")) or (i and lines[i - 1] == "[stderr]")]
-    reason = "; ".join(line for line in kept if line) or "; ".join(line for line in lines if line)[-400:]
-    reason = reason[:600] or "uv gave no reason"
+    kept = [line for line in kept if line and not line.startswith(("Traceback", "File \""))]
+    reason = "; ".join(kept) or "; ".join(line for line in lines if line and not line.startswith(
+        ("Traceback", "File \"")))[-400:]
+    return reason[:600] or "uv gave no reason"
+
+
+def _failure(said: str, declared: Sequence[tuple[str, str]], plan: Plan, platform: str, tried: str = "") -> ConfigError:
+    """uv's refusal, at the first declared requirement it names."""
+    reason = _reason(said) + (f" (nor with {tried})" if tried else "")
     text = said.lower()
     culprit = next(((r, w) for r, w in declared if (name := requirement_name(r)) and re.search(
         r"(?<![a-z0-9_.-])" + re.escape(name) + r"(?![a-z0-9_-])", text.replace("_", "-"))), None)
@@ -152,7 +363,7 @@ def declared_in(config: Config, plan: Plan) -> list[tuple[str, str]]:
 def checked_plan(config: Config, plan: Plan) -> Plan:
     """The plan, its requirements resolved (`resolve`, `dockerfile`): a requirement that does not resolve exits 2; what
     was resolved, or why not, is the plan's last note (none when offline was asked for)."""
-    from dataclasses import replace
-
-    resolution = check_resolution(config, plan, declared_in(config, plan))
-    return plan if offline_requested() else replace(plan, notes=(*plan.notes, resolution.note))
+    resolved = resolve_plan(config, plan, declared_in(config, plan))
+    if offline_requested():
+        return resolved.plan
+    return replace(resolved.plan, notes=(*resolved.plan.notes, resolved.resolution.note))

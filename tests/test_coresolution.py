@@ -1,0 +1,142 @@
+"""The framework release and the Python chosen with the rest of the image's requirements (pipeline/resolution.py):
+against a loopback index of stand-in wheels whose metadata reproduces the bounds real libraries put on a framework
+(tensorflow-data-validation's tensorflow<2.17, a library with cp310 wheels only), the resolution takes the newest
+release and Python that resolve the whole set, keeps a pin, says what bounded the choice, and remembers it."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+from test_lock_e2e import Index
+
+from buildkit_py.config import load_config
+from buildkit_py.errors import ConfigError
+from buildkit_py.pipeline.lock import python_platform
+from buildkit_py.pipeline.plan import make_plan
+from buildkit_py.pipeline.resolution import OFFLINE_ENV, declared_in, remembered, resolve_plan
+
+
+def wheel(directory: Path, name: str, version: str, *, requires: tuple[str, ...] = (), tag: str = "py3-none-any",
+          requires_python: str | None = None) -> Path:
+    """A wheel whose METADATA carries Requires-Dist and Requires-Python, for one tag: what the resolver reads."""
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    meta += f"Requires-Python: {requires_python}\n" if requires_python else ""
+    files = {f"{dist}/__init__.py": f"VERSION = {version!r}\n", f"{info}/METADATA": meta,
+             f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n"}
+    record = "".join(f"{n},sha256={hashlib.sha256(t.encode()).hexdigest()},{len(t.encode())}\n" for n, t in files.items())
+    path = directory / f"{dist}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for n, t in {**files, f"{info}/RECORD": record + f"{info}/RECORD,,\n"}.items():
+            archive.writestr(zipfile.ZipInfo(n, (2020, 1, 1, 0, 0, 0)), t)
+    return path
+
+
+@pytest.fixture
+def online(monkeypatch):
+    monkeypatch.delenv(OFFLINE_ENV, raising=False)
+
+
+@pytest.fixture
+def index(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version in ("1.9.1", "1.6.1", "1.5.2"):  # releases base_images/frameworks/scikit-learn.yaml knows
+        wheel(wheels, "scikit-learn", version)
+    wheel(wheels, "bkpy-bounded", "1.0", requires=("scikit-learn<1.6",))  # what tfdv does to tensorflow
+    wheel(wheels, "bkpy-cp310", "1.0", tag="cp310-cp310-manylinux_2_17_x86_64")  # tfx-bsl: no wheel for 3.11
+    wheel(wheels, "bkpy-glibc", "1.0", tag="py3-none-manylinux_2_31_x86_64")  # libtpu 0.0.50: a newer glibc than 2.28
+    served = Index(wheels)
+    yield served
+    served.close()
+
+
+def config_for(root: Path, index_url: str, requirements: str, framework: str | None, extra: str = ""):
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "train.py").write_text("import sklearn\n")
+    (root / "requirements.txt").write_text(requirements)
+    (root / "pip.conf").write_text(f"[global]\nindex-url = {index_url}\n")
+    (root / "buildkit.yaml").write_text((f"framework: {framework!r}\n" if framework else "") +
+                                        "hypertune: false\npip_conf: pip.conf\ntrainer: {script: train.py}\n"
+                                        f"requirements: requirements.txt\n{extra}")
+    return load_config(root / "buildkit.yaml")
+
+
+def resolved_for(config):
+    plan = make_plan(config)
+    return plan, resolve_plan(config, plan, declared_in(config, plan))
+
+
+def test_an_unpinned_framework_moves_to_the_newest_release_that_resolves_and_says_what_bounded_it(online, index, tmp_path):
+    config = config_for(tmp_path / "app", index.url, "scikit-learn\nbkpy-bounded\n", "scikit-learn")
+    plan, got = resolved_for(config)
+    assert plan.framework.version == "1.9.1"  # the newest known, before the resolution
+    assert got.plan.framework.requirement == "scikit-learn==1.5.2" and got.config.framework.version == "1.5.2"
+    assert dict(got.resolution.pins) == {"scikit-learn": "1.5.2", "bkpy-bounded": "1.0"}
+    note = got.resolution.note
+    assert "scikit-learn 1.5.2 chosen with the rest of the requirements: scikit-learn 1.9.1 does not resolve" in note
+    assert "bkpy-bounded" in note and "needs scikit-learn<1.6" in note and "3 resolver calls" in note
+    # Kept by the inputs: the next dry run makes no resolver call, and `print`'s plan is the same one.
+    asked = len(index.seen)
+    again = resolve_plan(config, plan, declared_in(config, plan))
+    assert again.plan == got.plan and again.resolution.cached and len(index.seen) == asked
+    kept = remembered(config, plan)
+    assert kept is not None and kept.plan == got.plan and len(index.seen) == asked
+
+
+def test_a_range_in_the_config_is_the_resolutions_to_choose_in(online, index, tmp_path):
+    config = config_for(tmp_path / "app", index.url, "bkpy-bounded\n", "scikit-learn>=1.5,<1.9")
+    plan, got = resolved_for(config)
+    assert str(config.framework) == "scikit-learn<1.9,>=1.5" and plan.framework.version == "1.8.0"
+    assert got.plan.framework.version == "1.5.2"
+
+
+def test_a_pinned_framework_is_kept_and_the_conflict_names_both_sides(online, index, tmp_path):
+    config = config_for(tmp_path / "app", index.url, "bkpy-bounded\n", "scikit-learn==1.9.1",
+                        extra="python: '3.11'\n")
+    with pytest.raises(ConfigError) as err:
+        resolved_for(config)
+    text = str(err.value)
+    assert "requirements.txt:1: 'bkpy-bounded' does not resolve for Python 3.11" in text
+    assert "scikit-learn==1.9.1" in text and "scikit-learn<1.6" in text and "Traceback" not in text
+
+
+def test_an_unpinned_python_moves_to_the_newest_one_that_resolves(online, index, tmp_path):
+    config = config_for(tmp_path / "app", index.url, "bkpy-cp310\n", "scikit-learn==1.5.2")
+    plan, got = resolved_for(config)
+    assert plan.python.version == "3.11" and got.plan.python.version == "3.10" and got.config.python == "3.10"
+    assert got.plan.base_image == "python:3.10-slim-bookworm" and got.plan.framework.version == "1.5.2"
+    assert "Python 3.10 chosen with the rest of the requirements: Python 3.11 does not resolve" in got.resolution.note
+
+
+def test_a_python_the_config_pins_is_kept(online, index, tmp_path):
+    config = config_for(tmp_path / "app", index.url, "bkpy-cp310\n", "scikit-learn==1.5.2", extra="python: '3.11'\n")
+    with pytest.raises(ConfigError, match="'bkpy-cp310' does not resolve for Python 3.11"):
+        resolved_for(config)
+
+
+def test_the_resolution_targets_the_bases_glibc(online, index, tmp_path):
+    """A wheel for glibc 2.31 runs on Debian 12 (2.36), the CPU base: it resolves there; on a base buildkit-py does
+    not know, manylinux_2_28 is what is assumed, and it does not."""
+    config = config_for(tmp_path / "app", index.url, "bkpy-glibc\n", "none")
+    plan, got = resolved_for(config)
+    assert plan.glibc == "2.36" and python_platform(plan, "linux/amd64") == "x86_64-manylinux_2_36"
+    assert dict(got.resolution.pins) == {"bkpy-glibc": "1.0"}
+    custom = config_for(tmp_path / "custom", index.url, "bkpy-glibc\n", "none",
+                        extra="base_image: registry.example/base:1\npython: '3.11'\n")
+    assert make_plan(custom).glibc == "2.28"
+    with pytest.raises(ConfigError, match="manylinux_2_31"):
+        resolved_for(custom)
+
+
+def test_every_base_has_its_glibc_from_the_data():
+    from buildkit_py.matrix import load_matrix
+
+    distros = load_matrix().distros
+    assert distros.ubuntu_glibc == {"20.04": "2.31", "22.04": "2.35", "24.04": "2.39"} and distros.cpu_glibc == "2.36"
+    gpu = make_plan(load_config(None, document={"framework": "torch==2.9.1"}))
+    assert gpu.ubuntu and gpu.glibc == distros.ubuntu_glibc[gpu.ubuntu]
