@@ -57,6 +57,8 @@ class Choice:
     spec: SpecifierSet
     reason: str | None
     notes: tuple[str, ...]
+    # Nothing pins the release: the range the plan and the resolution choose it in (the config's `framework`), else None.
+    within: str | None = None
 
 
 def by_framework(matrix: Matrix, found: Sequence[tuple[str, Requirement]]) -> dict[str, list[tuple[str, Requirement]]]:
@@ -139,7 +141,8 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
     picked = max(inside, key=version_key)
     return Choice(f"{chosen}=={picked}", where, spec, reason, (*limit_notes,
         f"{chosen}{spec} ({where}): {picked}, the newest known release {'inside the range' if str(spec) else 'of it'}"
-        f"{' for Python ' + python if python else ''}",))
+        f"{' for Python ' + python if python else ''}, unless an older one is what resolves with the rest",),
+        within=",".join(sorted(str(s) for s in spec)))
 
 
 def _cpu_index_urls(fw: Framework) -> tuple[str, ...]:
@@ -288,7 +291,7 @@ def framework_setting(matrix: Matrix, given: Given, choice: Choice | None, confi
                 raise ConfigError(f"conflicting framework pins: {show(given.framework)} ({given.where['framework']}) and "
                                   f"{show(declared_as)} ({framework_from}); make them agree", field="framework")
         else:
-            overrides = (("framework", framework),)
+            overrides = (("framework", framework if choice.within is None else chosen + choice.within),)
     effective = given.framework if "framework" in given else framework
     return FrameworkSetting(framework, framework_from, reason, (*notes, *_removed_notes(matrix, effective, found, removed)),
                             overrides)
