@@ -155,6 +155,10 @@ class ConfigError(BuildkitError):
         self.where = where
 
 
+class StaleLockError(ConfigError):
+    """Another tool's lock no longer matches the project file it was made from."""
+
+
 class ResolutionError(BuildkitError):
     """The config is well-formed but no base image / wheel combination satisfies it."""
 

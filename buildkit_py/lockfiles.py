@@ -19,7 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from .errors import ConfigError, show
+from .errors import ConfigError, StaleLockError, show
 from .fsutil import consult, inside, kept_text, parse_toml
 from .requirements_file import parse_problem
 
@@ -27,6 +27,7 @@ from .requirements_file import parse_problem
 LOCK_FILES = ("uv.lock", "pylock.toml", "poetry.lock", "Pipfile.lock")
 _PYLOCK = re.compile(r"pylock\.[^./\\]+\.toml", re.ASCII)  # PEP 751's named locks: pylock.<name>.toml
 _HASH = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
+_PYPI = re.compile(r"https?://(?:pypi\.org|pypi\.python\.org)/simple/?", re.ASCII)
 _MACHINES = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
 CONTEXT_FILE = ".buildkit-py/requirements-locked.txt"  # the exported lines' place in the build context
 
@@ -45,6 +46,7 @@ class Locked:
     hashes: tuple[str, ...]  # "sha256:..."
     direct: str | None  # "git+https://...@COMMIT" or an archive URL: installed as NAME @ direct
     where: str  # "uv.lock:41"
+    index: str | None = None  # the index it was locked from, where the lock names one other than PyPI
 
     @property
     def requirement(self) -> str:
@@ -76,16 +78,26 @@ def environment(python: str, platform: str) -> dict[str, str]:
             "platform_python_implementation": "CPython", "implementation_version": f"{python}.0", "extra": ""}
 
 
-def _applies(marker: Any, env: dict[str, str], where: str, context: str | None = None) -> bool:
+# uv.lock's markers name the extras and groups in force as `extra == 'NAME'` (several at once, so not one value): read
+# as membership of the set of those installed, as PEP 751's `'NAME' in extras` is.
+_EXTRA_TEST = re.compile(r"""\bextra\s*(==|!=)\s*(['"])([^'"]*)\2""")
+
+
+def _applies(marker: Any, env: dict[str, str], where: str, context: str | None = None,
+             chosen: frozenset[str] = frozenset()) -> bool:
     if marker in (None, ""):
         return True
     if not isinstance(marker, str):
         raise ConfigError(f"{where}: the marker {show(marker)} is not a string")
     try:
+        if context is None and chosen:
+            marker = _EXTRA_TEST.sub(lambda m: f"'{m.group(3)}' {'in' if m.group(1) == '==' else 'not in'} extras",
+                                     marker)
+            context = "lock_file"
         parsed = Marker(marker)
         if context is None:
             return parsed.evaluate(env)
-        return parsed.evaluate({**env, "extras": frozenset(), "dependency_groups": frozenset()}, context)
+        return parsed.evaluate({**env, "extras": chosen, "dependency_groups": frozenset()}, context)
     except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName, TypeError) as exc:
         raise ConfigError(f"{where}: the marker {show(marker)} cannot be read ({exc})") from None
 
@@ -176,6 +188,37 @@ def _project_dependencies(root: Path) -> tuple[list[Requirement], str] | None:
     return None
 
 
+def _declared_sets(root: Path) -> dict[str, set[tuple[str, str]]] | None:
+    """Each set of requirements pyproject.toml's [project] declares, as a lock records them: "" for the dependencies,
+    "extra:NAME" for each optional-dependencies extra, "group:NAME" for each dependency group (PEP 735); (name,
+    specifier) pairs. None: no [project] dependencies."""
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return None
+    data, _ = _toml(path, "pyproject.toml")
+    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    if not isinstance(project.get("dependencies"), list):
+        return None
+
+    def pairs(values: Any, where: str) -> set[tuple[str, str]]:
+        items = [v for v in values if isinstance(v, str)] if isinstance(values, list) else []  # include-group: tables
+        return {(canonicalize_name(r.name), str(r.specifier)) for r in _requirements(items, where)}
+
+    sets = {"": pairs(project["dependencies"], "pyproject.toml [project] dependencies")}
+    optional = project.get("optional-dependencies")
+    for extra, values in (optional.items() if isinstance(optional, dict) else ()):
+        sets[f"extra:{canonicalize_name(str(extra))}"] = pairs(values, f"pyproject.toml optional-dependencies.{extra}")
+    groups = data.get("dependency-groups")
+    for group, values in (groups.items() if isinstance(groups, dict) else ()):
+        sets[f"group:{canonicalize_name(str(group))}"] = pairs(values, f"pyproject.toml dependency-groups.{group}")
+    return sets
+    poetry = (data.get("tool") or {}).get("poetry") if isinstance(data.get("tool"), dict) else None
+    if isinstance(poetry, dict) and isinstance(poetry.get("dependencies"), dict):
+        where = "pyproject.toml [tool.poetry.dependencies]"
+        return _table_requirements(poetry["dependencies"], where), where
+    return None
+
+
 def _requirements(values: list[Any], where: str) -> list[Requirement]:
     out = []
     for value in values:
@@ -227,14 +270,15 @@ def _contains(specifier: SpecifierSet, version: str) -> bool:
 def _refuse_stale(shown: str, project: str, problems: list[str], fix: str) -> None:
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise ConfigError(f"{shown} does not match {project}: {'; '.join(problems[:3])}{more}; {fix}, or set "
+        raise StaleLockError(f"{shown} does not match {project}: {'; '.join(problems[:3])}{more}; {fix}, or set "
                           "requirements: to another file")
 
 
 # -- the formats --------------------------------------------------------------------------------------------------
 
 
-def _uv(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
+def _uv(root: Path, name: str, env: dict[str, str], extras: tuple[str, ...] = (),
+        groups: tuple[str, ...] = ()) -> list[Locked]:
     data, text = _toml(root / name, name)
     packages = _tables(data.get("package"), name, "[[package]]")
     if not packages:
@@ -246,51 +290,57 @@ def _uv(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
     if not roots:
         raise ConfigError(f"{name}: no package of the project itself (source editable or virtual \".\"): the lock was "
                           "not made for this directory")
-    declared = _project_dependencies(root)
-    if declared is not None:  # what `uv lock --check` holds: the project's requirements as the lock recorded them
-        at = where.get(roots[0], name)
-        metadata = _table(packages[roots[0]].get("metadata", {}), at, "metadata")
-        recorded = set()
-        for entry in _tables(metadata.get("requires-dist"), at, "metadata.requires-dist"):
-            specifier = entry.get("specifier") or ""
-            try:
-                recorded.add((canonicalize_name(_name(entry.get("name"), at)), str(SpecifierSet(str(specifier)))))
-            except InvalidSpecifier:
-                raise ConfigError(f"{at}: requires-dist specifier {show(specifier)} is not PEP 440") from None
-        now = {(canonicalize_name(r.name), str(r.specifier)) for r in declared[0]}
-        problems = [f"{n}{s} is declared, the lock has {_recorded(n, recorded)}" for n, s in sorted(now - recorded)]
-        problems += [f"the lock has {n}{s}, no longer declared" for n, s in sorted(recorded - now)
-                     if n not in {m for m, _ in now}]
-        _refuse_stale(name, declared[1], problems, "run `uv lock`")
+    at = where.get(roots[0], name)
+    project = names[roots[0]]
+    _check_uv_metadata(root, name, at, _table(packages[roots[0]].get("metadata", {}), at, "metadata"))
+    wanted_extras = tuple(canonicalize_name(e) for e in extras)
+    wanted_groups = tuple(canonicalize_name(g) for g in groups)
+    # The extras and groups in force, as uv's markers name them: plain, and as its conflict sets encode them
+    # (extra-<length of the project's name>-<project>-<extra>).
+    chosen_markers = frozenset([*wanted_extras, *(f"extra-{len(project)}-{project}-{e}" for e in wanted_extras),
+                                *(f"group-{len(project)}-{project}-{g}" for g in wanted_groups)])
+    root_package = packages[roots[0]]
+    optional = _table(root_package.get("optional-dependencies", {}), at, "optional-dependencies")
+    development = _table(root_package.get("dev-dependencies", {}), at, "dev-dependencies")
+    for kind, asked, table in (("extra", wanted_extras, optional), ("dependency group", wanted_groups, development)):
+        known = {canonicalize_name(k) for k in table}
+        missing = [a for a in asked if a not in known]
+        if missing:
+            raise ConfigError(f"{name}: the project has no {kind} {show(missing[0])} in the lock; it has "
+                              f"{', '.join(sorted(known)) or 'none'}", field="requirements_extras" if kind == "extra"
+                              else "requirements_groups")
     chosen: set[int] = set()
-    todo: list[tuple[int, tuple[str, ...]]] = [(i, ()) for i in roots]
+    todo: list[tuple[int, tuple[str, ...]]] = [(i, wanted_extras) for i in roots]
     seen: set[tuple[int, tuple[str, ...]]] = set()
+    first = True
     while todo:
-        index, extras = todo.pop()
-        if (index, extras) in seen:
+        index, asked = todo.pop()
+        if (index, asked) in seen:
             continue
-        seen.add((index, extras))
+        seen.add((index, asked))
         if index not in roots:
             chosen.add(index)
         at = where.get(index, name)
         package = packages[index]
         edges = list(_tables(package.get("dependencies"), at, "dependencies"))
-        optional = _table(package.get("optional-dependencies", {}), at, "optional-dependencies")
-        for extra in extras:
-            edges += _tables(optional.get(extra), at, f"optional-dependencies.{extra}")
+        optional = {canonicalize_name(k): v for k, v in
+                    _table(package.get("optional-dependencies", {}), at, "optional-dependencies").items()}
+        for extra in asked:
+            edges += _tables(optional.get(canonicalize_name(extra)), at, f"optional-dependencies.{extra}")
+        if index in roots and first:
+            first = False
+            development = {canonicalize_name(k): v for k, v in
+                           _table(package.get("dev-dependencies", {}), at, "dev-dependencies").items()}
+            for group in wanted_groups:
+                edges += _tables(development.get(group), at, f"dev-dependencies.{group}")
         for edge in edges:
-            if not _applies(edge.get("marker"), env, at):
+            if not _applies(edge.get("marker"), env, at, chosen=chosen_markers):
                 continue
-            wanted = canonicalize_name(_name(edge.get("name"), at))
-            candidates = [i for i, n in enumerate(names) if n == wanted and
-                          ("version" not in edge or str(packages[i].get("version")) == str(edge["version"]))]
-            if len(candidates) != 1:
-                raise ConfigError(f"{at}: the dependency {show(edge.get('name'))} names "
-                                  f"{'no' if not candidates else 'more than one'} locked package: run `uv lock`")
+            candidate = _locked_candidate(edge, packages, names, sources, env, chosen_markers, at)
             extra = edge.get("extra") or []
             if not isinstance(extra, list) or not all(isinstance(e, str) for e in extra):
                 raise ConfigError(f"{at}: the extras of {show(edge.get('name'))} must be a list of names")
-            todo.append((candidates[0], tuple(extra)))
+            todo.append((candidate, tuple(extra)))
     out = []
     for index in sorted(chosen):
         at = where.get(index, name)
@@ -306,11 +356,69 @@ def _uv(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
         elif "url" in source:
             out.append(Locked(pkg, version, hashes, _direct(_text(source["url"], at, "source.url"), at), at))
         elif "registry" in source:
-            out.append(Locked(pkg, version, hashes, None, at))
+            registry = _text(source["registry"], at, "source.registry")
+            out.append(Locked(pkg, version, hashes, None, at, None if _PYPI.fullmatch(registry) else
+                              _direct(registry, at)))
         else:
             raise ConfigError(f"{at}: {pkg} comes from {show(source)}, a local path the image cannot install from the "
                               "lock; publish it to an index, or make it part of the trainer directory")
     return out
+
+
+def _locked_candidate(edge: dict, packages: list[dict], names: list[str], sources: list[dict], env: dict[str, str],
+                      chosen: frozenset[str], at: str) -> int:
+    """The locked package an edge names: by name, and by version and source where the lock holds several (a fork:
+    one package locked at several versions or from several indexes, for different markers); the one whose
+    resolution-markers hold for the image where the edge leaves it open."""
+    wanted = canonicalize_name(_name(edge.get("name"), at))
+    candidates = [i for i, n in enumerate(names) if n == wanted and
+                  ("version" not in edge or str(packages[i].get("version")) == str(edge["version"])) and
+                  ("source" not in edge or sources[i] == edge["source"])]
+    if len(candidates) > 1:
+        fitting = [i for i in candidates if any(_applies(m, env, at, chosen=chosen) for m in
+                                                (packages[i].get("resolution-markers") or [""]))]
+        candidates = fitting if len(fitting) == 1 else candidates
+    if len(candidates) != 1:
+        raise ConfigError(f"{at}: the dependency {show(edge.get('name'))} names "
+                          f"{'no' if not candidates else 'more than one'} locked package: run `uv lock`")
+    return candidates[0]
+
+
+def _check_uv_metadata(root: Path, name: str, at: str, metadata: dict) -> None:
+    """What `uv lock --check` holds: the project's requirements, each extra's and each dependency group's, as the lock
+    recorded them; a lock is stale only where a declared set differs."""
+    declared = _declared_sets(root)
+    if declared is None:
+        return
+    recorded: dict[str, set[tuple[str, str]]] = {"": set()}
+
+    def entry(item: Any, where: str) -> tuple[str, str, Any]:
+        table = _table(item, where, "requirement")
+        specifier = table.get("specifier") or ""
+        try:
+            return canonicalize_name(_name(table.get("name"), where)), str(SpecifierSet(str(specifier))), table.get("marker")
+        except InvalidSpecifier:
+            raise ConfigError(f"{where}: requires-dist specifier {show(specifier)} is not PEP 440") from None
+
+    for item in _tables(metadata.get("requires-dist"), at, "metadata.requires-dist"):
+        n, spec, marker = entry(item, at)
+        extras = {canonicalize_name(m.group(3)) for m in _EXTRA_TEST.finditer(str(marker or "")) if m.group(1) == "=="}
+        for key in ([f"extra:{e}" for e in extras] or [""]):
+            recorded.setdefault(key, set()).add((n, spec))
+    for group, items in _table(metadata.get("requires-dev", {}), at, "metadata.requires-dev").items():
+        for item in _tables(items, at, f"metadata.requires-dev.{group}"):
+            n, spec, _ = entry(item, at)
+            recorded.setdefault(f"group:{canonicalize_name(str(group))}", set()).add((n, spec))
+    problems = []
+    for key in sorted(set(declared) | set(recorded)):
+        now, then = declared.get(key, set()), recorded.get(key, set())
+        if key.startswith("group:") and "requires-dev" not in metadata:
+            continue  # a lock written before uv recorded groups: nothing to hold them against
+        label = f" ({key.replace(':', ' ')})" if key else ""
+        problems += [f"{n}{spec} is declared{label}, the lock has {_recorded(n, then)}" for n, spec in sorted(now - then)]
+        problems += [f"the lock has {n}{spec}{label}, no longer declared" for n, spec in sorted(then - now)
+                     if n not in {m for m, _ in now}]
+    _refuse_stale(name, "pyproject.toml [project] dependencies", problems, "run `uv lock`")
 
 
 def _recorded(name: str, recorded: set[tuple[str, str]]) -> str:
@@ -365,11 +473,21 @@ def _pylock(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
     return out
 
 
-def _poetry(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
+def _poetry(root: Path, name: str, env: dict[str, str], extras: tuple[str, ...] = (),
+            groups: tuple[str, ...] = ()) -> list[Locked]:
     data, text = _toml(root / name, name)
     packages = _tables(data.get("package"), name, "[[package]]")
     _table(data.get("metadata"), name, "[metadata]")
     where = {i: f"{name}:{n}" for i, (n, _) in enumerate(_lines_of(text, "package"))}
+    # An extra installs the optional packages the lock's [extras] table names for it ("torch (>=2.0)": the name first).
+    table = {canonicalize_name(str(k)): v for k, v in _table(data.get("extras", {}), name, "[extras]").items()}
+    for extra in extras:
+        if canonicalize_name(extra) not in table:
+            raise ConfigError(f"{name}: the project has no extra {show(extra)} in the lock; it has "
+                              f"{', '.join(sorted(table)) or 'none'}", field="requirements_extras")
+    optional_in = {canonicalize_name(str(item).split()[0]) for extra in extras
+                   for item in (table.get(canonicalize_name(extra)) or []) if str(item).strip()}
+    in_force = {"main", *groups}
     out = []
     locked: dict[str, list[str]] = {}
     for index, package in enumerate(packages):
@@ -377,12 +495,17 @@ def _poetry(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
         pkg = _name(package.get("name"), at)
         version = _version(package.get("version"), at)
         locked.setdefault(canonicalize_name(pkg), []).append(version)
-        groups = package.get("groups", ["main"])
-        if package.get("optional") is True or package.get("category", "main") != "main" or \
-                not isinstance(groups, list) or "main" not in groups:
-            continue  # an extra, or a dev/test group: not the trainer's runtime
+        package_groups = package.get("groups", [package.get("category", "main")])
+        if not isinstance(package_groups, list) or not in_force & set(map(str, package_groups)):
+            continue  # a dev/test group not installed: not the trainer's runtime
+        if package.get("optional") is True and canonicalize_name(pkg) not in optional_in:
+            continue  # an extra not installed
         markers = package.get("markers")
-        if not _applies(markers.get("main") if isinstance(markers, dict) else markers, env, at):
+        if isinstance(markers, dict):  # per group: the package applies where one group in force says so
+            said = [markers.get(g) for g in in_force if g in markers] or [None]
+            if not any(_applies(m, env, at) for m in said):
+                continue
+        elif not _applies(markers, env, at):
             continue
         source = _table(package.get("source", {}), at, "source")
         hashes = _hashes([f["hash"] for f in _tables(package.get("files"), at, "files") if "hash" in f], at)
@@ -461,22 +584,34 @@ def _pipenv(root: Path, name: str, env: dict[str, str]) -> list[Locked]:
 _READERS = {"uv.lock": _uv, "poetry.lock": _poetry, "Pipfile.lock": _pipenv}
 
 
-def locked(root: Path, name: str, python: str, platform: str) -> list[Locked]:
-    """The distributions the lock file `name` (relative to root) installs on CPython `python` for `platform`."""
+def locked(root: Path, name: str, python: str, platform: str, extras: tuple[str, ...] = (),
+           groups: tuple[str, ...] = ()) -> list[Locked]:
+    """The distributions the lock file `name` (relative to root) installs on CPython `python` for `platform`, with the
+    project's `extras` and dependency `groups` (uv.lock, poetry.lock)."""
     consult(root / name)
     base = PurePosixPath(name).name
     reader = _READERS.get(base, _pylock)
     folder = (root / name).parent  # its project file is beside it
     for read in (base, "pyproject.toml", "Pipfile"):  # what a reader opens: inside the trainer directory
         inside(root, folder / read, read)
+    if reader in (_uv, _poetry):
+        return reader(folder, base, environment(python, platform), extras, groups)
+    if extras or groups:
+        raise ConfigError(f"{name}: requirements_extras and requirements_groups choose what a uv.lock or poetry.lock "
+                          f"installs; {base} holds one set", field="requirements_extras" if extras else
+                          "requirements_groups")
     return reader(folder, base, environment(python, platform))
 
 
-def export(root: Path, name: str, python: str, platform: str) -> Exported:
+def export(root: Path, name: str, python: str, platform: str, extras: tuple[str, ...] = (),
+           groups: tuple[str, ...] = ()) -> Exported:
     """The lock's packages for the image as a requirements file (hash-pinned), kept under its content."""
-    found = locked(root, name, python, platform)
+    found = locked(root, name, python, platform, extras, groups)
+    # The indexes the lock took packages from beside PyPI (PyTorch's cu126 for torch==2.6.0+cu126): the install reads
+    # them as the lock's resolver did.
+    indexes = "".join(f"--extra-index-url {u}\n" for u in dict.fromkeys(p.index for p in found if p.index))
     text = f"# {name}: the packages it locks for Python {python} ({platform}), exported by buildkit-py\n" + \
-        "".join(p.line + "\n" for p in found)
+        indexes + "".join(p.line + "\n" for p in found)
     path = kept_text("locks", text, ".txt")
     return Exported(name, CONTEXT_FILE, path, tuple((p.requirement, p.where) for p in found))
 

@@ -10,6 +10,7 @@ values, image, trainer, job, tuning, model, cloudbuild, variants), and this pack
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -71,6 +72,8 @@ from .values import (
 )
 from .variants import Variant, _variants
 
+_EXTRA_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?", re.ASCII)
+
 
 @dataclass(frozen=True)
 class Config:
@@ -86,6 +89,9 @@ class Config:
     system_packages: tuple[str, ...] = ()
     pip: tuple[str, ...] = ()
     requirements: str | None = None
+    # A lock file's extras and dependency groups the image installs (uv sync --extra gpu, poetry install --with train).
+    requirements_extras: tuple[str, ...] = ()
+    requirements_groups: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     hypertune: bool = True
     import_check: bool = True  # the build imports what the trainer's entry point imports before its code layer
@@ -175,6 +181,10 @@ def _validators(root: Path) -> dict[str, Callable[[_Raw, tuple, Any], Any]]:
             total_bytes=MAX_LIST_BYTES * 2),
         "pip": lambda r, p, v: _strings(r, p, v, _pip_requirement, total_bytes=MAX_LIST_BYTES),
         "requirements": lambda r, p, v: _relative_file(r, p, v, root, "requirements file"),
+        "requirements_extras": lambda r, p, v: _strings(r, p, v, lambda r2, p2, v2: _pattern(
+            r2, p2, v2, _EXTRA_NAME, "an extra's name, e.g. gpu (PEP 685)")),
+        "requirements_groups": lambda r, p, v: _strings(r, p, v, lambda r2, p2, v2: _pattern(
+            r2, p2, v2, _EXTRA_NAME, "a dependency group's name, e.g. train (PEP 735)")),
         "env": _env,
         "hypertune": _bool,
         "import_check": _bool,

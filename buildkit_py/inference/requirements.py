@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..config import bad_character
-from ..errors import ConfigError, show
+from ..errors import ConfigError, StaleLockError, show
 from ..lockfiles import found_in, is_lock_file, locked
 from ..matrix import Matrix
 from ..requirements_file import local_path, parse_problem
@@ -256,17 +256,41 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
     entries; where the config names that file: exit 2."""
     package, declared = own.name, own.deps
     requirements, notes = _requirements_file(directory, given)
+    lock_overrides: tuple[tuple[str, Any], ...] = ()
     if requirements and is_lock_file(requirements) and (directory / requirements).is_file():
         # Another tool's lock: its pins (for the default Python: the plan exports them for the image's) decide the
         # framework; what the project file declares is in the lock.
-        pins = locked(directory, requirements, matrix.distros.default_python, str(given.flags.get("platform") or
-                                                                                   given.data.get("platform") or
-                                                                                   "linux/amd64"))
-        read = _RequirementsFile(tuple((p.requirement, p.where) for p in pins), (), None, ())
-        if declared:
-            notes.append(f"the trainer package's dependencies are installed as {requirements} locks them")
-            declared = []
-        notes.append(f"{requirements}: the image installs exactly the {len(pins)} packages it locks (hashes checked)")
+        chosen = installed_sets(directory, requirements, given)
+        platform = str(given.flags.get("platform") or given.data.get("platform") or "linux/amd64")
+        try:
+            try:
+                pins = locked(directory, requirements, matrix.distros.default_python, platform, chosen.extras,
+                              chosen.groups)
+            except StaleLockError:
+                raise
+            except ConfigError as exc:
+                if exc.field not in ("requirements_extras", "requirements_groups"):
+                    raise
+                notes.append(f"{chosen.notes[0].split(':')[0]} names what the lock does not hold ({exc.detail}): the "
+                             "image installs the lock without extras or groups")
+                chosen = InstalledSets()
+                pins = locked(directory, requirements, matrix.distros.default_python, platform)
+        except StaleLockError as exc:
+            if "requirements" in given:
+                raise
+            # What `pip install .` would install: the project file's requirements, resolved now.
+            notes.append(f"{exc.detail.split('; run')[0]}: the image installs what the project declares instead, "
+                         f"resolved now (`{'poetry lock' if 'poetry' in requirements else 'uv lock'}` makes the lock "
+                         "current, and the image then installs exactly what it locks)")
+            requirements, read = None, None
+        else:
+            read = _RequirementsFile(tuple((p.requirement, p.where) for p in pins), (), None, ())
+            if declared:
+                notes.append(f"the trainer package's dependencies are installed as {requirements} locks them")
+                declared = []
+            notes += chosen.notes
+            lock_overrides = chosen.overrides
+            notes.append(f"{requirements}: the image installs exactly the {len(pins)} packages it locks (hashes checked)")
     else:
         read = _read_requirements(directory, requirements) if requirements and (directory / requirements).is_file() else None
     # Names known not to install (base_images/requirement_names.yaml) are replaced, each said; the file's own lines
@@ -317,7 +341,7 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
         notes.append(f"{requirements} {what}: its requirements join the config's pip entries, since the file, copied "
                      "into the image alone, cannot be installed as it is")
     elif read is not None and "requirements" not in given:
-        overrides = (("requirements", requirements),)
+        overrides = (("requirements", requirements), *lock_overrides)
     # The trainer's own distribution is its copied code, never installed from an index.
     if package:
         extra = [(t, w) for t, w in extra if not (parses(t) and canonicalize_name(Requirement(t).name) == own.key)]
@@ -325,6 +349,73 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
     parsed = [(w, r) for w, r in parsed if canonicalize_name(r.name) != own.key]
     return Requirements(requirements, read.options if read else (), tuple(sources), tuple(extra), tuple(parsed),
                         tuple(notes), overrides)
+
+
+@dataclass(frozen=True)
+class InstalledSets:
+    """The extras and dependency groups of a lock that the repository's own image builds install."""
+
+    extras: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+
+# How a Dockerfile or script installs a lock's extras and groups: uv sync/pip and poetry install options, and pip's
+# `.[a,b]`. An --all-extras or an extra named in several builds that disagree is left to the config.
+_EXTRA_OPTION = re.compile(r"(?:--extra[= ]|-E[= ]?|--extras[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._, -]*[A-Za-z0-9])[\"']?")
+_GROUP_OPTION = re.compile(r"(?:--group[= ]|--only-group[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")
+_POETRY_WITH = re.compile(r"(?:--with[= ]|--only[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")  # poetry's groups
+_SELF_EXTRAS = re.compile(r"""install\b[^\n]*?\s['"]?\.\[([A-Za-z0-9._, -]+)\]""")
+
+
+def installed_sets(directory: Path, lock: str, given: Given) -> InstalledSets:
+    """The extras and groups the repository's Dockerfiles and scripts install with the lock (`uv sync --extra gpu`,
+    `poetry install --with train -E cuda`, `pip install .[gpu]`): where several builds name different ones, the
+    GPU build's (a Dockerfile whose name or base says GPU or CUDA), unless the config gives them."""
+    if "requirements_extras" in given or "requirements_groups" in given:
+        return InstalledSets()
+    found: list[tuple[str, tuple[str, ...], tuple[str, ...], bool]] = []  # (file, extras, groups, a GPU build)
+    candidates = sorted(p for p in directory.iterdir() if p.is_file() and not p.is_symlink() and (
+        p.name.lower().startswith(("dockerfile", "containerfile")) or p.suffix in (".sh", ".Dockerfile")
+        or p.name == "Makefile")) if directory.is_dir() else []
+    for path in candidates[:32]:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")[:200_000]
+        except OSError:
+            continue
+        extras: list[str] = []
+        groups: list[str] = []
+        for line in text.splitlines():
+            tool = re.search(r"\b(uv sync|uv pip install|uv export|poetry (?:install|export)|pip3? install)\b", line)
+            if tool is None:
+                continue
+            line = line[tool.start():]
+            extras += [e for m in _EXTRA_OPTION.finditer(line) for e in re.split(r"[ ,]+", m.group(1)) if e]
+            extras += [e.strip() for m in _SELF_EXTRAS.finditer(line) for e in m.group(1).split(",") if e.strip()]
+            groups += [g for m in _GROUP_OPTION.finditer(line) for g in m.group(1).split(",") if g]
+            if tool.group(1).startswith("poetry"):
+                groups += [g for m in _POETRY_WITH.finditer(line) for g in m.group(1).split(",") if g]
+        if extras or groups:
+            gpu = bool(re.search(r"gpu|cuda", path.name, re.IGNORECASE) or re.search(r"^\s*FROM\s+\S*(?:cuda|gpu)",
+                                                                                    text, re.IGNORECASE | re.MULTILINE))
+            found.append((path.name, tuple(dict.fromkeys(extras)), tuple(dict.fromkeys(groups)), gpu))
+    if not found:
+        return InstalledSets()
+    distinct = {(e, g) for _, e, g, _ in found}
+    picked = found[0] if len(distinct) == 1 else next((f for f in found if f[3]), None)
+    if picked is None:
+        return InstalledSets(notes=(f"{lock}: the builds here install different extras or groups ("
+                                    + "; ".join(f"{n}: {', '.join(e + g)}" for n, e, g, _ in found)
+                                    + "): none is chosen; set requirements_extras or requirements_groups",))
+    name, extras, groups, _ = picked
+    said = ", ".join([*(f"extra {e}" for e in extras), *(f"group {g}" for g in groups)])
+    others = [n for n, e, g, _ in found if (e, g) != (extras, groups)]
+    overrides = tuple((k, v) for k, v in (("requirements_extras", list(extras)), ("requirements_groups", list(groups)))
+                      if v)
+    return InstalledSets(extras, groups, (f"{name} installs {lock} with its {said}: the image does too"
+                                          + (f" (the GPU build's; {', '.join(others)} installs others)" if others else ""),),
+                         overrides)
 
 
 def _requirements_file(directory: Path, given: Given) -> tuple[str | None, list[str]]:

@@ -920,7 +920,8 @@ def _requirements_file(config: Config, python: str, platform: str | None) -> _Re
     from ..requirements_file import hash_checked, requirement_lines, requirement_name, requirement_names
 
     if is_lock_file(config.requirements):
-        exported = export(config.root, config.requirements, python, platform or AMD64)
+        exported = export(config.root, config.requirements, python, platform or AMD64, config.requirements_extras,
+                          config.requirements_groups)
         return _Requirements(True, tuple(n for r, _ in exported.pins if (n := requirement_name(r))), exported)
 
     text = read_text(config.root / config.requirements, "requirements file", root=config.root)
