@@ -363,7 +363,7 @@ class InstalledSets:
 
 # How a Dockerfile or script installs a lock's extras and groups: uv sync/pip and poetry install options, and pip's
 # `.[a,b]`. An --all-extras or an extra named in several builds that disagree is left to the config.
-_EXTRA_OPTION = re.compile(r"(?:--extra[= ]|-E[= ]?|--extras[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._, -]*[A-Za-z0-9])[\"']?")
+_EXTRA_OPTION = re.compile(r"""(?:--extra[= ]|\s-E[= ]?|--extras[= ])(?:"([^"]+)"|'([^']+)'|([A-Za-z0-9][A-Za-z0-9._,-]*))""")
 _GROUP_OPTION = re.compile(r"(?:--group[= ]|--only-group[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")
 _POETRY_WITH = re.compile(r"(?:--with[= ]|--only[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")  # poetry's groups
 _SELF_EXTRAS = re.compile(r"""install\b[^\n]*?\s['"]?\.\[([A-Za-z0-9._, -]+)\]""")
@@ -391,7 +391,8 @@ def installed_sets(directory: Path, lock: str, given: Given) -> InstalledSets:
             if tool is None:
                 continue
             line = line[tool.start():]
-            extras += [e for m in _EXTRA_OPTION.finditer(line) for e in re.split(r"[ ,]+", m.group(1)) if e]
+            extras += [e for m in _EXTRA_OPTION.finditer(line) for e in re.split(r"[ ,]+", next(filter(None, m.groups())))
+                       if e]
             extras += [e.strip() for m in _SELF_EXTRAS.finditer(line) for e in m.group(1).split(",") if e.strip()]
             groups += [g for m in _GROUP_OPTION.finditer(line) for g in m.group(1).split(",") if g]
             if tool.group(1).startswith("poetry"):
