@@ -278,6 +278,8 @@ class Matrix:
     overlay: Overlay | None = None
     tpus: dict[str, Tpu] = field(default_factory=dict)  # tpus.yaml
     deleted_cuda: dict[str, str] = field(default_factory=dict)  # CUDA minor -> why its nvidia/cuda tags are gone
+    # The nvidia/cuda images' ENV for the host's driver, for a GPU image on another base (cuda.yaml driver_env).
+    driver_env: tuple[tuple[str, str], ...] = ()
     cuda_platforms: tuple[str, ...] = (AMD64,)  # the platforms of the nvidia/cuda tags' manifest lists
     cuda_arm64_from: str | None = None  # the first CUDA release with linux/arm64 (sbsa) images
 
@@ -715,6 +717,7 @@ def _load_matrix(directory: Path | None, overlay: Path | None, stamp: int | None
         overlay=loaded,
         tpus=_tpus(root),
         deleted_cuda=_deleted(cuda_data),
+        driver_env=tuple((str(k), str(v)) for k, v in _need(cuda_data, "driver_env", dict, "cuda.yaml").items()),
         cuda_platforms=_strings(_need(cuda_data, "platforms", list, "cuda.yaml"), "cuda.yaml: platforms", _PLATFORM),
         cuda_arm64_from=_text(cuda_data, "arm64_from", "cuda.yaml", _RELEASE),
     )

@@ -156,6 +156,9 @@ class Plan(HtmlRepr):
     # The base's glibc: the newest manylinux_X_Y its wheels may be built for (base_images/distros.yaml), which the
     # resolution and the lock target.
     glibc: str = "2.28"
+    # A GPU image on a base that is not an nvidia/cuda one (base_kind "wheels"): the ENV that has NVIDIA's container
+    # runtime mount the host's driver as those images do.
+    driver_env: tuple[tuple[str, str], ...] = ()
     # The GPU architectures of the framework build (sm_XY cubins, compute_XY PTX); () not recorded.
     cuda_archs: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what the user should know about this resolution
@@ -481,6 +484,19 @@ def _builds(matrix: Matrix, series: FrameworkSeries, gpu: bool) -> str | None:
             continue
         return f"CUDA {cuda}"
     return None
+
+
+def _line_release(matrix: Matrix, fw: Framework, series: FrameworkSeries, version: str
+                  ) -> tuple[FrameworkSeries, str] | None:
+    """The newest release of the same major line whose wheels are for a Python an image can have (TensorFlow 1.15.5
+    for 1.8), where this one's are not."""
+    major = version_key(version).release[0]
+    fitting = [(s, r) for s in fw.series for r in s.releases if version_key(r).release[0] == major and
+               usable_python(matrix, s.for_release(r)) and not version_key(r).is_prerelease]
+    if not fitting:
+        return None
+    moved_series, moved = max(fitting, key=lambda p: version_key(p[1]))
+    return moved_series.for_release(moved), moved
 
 
 def _instead(matrix: Matrix, fw: Framework, series: FrameworkSeries, version: str, gpu: bool) -> str:
@@ -1015,21 +1031,49 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         raise ResolutionError(f"{_why_platform(config, platform, accelerator)}: {matrix.cuda_repository} images are "
                               f"built for {', '.join(matrix.cuda_platforms)} (base_images/cuda.yaml); use one of them, "
                               "or base_image for another")
+    if fw and series and version != "nightly" and not usable_python(matrix, series) and not gpu:
+        # The CPU image as the GPU one: the last release of the line with wheels for a Python an image can have
+        # (TensorFlow 1.8 runs as the official 1.15 on Python 3.7, where the GPU image takes NVIDIA's 1.15).
+        line = _line_release(matrix, fw, series, version)
+        if line is not None:
+            moved_series, moved = line
+            substituted.append(f"{fw.name}=={version}: {fw.name}=={moved} (Python {', '.join(moved_series.python)}) is "
+                               f"installed instead, since {fw.name} {series.series}'s wheels are for Python "
+                               f"{', '.join(series.python)}, which no image can have; {fw.name} {moved_series.series} is "
+                               f"the last {moved_series.series.split('.')[0]}.x series, and code written for "
+                               f"{series.series} runs on it")
+            series, version, label = moved_series, moved, f"{fw.name}=={moved}"
     if fw and series and version != "nightly" and not usable_python(matrix, series):
         raise ResolutionError(
             f"framework: {label} has wheels only for Python {', '.join(series.python)} on the package index, and "
             f"buildkit-py images need Python >= {matrix.distros.min_python} (the launcher); "
             + _instead(matrix, fw, series, version, gpu))
     python = _python(matrix, config, label, series)
+    # A Python no nvidia/cuda image can have (3.7): the framework's wheels that bring CUDA go on the Python base, the
+    # driver from the host (wheel_gpu); without such wheels, a GPU nobody asked for gives way to a CPU image.
+    wheel_gpu = False
+    cpu_notes: list[str] = []
     if gpu and not config.base_image and not gpu_python(matrix, python):
         why = (f"python: {python} on a GPU image: no Ubuntu of the nvidia/cuda images has it in its own archive, and "
                f"uv's standalone builds start at Python {matrix.distros.standalone_min_python} (base_images/distros.yaml)")
-        if fw and series and version != "nightly" and not config.python:
-            raise ResolutionError(f"{why}; {label} has wheels only for Python {', '.join(series.python)}; "
-                                  + _instead(matrix, fw, series, version, gpu))
-        raise ResolutionError(f"{why}; use Python {matrix.distros.standalone_min_python} or newer, gpu: false "
-                              f"({matrix.distros.cpu_image.format(python=python)}), or base_image with that Python")
-    notes: list[str] = list(platform_notes)
+        asked = config.gpu is True or accelerator is not None or config.cuda is not None
+        if fw and series and version != "nightly" and series.install.bundles_cuda and series.cuda and \
+                python in matrix.distros.cpu_python:
+            wheel_gpu = True
+        elif not asked:
+            gpu = False
+            cpu_notes.append(f"{why}, and {label}'s wheels do not bring CUDA: no GPU image can have it, and no GPU was "
+                             "asked for (gpu, accelerator, cuda), so the image is built for CPU; "
+                             + (_instead(matrix, fw, series, version, True) if fw and series else
+                                f"use Python {matrix.distros.standalone_min_python} or newer for a GPU image"))
+        elif fw and series and version != "nightly" and not config.python:
+            raise ResolutionError(f"{why}; {label} has wheels only for Python {', '.join(series.python)}, whose wheels "
+                                  "do not bring CUDA; " + _instead(matrix, fw, series, version, gpu))
+        else:
+            raise ResolutionError(f"{why}; use Python {matrix.distros.standalone_min_python} or newer, gpu: false "
+                                  f"({matrix.distros.cpu_image.format(python=python)}), or base_image with that "
+                                  "Python")
+    notes: list[str] = list(platform_notes) + cpu_notes
     if series and series.origin == UNRECORDED:
         notes.append(f"{label} is not in base_images/frameworks/{fw.source}: a release of the package index, which "
                      "needs no CUDA matching; only its wheels are taken, for the Python they are built for")
@@ -1052,6 +1096,23 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
             python, "auto", apt_packages=(f"python{python}", f"python{python}-venv"),
             uv_requirement=matrix.tools.uv_requirement, mirror=config.python_mirror,
         )
+    elif wheel_gpu:
+        # The Python base; CUDA and cuDNN are the framework wheel's, the driver the host's (NVIDIA's container runtime
+        # mounts it where the nvidia/cuda images' ENV says, which the template sets: base_images/cuda.yaml).
+        cuda = series.default_cuda or max(series.cuda, key=version_key)
+        archs = series.archs_for(cuda) or ()
+        if accelerator and archs and arch_supports(archs, accelerator.capability) is None:
+            raise _no_kernels(fw, series, version, accelerator, _tagged(matrix, platform), [minor(cuda)], platform)
+        known = next((r for r in matrix.cuda if minor(r.cuda) == minor(cuda)), None)
+        min_driver = known.min_driver if known else None
+        cudnn = series.cudnn
+        bundled = True
+        base = matrix.distros.cpu_image.format(python=python)
+        python_setup = PythonSetup(python, "present")
+        kind = "wheels"
+        notes.append(f"{label} on a GPU with Python {python}: no nvidia/cuda image has that Python, and the framework's "
+                     f"wheels bring CUDA {cuda} and cuDNN themselves, so the image is {base} with the host's driver "
+                     "(templates/wheels.Dockerfile.j2)")
     elif gpu:
         choice = _gpu_base(matrix, config, label, fw, series, version, accelerator, platform)
         release, flavor, bundled, archs = choice.release, choice.flavor, choice.bundled, choice.archs
@@ -1079,12 +1140,13 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         extra_pip=series.companions if series and fw else (),  # what the release needs beside it
         base_kind=kind,
         template=f"{kind}.Dockerfile.j2",
+        driver_env=matrix.driver_env if kind == "wheels" else (),
         gpu=gpu,
         cuda=cuda,
         cudnn=cudnn,
         min_driver=min_driver,
         compat_driver=matrix.compat_driver.get(cuda.split(".")[0]) if cuda else None,
-        forward_compat_branches=matrix.forward_compat_branches if cuda else (),
+        forward_compat_branches=matrix.forward_compat_branches if cuda and kind == "cuda" else (),  # cuda-compat's
         python=python_setup,
         framework=_install(fw, series, version, gpu, cuda, bundled, config.framework_index_url,
                            config.framework.within if config.framework.chosen else None) if fw else None,
