@@ -158,6 +158,13 @@ def test_every_series_resolves(fw, series):
     version = "nightly" if series.series == "nightly" else series.releases[-1]
     usable = [p for p in series.python if version_key(p) >= version_key(matrix.distros.min_python)]
     if not usable:
+        line = [r for s in fw.series for r in s.releases if r.split(".")[0] == version.split(".")[0] and
+                any(version_key(p) >= version_key(matrix.distros.min_python) for p in s.for_release(r).python)]
+        if line:  # the last release of the line that an image can have, on CPU as on GPU (TensorFlow 1.15)
+            moved = plan_for(f"{fw.name}=={version}", gpu=False)
+            assert moved.framework.version == max(line, key=version_key) and moved.base_kind == "cpu"
+            assert any("is installed instead" in n for n in moved.said), moved.said
+            return
         with pytest.raises(ResolutionError, match=r"need Python >= 3\.7 \(the launcher\); nearest release that builds"):
             plan_for(f"{fw.name}=={version}", gpu=False)
         return
@@ -172,8 +179,15 @@ def test_every_series_resolves(fw, series):
         return
     if fw.gpu and series.cuda:
         if not any(gpu_python(matrix, p) for p in usable):  # Python 3.7 only: no nvidia/cuda image has it
+            if series.install.bundles_cuda:  # the wheels bring CUDA: the Python base, the host's driver
+                gpu = plan_for(f"{fw.name}=={version}")
+                assert gpu.gpu and gpu.base_kind == "wheels" and gpu.base_image.startswith("python:3.7")
+                assert dict(gpu.driver_env)["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+                return
+            cpu = plan_for(f"{fw.name}=={version}")  # no GPU was asked for: a CPU image, said
+            assert not cpu.gpu and any("no GPU was asked for" in n for n in cpu.notes), cpu.notes
             with pytest.raises(ResolutionError, match=r"on a GPU image: .*gpu: false builds"):
-                plan_for(f"{fw.name}=={version}")
+                plan_for(f"{fw.name}=={version}", accelerator="NVIDIA_TESLA_T4")
             return
         if all(c in matrix.deleted_cuda for c in series.cuda):
             with pytest.raises(ResolutionError, match="NVIDIA deleted from Docker Hub .*nearest release that builds"):
@@ -448,15 +462,21 @@ def test_tensorflow_1_x_builds_nvidias_1_15_on_a_gpu_and_the_official_wheel_on_p
     with pytest.raises(ResolutionError, match=r"python: 3\.7 is not supported by tensorflow==1\.15\.5 on a GPU "
                                               r"\(nvidia-tensorflow==1\.15\.5\+nv23\.3\); supported: 3\.8"):
         plan_for("tensorflow==1.15.5", python="3.7")
-    with pytest.raises(ResolutionError) as err:  # 2.0 and 2.1: cp37 wheels, CUDA 10.x bases deleted, no GPU build
-        plan_for("tensorflow==2.1.4")
+    # 2.0 and 2.1: cp37 wheels that do not bring CUDA, CUDA 10.x bases deleted, no GPU build: a CPU image where no GPU
+    # was asked for, said; refused where one was.
+    cpu = plan_for("tensorflow==2.1.4")
+    assert (cpu.gpu, cpu.base_image) == (False, "python:3.7-slim-bookworm")
+    assert any("no GPU was asked for (gpu, accelerator, cuda), so the image is built for CPU" in n for n in cpu.notes)
+    with pytest.raises(ResolutionError) as err:
+        plan_for("tensorflow==2.1.4", accelerator="NVIDIA_TESLA_T4")
     assert str(err.value).startswith("python: 3.7 on a GPU image:") and "gpu: false builds tensorflow==2.1.4" in str(err.value)
     assert plan_for("tensorflow==2.9.3", python="3.7", gpu=False).base_image == "python:3.7-slim-bookworm"
+    assert not plan_for("tensorflow==2.9.3", python="3.7").gpu  # no GPU asked for: the CPU image
     with pytest.raises(ResolutionError, match="python: 3.7 on a GPU image: .*use Python 3.8 or newer"):
-        plan_for("tensorflow==2.9.3", python="3.7")
-    with pytest.raises(ResolutionError, match=r"need Python >= 3\.7 \(the launcher\); nearest release that builds: "
-                                              r"tensorflow==1\.13\.1 \(CPU\)"):
-        plan_for("tensorflow==1.12.3", gpu=False)
+        plan_for("tensorflow==2.9.3", python="3.7", gpu=True)
+    moved = plan_for("tensorflow==1.12.3", gpu=False)  # cp35/cp36 only: the line's last release, as on a GPU
+    assert moved.framework.requirement == "tensorflow==1.15.5" and moved.python.version == "3.7"
+    assert any("tensorflow==1.12.3: tensorflow==1.15.5 (Python 3.7) is installed instead" in n for n in moved.said)
     listed = versions("tensorflow").to_dict()["tensorflow"]
     assert listed["1.12"]["gpu_build"] == "nvidia-tensorflow==1.15.5+nv23.3 (CUDA 12.1, Python 3.8)"
     assert "gpu_build" not in listed["2.1"]
@@ -470,8 +490,11 @@ def test_torch_and_xgboost_releases_older_than_the_cuda_11_era_build_for_cpu_and
     assert torch.framework.requirement == "torch==1.2.0"
     assert torch.framework.index_url == "https://download.pytorch.org/whl/cpu"
     assert plan_for("torch==1.6.0", gpu=False).python.version == "3.8"  # cp38 from 1.4
-    with pytest.raises(ResolutionError, match=r"torch==1\.2\.0.*nearest release that builds: torch==1\.7\.0 \(CUDA 11\.0\)"):
-        plan_for("torch==1.2.0")
+    gpu = plan_for("torch==1.2.0")  # Python 3.7 only, its wheel brings CUDA 10.0: the Python base, the host's driver
+    assert (gpu.gpu, gpu.base_kind, gpu.base_image, gpu.cuda) == (True, "wheels", "python:3.7-slim-bookworm", "10.0")
+    assert gpu.template == "wheels.Dockerfile.j2" and gpu.forward_compat_branches == ()
+    with pytest.raises(ResolutionError, match=r"torch==1\.6\.0.*nearest release that builds: torch==1\.7\.0 \(CUDA 11\.0\)"):
+        plan_for("torch==1.6.0")  # Python 3.8: an nvidia/cuda image could have it, and its CUDA 10.2 bases are gone
     xgb = plan_for("xgboost==0.81", gpu=False)
     assert xgb.framework.requirement == "xgboost==0.81" and xgb.python.version == "3.8"
     assert "libgomp1" in xgb.system_packages  # 1.2.1 and older load the system's libgomp.so.1
