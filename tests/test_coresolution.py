@@ -140,3 +140,49 @@ def test_every_base_has_its_glibc_from_the_data():
     assert distros.ubuntu_glibc == {"20.04": "2.31", "22.04": "2.35", "24.04": "2.39"} and distros.cpu_glibc == "2.36"
     gpu = make_plan(load_config(None, document={"framework": "torch==2.9.1"}))
     assert gpu.ubuntu and gpu.glibc == distros.ubuntu_glibc[gpu.ubuntu]
+
+
+def test_a_no_cuda_frameworks_release_the_data_lacks_is_the_indexs_and_its_wheels_pick_the_python(online, index,
+                                                                                                 tmp_path):
+    """scikit-learn needs no CUDA matching: a release base_images/ does not list is taken from the index, only as
+    wheels, and the Python its wheels are for is the resolution's choice (0.19.2: cp37 here)."""
+    wheel(index.directory, "scikit-learn", "0.19.2", tag="cp37-cp37m-manylinux_2_17_x86_64")
+    config = config_for(tmp_path / "app", index.url, "", "scikit-learn==0.19.2")
+    plan, got = resolved_for(config)
+    assert plan.framework.source == "unrecorded" and plan.python.version == "3.11"
+    assert any("not in base_images/frameworks/scikit-learn.yaml: a release of the package index" in n for n in plan.notes)
+    assert got.plan.python.version == "3.7" and got.plan.base_image == "python:3.7-slim-bookworm"
+    assert dict(got.resolution.pins) == {"scikit-learn": "0.19.2"}
+    # A CUDA framework's release must be in the data: which CUDA its wheels need is not on the index.
+    from buildkit_py.errors import ResolutionError
+
+    with pytest.raises(ResolutionError, match=r"torch==2\.5\.7 is not a known release"):
+        make_plan(config_for(tmp_path / "torch", index.url, "", "torch==2.5.7"))
+
+
+def test_a_local_version_label_is_a_build_of_its_release_not_a_second_pin():
+    from packaging.requirements import Requirement
+
+    from buildkit_py.inference.frameworks import _pin
+    from buildkit_py.matrix import load_matrix
+
+    matrix = load_matrix()
+    both = _pin(matrix, [("requirements.txt:1", Requirement("torch==2.4.0+cu118")), ("setup.py", Requirement("torch==2.4.0"))],
+                None)
+    assert both.pin == "torch==2.4.0"
+    with pytest.raises(ConfigError, match=r"conflicting framework pins: 'torch==2\.4\.0\+cu118' \(a\) and "
+                                          r"'torch==2\.4\.0\+cu121' \(b\)"):
+        _pin(matrix, [("a", Requirement("torch==2.4.0+cu118")), ("b", Requirement("torch==2.4.0+cu121"))], None)
+
+
+def test_a_placeholders_range_that_admits_the_placeholder_installs_what_replaces_it(tmp_path):
+    """tensorflow-gpu>=2.0 takes 2.12.0, the sdist that raises on purpose (requirement_names.yaml: after 2.11.0): the
+    line is installed as tensorflow>=2.0; tensorflow-gpu==2.4.0 is a real wheel and stays."""
+    from buildkit_py.inference.requirements import _bad_names, _renamed
+
+    table = _bad_names()
+    lines = [("tensorflow-gpu>=2.0", "r:1"), ("tensorflow-gpu==2.4.0", "r:2"), ("tensorflow-gpu<2.12,>=2.5", "r:3"),
+             ("tensorflow-gpu", "r:4")]
+    out, notes = _renamed(table, lines)
+    assert [t for t, _ in out] == ["tensorflow>=2.0", "tensorflow-gpu==2.4.0", "tensorflow-gpu<2.12,>=2.5", "tensorflow"]
+    assert len(notes) == 2 and all("Traceback" not in n and "base_images/requirement_names.yaml" in n for n in notes)

@@ -90,8 +90,11 @@ def _pin(matrix: Matrix, found: list[tuple[str, Requirement]], python: str | Non
     declared = by_fw[chosen]
     where = ", ".join(w for w, _ in declared)
     exact = [(s.version, w) for w, r in declared for s in r.specifier if s.operator in ("==", "===") and "*" not in s.version]
+    # A local version label is a build of its release (torch==2.4.0+cu118 beside torch==2.4.0): one pin, the build's.
+    exact.sort(key=lambda p: Version(p[0]).local is None)
     for version, w in exact[1:]:
-        if Version(version) != Version(exact[0][0]):
+        if Version(version).public != Version(exact[0][0]).public or Version(version).local not in (
+                None, Version(exact[0][0]).local):
             raise ConfigError(f"conflicting framework pins: {show(f'{chosen}=={exact[0][0]}')} ({exact[0][1]}) and "
                               f"{show(f'{chosen}=={version}')} ({w}); keep one", field="framework")
     spec = SpecifierSet()

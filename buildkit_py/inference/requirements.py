@@ -168,6 +168,13 @@ def _bad_names() -> dict[str, _BadName]:
     return found
 
 
+def _after(last: Version) -> tuple[Version, ...]:
+    """Releases after `last`, one per kind of step (the next minor, major, far; placeholders are new release lines, as
+    tensorflow-gpu's 2.12.0 after 2.11.0): what a range must exclude to keep only the real releases."""
+    major, minor_ = (last.release + (0,))[:2]
+    return tuple(Version(v) for v in (f"{major}.{minor_ + 1}.0", f"{major + 1}.0.0", "9999"))
+
+
 def _renamed(table: dict[str, _BadName], lines: Sequence[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[str]]:
     """The requirements with each name known not to install replaced by what to install instead (a renamed project
     keeps its version specifier; a placeholder's versions mean nothing for the real one), and a note for each; a name
@@ -180,9 +187,9 @@ def _renamed(table: dict[str, _BadName], lines: Sequence[tuple[str, str]]) -> tu
             out.append((text, where))  # a URL line: installed as written
             continue
         bad = table.get(canonicalize_name(requirement.name))
+        # A range that admits a release after the last real one takes the placeholder: the resolver picks the newest.
         broken = bad is not None and (bad.after is None or any(
-            v > bad.after for v in (Version(x.version) for x in requirement.specifier if "*" not in x.version
-                                    and x.operator in ("==", "===", ">=", ">", "~="))) or not requirement.specifier)
+            requirement.specifier.contains(v, prereleases=True) for v in _after(bad.after)))
         if bad is None or not broken:
             out.append((text, where))
             continue
