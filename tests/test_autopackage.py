@@ -686,9 +686,11 @@ def test_an_older_tensorflow_1_pin_builds_nvidias_1_15_on_a_gpu_and_its_own_whee
     proc = run_cli("versions", "tensorflow")
     assert proc.returncode == 0 and "1.10     releases 1.10.0, 1.10.1; CUDA 9.0" in proc.stdout
     (root / "setup.py").write_text((root / "setup.py").read_text().replace("1.13.1", "1.10.1"))
-    err = refused(root, "--no-gpu")  # wheels for Python 3.6 at most: the 1.x options, not "unknown release"
-    assert "tensorflow==1.10.1 has wheels only for Python 3.5, 3.6" in err and "not a known release" not in err
-    assert "tf.compat.v1" in err and "nearest release that builds: tensorflow==1.13.1 (CPU)" in err
+    # Wheels for Python 3.6 at most: on CPU as on a GPU, the line's last release (1.15) on the Python it has.
+    out = dry(root, "--no-gpu")
+    assert out["plan"]["framework"]["requirement"] == "tensorflow==1.15.5" and out["plan"]["python"]["version"] == "3.7"
+    assert any("tensorflow==1.10.1: tensorflow==1.15.5 (Python 3.7) is installed instead" in n
+               for n in out["plan"]["notes"]), out["plan"]["notes"]
 
 
 def test_dockerfiles_in_folders_or_named_x_dockerfile_are_said(project):

@@ -373,7 +373,7 @@ class InstalledSets:
 _EXTRA_OPTION = re.compile(r"""(?:--extra[= ]|\s-E[= ]?|--extras[= ])(?:"([^"]+)"|'([^']+)'|([A-Za-z0-9][A-Za-z0-9._,-]*))""")
 _GROUP_OPTION = re.compile(r"(?:--group[= ]|--only-group[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")
 _POETRY_WITH = re.compile(r"(?:--with[= ]|--only[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")  # poetry's groups
-_SELF_EXTRAS = re.compile(r"""install\b[^\n]*?\s['"]?\.\[([A-Za-z0-9._, -]+)\]""")
+_INSTALL_SELF_EXTRAS = re.compile(r"""install\b[^\n]*?\s['"]?\.\[([A-Za-z0-9._, -]+)\]""")
 
 
 def installed_sets(directory: Path, lock: str, given: Given) -> InstalledSets:
@@ -400,7 +400,7 @@ def installed_sets(directory: Path, lock: str, given: Given) -> InstalledSets:
             line = line[tool.start():]
             extras += [e for m in _EXTRA_OPTION.finditer(line) for e in re.split(r"[ ,]+", next(filter(None, m.groups())))
                        if e]
-            extras += [e.strip() for m in _SELF_EXTRAS.finditer(line) for e in m.group(1).split(",") if e.strip()]
+            extras += [e.strip() for m in _INSTALL_SELF_EXTRAS.finditer(line) for e in m.group(1).split(",") if e.strip()]
             groups += [g for m in _GROUP_OPTION.finditer(line) for g in m.group(1).split(",") if g]
             if tool.group(1).startswith("poetry"):
                 groups += [g for m in _POETRY_WITH.finditer(line) for g in m.group(1).split(",") if g]
