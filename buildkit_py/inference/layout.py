@@ -222,6 +222,11 @@ def asked_python(directory: Path, given: Given, python_requires: tuple[str, str]
     if hint is None:
         return Python(python)
     python, where = hint
+    floor = matrix.distros.min_python
+    if version_key(python) < version_key(floor):  # a Python older than any image's (the launcher's floor)
+        return Python(floor, where, (f"{where} asks for Python {python}, which no image can have (the launcher runs on "
+                                     f"Python {floor} and newer, base_images/distros.yaml): Python {floor}, the "
+                                     "closest one that can",), (("python", floor),))
     return Python(python, where, (f"Python {python}: what {where} asks for",), (("python", python),))
 
 

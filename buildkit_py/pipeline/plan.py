@@ -874,7 +874,7 @@ def _assembled(config: Config, matrix: Matrix, *, python_version: str, fw: Frame
         ubuntu=ubuntu,
         platform=platform,
         user_template=config.template,
-        hypertune=matrix.tools.hypertune_requirement if config.hypertune else None,
+        hypertune=_hypertune(config, matrix, requirements),
         system_packages=config.system_packages + libraries.packages,
         pip=extra_pip + pip,
         pip_credentials=pip != config.pip or bool(google_indexes),
@@ -898,6 +898,21 @@ def _assembled(config: Config, matrix: Matrix, *, python_version: str, fw: Frame
                else matrix.distros.cpu_glibc),
         **specific,
     )
+
+
+def _hypertune(config: Config, matrix: Matrix, requirements: _Requirements) -> str | None:
+    """cloudml-hypertune for the image, unless the trainer's requirements or pip entries name it: their release is the
+    one the trainer was written for, and two pins of it would not resolve."""
+    if not config.hypertune:
+        return None
+    from packaging.utils import canonicalize_name
+
+    from ..requirements_file import requirement_name
+
+    wanted = requirement_name(matrix.tools.hypertune_requirement)
+    named = {canonicalize_name(n) for n in requirements.names} | {
+        canonicalize_name(n) for p in config.pip if (n := requirement_name(p))}
+    return None if wanted and canonicalize_name(wanted) in named else matrix.tools.hypertune_requirement
 
 
 def _google_indexes(config: Config, requirements: _Requirements) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -31,7 +32,8 @@ CHECK_TIMEOUT = 600  # seconds: a cold resolve of a CUDA framework reads large i
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.ASCII)
 # What uv says when no index answered: nothing was checked, which is not the requirements' fault.
 _UNREACHABLE = ("error sending request", "dns error", "failed to lookup address", "Connection refused",
-                "connection refused", "Network is unreachable", "operation timed out", "Could not connect")
+                "connection refused", "Network is unreachable", "operation timed out", "Could not connect",
+                "Could not resolve host")  # the last: git's, for a requirement from a repository
 SCHEME = 1
 
 
@@ -110,6 +112,14 @@ def _run(config: Config, plan: Plan, platform: str, framework: str | None = None
             if any(u in said for u in _UNREACHABLE):
                 return _Outcome(unchecked="the requirements were not resolved: no package index answered ("
                                 + show(said.splitlines()[-1][:200] if said else "uv failed") + ")")
+            built = re.search(r"Failed to build `([^`]+)`", said)
+            host = f"{sys.version_info[0]}.{sys.version_info[1]}"
+            if built and plan.python.version != host:
+                # uv builds an sdist's metadata with this machine's Python: a setup.py that checks the version it runs
+                # on fails here and builds in the image, so nothing was checked.
+                return _Outcome(unchecked=f"the requirements were not resolved: {built.group(1)} is an sdist whose "
+                                f"metadata builds with Python {plan.python.version}, which this machine does not have "
+                                f"(uv built it with {host}); the image's build installs it")
             return _Outcome(said=said)
         pins = tuple((canonicalize_name(m.group(1)), m.group(2)) for line in (Path(tmp) / "out.txt").read_text().splitlines()
                      if (m := _PIN.match(line.strip())))
