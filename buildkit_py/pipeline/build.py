@@ -39,8 +39,8 @@ from .lock import STALE_LOCK, config_key, pip_conf_text
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
 from .recipe import Recipe, index_digest
-from .resolution import Resolved
 from .render import render_dockerfile, render_project_dockerignore
+from .resolution import Resolution, Resolved
 
 if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
     from ..builders.base import Builder

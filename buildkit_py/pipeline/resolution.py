@@ -311,8 +311,9 @@ def _moved_note(plan: Plan, at: Plan, said: str, calls: int, seconds: float) -> 
                                     at.framework and at.framework.version != plan.framework.version else None),
                                    (f"Python {plan.python.version}" if at.python.version != plan.python.version else
                                     None)) if x)
+    verb = "do" if " and " in was else "does"
     return (f"{' and '.join(changed) or 'the plan'} chosen with the rest of the requirements: {was or 'the newest'} "
-            f"{'do' if ' and ' in was else 'does'} not resolve ({why}); {calls} resolver call{'s' if calls != 1 else ''}, {seconds:.1f} s")
+            f"{verb} not resolve ({why}); {calls} resolver call{'s' if calls != 1 else ''}, {seconds:.1f} s")
 
 
 def _tried(plan: Plan, moves: list[str | None]) -> str:
