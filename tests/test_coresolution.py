@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 from test_lock_e2e import Index
+from test_resolution import online  # noqa: F401 (the fixture below: the resolver runs, as without BUILDKIT_PY_OFFLINE)
 
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError
 from buildkit_py.pipeline.lock import python_platform
 from buildkit_py.pipeline.plan import make_plan
-from buildkit_py.pipeline.resolution import OFFLINE_ENV, declared_in, remembered, resolve_plan
+from buildkit_py.pipeline.resolution import declared_in, remembered, resolve_plan
+
+pytestmark = pytest.mark.usefixtures("online")
 
 
 def wheel(directory: Path, name: str, version: str, *, requires: tuple[str, ...] = (), tag: str = "py3-none-any",
@@ -34,11 +37,6 @@ def wheel(directory: Path, name: str, version: str, *, requires: tuple[str, ...]
         for n, t in {**files, f"{info}/RECORD": record + f"{info}/RECORD,,\n"}.items():
             archive.writestr(zipfile.ZipInfo(n, (2020, 1, 1, 0, 0, 0)), t)
     return path
-
-
-@pytest.fixture
-def online(monkeypatch):
-    monkeypatch.delenv(OFFLINE_ENV, raising=False)
 
 
 @pytest.fixture
@@ -71,7 +69,7 @@ def resolved_for(config):
     return plan, resolve_plan(config, plan, declared_in(config, plan))
 
 
-def test_an_unpinned_framework_moves_to_the_newest_release_that_resolves_and_says_what_bounded_it(online, index, tmp_path):
+def test_an_unpinned_framework_moves_to_the_newest_release_that_resolves_and_says_what_bounded_it(index, tmp_path):
     config = config_for(tmp_path / "app", index.url, "scikit-learn\nbkpy-bounded\n", "scikit-learn")
     plan, got = resolved_for(config)
     assert plan.framework.version == "1.9.1"  # the newest known, before the resolution
@@ -88,14 +86,14 @@ def test_an_unpinned_framework_moves_to_the_newest_release_that_resolves_and_say
     assert kept is not None and kept.plan == got.plan and len(index.seen) == asked
 
 
-def test_a_range_in_the_config_is_the_resolutions_to_choose_in(online, index, tmp_path):
+def test_a_range_in_the_config_is_the_resolutions_to_choose_in(index, tmp_path):
     config = config_for(tmp_path / "app", index.url, "bkpy-bounded\n", "scikit-learn>=1.5,<1.9")
     plan, got = resolved_for(config)
     assert str(config.framework) == "scikit-learn<1.9,>=1.5" and plan.framework.version == "1.8.0"
     assert got.plan.framework.version == "1.5.2"
 
 
-def test_a_pinned_framework_is_kept_and_the_conflict_names_both_sides(online, index, tmp_path):
+def test_a_pinned_framework_is_kept_and_the_conflict_names_both_sides(index, tmp_path):
     config = config_for(tmp_path / "app", index.url, "bkpy-bounded\n", "scikit-learn==1.9.1",
                         extra="python: '3.11'\n")
     with pytest.raises(ConfigError) as err:
@@ -105,7 +103,7 @@ def test_a_pinned_framework_is_kept_and_the_conflict_names_both_sides(online, in
     assert "scikit-learn==1.9.1" in text and "scikit-learn<1.6" in text and "Traceback" not in text
 
 
-def test_an_unpinned_python_moves_to_the_newest_one_that_resolves(online, index, tmp_path):
+def test_an_unpinned_python_moves_to_the_newest_one_that_resolves(index, tmp_path):
     config = config_for(tmp_path / "app", index.url, "bkpy-cp310\n", "scikit-learn==1.5.2")
     plan, got = resolved_for(config)
     assert plan.python.version == "3.11" and got.plan.python.version == "3.10" and got.config.python == "3.10"
@@ -113,13 +111,13 @@ def test_an_unpinned_python_moves_to_the_newest_one_that_resolves(online, index,
     assert "Python 3.10 chosen with the rest of the requirements: Python 3.11 does not resolve" in got.resolution.note
 
 
-def test_a_python_the_config_pins_is_kept(online, index, tmp_path):
+def test_a_python_the_config_pins_is_kept(index, tmp_path):
     config = config_for(tmp_path / "app", index.url, "bkpy-cp310\n", "scikit-learn==1.5.2", extra="python: '3.11'\n")
     with pytest.raises(ConfigError, match="'bkpy-cp310' does not resolve for Python 3.11"):
         resolved_for(config)
 
 
-def test_the_resolution_targets_the_bases_glibc(online, index, tmp_path):
+def test_the_resolution_targets_the_bases_glibc(index, tmp_path):
     """A wheel for glibc 2.31 runs on Debian 12 (2.36), the CPU base: it resolves there; on a base buildkit-py does
     not know, manylinux_2_28 is what is assumed, and it does not."""
     config = config_for(tmp_path / "app", index.url, "bkpy-glibc\n", "none")
@@ -142,8 +140,7 @@ def test_every_base_has_its_glibc_from_the_data():
     assert gpu.ubuntu and gpu.glibc == distros.ubuntu_glibc[gpu.ubuntu]
 
 
-def test_a_no_cuda_frameworks_release_the_data_lacks_is_the_indexs_and_its_wheels_pick_the_python(online, index,
-                                                                                                 tmp_path):
+def test_a_no_cuda_frameworks_release_the_data_lacks_is_the_indexs_and_its_wheels_pick_the_python(index, tmp_path):
     """scikit-learn needs no CUDA matching: a release base_images/ does not list is taken from the index, only as
     wheels, and the Python its wheels are for is the resolution's choice (0.19.2: cp37 here)."""
     wheel(index.directory, "scikit-learn", "0.19.2", tag="cp37-cp37m-manylinux_2_17_x86_64")
