@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 # line here stops the build (config_page), so a new key cannot go undocumented.
 CONFIG_HELP = {
     "framework": "the framework and release: torch, tensorflow, jax, xgboost, scikit-learn or none; NAME==nightly; "
-                 "NAME alone is the newest known release",
+                 "NAME alone, or NAME with a range (tensorflow<2.17), is the newest known release that resolves "
+                 "with the rest of the requirements",
     "cuda": "the CUDA version (default: the framework's stable default CUDA; torch: its PyPI wheel's)",
     "python": "the image's Python (default 3.11 where the framework supports it)",
     "gpu": "a GPU image (default: true for frameworks with CUDA builds)",
@@ -35,6 +36,10 @@ CONFIG_HELP = {
     "system_packages": "Debian packages for the image, optionally =VERSION",
     "pip": "PEP 508 requirements installed with the framework",
     "requirements": "the requirements file (or another tool's lock file) inside the trainer directory",
+    "requirements_extras": "the extras of a uv.lock or poetry.lock the image installs (autopackage: those the "
+                           "repository's own build installs, `uv sync --extra gpu`)",
+    "requirements_groups": "the dependency groups of a uv.lock or poetry.lock the image installs (`--group train`, "
+                           "`poetry install --with train`)",
     "env": "environment variables of the image",
     "hypertune": "install cloudml-hypertune",
     "import_check": "import what the trainer's entry point imports in the image before its code layer",
