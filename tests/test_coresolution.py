@@ -183,3 +183,20 @@ def test_a_placeholders_range_that_admits_the_placeholder_installs_what_replaces
     out, notes = _renamed(table, lines)
     assert [t for t, _ in out] == ["tensorflow>=2.0", "tensorflow-gpu==2.4.0", "tensorflow-gpu<2.12,>=2.5", "tensorflow"]
     assert len(notes) == 2 and all("Traceback" not in n and "base_images/requirement_names.yaml" in n for n in notes)
+
+
+def test_jax_on_a_tpu_resolves_on_pypi_where_libtpu_is_built_for_a_newer_glibc_than_2_28(tmp_path):
+    """libtpu 0.0.50 and newer ship manylinux_2_31 wheels only: the TPU image's base (Debian 12, glibc 2.36) runs them,
+    and the resolution, which targets that glibc, takes them (it refused them at manylinux_2_28)."""
+    import json
+
+    from conftest import run_cli
+
+    (tmp_path / "train.py").write_text("import jax\n")
+    (tmp_path / "buildkit.yaml").write_text("framework: jax\naccelerator: TPU_V5_LITEPOD\ntrainer: {script: train.py}\n")
+    proc = run_cli("resolve", "--dir", str(tmp_path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    if "not resolved" in plan["notes"][-1]:
+        pytest.fail(f"PyPI is not reachable from this machine: {plan['notes'][-1]}")
+    assert plan["glibc"] == "2.36" and "resolve for Python" in plan["notes"][-1]
