@@ -90,7 +90,7 @@ def test_cpu_images_on_arm64(project):
     assert plan.arm64 and plan.base_image == "python:3.11-slim-bookworm"
     with pytest.raises(ResolutionError, match=r"platform: linux/arm64: scikit-learn==0\.22\.2\.post1 has no Linux "
                                               r"aarch64 wheels \(the first: 0\.24\.0\); nearest release that has "
-                                              r"them: scikit-learn==1\.0 "):
+                                              r"them: scikit-learn==0\.24\.0 "):
         plan_of(project, "framework: scikit-learn==0.22.2.post1\npython: \"3.8\"\nplatform: linux/arm64\n"
                          "trainer: {module: trainer.task}\n")
     unknown = plan_of(project, "framework: torch==2.9.1\ngpu: false\nplatform: linux/arm64\n"
