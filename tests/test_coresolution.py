@@ -200,3 +200,18 @@ def test_jax_on_a_tpu_resolves_on_pypi_where_libtpu_is_built_for_a_newer_glibc_t
     if "not resolved" in plan["notes"][-1]:
         pytest.fail(f"PyPI is not reachable from this machine: {plan['notes'][-1]}")
     assert plan["glibc"] == "2.36" and "resolve for Python" in plan["notes"][-1]
+
+
+def test_a_range_chooses_inside_it_on_a_tpu_too():
+    from pathlib import Path
+
+    from buildkit_py.config import Config, FrameworkRequest
+    from buildkit_py.errors import ResolutionError
+
+    def tpu(within: str):
+        return make_plan(Config(root=Path("."), source="test", framework=FrameworkRequest("jax", None, within),
+                                accelerator="TPU_V5_LITEPOD"))
+
+    assert tpu("<0.7").framework.requirement == "jax[tpu]==0.6.2"
+    with pytest.raises(ResolutionError, match=r"no jax release inside 'jax<0\.1' in the data runs on TPU_V5_LITEPOD"):
+        tpu("<0.1")

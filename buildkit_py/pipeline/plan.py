@@ -803,9 +803,13 @@ def _tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
     if request.version == "nightly":
         raise ResolutionError(f"framework: no nightly TPU build is known; {listed}")
     if request.version is None:
-        if not works:
-            raise ResolutionError(f"accelerator: no {fw.name} release in the data runs on {who}; {listed}")
-        version = works[0]
+        from packaging.specifiers import SpecifierSet
+
+        inside = [r for r in works if SpecifierSet(request.within).contains(r, prereleases=True)]
+        if not inside:
+            within = f" inside {show(str(request))}" if request.within else ""
+            raise ResolutionError(f"accelerator: no {fw.name} release{within} in the data runs on {who}; {listed}")
+        version = inside[0]
         series = next(s for s in fw.series if version in s.releases)
     else:
         _, series, version = _framework(matrix, config)  # the known release (or the newest of a series)
