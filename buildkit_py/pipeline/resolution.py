@@ -176,7 +176,8 @@ def resolve_plan(config: Config, plan: Plan, declared: Sequence[tuple[str, str]]
     if first.pins is not None:
         return Resolved(config, plan, Resolution(True, _resolved(first.pins, plan, platform), first.pins,
                                                  cached=first.cached))
-    moves = _moves(config, plan)
+    # uv builds an sdist's metadata with this machine's Python whatever the image's: another Python cannot mend that.
+    moves = [m for m in _moves(config, plan) if m is None or "Failed to build" not in first.said]
     calls = 1
     for python in moves:
         moved = _moved(config, python)
@@ -189,8 +190,8 @@ def resolve_plan(config: Config, plan: Plan, declared: Sequence[tuple[str, str]]
             continue
         out = _run(moved, at, platform, relaxed)
         calls += not out.cached
-        if out.unchecked:
-            return Resolved(config, plan, Resolution(False, out.unchecked))
+        if out.unchecked:  # the first run reached the index: what this one could not check is no choice
+            continue
         release = _release(out.pins, at) if out.pins is not None else None
         if out.pins is not None and relaxed and release and release != at.framework.version:
             moved = replace(moved, framework=FrameworkRequest(config.framework.name, release))
