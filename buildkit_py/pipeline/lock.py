@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -440,17 +441,26 @@ def base_digest(image: str, platform: str) -> str:
     raise RegistryError(f"{image}: an index inside an index")
 
 
-def _uv() -> str:
-    """uv, a dependency of buildkit-py (pyproject), else the one on PATH."""
-    try:
-        import uv
+_UV_FOUND: list[str] = []
+_UV_LOCK = threading.Lock()
 
-        return uv.find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        found = shutil.which("uv")
-        if found is None:
-            raise BuildError("uv is not installed: `pip install uv` (buildkit-py locks with uv's resolver)") from None
-        return found
+
+def _uv() -> str:
+    """uv, a dependency of buildkit-py (pyproject), else the one on PATH; looked up once, under a lock: the variants of
+    one build plan in threads, and uv's lookup reads sysconfig, whose first read is not thread-safe."""
+    with _UV_LOCK:
+        if not _UV_FOUND:
+            try:
+                import uv
+
+                _UV_FOUND.append(uv.find_uv_bin())
+            except (ImportError, FileNotFoundError):
+                found = shutil.which("uv")
+                if found is None:
+                    raise BuildError("uv is not installed: `pip install uv` (buildkit-py locks with uv's resolver)") \
+                        from None
+                _UV_FOUND.append(found)
+        return _UV_FOUND[0]
 
 
 def _parse_compiled(text: str) -> tuple[LockedPackage, ...]:
