@@ -212,11 +212,6 @@ def _declared_sets(root: Path) -> dict[str, set[tuple[str, str]]] | None:
     for group, values in (groups.items() if isinstance(groups, dict) else ()):
         sets[f"group:{canonicalize_name(str(group))}"] = pairs(values, f"pyproject.toml dependency-groups.{group}")
     return sets
-    poetry = (data.get("tool") or {}).get("poetry") if isinstance(data.get("tool"), dict) else None
-    if isinstance(poetry, dict) and isinstance(poetry.get("dependencies"), dict):
-        where = "pyproject.toml [tool.poetry.dependencies]"
-        return _table_requirements(poetry["dependencies"], where), where
-    return None
 
 
 def _requirements(values: list[Any], where: str) -> list[Requirement]:
@@ -301,7 +296,8 @@ def _uv(root: Path, name: str, env: dict[str, str], extras: tuple[str, ...] = ()
                                 *(f"group-{len(project)}-{project}-{g}" for g in wanted_groups)])
     root_package = packages[roots[0]]
     optional = _table(root_package.get("optional-dependencies", {}), at, "optional-dependencies")
-    development = _table(root_package.get("dev-dependencies", {}), at, "dev-dependencies")
+    development = {canonicalize_name(k): v for k, v in
+                   _table(root_package.get("dev-dependencies", {}), at, "dev-dependencies").items()}
     for kind, asked, table in (("extra", wanted_extras, optional), ("dependency group", wanted_groups, development)):
         known = {canonicalize_name(k) for k in table}
         missing = [a for a in asked if a not in known]
@@ -312,7 +308,7 @@ def _uv(root: Path, name: str, env: dict[str, str], extras: tuple[str, ...] = ()
     chosen: set[int] = set()
     todo: list[tuple[int, tuple[str, ...]]] = [(i, wanted_extras) for i in roots]
     seen: set[tuple[int, tuple[str, ...]]] = set()
-    first = True
+    group_edges = [e for g in wanted_groups for e in _tables(development.get(g), at, f"dev-dependencies.{g}")]
     while todo:
         index, asked = todo.pop()
         if (index, asked) in seen:
@@ -327,12 +323,8 @@ def _uv(root: Path, name: str, env: dict[str, str], extras: tuple[str, ...] = ()
                     _table(package.get("optional-dependencies", {}), at, "optional-dependencies").items()}
         for extra in asked:
             edges += _tables(optional.get(canonicalize_name(extra)), at, f"optional-dependencies.{extra}")
-        if index in roots and first:
-            first = False
-            development = {canonicalize_name(k): v for k, v in
-                           _table(package.get("dev-dependencies", {}), at, "dev-dependencies").items()}
-            for group in wanted_groups:
-                edges += _tables(development.get(group), at, f"dev-dependencies.{group}")
+        if index == roots[0]:  # the project's dependency groups in force
+            edges += group_edges
         for edge in edges:
             if not _applies(edge.get("marker"), env, at, chosen=chosen_markers):
                 continue

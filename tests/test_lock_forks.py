@@ -195,3 +195,13 @@ def test_poetry_groups_and_extras_are_installed_where_asked(tmp_path):
     assert names("3.11", "linux/amd64", extras=("cuda",)) == ["bkpin==1.0", "bkdev==1.0"]
     with pytest.raises(ConfigError, match="requirements_extras: poetry.lock: the project has no extra 'gpu'"):
         export(tmp_path, "poetry.lock", "3.11", "linux/amd64", extras=("gpu",))
+
+
+def test_an_extra_a_build_names_that_the_lock_lacks_is_said_and_the_lock_installs_without_it(index, tmp_path):
+    root = project(tmp_path / "app", index, EXTRAS)
+    (root / "Dockerfile").write_text("FROM python:3.12-slim\nRUN uv sync --frozen --extra tpu\n")
+    proc = run_cli("autopackage", str(root), "--dry-run", "--json", "--offline", "--framework", "none")
+    assert proc.returncode == 0, proc.stderr
+    assert "Dockerfile names what the lock does not hold (uv.lock: the project has no extra 'tpu' in the lock; it has " \
+           "cpu, gpu): the image installs the lock without extras or groups" in proc.stderr
+    assert "requirements_extras" not in json.loads(proc.stdout)["inferred"]["config_keys"]

@@ -270,18 +270,8 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
         chosen = installed_sets(directory, requirements, given)
         platform = str(given.flags.get("platform") or given.data.get("platform") or "linux/amd64")
         try:
-            try:
-                pins = locked(directory, requirements, matrix.distros.default_python, platform, chosen.extras,
-                              chosen.groups)
-            except StaleLockError:
-                raise
-            except ConfigError as exc:
-                if exc.field not in ("requirements_extras", "requirements_groups"):
-                    raise
-                notes.append(f"{chosen.notes[0].split(':')[0]} names what the lock does not hold ({exc.detail}): the "
-                             "image installs the lock without extras or groups")
-                chosen = InstalledSets()
-                pins = locked(directory, requirements, matrix.distros.default_python, platform)
+            pins, chosen, said = _locked_with(directory, requirements, matrix.distros.default_python, platform, chosen)
+            notes += said
         except StaleLockError as exc:
             if "requirements" in given:
                 raise
@@ -366,6 +356,21 @@ class InstalledSets:
     groups: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     overrides: tuple[tuple[str, Any], ...] = ()
+    source: str | None = None  # the build that installs them (Dockerfile.gpu)
+
+
+def _locked_with(directory: Path, lock: str, python: str, platform: str, chosen: InstalledSets
+                 ) -> tuple[list, InstalledSets, list[str]]:
+    """The lock's pins with the extras and groups the repository's build installs; where the lock does not hold them,
+    without, said (a stale lock raises StaleLockError)."""
+    try:
+        return locked(directory, lock, python, platform, chosen.extras, chosen.groups), chosen, []
+    except ConfigError as exc:
+        if isinstance(exc, StaleLockError) or exc.field not in ("requirements_extras", "requirements_groups"):
+            raise
+        said = [f"{chosen.source} names what the lock does not hold ({exc.detail}): the image installs the lock "
+                "without extras or groups"]
+        return locked(directory, lock, python, platform), InstalledSets(), said
 
 
 # How a Dockerfile or script installs a lock's extras and groups: uv sync/pip and poetry install options, and pip's
@@ -374,6 +379,7 @@ _EXTRA_OPTION = re.compile(r"""(?:--extra[= ]|\s-E[= ]?|--extras[= ])(?:"([^"]+)
 _GROUP_OPTION = re.compile(r"(?:--group[= ]|--only-group[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")
 _POETRY_WITH = re.compile(r"(?:--with[= ]|--only[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")  # poetry's groups
 _INSTALL_SELF_EXTRAS = re.compile(r"""install\b[^\n]*?\s['"]?\.\[([A-Za-z0-9._, -]+)\]""")
+_INSTALLER = re.compile(r"\b(uv sync|uv pip install|uv export|poetry (?:install|export)|pip3? install)\b")
 
 
 def installed_sets(directory: Path, lock: str, given: Given) -> InstalledSets:
@@ -394,7 +400,7 @@ def installed_sets(directory: Path, lock: str, given: Given) -> InstalledSets:
         extras: list[str] = []
         groups: list[str] = []
         for line in text.splitlines():
-            tool = re.search(r"\b(uv sync|uv pip install|uv export|poetry (?:install|export)|pip3? install)\b", line)
+            tool = _INSTALLER.search(line)
             if tool is None:
                 continue
             line = line[tool.start():]
@@ -423,7 +429,7 @@ def installed_sets(directory: Path, lock: str, given: Given) -> InstalledSets:
                       if v)
     return InstalledSets(extras, groups, (f"{name} installs {lock} with its {said}: the image does too"
                                           + (f" (the GPU build's; {', '.join(others)} installs others)" if others else ""),),
-                         overrides)
+                         overrides, name)
 
 
 def _requirements_file(directory: Path, given: Given) -> tuple[str | None, list[str]]:

@@ -40,7 +40,7 @@ from .lock import apply as apply_lock
 from .plan import Plan, make_plan
 from .recipe import Recipe, index_digest
 from .render import render_dockerfile, render_project_dockerignore
-from .resolution import Resolution, Resolved
+from .resolution import Resolution, Resolved, check_resolution, declared_in, remembered, resolve_plan
 
 if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
     from ..builders.base import Builder
@@ -97,8 +97,6 @@ def prepare_resolved(config: Config, *, locked: bool = False, own_dockerfile: st
     requirement that does not resolve exits 2 at its file:line now, not minutes into the build), the framework release
     and Python chosen with them where nobody pinned them. A remote builder reads indexes this machine may not reach:
     its plan is resolved by that build. declared: (requirement, where) for an error's position."""
-    from .resolution import declared_in, remembered, resolve_plan
-
     plan = make_plan(config)
     if own_dockerfile is not None:
         return Resolved(config, plan, None)
@@ -167,8 +165,6 @@ def resolve_requirements(config: Config, recipe: Recipe, options: BuildOptions, 
                          resolution: Resolution | None = None) -> None:
     """What the plan stage's resolution found, said as the build starts; a plan made without one (each platform's of a
     multi-platform image) is resolved as it is now."""
-    from .resolution import check_resolution, declared_in
-
     if resolution is None:
         plan = recipe.resolved()
         resolution = check_resolution(config, plan, declared_in(config, plan), offline=options.offline)

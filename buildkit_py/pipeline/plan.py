@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -348,8 +348,6 @@ def _unrecorded_release(matrix: Matrix, fw: Framework, version: str) -> Framewor
     if fw.gpu or not fw.series or parsed.local is not None:
         return None
     series_name = ".".join(str(n) for n in (parsed.release + (0,))[:2])
-    from dataclasses import replace
-
     # No CUDA to match: the install of the nearest recorded series, every Python a CPU image can have (the resolver,
     # taking only the framework's wheels, finds the one its wheels are for).
     wanted = parsed.release[:2]

@@ -166,7 +166,7 @@ def resolve_plan(config: Config, plan: Plan, declared: Sequence[tuple[str, str]]
         return Resolved(config, plan, check_resolution(config, plan, declared, offline=offline))
     platform = platform_of(plan)
     started = time.perf_counter()
-    memo = cache_dir() / "resolutions" / f"{_key(config, plan, platform)[:40]}.move.json"
+    memo = _memo(config, plan, platform)
     kept = _remembered(memo, config, plan, platform)
     if kept is not None:
         return kept
@@ -185,9 +185,7 @@ def resolve_plan(config: Config, plan: Plan, declared: Sequence[tuple[str, str]]
             at = plan if python is None else make_plan(moved)
         except (ConfigError, ResolutionError):
             continue  # no image for this Python: the next
-        relaxed = at.framework.relaxed() if at.framework else None
-        if python is None and relaxed is None:
-            continue
+        relaxed = at.framework.relaxed() if at.framework else None  # a move of None is one where this is set
         out = _run(moved, at, platform, relaxed)
         calls += not out.cached
         if out.unchecked:  # the first run reached the index: what this one could not check is no choice
@@ -219,10 +217,15 @@ def remembered(config: Config, plan: Plan) -> Resolved | None:
         return None
     try:
         platform = platform_of(plan)
-        memo = cache_dir() / "resolutions" / f"{_key(config, plan, platform)[:40]}.move.json"
+        memo = _memo(config, plan, platform)
     except (OSError, ConfigError):
         return None
     return _remembered(memo, config, plan, platform, kept_only=True)
+
+
+def _memo(config: Config, plan: Plan, platform: str) -> Path:
+    """Where the choice the resolution made for the plan's inputs is kept."""
+    return cache_dir() / "resolutions" / f"{_key(config, plan, platform)[:40]}.move.json"
 
 
 def _remembered(memo: Path, config: Config, plan: Plan, platform: str, *, kept_only: bool = False) -> Resolved | None:
@@ -285,7 +288,7 @@ def _release(pins: tuple[tuple[str, str], ...], plan: Plan) -> str | None:
     fw = plan.framework
     if fw is None:
         return None
-    package = canonicalize_name(re.split(r"[\[<>=!~ ;]", fw.requirement, maxsplit=1)[0])
+    package = canonicalize_name(requirement_name(fw.requirement) or fw.name)
     found = next((v for n, v in pins if n == package), None)
     return found.split("+", 1)[0] if found else None
 
@@ -301,20 +304,18 @@ def _bound(said: str, name: str) -> str | None:
 
 def _moved_note(plan: Plan, at: Plan, said: str, calls: int, seconds: float) -> str:
     """What the resolution chose instead of the plan's newest, and what bounded it."""
-    changed = []
+    changed, was = [], []
     if plan.framework and at.framework and at.framework.version != plan.framework.version:
         changed.append(f"{at.framework.name} {at.framework.version}")
+        was.append(f"{plan.framework.name} {plan.framework.version}")
     if at.python.version != plan.python.version:
         changed.append(f"Python {at.python.version}")
+        was.append(f"Python {plan.python.version}")
     name = plan.framework.name if plan.framework else ""
     why = (_bound(said, name) if name else None) or _reason(said)
-    was = " and ".join(x for x in ((f"{plan.framework.name} {plan.framework.version}" if plan.framework and
-                                    at.framework and at.framework.version != plan.framework.version else None),
-                                   (f"Python {plan.python.version}" if at.python.version != plan.python.version else
-                                    None)) if x)
-    verb = "do" if " and " in was else "does"
-    return (f"{' and '.join(changed) or 'the plan'} chosen with the rest of the requirements: {was or 'the newest'} "
-            f"{verb} not resolve ({why}); {calls} resolver call{'s' if calls != 1 else ''}, {seconds:.1f} s")
+    return (f"{' and '.join(changed) or 'the plan'} chosen with the rest of the requirements: "
+            f"{' and '.join(was) or 'the newest'} {'do' if len(was) > 1 else 'does'} not resolve ({why}); {calls} "
+            f"resolver call{'s' if calls != 1 else ''}, {seconds:.1f} s")
 
 
 def _tried(plan: Plan, moves: list[str | None]) -> str:
