@@ -164,3 +164,14 @@ def index(tmp_path):
     served = Index(wheels)
     yield served
     served.close()
+
+
+@pytest.fixture(scope="session")
+def fake_nvml(tmp_path_factory) -> str:
+    """The stand-in NVML (tests/data/fake_nvml.c): libnvidia-ml.so.1's C interface, devices set per test by FAKE_NVML_*."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    assert gcc, "a C compiler is needed to build the stand-in NVML"
+    out = tmp_path_factory.mktemp("nvml") / "libnvidia-ml.so.1"
+    source = REPO / "tests" / "data" / "fake_nvml.c"
+    subprocess.run([gcc, "-shared", "-fPIC", "-Wall", "-Werror", "-o", str(out), str(source)], check=True)
+    return str(out)

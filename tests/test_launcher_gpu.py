@@ -4,7 +4,6 @@ the same C interface as libnvidia-ml.so.1, with devices and versions set per tes
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,17 +27,7 @@ from buildkit_py.pipeline.plan import make_plan
 from buildkit_py.pipeline.render import render_dockerfile
 from conftest import REPO
 
-FAKE_SOURCE = REPO / "tests" / "data" / "fake_nvml.c"
 BRANCHES = "535,570,580,590,595,610,615"  # base_images/cuda.yaml, as the Dockerfile sets it
-
-
-@pytest.fixture(scope="session")
-def fake_nvml(tmp_path_factory) -> str:
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    assert gcc, "a C compiler is needed to build the stand-in NVML"
-    out = tmp_path_factory.mktemp("nvml") / "libnvidia-ml.so.1"
-    subprocess.run([gcc, "-shared", "-fPIC", "-Wall", "-Werror", "-o", str(out), str(FAKE_SOURCE)], check=True)
-    return str(out)
 
 
 def launch(env: dict[str, str], *command: str, check: bool = False, path: str = str(REPO)) -> subprocess.CompletedProcess:

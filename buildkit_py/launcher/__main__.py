@@ -10,6 +10,9 @@ Checks, then hands off. Switches (environment; names in constants.py):
                                   a job must not hide a TPU job's missing chips, nor the reverse)
   BUILDKIT_PY_LAUNCHER_QUIET=1    no log lines on success; warnings and errors still show
   BUILDKIT_PY_PROBE=torch|tensorflow  also ask the framework (slower: it imports it)
+  BUILDKIT_PY_PROCESSES_PER_NODE=N|auto  start N trainer processes on this machine (auto: one per visible GPU), each
+                                  with torchrun's variables (group.py); a torchrun, accelerate or deepspeed command is
+                                  given the cluster instead and starts them itself (launchers.py)
 A switch with another value stops with exit code 21, as a bad command line does.
 A trainer command `python -m M ...` or `python SCRIPT ...` naming this interpreter runs in it
 (handoff.py); other commands are exec'd. As PID 1 the launcher stays as the trainer's supervisor.
@@ -24,12 +27,16 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections import namedtuple
 
-from . import cluster, handoff, packages
+from . import cluster, group, handoff, launchers, packages
 from .constants import (
+    AUTO_PROCESSES,
     BAD_CLUSTER,
     EXPECT_GPUS_ENV,
     EXPECT_TPU_ENV,
+    LOCAL_MASTER_ADDR,
+    LOCAL_MASTER_PORT,
     QUIET_ENV,
     SKIP_GPU_CHECK_ENV,
     SKIP_TPU_CHECK_ENV,
@@ -62,14 +69,28 @@ def _switch_error(env: dict[str, str]) -> str | None:
     return None
 
 
-def prepare(command: list[str], env: dict[str, str]) -> tuple[int, str, list[str], list[str]]:
-    """Run the checks and fill in the environment: (exit code, error, log lines, warnings).
-    Mutates env."""
+class Prepared(namedtuple("Prepared", "code error lines warnings command processes")):
+    """What the checks decided: an exit code and error (0, "" to go on), log lines, warnings, the trainer's command
+    (with a distributed launcher's cluster flags added) and each process's variables ([] for one process)."""
+
+    __slots__ = ()
+
+
+def prepare(command: list[str], env: dict[str, str]) -> Prepared:
+    """Run the checks and fill in the environment. Mutates env."""
     lines: list[str] = []
     warnings: list[str] = []
+
+    def failed(code: int, message: str) -> Prepared:
+        return Prepared(code, message, lines, warnings, command, [])
+
     error = _switch_error(env)
     if error:
-        return USAGE, error, lines, warnings
+        return failed(USAGE, error)
+    try:
+        wanted = group.requested(env)
+    except group.GroupError as exc:
+        return failed(USAGE, str(exc))
     # A check's module is imported only when it runs: every container start pays for imports.
     tpu_job = env.get(EXPECT_TPU_ENV, "").strip() not in ("", "0")
     run_tpu = tpu_job and env.get(SKIP_TPU_CHECK_ENV) != "1"
@@ -80,6 +101,7 @@ def prepare(command: list[str], env: dict[str, str]) -> tuple[int, str, list[str
         lines.append(f"GPU checks skipped: a TPU job ({EXPECT_TPU_ENV} set) with no GPU requested")
     if tpu_job and not run_tpu:
         lines.append(f"TPU checks skipped ({SKIP_TPU_CHECK_ENV}=1)")
+    gpus = None
     if run_gpu or run_tpu:
         from . import gpu  # its CheckFailed and Report serve the TPU check too
 
@@ -90,18 +112,30 @@ def prepare(command: list[str], env: dict[str, str]) -> tuple[int, str, list[str
 
                 reports.append(tpu.check(env))
         except gpu.CheckFailed as exc:
-            return exc.code, exc.message, lines, warnings
+            return failed(exc.code, exc.message)
         for report in reports:
             lines.append(report.summary)
             warnings += report.warnings
+        gpus = reports[0].gpus if run_gpu else None
+    if wanted == AUTO_PROCESSES and gpus is None:
+        from . import gpu
+
+        gpus = gpu.visible(env)
     try:
-        added, notes = cluster.torch_env(cluster.parse(env), env)
+        found = cluster.parse(env)
+        added, notes = cluster.torch_env(found, env)
     except cluster.ClusterError as exc:
-        return BAD_CLUSTER, str(exc), lines, warnings
+        return failed(BAD_CLUSTER, str(exc))
+    added.update(cluster.node_env(found, {**env, **added}, tpu_job))
     env.update(added)
     lines += notes
     if added:
         lines.append("set " + " ".join(f"{k}={v}" for k, v in added.items()))
+    per_node, counted = group.counted(wanted, gpus or 0)
+    lines += [counted] if counted else []
+    command, processes, problem = _spread(command, env, found, wanted, per_node, gpus or 0, lines, warnings)
+    if problem:
+        return failed(BAD_CLUSTER, problem)
     job_dir = cluster.job_dir(command[1:])
     if job_dir:
         env.setdefault("JOB_DIR", job_dir)
@@ -115,7 +149,42 @@ def prepare(command: list[str], env: dict[str, str]) -> tuple[int, str, list[str
         os.makedirs(os.path.dirname(metric_file), exist_ok=True)
     except OSError as exc:
         lines.append(f"cannot create the hypertune metric directory for {metric_file}: {exc}")
-    return 0, "", lines, warnings
+    return Prepared(0, "", lines, warnings, command, processes)
+
+
+def _spread(command: list[str], env: dict[str, str], found, wanted, per_node: int | None, gpus: int,
+            lines: list[str], warnings: list[str]) -> tuple[list[str], list[dict[str, str]], str | None]:
+    """How this machine's processes start: (command, each process's variables, a contradiction). A distributed
+    launcher in the command starts them itself, given the cluster; otherwise more than one are started here."""
+    ranked = found is None or found.rank is not None
+    nodes, node_rank = (found.world_size, found.rank) if found is not None and ranked else (1, 0)
+    master = found.master if found is not None and found.master else (
+        env.get("MASTER_ADDR") or LOCAL_MASTER_ADDR, env.get("MASTER_PORT") or LOCAL_MASTER_PORT)
+    launch = launchers.find(command)
+    if launch is not None:
+        problem = launchers.contradiction(launch, nodes, wanted)
+        if problem or not ranked:
+            return command, [], problem
+        try:
+            command, added, notes = launchers.adapt(command, launch, nodes, node_rank, master,
+                                                    found.hosts if found is not None else ("localhost",), per_node)
+        except (ValueError, OSError) as exc:
+            return command, [], str(exc)
+        env.update({k: v for k, v in added.items() if k not in env})
+        lines.extend(notes)
+        return command, [], None
+    if per_node is None:
+        return command, [], None
+    if not ranked:
+        lines.append(f"{found.task_type} takes no rank: one process, not {per_node}")
+        return command, [], None
+    if gpus and per_node > gpus:
+        warnings.append(f"{per_node} processes per machine on {gpus} GPU(s): some processes share a GPU")
+    processes = group.process_envs(per_node, node_rank, nodes, master, gpus)
+    if per_node == 1:  # asked for, so the process has the same variables as each of several would
+        env.update({k: v for k, v in processes[0].items() if k not in env})
+        return command, [], None
+    return command, processes, None
 
 
 def main(argv: list[str] | None = None) -> object:
@@ -136,13 +205,14 @@ def main(argv: list[str] | None = None) -> object:
         return _fail(exc.code, exc.message)
     if not trainer and not check_only:
         return _fail(USAGE, USAGE_LINE)
-    code, error, lines, warnings = prepare(trainer or ["check"], os.environ)  # os.environ: the trainer inherits it
-    for line in lines:
+    prepared = prepare(trainer or ["check"], os.environ)  # os.environ: the trainer inherits it
+    for line in prepared.lines:
         _log(line)
-    for warning in warnings:
+    for warning in prepared.warnings:
         _print(f"warning: {warning}")
-    if code:
-        return _fail(code, error)
+    if prepared.code:
+        return _fail(prepared.code, prepared.error)
+    trainer = prepared.command if trainer else trainer
     _log(f"checks passed in {time.perf_counter() - start:.3f} s" + ("" if check_only else f"; starting {' '.join(trainer)}"))
     if check_only:
         return 0
@@ -150,7 +220,11 @@ def main(argv: list[str] | None = None) -> object:
         installed = packages.install(os.environ, _log)
     except packages.PackageError as exc:
         return _fail(exc.code, exc.message)
-    return handoff.hand_off(trainer, not installed and handoff.interpreter_env(os.environ) == started_with)
+    same = not installed and handoff.interpreter_env(os.environ) == started_with
+    if prepared.processes:
+        target = handoff.python_target(trainer) if same else None
+        return group.run(trainer, target, prepared.processes, _log)
+    return handoff.hand_off(trainer, same)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,26 @@ class Cluster(namedtuple("Cluster", "source role task_type task_index chief work
             return len(self.chief) + self.task_index
         return None
 
+    @property
+    def master(self) -> tuple[str, str] | None:
+        """(host, port) of rank 0; None for a lone evaluator or server."""
+        first = (self.chief or self.workers)[:1]
+        return split(first[0]) if first else None
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The ranked machines' hosts, in rank order."""
+        return tuple(split(a)[0] for a in self.chief + self.workers)
+
+
+def split(address: str) -> tuple[str, str]:
+    host, _, port = address.rpartition(":")
+    return (host[1:-1] if host.startswith("[") and host.endswith("]") else host), port  # [IPv6]:port
+
+
+def join(host: str, port: str) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
 
 def _show(value: object) -> str:
     text = repr(value)
@@ -144,12 +164,10 @@ def torch_env(cluster: Cluster | None, env: dict[str, str]) -> tuple[dict[str, s
     if cluster is None:
         return {}, []
     log = [f"{cluster.source}: {cluster.task_type}[{cluster.task_index}] of {cluster.world_size} ranks"]
-    master = (cluster.chief or cluster.workers)[:1]
-    if not master:  # a lone evaluator or server: ranks always have their own pool's address
+    if cluster.master is None:  # a lone evaluator or server: ranks always have their own pool's address
         return {}, log + [f"{cluster.task_type} ({cluster.role}) takes no rank and the cluster has no chief or worker: "
                           "nothing set"]
-    host, _, port = master[0].rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [IPv6]:port
+    host, port = cluster.master
     rank = cluster.rank
     wanted = {"MASTER_ADDR": host, "MASTER_PORT": port}
     if rank is None:
@@ -161,6 +179,21 @@ def torch_env(cluster: Cluster | None, env: dict[str, str]) -> tuple[dict[str, s
     if kept:
         log.append("kept as already set: " + ", ".join(kept))
     return added, log
+
+
+def node_env(cluster: Cluster | None, env: dict[str, str], tpu: bool) -> dict[str, str]:
+    """For a ranked machine: Kubeflow's PET_* variables, which torchrun reads as its flags' defaults (so a torchrun in
+    the repository's own script finds the cluster too), and the coordinator JAX's initialize() reads (with the
+    process count and id under the names trainers pass it). A TPU slice's JAX is left to its runtime. Never
+    overrides what is already set."""
+    if cluster is None or cluster.rank is None or cluster.master is None:
+        return {}
+    host, port = cluster.master
+    nodes, rank = str(cluster.world_size), str(cluster.rank)
+    wanted = {"PET_NNODES": nodes, "PET_NODE_RANK": rank, "PET_MASTER_ADDR": host, "PET_MASTER_PORT": port}
+    if not tpu:
+        wanted.update(JAX_COORDINATOR_ADDRESS=join(host, port), JAX_NUM_PROCESSES=nodes, JAX_PROCESS_ID=rank)
+    return {k: v for k, v in wanted.items() if k not in env}
 
 
 def job_dir(args: list[str]) -> str | None:

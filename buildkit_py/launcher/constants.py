@@ -11,6 +11,15 @@ QUIET_ENV = "BUILDKIT_PY_LAUNCHER_QUIET"  # 1: no log lines on success (warnings
 PROBE_ENV = "BUILDKIT_PY_PROBE"  # torch | tensorflow: also ask the framework
 NVML_LIBRARY_ENV = "BUILDKIT_PY_NVML_LIBRARY"  # another library with NVML's interface (tests)
 CUDA_COMPAT_DIR_ENV = "BUILDKIT_PY_CUDA_COMPAT_DIR"  # where the image's cuda-compat libraries are
+# Trainer processes on each machine: a number, or "auto" (one per visible GPU); unset: one, or what the entry's own
+# launcher (torchrun, accelerate, deepspeed) starts. Vertex AI runs one container per machine: using its GPUs is ours.
+PROCESSES_ENV = "BUILDKIT_PY_PROCESSES_PER_NODE"
+AUTO_PROCESSES = "auto"
+MAX_PROCESSES_PER_NODE = 64
+# Where a machine without a cluster (one replica) rendezvous its processes: torchrun's defaults.
+LOCAL_MASTER_ADDR = "127.0.0.1"
+LOCAL_MASTER_PORT = "29500"
+STOP_GRACE_SECONDS = 30  # after one process fails, the others get SIGTERM, then SIGKILL past this (torchrun's rule)
 
 # Vertex AI's PythonPackageSpec, for executor images (and any image with the launcher): install the
 # packages into the image's Python, then run `python -m MODULE` with the container's arguments.

@@ -80,8 +80,8 @@ class CheckFailed(Exception):
         self.message = message
 
 
-class Report(namedtuple("Report", "summary warnings", defaults=((),))):
-    """summary: str; warnings: tuple of str. (Records are namedtuples: see nvml.py.)"""
+class Report(namedtuple("Report", "summary warnings gpus", defaults=((), 0))):
+    """summary: str; warnings: tuple of str; gpus: how many CUDA sees. (Records are namedtuples: see nvml.py.)"""
 
     __slots__ = ()
 
@@ -446,7 +446,19 @@ def check(env: dict[str, str] | None = None) -> Report:
         parts.append(_probe(probe, devices))
     if len(devices) > 1:
         warnings += _shared_memory(env)
-    return Report("; ".join(parts), tuple(warnings))
+    return Report("; ".join(parts), tuple(warnings), len(devices))
+
+
+def visible(env: dict[str, str]) -> int:
+    """How many GPUs CUDA sees, without the checks (they were skipped): 0 where no driver answers."""
+    if not env.get(NVML_LIBRARY_ENV) and not _nvidia_devices(env):
+        return 0
+    try:
+        info = nvml.query(env.get(NVML_LIBRARY_ENV) or nvml.DEFAULT_LIBRARY)
+    except nvml.NvmlError:
+        return 0
+    raw = env.get(CUDA_VISIBLE_ENV)
+    return len(cuda_visible(raw, info.devices)[0] if raw is not None else info.devices)
 
 
 def _shared_memory(env: dict[str, str]) -> list[str]:

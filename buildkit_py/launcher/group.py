@@ -1,0 +1,149 @@
+"""Several trainer processes on one machine, one per GPU, the way torchrun starts them (Vertex AI runs one container
+per machine, so using its GPUs is the image's job): each process gets LOCAL_RANK, RANK = node rank x N + local rank,
+WORLD_SIZE = nodes x N, LOCAL_WORLD_SIZE, GROUP_RANK and the master's address; JAX's coordinator variables too.
+
+Supervised by torchrun's rules: signals reach every process, the first to fail stops the others (SIGTERM, then
+SIGKILL after a grace period) and its status is the machine's. The launcher's own supervisor rather than handing off
+to torch.distributed.run: the same contract in every image (JAX, TensorFlow, a custom trainer, no torch at all), no
+torch import at start, and Vertex AI's membership is fixed, so torch's elastic rendezvous has nothing to add.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from .cluster import join
+from .constants import AUTO_PROCESSES, MAX_PROCESSES_PER_NODE, PROCESSES_ENV, STOP_GRACE_SECONDS
+from .handoff import FORWARDED, _cannot_run, run_python
+
+RANK_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+             "ROLE_WORLD_SIZE", "NODE_RANK")
+
+
+class GroupError(Exception):
+    pass
+
+
+def requested(env: dict[str, str]) -> int | str | None:
+    """PROCESSES_ENV as the job set it: a number, AUTO_PROCESSES, or None (unset: one)."""
+    raw = env.get(PROCESSES_ENV, "").strip()
+    if not raw:
+        return None
+    if raw == AUTO_PROCESSES:
+        return raw
+    if raw.isdigit() and 1 <= int(raw) <= MAX_PROCESSES_PER_NODE:
+        return int(raw)
+    raise GroupError(f"{PROCESSES_ENV}={raw!r} is not a process count; allowed: 1-{MAX_PROCESSES_PER_NODE} or "
+                     f"{AUTO_PROCESSES} (one per visible GPU)")
+
+
+def counted(wanted: int | str | None, gpus: int) -> tuple[int | None, str | None]:
+    """The processes per machine as a number (None where nothing was asked), and a line saying how it was counted."""
+    if wanted != AUTO_PROCESSES:
+        return wanted if isinstance(wanted, int) else None, None
+    if gpus:
+        return gpus, f"{PROCESSES_ENV}=auto: {gpus} processes, one per visible GPU"
+    return 1, f"{PROCESSES_ENV}=auto: no GPU is visible, so one process"
+
+
+def process_envs(count: int, node_rank: int, nodes: int, master: tuple[str, str], gpus: int) -> list[dict[str, str]]:
+    """Each process's variables. JAX_LOCAL_DEVICE_IDS gives a JAX process its own GPU, as LOCAL_RANK does a torch
+    one (CUDA_VISIBLE_DEVICES stays whole: `torch.cuda.set_device(LOCAL_RANK)` needs every GPU visible)."""
+    addr, port = master
+    world = nodes * count
+    out = []
+    for local in range(count):
+        rank = node_rank * count + local
+        env = {"LOCAL_RANK": str(local), "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(count),
+               "GROUP_RANK": str(node_rank), "GROUP_WORLD_SIZE": str(nodes), "ROLE_RANK": str(rank),
+               "ROLE_WORLD_SIZE": str(world), "NODE_RANK": str(node_rank), "MASTER_ADDR": addr, "MASTER_PORT": port,
+               "JAX_COORDINATOR_ADDRESS": join(addr, port), "JAX_NUM_PROCESSES": str(world),
+               "JAX_PROCESS_ID": str(rank)}
+        if gpus >= count:
+            env["JAX_LOCAL_DEVICE_IDS"] = str(local)
+        out.append(env)
+    return out
+
+
+def _status(status: int) -> int:
+    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _start(command: list[str], target, env: dict[str, str], mask) -> int:
+    """Fork one process: its PID in the parent; the child runs the trainer and never returns here."""
+    pid = os.fork()
+    if pid:
+        return pid
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    os.environ.update(env)
+    if target is not None:
+        raise SystemExit(run_python(target))  # up through main, as the trainer's own exit would
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # ignored by Python, and exec keeps an ignored signal so
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        code = _cannot_run(command, exc)
+        sys.stderr.flush()
+        os._exit(code)
+    return 0  # not reached
+
+
+def run(command: list[str], target, envs: list[dict[str, str]], log) -> object:
+    """Start a process per env, supervise them, and return the status: the first failure's, else 0."""
+    watched = (*FORWARDED, signal.SIGCHLD)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # not SIG_IGN, which would reap a process before its status is read
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    alive: dict[int, str] = {}
+    for env in envs:
+        alive[_start(command, target, env, mask)] = env["RANK"]
+    log(f"started {len(envs)} processes, ranks {envs[0]['RANK']}-{envs[-1]['RANK']} of {envs[0]['WORLD_SIZE']}")
+    failed: tuple[str, int] | None = None
+    deadline = None
+    while alive:
+        if deadline is None:
+            info = signal.sigwaitinfo(watched)
+        else:
+            info = signal.sigtimedwait(watched, max(deadline - time.monotonic(), 0))
+            if info is None:  # the grace period is over
+                log(f"{len(alive)} process(es) still running {STOP_GRACE_SECONDS} s after SIGTERM: killed")
+                _signal(alive, signal.SIGKILL)
+                deadline = float("inf")
+                continue
+        if info.si_signo != signal.SIGCHLD:
+            _signal(alive, info.si_signo)
+            continue
+        while alive:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return failed[1] if failed else 1  # not reached: the processes are children until reaped here
+            if pid == 0:
+                break
+            rank = alive.pop(pid, None)
+            if rank is None:
+                continue  # an orphan this PID 1 inherited
+            code = _status(status)
+            if code and failed is None:
+                failed = (rank, code)
+                if alive:
+                    log(f"rank {rank} exited with status {code}: stopping the other {len(alive)} (SIGTERM)")
+                    _signal(alive, signal.SIGTERM)
+                    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    if failed:
+        log(f"rank {failed[0]} failed first, with status {failed[1]}")
+        return failed[1]
+    return 0
+
+
+def _signal(alive: dict[int, str], signum: int) -> None:
+    for pid in alive:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
