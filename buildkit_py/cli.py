@@ -357,7 +357,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    options = api.RunOptions(image=args.run_image, gpus=args.gpus, workers=args.workers, output=args.output,
+    options = api.RunOptions(image=args.run_image, gpus=args.gpus, workers=args.workers,
+                             processes_per_node=args.processes_per_node, output=args.output,
                              args=tuple(args.trainer_args), build=_build_options(args), executor=args.executor,
                              packages=tuple(args.packages or ()), module=args.module, region=args.region,
                              legacy=args.legacy, parameter_servers=args.ps)
@@ -765,6 +766,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("run_image", nargs="?", metavar="IMAGE", help="image to run (default: build the config's image first)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs per container (passed as --gpus and checked)")
     p.add_argument("--workers", type=int, default=0, help="worker containers besides the chief")
+    p.add_argument("--processes-per-node", metavar="N|auto", help="trainer processes in each container, each with "
+                   "torchrun's variables (auto: one per GPU; default: trainer.processes_per_node, else one)")
     p.add_argument("--output", type=Path, help="local directory for AIP_MODEL_DIR etc. (default: under ~/.cache/buildkit-py/runs)")
     p.add_argument("--legacy", action="store_true", help="as AI Platform Training ran it: TF_CONFIG with master, worker "
                    "and ps tasks instead of CLUSTER_SPEC, and --job-dir after the trainer's arguments")

@@ -41,6 +41,9 @@ JOB_FLAGS = (
     JobFlag("worker_pool_specs", "--worker-pool-spec", "SPEC", "gcloud's form, once per pool (chief, workers, "
             "parameter servers, evaluators): machine-type=T,replica-count=N,accelerator-type=A,accelerator-count=N; "
             "the pools given replace the config's", "pools"),
+    JobFlag("processes_per_node", "--processes-per-node", "N|auto", "trainer processes per machine, each with torchrun's "
+            "variables (auto: one per GPU; default: trainer.processes_per_node, else one, or what the command's "
+            "torchrun, accelerate or deepspeed starts)"),
     JobFlag("args", "--args", "ARG,...", "the trainer's arguments in the job (replace job.args)", "list"),
     JobFlag("strategy", "--strategy", "NAME", "STANDARD, SPOT or FLEX_START (with --max-wait-duration)"),
     JobFlag("max_wait_duration", "--max-wait-duration", "DURATION", "FLEX_START: how long to wait for machines, "

@@ -45,7 +45,8 @@ CONFIG_HELP = {
     "import_check": "import what the trainer's entry point imports in the image before its code layer",
     "build_extensions": "build the trainer's compiled extensions in a stage of their own (autopackage finds them)",
     "keep_pip": "leave pip in the image's venv (uv installs without it), for trainers that run pip",
-    "trainer": "what runs: module (or script), optional function, package_dir and default args",
+    "trainer": "what runs: module (or script), optional function, package_dir, default args, the repository's own "
+               "command and processes_per_node (a number, or auto: one per GPU)",
     "package": "package mode's sdist name and version (default: the directory's name, 0.0.0)",
     "trainer_package": "the trainer's own distribution (name, version, entry_points), installed as metadata before "
                        "the code layer",
@@ -89,6 +90,8 @@ CONFIG_HELP = {
     "job.command": "a command run behind the launcher instead of the trainer",
     "job.args": "the trainer's arguments, replacing the image's default args",
     "job.env": "environment variables of the job's containers",
+    "job.processes_per_node": "this job's trainer processes per machine (a number, or auto: one per GPU), over "
+                              "trainer.processes_per_node",
     "job.python_package": "package mode: an executor image, gs:// package URIs and the module to run",
     "job.timeout": "the job's longest run",
     "job.restart_job_on_worker_restart": "restart every replica when one restarts",

@@ -45,7 +45,7 @@ from .jobs import (
     vertex_job,
 )
 from .project import MAX_GPUS, Progress, Project, Source, arguments, check_count, load, options_of, reporting, runs_dir
-from .runs import RunOptions, check_run_options, run_sdists
+from .runs import RunOptions, check_run_options, local_processes, run_sdists
 from .timing import Stage, Stages
 
 # Imported where used, for start-up time (see this package's docstring).
@@ -493,14 +493,17 @@ def _run_stage(loaded: Config, config: Config, options: AutopackageOptions, buil
             out[0] = f"sdist {sdist.path} ({sdist.size} bytes, sha256 {sdist.sha256[:16]}), module {sdist.module}"
     with stages.stage("run") as out:
         run_options = RunOptions(gpus=options.gpus, output=options.output or runs_dir(config), args=options.args,
-                                 build=options.build)
+                                 build=options.build, processes_per_node=options.job.processes_per_node,
+                                 workers=(options.job.replica_count or 1) - 1)
         if sdist is not None:
             run_options = replace(run_options, executor=built.tags[0], packages=(str(sdist.path),))
             check_run_options(run_options)
             ran = run_sdists(loaded, run_options, reporter)
         else:
+            workers = (options.job.replica_count or 1) - 1
+            processes = local_processes(config, options.job.processes_per_node, workers, options.gpus)
             ran = run_local(LocalRun(built.tags[0], run_options.output, gpus=options.gpus, args=options.args,
-                                     network=config.network), reporter)
+                                     network=config.network, workers=workers, processes_per_node=processes), reporter)
         out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
     return ran
 

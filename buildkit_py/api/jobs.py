@@ -52,6 +52,7 @@ class JobOptions:
     accelerator_count: int | None = None
     replica_count: int | None = None  # total: one chief (pool 0) and N-1 workers (pool 1)
     worker_pool_specs: tuple[str, ...] = ()  # gcloud's --worker-pool-spec form, one per pool: replace the config's pools
+    processes_per_node: int | str | None = None  # a number, or auto: one per GPU
     args: tuple[str, ...] | None = None
     strategy: str | None = None
     max_wait_duration: str | int | None = None  # seconds, or 30m, 2h...
@@ -228,7 +229,8 @@ def _converted(options: JobOptions, flags: dict) -> aiplatform.Conversion:
     from ..jobs import aiplatform
 
     given = aiplatform.Given(**{k: flags.get(k) for k in ("machine_type", "accelerator_type", "accelerator_count", "image",
-                                                          "region")})
+                                                          "region", "name", "service_account", "network", "args",
+                                                          "timeout")})
     return aiplatform.convert(options.from_aiplatform, given)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import Config
+from ..config import Config, job_flag
 from ..errors import ConfigError, show
 from ..fsutil import reads_once
 from ..pipeline.build import BuildOptions, _secrets, build_config, secret_sources
@@ -39,6 +39,7 @@ class RunOptions:
     image: str | None = None  # default: build the project's image first
     gpus: int = 0
     workers: int = 0
+    processes_per_node: int | str | None = None  # in each container (auto: one per GPU); default trainer.processes_per_node
     output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs, outside the trainer directory
     args: tuple[str, ...] = ()  # replace the image's default trainer args
     build: BuildOptions = field(default_factory=BuildOptions)
@@ -85,15 +86,28 @@ def _run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult
         image = str(parse_ref(options.image, field="IMAGE"))
     else:
         image = build_config(replace(config, network=network), options.build, reporter).tags[0]
+    processes = local_processes(config, options.processes_per_node, options.workers, options.gpus)
     return run_local(LocalRun(image, options.output or runs_dir(config), workers=options.workers, gpus=options.gpus,
                               args=options.args, network=network, legacy=options.legacy,
-                              parameter_servers=options.parameter_servers), reporter)
+                              parameter_servers=options.parameter_servers, processes_per_node=processes), reporter)
+
+
+def local_processes(config: Config, given: int | str | None, workers: int, gpus: int) -> int | str | None:
+    """What each container's launcher is asked to start, checked as a job's would be (--processes-per-node, else
+    trainer.processes_per_node): against the command's own launcher and the GPUs each container gets."""
+    from ..jobs.vertex import asked_processes, processes_per_node
+
+    asked, field = asked_processes(config, given, "--processes-per-node")
+    processes_per_node(config, asked, field, (), 1 + workers, gpus, machine=f"each container (--gpus {gpus})")
+    return asked
 
 
 def check_run_options(options: RunOptions) -> None:
     check_count("--gpus", options.gpus, MAX_GPUS)
     check_count("--workers", options.workers, MAX_WORKERS)
     check_count("--ps", options.parameter_servers, MAX_WORKERS)
+    if options.processes_per_node is not None:
+        job_flag("processes_per_node", options.processes_per_node)  # the job's validator, named by its flag
     if options.parameter_servers and not options.legacy:
         raise ConfigError("parameter servers are AI Platform Training's: add --legacy (Vertex AI runs them in pool 2 "
                           "of a job; see `buildkit-py job`)", field="--ps")
@@ -140,8 +154,10 @@ def run_sdists(config: Config, options: RunOptions, reporter: Reporter) -> RunRe
         spec = package_run(packages, module, _secrets(secret_sources(config), Path(tmp)), mount_launcher=catalog)
         # No ARGS: the config's trainer args, as an image's CMD would give them.
         args = options.args or (trainer.args if trainer else ())
+        processes = local_processes(config, options.processes_per_node, options.workers, options.gpus)
         return run_local(LocalRun(image, options.output or runs_dir(config), workers=options.workers,
-                                  gpus=options.gpus, args=args, network=network, package=spec), reporter)
+                                  gpus=options.gpus, args=args, network=network, package=spec,
+                                  processes_per_node=processes), reporter)
 
 
 def _package_uri(text: str, index: int) -> str:

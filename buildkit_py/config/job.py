@@ -25,6 +25,7 @@ from .values import (
     _list,
     _mapping,
     _pattern,
+    _processes,
     _ref,
     _scalar_text,
     _string,
@@ -93,6 +94,7 @@ class JobConfig:
     command: tuple[str, ...] = ()
     args: tuple[str, ...] | None = None  # None: the image's default trainer args
     env: tuple[tuple[str, str], ...] = ()
+    processes_per_node: int | str | None = None  # this job's, over trainer.processes_per_node
     python_package: PythonPackage | None = None
     timeout: int | None = None  # seconds
     restart_job_on_worker_restart: bool | None = None
@@ -209,6 +211,7 @@ _JOB_FIELDS: dict[str, Callable[[_Raw, tuple, Any], Any]] = {
     "command": _args,
     "args": _args,
     "env": _env,
+    "processes_per_node": _processes,
     "python_package": _python_package,
     "timeout": _duration,
     "restart_job_on_worker_restart": _bool,

@@ -15,7 +15,16 @@ from packaging.version import InvalidVersion, Version
 from ..errors import ConfigError, show
 from ..fsutil import consult, leads_outside
 from .reading import _dotted, _err
-from .values import MAX_ARGS_JSON_BYTES, _list, _pattern, _relative_file, _scalar_text, _string, _unknown_key
+from .values import (
+    MAX_ARGS_JSON_BYTES,
+    _list,
+    _pattern,
+    _processes,
+    _relative_file,
+    _scalar_text,
+    _string,
+    _unknown_key,
+)
 
 _PACKAGE_PART = r"(?!\.\.?(?:/|$))[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}"  # a folder name, not . or ..
 _PACKAGE_DIR = re.compile(f"{_PACKAGE_PART}(?:/{_PACKAGE_PART}){{0,7}}", re.ASCII)
@@ -41,6 +50,9 @@ class Trainer:
     # script): run behind the launcher, in the work directory; module or script then names the Python entry inside it,
     # which the import check and the fast path use.
     command: tuple[str, ...] | None = None
+    # Trainer processes per machine: a number, or "auto" (one per GPU); None: one, or what the command's own
+    # distributed launcher starts. A job setting (the image's launcher reads it from the job), so no part of the image.
+    processes_per_node: int | str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +94,7 @@ class TrainerPackage:
 def _trainer(raw, path, value, root: Path) -> Trainer:
     if not isinstance(value, dict):
         raise _err(raw, path, f"{show(value)} must be a mapping with module or script, and args")
-    allowed = ["module", "script", "function", "args", "package_dir", "command"]
+    allowed = ["module", "script", "function", "args", "package_dir", "command", "processes_per_node"]
     for key in value:
         if key not in allowed:
             raise _unknown_key(raw, path, key, allowed)
@@ -128,8 +140,10 @@ def _trainer(raw, path, value, root: Path) -> Trainer:
     if len(json.dumps([*(command or ()), *args])) > MAX_ARGS_JSON_BYTES:
         raise _err(raw, path + ("command",), f"the command and its arguments are too long for the image's ENTRYPOINT: at "
                                              f"most {MAX_ARGS_JSON_BYTES} bytes as JSON")
+    processes = value.get("processes_per_node")
     return Trainer(module=module, script=script, args=tuple(args), package_dir=package_dir, function=function,
-                   command=command)
+                   command=command, processes_per_node=None if processes is None else
+                   _processes(raw, path + ("processes_per_node",), processes))
 
 
 MAX_COMMAND_WORDS = 256

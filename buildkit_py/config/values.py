@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import ConfigError, show
 from ..fsutil import consult, leads_outside, read_text
+from ..launcher.constants import AUTO_PROCESSES, MAX_PROCESSES_PER_NODE
 from ..refs import ImageRef, parse_ref
 from .reading import _dotted, _err, _Raw
 
@@ -127,6 +128,17 @@ def _int(raw: _Raw, path: tuple, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise _err(raw, path, f"{show(value)} is not allowed: a whole number from {low} to {high}")
     return value
+
+
+def _processes(raw: _Raw, path: tuple, value: Any) -> int | str:
+    """Trainer processes per machine: a number, or auto (one per GPU the machine has); a flag's text is read too."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if value == AUTO_PROCESSES or (not isinstance(value, bool) and isinstance(value, int)
+                                   and 1 <= value <= MAX_PROCESSES_PER_NODE):
+        return value
+    raise _err(raw, path, f"{show(value)} is not allowed: a number of processes from 1 to {MAX_PROCESSES_PER_NODE}, "
+                          f"or {AUTO_PROCESSES} (one per GPU of the machine)")
 
 
 def _number(raw: _Raw, path: tuple, value: Any) -> float | int:

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..engine import engine_client
 from ..errors import RunError
 from ..fsutil import make_output_dir
-from ..launcher.constants import EXPECT_GPUS_ENV, PACKAGE_URIS_ENV, PYTHON_MODULE_ENV
+from ..launcher.constants import EXPECT_GPUS_ENV, PACKAGE_URIS_ENV, PROCESSES_ENV, PYTHON_MODULE_ENV
 from ..notebook import HtmlRepr
 from ..pipeline.build import CA_SECRET, PIP_CONF_SECRET
 from ..progress import Reporter
@@ -161,6 +161,7 @@ class LocalRun:
     env: tuple[tuple[str, str], ...] = ()  # added to every container's environment
     labels: tuple[tuple[str, str], ...] = ()  # added to every container's labels
     timeout: float | None = None  # past it the containers are killed (RunResult.timed_out)
+    processes_per_node: int | str | None = None  # trainer processes in each container, as a job's machine runs them
 
 
 def run_local(run: LocalRun, reporter: Reporter) -> RunResult:
@@ -186,6 +187,8 @@ def run_local(run: LocalRun, reporter: Reporter) -> RunResult:
     containers = []
     volumes = {str(out): {"bind": MOUNT, "mode": "rw"}}
     extra_env: dict[str, str] = dict(run.env)
+    if run.processes_per_node is not None:
+        extra_env[PROCESSES_ENV] = str(run.processes_per_node)
     kwargs = {}
     if package:
         volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in package.mounts})

@@ -84,6 +84,11 @@ def job_checks(job: VertexJob, *, project: str, region: str, staging: str | None
         checked = f"the image is resolved for {job.accelerator}" if tpu else \
             f"the image's CUDA build has kernels for {job.accelerator}"
         checks.append(Check("accelerator", None if fit else True, fit[0] if fit else checked))
+    if not tpu:
+        each = f"{job.processes_per_node} trainer process{'es' if job.processes_per_node > 1 else ''}"
+        checks.append(Check("world", True, f"world size {job.world_size}: {job.machines} machine"
+                                           f"{'s' if job.machines > 1 else ''} x {each}" + (
+                                               f" (fits {job.accelerator_count} GPU(s) each)" if job.accelerator else "")))
     strategy = job.strategy or "STANDARD"
     waits = {"STANDARD": "on-demand VMs: starts when capacity is there, else fails",
              "SPOT": "Spot VMs: cheaper, can be preempted at any time (the job restarts)",

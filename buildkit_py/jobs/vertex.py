@@ -17,7 +17,8 @@ from typing import Any
 
 from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
 from ..errors import ConfigError, ResolutionError, show
-from ..launcher.constants import EXPECT_GPUS_ENV, EXPECT_TPU_ENV
+from ..launcher import launchers
+from ..launcher.constants import AUTO_PROCESSES, EXPECT_GPUS_ENV, EXPECT_TPU_ENV, PROCESSES_ENV
 from ..matrix import Tpu, arch, load_machines, load_matrix
 from ..pipeline.plan import tpu_named
 from ..refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
@@ -146,6 +147,12 @@ class VertexJob:
     machine_type: str
     strategy: str | None
     notes: tuple[str, ...] = ()
+    machines: int = 1  # the ranked machines: the chief and the workers
+    processes_per_node: int = 1  # trainer processes on each, as counted for the machine type
+
+    @property
+    def world_size(self) -> int:
+        return self.machines * self.processes_per_node
 
     @property
     def display_name(self) -> str:
@@ -300,11 +307,13 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
                      "which a CustomJob cannot size; if NCCL fails with shared-memory errors, set env NCCL_SHM_DISABLE=1 "
                      "(slower, over sockets)")
 
-    def container(pool: Pool) -> dict:
-        env = [{"name": k, "value": v} for k, v in job.env if k not in (EXPECT_GPUS_ENV, EXPECT_TPU_ENV)]
+    def container(pool: Pool, ranked: bool = False) -> dict:
+        env = [{"name": k, "value": v} for k, v in job.env if k not in (EXPECT_GPUS_ENV, EXPECT_TPU_ENV, PROCESSES_ENV)]
         env.append({"name": EXPECT_GPUS_ENV, "value": "0" if tpu else str(pool.accelerator_count or 0)})
         if tpu:  # the launcher checks that this many TPU chips are visible
             env.append({"name": EXPECT_TPU_ENV, "value": str(chips)})
+        if ranked and processes is not None:  # the launcher starts them (servers and evaluators run one)
+            env.append({"name": PROCESSES_ENV, "value": str(processes)})
         if package:
             return {"pythonPackageSpec": {"executorImageUri": str(ref), "packageUris": list(package.package_uris),
                                           "pythonModule": package.module, "args": list(job.args or ()), "env": env}}
@@ -322,7 +331,6 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
         disk = {"bootDiskType": pool.boot_disk_type, "bootDiskSizeGb": pool.boot_disk_size_gb}
         return {"machineSpec": _machine_spec(pool, reservation), "replicaCount": str(replicas), "diskSpec": disk, **runs}
 
-    pools: list[dict] = [spec(chief, 1, container(chief))]
     total = chief.replica_count or 1
     workers = job.workers
     if workers is not None and workers.replica_count is not None and chief.replica_count is not None \
@@ -330,9 +338,16 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
         raise ConfigError(f"replica_count {total} means {total - 1} workers, but workers.replica_count is "
                           f"{workers.replica_count}: give one of them", field="job.workers.replica_count")
     n_workers = workers.replica_count if workers is not None and workers.replica_count is not None else total - 1
-    if n_workers:
-        pool = _resolve_pool(_inherit(workers, chief), "job.workers")
-        pools.append(spec(pool, n_workers, container(pool)))
+    worker_pool = _resolve_pool(_inherit(workers, chief), "job.workers") if n_workers else None
+    processes, field = asked_processes(config, job.processes_per_node, "--processes-per-node")
+    gpus = min(p.accelerator_count or 0 for p in (chief, worker_pool) if p is not None)
+    per_node = processes_per_node(config, processes, field, job.command, 1 + n_workers, gpus, tpu, chief.machine_type)
+    if per_node > 1 or 1 + n_workers > 1:
+        notes.append(f"world size {(1 + n_workers) * per_node}: {1 + n_workers} machine(s) x {per_node} trainer "
+                     "process(es)")
+    pools: list[dict] = [spec(chief, 1, container(chief, ranked=True))]
+    if worker_pool is not None:
+        pools.append(spec(worker_pool, n_workers, container(worker_pool, ranked=True)))
     second = job.parameter_servers or job.reduction_server
     if second is not None or job.evaluators is not None:
         pools += [{}] * (2 - len(pools))
@@ -378,7 +393,41 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
     if tpu is not None:
         return VertexJob(kind, _prune(resource), ref, tpu.name, chips, chief.machine_type, strategy, tuple(notes))
     return VertexJob(kind, _prune(resource), ref, chief.accelerator_type if chief.accelerator_count else None,
-                     chief.accelerator_count or 0, chief.machine_type, strategy, tuple(notes))
+                     chief.accelerator_count or 0, chief.machine_type, strategy, tuple(notes), 1 + n_workers, per_node)
+
+
+def asked_processes(config: Config, given: int | str | None, flag: str) -> tuple[int | str | None, str]:
+    """The processes per machine asked for, and the field that asked: the flag's (given), else the config's."""
+    if given is not None:
+        return given, flag
+    trainer = config.trainer
+    return (trainer.processes_per_node if trainer is not None else None), "trainer.processes_per_node"
+
+
+def processes_per_node(config: Config, asked: int | str | None, field: str, command: tuple[str, ...],
+                       machines: int, gpus: int, tpu: Tpu | None = None, machine: str = "the machine") -> int:
+    """How many trainer processes each of `machines` runs: asked (a number or auto, from field), else what the
+    command's own distributed launcher starts (command: the job's, else the trainer's), else one. Refused where the
+    command's launcher contradicts the job, or where a machine has fewer GPUs (gpus: the fewest of any machine)."""
+    trainer = config.trainer
+    words = command or (trainer.command if trainer is not None and trainer.command else ())
+    launch = launchers.find(words)
+    if launch is not None:
+        problem = launchers.contradiction(launch, machines, asked)
+        if problem:
+            raise ConfigError(problem, field="job.command" if command else "trainer.command")
+    if tpu is not None:
+        if asked is not None:
+            raise ConfigError(f"a TPU VM job runs one trainer process per host, which JAX spreads over its chips: drop "
+                              f"{field}", field=field)
+        return 1
+    wanted = asked if asked is not None else (launchers.declared_per_node(launch) if launch is not None else 1)
+    if isinstance(wanted, int) and gpus and wanted > gpus:
+        raise ConfigError(f"{wanted} processes per machine, but {machine} has {gpus} GPU(s): at most {gpus}, or auto "
+                          "(one per GPU)", field=field)
+    if wanted == AUTO_PROCESSES or wanted is None:  # None: accelerate's count, in a config file of its own
+        return gpus or 1
+    return wanted
 
 
 def pin(job: VertexJob, digest: str) -> VertexJob:
