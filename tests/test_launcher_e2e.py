@@ -157,6 +157,20 @@ def test_local_run_with_workers_rendezvous_and_cloud_environment(testenv, tmp_pa
     assert docker(testenv, "ps", "-aq").stdout.strip() == ""  # every container removed
 
 
+def test_local_run_of_three_machines_of_three_processes(testenv, tmp_path):
+    """Every process a rank of its own: rank 0 (the chief's first) checks that the eight others joined, each once."""
+    proc = run_cli("run", "--config", str(REPO / "examples" / "distributed" / "buildkit.yaml"), "--workers", "2",
+                   "--processes-per-node", "3", "--output", str(tmp_path / "out"), "--progress", "plain", "--json",
+                   env={**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"]})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads(proc.stdout)["exit_codes"] == {"workerpool0-0": 0, "workerpool1-0": 0, "workerpool1-1": 0}
+    # ranks 0..8 add (rank + 1 + step): step 2 sums 3 + 4 + ... + 11
+    for rank in range(9):
+        assert f"rank {rank}/9 step 2: global sum 63" in proc.stderr
+    for machine, ranks in (("workerpool0-0", "0-2"), ("workerpool1-0", "3-5"), ("workerpool1-1", "6-8")):
+        assert f"[{machine}] buildkit-py launcher: started 3 processes, ranks {ranks} of 9" in proc.stderr
+
+
 def test_local_run_sets_what_the_cloud_sets(testenv, image, tmp_path):
     proc = run_cli("run", image, "--output", str(tmp_path / "o"), "--json", "--", "exit",
                    env={**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"]})

@@ -1,6 +1,8 @@
 """An all-reduce over TCP with the standard library: rank 0 listens on MASTER_ADDR:MASTER_PORT,
-every other rank connects once, then each step sends its value and receives the sum. Stands in for
-torch.distributed.init_process_group("gloo", init_method="env://") without needing torch."""
+every other rank connects once and says its rank (rank 0 checks that they make the world: each
+rank once), then each step sends its value and receives the sum. Stands in for
+torch.distributed.init_process_group("gloo", init_method="env://") without needing torch; with
+several processes per machine (--processes-per-node) each is a rank of its own."""
 
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ class Group:
                 server.settimeout(timeout)
                 conns = [server.accept()[0] for _ in range(world - 1)]
             self.peers = [(c, c.makefile("r")) for c in conns]
+            ranks = sorted(recv_json(stream)["rank"] for _, stream in self.peers)
+            if ranks != list(range(1, world)):
+                raise RuntimeError(f"ranks {ranks} joined rank 0, which is not a world of {world}")
             return
         deadline = time.monotonic() + timeout
         while True:  # the chief may not be listening yet
@@ -47,6 +52,7 @@ class Group:
                     raise
                 time.sleep(0.2)
         self.peers = [(conn, conn.makefile("r"))]
+        conn.sendall(json.dumps({"rank": rank}).encode() + b"\n")
 
     def all_reduce(self, value: float) -> float:
         if self.world == 1:
