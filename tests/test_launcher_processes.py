@@ -309,3 +309,25 @@ def test_jax_and_torchrun_variables_of_each_machine():
     assert not any(k.startswith("JAX_") for k in tpu)  # a TPU slice's runtime sets JAX's own
     assert cluster.node_env(cluster_of("workerpool0", 0), {"JAX_PROCESS_ID": "9"}, tpu=False).get("JAX_PROCESS_ID") \
         is None
+
+
+def test_output_is_relayed_in_whole_lines_after_each_rank(tmp_path):
+    script = tmp_path / "talk.py"
+    script.write_text('import json, os, sys\nrank = os.environ["RANK"]\n'
+                      'for i in range(200):\n    print("rank", rank, "line", i, "end")\n'
+                      'print(json.dumps({"severity": "INFO", "rank": rank}))\n'
+                      'print("to stderr", rank, file=sys.stderr)\nsys.stdout.write("no newline " + rank)\n')
+    proc = subprocess.run([sys.executable, "-m", "buildkit_py.launcher", "--", sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), PROCESSES_ENV: "4",
+                               "PYTHONUNBUFFERED": "1"})  # as the image sets it: each print's part a write of its own
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 4 * 202
+    for rank in range(4):
+        own = [line for line in lines if line.startswith(f"[rank {rank}] ")]
+        assert own[:200] == [f"[rank {rank}] rank {rank} line {i} end" for i in range(200)]
+        assert own[200] == f"[rank {rank}] no newline {rank}"
+        assert f"[rank {rank}] to stderr {rank}" in proc.stderr.splitlines()
+    # A JSON object's line is left whole and bare, for structured logging.
+    assert sorted(json.loads(line)["rank"] for line in lines if line.startswith("{")) == ["0", "1", "2", "3"]

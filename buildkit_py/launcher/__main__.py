@@ -127,15 +127,19 @@ def prepare(command: list[str], env: dict[str, str]) -> Prepared:
     except cluster.ClusterError as exc:
         return failed(BAD_CLUSTER, str(exc))
     added.update(cluster.node_env(found, {**env, **added}, tpu_job))
-    env.update(added)
     lines += notes
-    if added:
-        lines.append("set " + " ".join(f"{k}={v}" for k, v in added.items()))
     per_node, counted = group.counted(wanted, gpus or 0)
     lines += [counted] if counted else []
-    command, processes, problem = _spread(command, env, found, wanted, per_node, gpus or 0, lines, warnings)
+    command, processes, extra, problem = _spread(command, {**env, **added}, found, wanted, per_node, gpus or 0, lines,
+                                                 warnings)
     if problem:
         return failed(BAD_CLUSTER, problem)
+    if processes:
+        added = {k: v for k, v in added.items() if k not in group.PER_PROCESS}
+    added.update({k: v for k, v in extra.items() if k not in env and k not in added})
+    env.update(added)
+    if added:
+        lines.append("set " + " ".join(f"{k}={v}" for k, v in added.items()))
     job_dir = cluster.job_dir(command[1:])
     if job_dir:
         env.setdefault("JOB_DIR", job_dir)
@@ -153,9 +157,10 @@ def prepare(command: list[str], env: dict[str, str]) -> Prepared:
 
 
 def _spread(command: list[str], env: dict[str, str], found, wanted, per_node: int | None, gpus: int,
-            lines: list[str], warnings: list[str]) -> tuple[list[str], list[dict[str, str]], str | None]:
-    """How this machine's processes start: (command, each process's variables, a contradiction). A distributed
-    launcher in the command starts them itself, given the cluster; otherwise more than one are started here."""
+            lines: list[str], warnings: list[str]):
+    """How this machine's processes start: (command, each process's variables, variables for the one process, a
+    contradiction). A distributed launcher in the command starts them itself, given the cluster; otherwise more than
+    one are started here."""
     ranked = found is None or found.rank is not None
     nodes, node_rank = (found.world_size, found.rank) if found is not None and ranked else (1, 0)
     master = found.master if found is not None and found.master else (
@@ -164,27 +169,25 @@ def _spread(command: list[str], env: dict[str, str], found, wanted, per_node: in
     if launch is not None:
         problem = launchers.contradiction(launch, nodes, wanted)
         if problem or not ranked:
-            return command, [], problem
+            return command, [], {}, problem
         try:
             command, added, notes = launchers.adapt(command, launch, nodes, node_rank, master,
                                                     found.hosts if found is not None else ("localhost",), per_node)
         except (ValueError, OSError) as exc:
-            return command, [], str(exc)
-        env.update({k: v for k, v in added.items() if k not in env})
+            return command, [], {}, str(exc)
         lines.extend(notes)
-        return command, [], None
+        return command, [], added, None
     if per_node is None:
-        return command, [], None
+        return command, [], {}, None
     if not ranked:
         lines.append(f"{found.task_type} takes no rank: one process, not {per_node}")
-        return command, [], None
+        return command, [], {}, None
     if gpus and per_node > gpus:
         warnings.append(f"{per_node} processes per machine on {gpus} GPU(s): some processes share a GPU")
     processes = group.process_envs(per_node, node_rank, nodes, master, gpus)
     if per_node == 1:  # asked for, so the process has the same variables as each of several would
-        env.update({k: v for k, v in processes[0].items() if k not in env})
-        return command, [], None
-    return command, processes, None
+        return command, [], processes[0], None
+    return command, processes, {}, None
 
 
 def main(argv: list[str] | None = None) -> object:

@@ -2,7 +2,9 @@
 per machine, so using its GPUs is the image's job): each process gets LOCAL_RANK, RANK = node rank x N + local rank,
 WORLD_SIZE = nodes x N, LOCAL_WORLD_SIZE, GROUP_RANK and the master's address; JAX's coordinator variables too.
 
-Supervised by torchrun's rules: signals reach every process, the first to fail stops the others (SIGTERM, then
+Their output is relayed line by line, each line after `[rank N] ` (the image sets PYTHONUNBUFFERED, so a print
+from several processes would otherwise interleave mid-line); a line that is a JSON object passes as it is, for
+structured logging. Supervised by torchrun's rules: signals reach every process, the first to fail stops the others (SIGTERM, then
 SIGKILL after a grace period) and its status is the machine's. The launcher's own supervisor rather than handing off
 to torch.distributed.run: the same contract in every image (JAX, TensorFlow, a custom trainer, no torch at all), no
 torch import at start, and Vertex AI's membership is fixed, so torch's elastic rendezvous has nothing to add.
@@ -11,16 +13,19 @@ torch import at start, and Vertex AI's membership is fixed, so torch's elastic r
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import sys
+import threading
 import time
 
 from .cluster import join
 from .constants import AUTO_PROCESSES, MAX_PROCESSES_PER_NODE, PROCESSES_ENV, STOP_GRACE_SECONDS
 from .handoff import FORWARDED, _cannot_run, run_python
 
-RANK_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
-             "ROLE_WORLD_SIZE", "NODE_RANK")
+# Each process's own (process_envs): a machine-wide value of these would only mislead.
+PER_PROCESS = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+               "ROLE_WORLD_SIZE", "NODE_RANK", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_LOCAL_DEVICE_IDS")
 
 
 class GroupError(Exception):
@@ -72,11 +77,22 @@ def _status(status: int) -> int:
     return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def _start(command: list[str], target, env: dict[str, str], mask) -> int:
-    """Fork one process: its PID in the parent; the child runs the trainer and never returns here."""
+def _start(command: list[str], target, env: dict[str, str], mask, pipes: dict[int, tuple[bytes, int]]) -> int:
+    """Fork one process, its output into two new pipes (added to pipes: read end -> (prefix, where it goes)): its PID
+    in the parent; the child runs the trainer and never returns here."""
+    ends = [os.pipe(), os.pipe()]
     pid = os.fork()
     if pid:
+        for fd, (read, write) in enumerate(ends, 1):  # stdout, stderr
+            os.close(write)
+            pipes[read] = (f"[rank {env['RANK']}] ".encode(), fd)
         return pid
+    for fd, (read, write) in enumerate(ends, 1):
+        os.dup2(write, fd)
+        os.close(read)
+        os.close(write)
+    for read in pipes:  # the other processes' ends, which would keep their pipes open
+        os.close(read)
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     os.environ.update(env)
     if target is not None:
@@ -100,8 +116,11 @@ def run(command: list[str], target, envs: list[dict[str, str]], log) -> object:
     sys.stdout.flush()
     sys.stderr.flush()
     alive: dict[int, str] = {}
+    pipes: dict[int, tuple[bytes, int]] = {}
     for env in envs:
-        alive[_start(command, target, env, mask)] = env["RANK"]
+        alive[_start(command, target, env, mask, pipes)] = env["RANK"]
+    relay = threading.Thread(target=_relay, args=(pipes,), daemon=True)  # after the forks: none forks a thread
+    relay.start()
     log(f"started {len(envs)} processes, ranks {envs[0]['RANK']}-{envs[-1]['RANK']} of {envs[0]['WORLD_SIZE']}")
     failed: tuple[str, int] | None = None
     deadline = None
@@ -135,10 +154,44 @@ def run(command: list[str], target, envs: list[dict[str, str]], log) -> object:
                     log(f"rank {rank} exited with status {code}: stopping the other {len(alive)} (SIGTERM)")
                     _signal(alive, signal.SIGTERM)
                     deadline = time.monotonic() + STOP_GRACE_SECONDS
+    relay.join(timeout=5)  # a process's own children may hold its pipes open past it
     if failed:
         log(f"rank {failed[0]} failed first, with status {failed[1]}")
         return failed[1]
     return 0
+
+
+MAX_LINE = 1 << 16  # a longer run without a newline goes out as a line of its own
+
+
+def _relay(pipes: dict[int, tuple[bytes, int]]) -> None:
+    """Copy each pipe to its fd, whole lines at a time, each after its prefix (a JSON object's line as it is)."""
+    selector = selectors.DefaultSelector()
+    for fd, (prefix, target) in pipes.items():
+        selector.register(fd, selectors.EVENT_READ, (prefix, target, bytearray()))
+    while selector.get_map():
+        for key, _ in selector.select():
+            prefix, target, pending = key.data
+            chunk = os.read(key.fd, MAX_LINE)
+            pending += chunk
+            *lines, rest = bytes(pending).split(b"\n")
+            if not chunk or len(rest) >= MAX_LINE:
+                lines, rest = (lines + [rest]) if rest else lines, b""
+            if lines:
+                _write(target, b"".join(line + b"\n" if line.startswith(b"{") else prefix + line + b"\n"
+                                        for line in lines))
+            pending[:] = rest
+            if not chunk:
+                selector.unregister(key.fd)
+                os.close(key.fd)
+
+
+def _write(fd: int, data: bytes) -> None:
+    while data:
+        try:
+            data = data[os.write(fd, data):]
+        except OSError:  # the container's log reader is gone: nothing to write to
+            return
 
 
 def _signal(alive: dict[int, str], signum: int) -> None:
