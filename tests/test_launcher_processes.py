@@ -331,3 +331,40 @@ def test_output_is_relayed_in_whole_lines_after_each_rank(tmp_path):
         assert f"[rank {rank}] to stderr {rank}" in proc.stderr.splitlines()
     # A JSON object's line is left whole and bare, for structured logging.
     assert sorted(json.loads(line)["rank"] for line in lines if line.startswith("{")) == ["0", "1", "2", "3"]
+
+
+ACCELERATE_CONFIG = """compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_GPU
+machine_rank: 0
+main_training_function: main
+mixed_precision: bf16
+num_machines: 1
+num_processes: 8  # this workstation's GPUs
+use_cpu: false
+"""
+
+
+@pytest.mark.parametrize("name, text", [("acc.yaml", ACCELERATE_CONFIG),
+                                        ("acc.json", '{"num_machines": 1, "num_processes": 8}')])
+def test_an_accelerate_config_file_made_on_one_machine_counts_one_machines_processes(tmp_path, name, text):
+    (tmp_path / name).write_text(text)
+    words = ["accelerate", "launch", "--config_file", name, "train.py"]
+    launch = launchers.find(words, root=str(tmp_path))
+    assert sorted(launch.file) == [("num_machines", "1"), ("num_processes", "8")]
+    assert launchers.declared_per_node(launch) == 8
+    assert launchers.contradiction(launch, 3, None) is None  # its one machine is the workstation's
+    found = cluster_of("workerpool1", 1)
+    command, _, notes = launchers.adapt(words, launch, 3, found.rank, found.master, found.hosts, None)
+    # Its flags override the file: 24 processes over 3 machines, this one the third.
+    assert command == ["accelerate", "launch", "--num_processes", "24", "--num_machines", "3", "--machine_rank", "2",
+                       "--main_process_ip", "chief-0", "--main_process_port", "2222", "--config_file", name,
+                       "train.py"]
+    assert f"{name}: num_processes counts one machine's: 24 over 3 machines" in notes
+    assert launchers.contradiction(launch, 3, 4) is None  # a file's count is no flag of the command's
+
+
+def test_an_accelerate_config_file_for_other_machines_is_a_contradiction(tmp_path):
+    (tmp_path / "acc.yaml").write_text(ACCELERATE_CONFIG.replace("num_machines: 1", "num_machines: 2"))
+    launch = launchers.find(["accelerate", "launch", "--config_file", "acc.yaml", "t.py"], root=str(tmp_path))
+    assert "accelerate launch --num_machines 2" in launchers.contradiction(launch, 3, None)
+    assert launchers.find(["accelerate", "launch", "--config_file", "missing.yaml", "t.py"], root=str(tmp_path)).file == ()

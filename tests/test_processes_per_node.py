@@ -147,3 +147,10 @@ def test_the_job_command_prints_the_variable(project, capsys):
     assert cli.main(["job", "--dir", str(root), "--processes-per-node", "auto", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {"name": PROCESSES_ENV, "value": "auto"} in out["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["env"]
+
+
+def test_an_accelerate_config_file_of_the_repository_says_the_processes(project):
+    root = project({"acc.yaml": "num_machines: 1\nnum_processes: 4\n"})
+    job = make(project, job_text('trainer: {module: trainer.task, command: ["accelerate", "launch", "--config_file", '
+                                 '"acc.yaml", "trainer/task.py"]}\n'))
+    assert (root / "acc.yaml").is_file() and (job.processes_per_node, job.world_size) == (4, 12)

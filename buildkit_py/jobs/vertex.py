@@ -411,7 +411,7 @@ def processes_per_node(config: Config, asked: int | str | None, field: str, comm
     command's launcher contradicts the job, or where a machine has fewer GPUs (gpus: the fewest of any machine)."""
     trainer = config.trainer
     words = command or (trainer.command if trainer is not None and trainer.command else ())
-    launch = launchers.find(words)
+    launch = launchers.find(words, root=str(config.root))
     if launch is not None:
         problem = launchers.contradiction(launch, machines, asked)
         if problem:

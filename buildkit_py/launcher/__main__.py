@@ -165,7 +165,7 @@ def _spread(command: list[str], env: dict[str, str], found, wanted, per_node: in
     nodes, node_rank = (found.world_size, found.rank) if found is not None and ranked else (1, 0)
     master = found.master if found is not None and found.master else (
         env.get("MASTER_ADDR") or LOCAL_MASTER_ADDR, env.get("MASTER_PORT") or LOCAL_MASTER_PORT)
-    launch = launchers.find(command)
+    launch = launchers.find(command, root=os.getcwd())
     if launch is not None:
         problem = launchers.contradiction(launch, nodes, wanted)
         if problem or not ranked:

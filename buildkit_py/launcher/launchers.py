@@ -11,6 +11,7 @@ Standard library only: it runs in the image (and the tool imports it for the che
 from __future__ import annotations
 
 import os
+import re
 from collections import namedtuple
 
 TORCHRUN, ACCELERATE, DEEPSPEED = "torchrun", "accelerate", "deepspeed"
@@ -35,15 +36,16 @@ DEEPSPEED_NO_SSH = (0, 14, 5)  # the first DeepSpeed whose runner starts one mac
 HOSTFILE = "/tmp/buildkit-py/deepspeed-hostfile"
 
 
-class Launch(namedtuple("Launch", "kind head flags trainer")):
+class Launch(namedtuple("Launch", "kind head flags trainer file", defaults=((),))):
     """kind: TORCHRUN | ACCELERATE | DEEPSPEED; head: how many words name the launcher (`torchrun`: 1, `accelerate
     launch` or `python -m torch.distributed.run`: 2 or 3), where added flags go; flags: ((name, value), ...) as
-    written, names without dashes, `-` read as `_`, a switch's value True; trainer: the index of the trainer's word."""
+    written, names without dashes, `-` read as `_`, a switch's value True; trainer: the index of the trainer's word;
+    file: the counts accelerate's --config_file holds ((name, value), ...), which its flags override."""
 
     __slots__ = ()
 
     def get(self, *names: str) -> object:
-        found = [v for k, v in self.flags if k in names]
+        found = [v for k, v in self.file + self.flags if k in names]
         return found[-1] if found else None
 
     def has(self, *names: str) -> bool:
@@ -55,8 +57,33 @@ def _interpreter(word: str) -> bool:
     return name == "python" or name.startswith("python3") or name == "python2"
 
 
-def find(command: list[str] | tuple[str, ...]) -> Launch | None:
-    """The launcher the command starts, with its flags; None for any other command."""
+_COUNT_LINE = re.compile(r"(num_processes|num_machines)\s*:\s*([0-9]{1,6})\s*(?:#.*)?")
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _accelerate_file(path: str) -> tuple[tuple[str, str], ...]:
+    """num_processes and num_machines of an accelerate config file (YAML as `accelerate config` writes it, top-level
+    keys, or JSON); nothing where it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(MAX_CONFIG_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ()
+    if path.endswith(".json"):
+        import json
+
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return ()
+        return tuple((k, str(data[k])) for k in ("num_processes", "num_machines")
+                     if isinstance(data, dict) and type(data.get(k)) is int)
+    return tuple((m.group(1), m.group(2)) for m in map(_COUNT_LINE.fullmatch, text.splitlines()) if m)
+
+
+def find(command: list[str] | tuple[str, ...], root: str | None = None) -> Launch | None:
+    """The launcher the command starts, with its flags; None for any other command. root: where the command runs,
+    for accelerate's --config_file (None: the file is not read)."""
     command = list(command)
     if not command:
         return None
@@ -95,7 +122,11 @@ def find(command: list[str] | tuple[str, ...]) -> Launch | None:
         else:
             flags.append((name, ""))
         i += 1
-    return Launch(kind, head, tuple(flags), i)
+    launch = Launch(kind, head, tuple(flags), i)
+    config = launch.get("config_file")
+    if kind == ACCELERATE and root is not None and isinstance(config, str) and config:
+        launch = launch._replace(file=_accelerate_file(os.path.join(root, config)))
+    return launch
 
 
 def _count(value: object) -> int | None:
@@ -117,7 +148,7 @@ def declared_per_node(launch: Launch) -> int | str | None:
     total, machines = _count(launch.get("num_processes")), _count(launch.get("num_machines"))
     if total and machines:
         return total // machines if total % machines == 0 else None
-    return total if not launch.has("config_file") else None
+    return total if launch.has("num_processes") or launch.file else None
 
 
 def contradiction(launch: Launch, nodes: int, per_node: int | str | None) -> str | None:
@@ -126,6 +157,8 @@ def contradiction(launch: Launch, nodes: int, per_node: int | str | None) -> str
     name = {TORCHRUN: "torchrun", ACCELERATE: "accelerate launch", DEEPSPEED: "deepspeed"}[launch.kind]
     count_flag = {TORCHRUN: "nnodes", ACCELERATE: "num_machines", DEEPSPEED: "num_nodes"}[launch.kind]
     given = launch.get(count_flag)
+    if launch.kind == ACCELERATE and not launch.has(count_flag) and str(given) == "1":
+        given = None  # a config file made on one machine: the job's machines replace its count
     if given is not None:
         low, colon, high = str(given).partition(":")
         fits = (low.isdigit() and (high.isdigit() if colon else True)
@@ -208,8 +241,13 @@ def adapt(command: list[str], launch: Launch, nodes: int, node_rank: int, master
                 command = _replaced(command, launch, "num_processes", str(own * nodes))
                 notes.append(f"accelerate launch --num_processes {own} is one machine's: {own * nodes} over {nodes} "
                              "machines")
-        elif per_node is not None:
-            added += ["--num_processes", str(per_node * nodes)]
+        else:
+            own = per_node if per_node is not None else declared_per_node(launch) if nodes > 1 else None
+            if isinstance(own, int):
+                added += ["--num_processes", str(own * nodes)]
+                if per_node is None:
+                    notes.append(f"{launch.get('config_file')}: num_processes counts one machine's: {own * nodes} "
+                                 f"over {nodes} machines")
         if nodes > 1:
             if not launch.has("num_machines"):
                 added += ["--num_machines", str(nodes)]
