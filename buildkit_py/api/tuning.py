@@ -12,6 +12,7 @@ from ..pipeline.build import BuildOptions, build_config
 from ..refs import parse_ref
 from .builds import check_build_options
 from .project import MAX_GPUS, Progress, Source, arguments, check_count, load, options_of, reporting, runs_dir
+from .runs import local_processes
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
@@ -72,4 +73,5 @@ def tune(source: Source = None, /, options: TuneOptions | None = None, *, progre
         output = (options.output or runs_dir(config, "study")).resolve()
         return jobs_tune.run_study(image, config.hyperparameters, args=options.args, output=output, reporter=reporter,
                                    network=network, gpus=options.gpus, seed=options.seed,
-                                   timeout=timeout if timeout is not None else (config.job.timeout if config.job else None))
+                                   timeout=timeout if timeout is not None else (config.job.timeout if config.job else None),
+                                   processes_per_node=local_processes(config, None, 0, options.gpus))

@@ -181,7 +181,8 @@ def metric_value(result: RunResult, tag: str) -> float | None:
 
 
 def run_study(image: str, hp: Hyperparameters, *, args: tuple[str, ...], output: Path, reporter: Reporter,
-              network: str, gpus: int = 0, timeout: float | None = None, seed: int | None = None) -> Study:
+              network: str, gpus: int = 0, timeout: float | None = None, seed: int | None = None,
+              processes_per_node: int | str | None = None) -> Study:
     """Run up to max_trials trials, parallel_trials at once; stop scheduling when more than max_failed_trials
     have failed. On Ctrl-C every trial container of the study is removed, then KeyboardInterrupt goes on."""
     suggester = _Suggester(hp, seed)
@@ -206,7 +207,7 @@ def run_study(image: str, hp: Hyperparameters, *, args: tuple[str, ...], output:
             result = run_local(LocalRun(image, out, gpus=gpus, network=network,
                                         args=args + tuple(f"--{name}={arg_value(v)}" for name, v in params),
                                         env=((TRIAL_ENV, trial_id),), labels=((STUDY_LABEL, study_id),),
-                                        timeout=timeout), reporter)
+                                        timeout=timeout, processes_per_node=processes_per_node), reporter)
         except RunError as exc:
             return Trial(trial_id, params, "FAILED", None, time.monotonic() - start, str(out), None, str(exc))
         value = metric_value(result, hp.metric)
