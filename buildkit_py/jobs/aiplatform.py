@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import METRIC_TAG, load_raw, param_name, validate_keys
+from ..config import METRIC_TAG, field_name, load_raw, param_name, validate_keys
 from ..errors import ConfigError, show, shown_name
+from ..flags import job_flag_name
 from ..resources import read_data, resource_dir
 
 # Legacy machine names (AI Platform "legacy machine types") -> Compute Engine type and GPUs.
@@ -60,6 +61,11 @@ class Given:
     accelerator_count: int | None = None
     image: str | None = None
     region: str | None = None
+    name: str | None = None
+    service_account: str | None = None
+    network: str | None = None
+    args: tuple[str, ...] | None = None
+    timeout: int | None = None
     autopackage: bool = False  # autopackage builds the image that runs the trainer (--from-aiplatform there)
 
 
@@ -112,6 +118,7 @@ class _Converter:
         self.source = source
         self.left: list[str] = []
         self.notes: list[str] = []
+        self.emptied: set[tuple] = set()  # the scalars written empty (YAML null): unset
 
     def leave(self, field: str, why: str) -> None:
         self.left.append(f"{field}: {why}")
@@ -140,8 +147,9 @@ class _Converter:
             out.update(accelerator_type=accelerator, accelerator_count=count)
         return out
 
-    def machine(self, name: Any, config: Any, field: str) -> dict:
-        """A machine type (legacy name or Compute Engine type) with its *Config's acceleratorConfig."""
+    def machine(self, name: Any, config: Any, field: str, given_type: str | None = None) -> dict:
+        """A machine type (legacy name or Compute Engine type) with its *Config's acceleratorConfig; given_type: the
+        GPU --accelerator-type gives (the master's), where the acceleratorConfig names none."""
         if not isinstance(name, str):
             raise self.bad(field, name, "a machine type name")
         machine, accelerator, count = LEGACY_MACHINES.get(name, (name, None, 0))
@@ -151,7 +159,7 @@ class _Converter:
             if accel is not None:
                 where = f"{field.replace('Type', 'Config')}.acceleratorConfig"
                 accel = self.mapping(accel, where)
-                accelerator, count = accel.get("type"), accel.get("count", 1)
+                accelerator, count = accel.get("type", given_type), accel.get("count", 1)
                 if accelerator is None:
                     flag = " or pass --accelerator-type" if field == "trainingInput.masterType" else ""
                     raise ConfigError(f"an acceleratorConfig needs the GPU's type: set {where}.type (e.g. NVIDIA_TESLA_T4)"
@@ -161,47 +169,192 @@ class _Converter:
         return self.gpus(machine, accelerator, count, field)
 
 
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
-# The flag that replaces a legacy field, for a ${VAR} left unset (the repository's submit script substituted it).
-_FIELD_FLAGS = {("trainingInput", "masterConfig", "imageUri"): "--image", ("trainingInput", "region"): "--region",
-                ("trainingInput", "masterType"): "--machine-type"}
+_DOLLAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
+_BRACED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 
-def _expanded(conv: _Converter, value: Any, path: tuple, given: Given) -> Any:
-    """The legacy file with each ${VAR} expanded from the environment, as the repository's script did; one left unset
-    is refused naming the field and the flag that replaces it, unless that flag is given (then the field is dropped
-    here, and the flag fills it)."""
+def braced(value: Any) -> str | None:
+    """`{NAME}` written unquoted where a string belongs, which YAML reads as the mapping {NAME: None}: the placeholder
+    as written ("{NAME}"); None for any other value."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, item),) = value.items()
+        if item is None and isinstance(key, str) and _NAME.fullmatch(key):
+            return "{" + key + "}"
+    return None
+
+
+def placeholders(value: Any) -> tuple[list[str], bool]:
+    """The variables a string names: a value that is only `{NAME}` (whole, True), else each `${VAR}` in it."""
+    if not isinstance(value, str):
+        return [], False
+    whole = _BRACED.fullmatch(value)
+    return ([whole[1]], True) if whole else (_DOLLAR.findall(value), False)
+
+
+def substituted(value: str, whole: bool) -> str:
+    """The string with its placeholders filled from the environment (each one set)."""
+    names, _ = placeholders(value)
+    return os.environ[names[0]] if whole else _DOLLAR.sub(lambda m: os.environ[m.group(1)], value)
+
+
+def written(value: Any) -> str:
+    """A value a flag replaced, for a note: a placeholder as written, anything else escaped and bounded."""
+    if value is None:
+        return "empty (YAML null)"
+    if isinstance(value, str) and (_BRACED.fullmatch(value) or _DOLLAR.fullmatch(value)):
+        return value
+    return show(value)
+
+
+# What each legacy field holds, by its key: a mapping or a list reads YAML null (every entry commented out) as empty;
+# a scalar read as null is unset, unless a flag gives it; `{NAME}` unquoted is a placeholder only where a scalar is.
+_LEGACY_MAPPINGS = {"trainingInput", "masterConfig", "workerConfig", "parameterServerConfig", "evaluatorConfig",
+                    "acceleratorConfig", "hyperparameters", "scheduling", "labels", "encryptionConfig"}
+_LEGACY_LISTS = {"args", "packageUris", "containerCommand", "containerArgs", "params", "discreteValues",
+                 "categoricalValues"}
+_LEGACY_ENTRIES = {"params"}  # lists of mappings
+_LEGACY_SCALARS = {"jobId", "scaleTier", "masterType", "workerType", "parameterServerType", "evaluatorType", "workerCount",
+                   "parameterServerCount", "evaluatorCount", "pythonModule", "region", "jobDir", "runtimeVersion",
+                   "pythonVersion", "network", "serviceAccount", "enableWebAccess", "useChiefInTfConfig", "imageUri",
+                   "type", "count", "maxRunningTime", "maxWaitTime", "goal", "hyperparameterMetricTag", "maxTrials",
+                   "maxParallelTrials", "maxFailedTrials", "algorithm", "enableTrialEarlyStopping",
+                   "resumePreviousJobId", "parameterName", "minValue", "maxValue", "scaleType", "kmsKeyName",
+                   "tpuTfVersion"}
+# The config key (and so the flag) that replaces a legacy field: the flag fills it, or overrides what the file wrote.
+_LEGACY_FLAGS = {("jobId",): "name", ("trainingInput", "masterType"): "machine_type",
+                 ("trainingInput", "masterConfig", "acceleratorConfig", "type"): "accelerator_type",
+                 ("trainingInput", "masterConfig", "acceleratorConfig", "count"): "accelerator_count",
+                 ("trainingInput", "masterConfig", "imageUri"): "image", ("trainingInput", "region"): "region",
+                 ("trainingInput", "serviceAccount"): "service_account", ("trainingInput", "network"): "network",
+                 ("trainingInput", "args"): "args", ("trainingInput", "masterConfig", "containerArgs"): "args",
+                 ("trainingInput", "scheduling", "maxRunningTime"): "timeout"}
+# A scalar that cannot be left empty: what it holds.
+_LEGACY_REQUIRED = {("trainingInput", "masterConfig", "imageUri"): "an image reference, e.g. "
+                                                                   "us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG"}
+TRAINING_INPUT_KEYS = frozenset({
+    "scaleTier", "masterType", "masterConfig", "workerType", "workerConfig", "workerCount", "parameterServerType",
+    "parameterServerConfig", "parameterServerCount", "evaluatorType", "evaluatorConfig", "evaluatorCount", "args",
+    "jobDir", "packageUris", "pythonModule", "runtimeVersion", "pythonVersion", "region", "serviceAccount", "network",
+    "enableWebAccess", "scheduling", "hyperparameters", "useChiefInTfConfig", "encryptionConfig"})
+
+
+def _kind(path: tuple) -> str:
+    """mapping, list, scalar, or item (of a list of scalars), by the field's key; other: a key the converter does
+    not read (kept as written: it is reported)."""
+    last = path[-1] if path else None
+    if isinstance(last, int):
+        return "mapping" if path[-2] in _LEGACY_ENTRIES else "item"
+    if last in _LEGACY_MAPPINGS:
+        return "mapping"
+    if last in _LEGACY_LISTS:
+        return "list"
+    return "scalar" if last in _LEGACY_SCALARS else "other"
+
+
+def _read(conv: _Converter, raw: Any, value: Any, path: tuple, given: Given) -> Any:
+    """The legacy file as it is read: each placeholder (`${VAR}`, `{NAME}`) filled from the environment, as the
+    repository's script did; a field a flag gives dropped (the flag fills it: applying flags is the caller's), with a
+    note naming what it replaced; YAML null read as empty (a mapping or a list) or unset (a scalar). A placeholder left
+    unset, or an empty field that cannot be, is refused naming the field and the flag that replaces it."""
+    kind = _kind(path)
+    text = braced(value) if kind in ("scalar", "item") else None
+    value = value if text is None else text
+    names, whole = placeholders(value)
+    field = field_name(path)
+    key = _LEGACY_FLAGS.get(path)
+    flag = job_flag_name(key) if key else None
+    unfilled = value is None or bool(names)
+    if key is not None and getattr(given, key) is not None:
+        if key == "machine_type" and not unfilled and value in LEGACY_MACHINES and LEGACY_MACHINES[value][2]:
+            # A legacy name carries its GPUs: they stay, the flag gives the machine (settings_for applies it).
+            _, gpu, count = LEGACY_MACHINES[value]
+            conv.notes.append(f"{field}: {written(value)} replaced by {flag} (its GPUs, {gpu} x{count}, stay)")
+            return value
+        conv.notes.append(f"{field}: empty (YAML null); {flag} fills it" if value is None
+                          else f"{field}: {written(value)} replaced by {flag}")
+        raw.scalars.pop(path, None)
+        return _DROPPED
+    if key == "image" and unfilled and given.autopackage:
+        conv.notes.append(f"{field}: {written(value)}: the image autopackage builds runs the trainer (--image names "
+                          "where it goes)")
+        return _DROPPED
+    if value is None:
+        if kind in ("mapping", "list"):
+            return {} if kind == "mapping" else []
+        if kind == "scalar":
+            if path in _LEGACY_REQUIRED:
+                raise ConfigError(f"empty (YAML null) is not allowed: {_LEGACY_REQUIRED[path]}; write it"
+                                  + (f", or pass {flag}" if flag else ""), field=field, where=conv.source)
+            conv.emptied.add(path)
+            return _DROPPED  # unset
+        return None  # a list's item, or a field not read: as written, for its own check or report
     if isinstance(value, dict):
         out = {}
-        for key, item in value.items():
-            expanded = _expanded(conv, item, (*path, key), given)
-            if expanded is not _DROPPED:
-                out[key] = expanded
+        for item_key, item in value.items():
+            made = _read(conv, raw, item, (*path, item_key), given)
+            if made is not _DROPPED:
+                out[item_key] = made
         return out
     if isinstance(value, list):
-        return [_expanded(conv, item, (*path, i), given) for i, item in enumerate(value)]
-    if not isinstance(value, str) or "${" not in value:
+        return [_read(conv, raw, item, (*path, i), given) for i, item in enumerate(value)]
+    if not names:
         return value
-    unset = [v for v in _VARIABLE.findall(value) if v not in os.environ]
-    field = ".".join(map(str, path))
+    unset = [v for v in names if v not in os.environ]
     if not unset:
-        conv.notes.append(f"{field}: {', '.join('${' + v + '}' for v in _VARIABLE.findall(value))} expanded from the "
-                          "environment")
-        return _VARIABLE.sub(lambda m: os.environ[m.group(1)], value)
-    flag = _FIELD_FLAGS.get(path)
-    filled = {"--image": given.image, "--region": given.region, "--machine-type": given.machine_type}.get(flag or "")
-    if filled is not None or (flag == "--image" and given.autopackage):
-        conv.notes.append(f"{field} names ${{{unset[0]}}}, which is not set: "
-                          + (f"{flag} gives it" if filled is not None else "the image is the one autopackage builds "
-                                                                           "(--image names where it goes)"))
-        return _DROPPED
-    raise ConfigError(f"{show(value)} names ${{{unset[0]}}}, which is not set in the environment (the repository's "
+        shown = ", ".join(n if whole else "${" + n + "}" for n in names)
+        conv.notes.append(f"{field}: {shown} expanded from the environment")
+        raw.scalars.pop(path, None)  # the value as written is the placeholder: the expanded one stands
+        return substituted(value, whole)
+    missing = unset[0] if whole else "${" + unset[0] + "}"
+    raise ConfigError(f"{show(value)} names {missing}, which is not set in the environment (the repository's "
                       f"submit script set it): export {unset[0]}=..." + (f", or pass {flag}" if flag else
                                                                          ", or write the value in the file"),
                       field=field, where=conv.source)
 
 
-_DROPPED = object()  # a field whose ${VAR} is unset and whose flag is given
+_DROPPED = object()  # a field a flag gives, or a scalar left empty
+
+
+def _shaped(conv: _Converter, raw: Any) -> None:
+    """The file as a Job resource (trainingInput, jobId, labels): a TrainingInput written without its wrapper (the
+    REST body as it is) is read as the trainingInput it is; a file that is neither is refused."""
+    data = raw.data
+    loose = [key for key in data if key in TRAINING_INPUT_KEYS]
+    if "trainingInput" in data:
+        if loose:
+            empty = " (which is empty)" if data["trainingInput"] is None else ""
+            raise ConfigError(f"TrainingInput's fields {', '.join(loose)} stand at the top level beside trainingInput"
+                              f"{empty}: write them under trainingInput (indented), or write the file as the "
+                              "TrainingInput alone, without trainingInput", field="trainingInput",
+                              where=raw.where((loose[0],)))
+        if data["trainingInput"] is None:  # every field commented out
+            data["trainingInput"] = {}
+        if not isinstance(data["trainingInput"], dict):
+            # Parsed, never echoed: a file the user points at by mistake (or a repository's script does) may be anything.
+            raise ConfigError("not an AI Platform Training config: it has no trainingInput mapping (the file `gcloud "
+                              "ai-platform jobs submit training --config` takes)", field="--from-aiplatform",
+                              where=raw.source)
+        return
+    if not loose:
+        hint = (" (a Vertex AI job's file? pass it as --job-config)" if "workerPoolSpecs" in data or "studySpec" in data
+                else "")
+        raise ConfigError("not an AI Platform Training config: it has no trainingInput mapping (the file `gcloud "
+                          "ai-platform jobs submit training --config` takes) nor any of TrainingInput's fields "
+                          f"(scaleTier, masterType, args...){hint}", field="--from-aiplatform", where=raw.source)
+    job_keys = ("jobId", "labels")
+    moved = {key for key in data if key not in job_keys}
+    raw.data = {**{k: v for k, v in data.items() if k in job_keys},
+                "trainingInput": {k: v for k, v in data.items() if k in moved}}
+    for table in (raw.positions, raw.scalars):
+        rekeyed = {(("trainingInput", *path) if path and path[0] in moved else path): item for path, item in table.items()}
+        table.clear()
+        table.update(rekeyed)
+    if () in raw.positions:
+        raw.positions[("trainingInput",)] = raw.positions[()]
+    conv.notes.append(f"the file is a TrainingInput without its trainingInput: wrapper ({', '.join(loose[:4])}"
+                      f"{'...' if len(loose) > 4 else ''} at the top level, the REST body as it is): read as the "
+                      "trainingInput it is")
 
 
 def convert(path: Path, given: Given = Given()) -> Conversion:
@@ -213,12 +366,9 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
         if exc.field not in ("--config", "--dir"):
             raise
         raise ConfigError(exc.detail, field="--from-aiplatform", where=exc.where) from None
-    if not isinstance(raw.data.get("trainingInput"), dict):
-        # Parsed, never echoed: a file the user points at by mistake (or a repository's script does) may be anything.
-        raise ConfigError("not an AI Platform Training config: it has no trainingInput mapping (the file `gcloud "
-                          "ai-platform jobs submit training --config` takes)", field="--from-aiplatform", where=raw.source)
     conv = _Converter(raw.source)
-    data = raw.data = _expanded(conv, raw.data, (), given)
+    _shaped(conv, raw)
+    data = raw.data = _read(conv, raw, raw.data, (), given)
     for key in data:
         if key not in ("trainingInput", "labels", "jobId"):
             conv.leave(shown_name(key), "not part of a training job's config")
@@ -233,10 +383,11 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
     tier = ti.get("scaleTier", "BASIC" if master is None else "CUSTOM")
     if tier == "CUSTOM":
         if master is None:
-            raise ConfigError("scaleTier CUSTOM needs a master machine type: set trainingInput.masterType or pass "
-                              "--machine-type (gcloud's --master-machine-type)", field="trainingInput.masterType",
+            empty = " (it is empty)" if ("trainingInput", "masterType") in conv.emptied else ""
+            raise ConfigError(f"scaleTier CUSTOM needs a master machine type{empty}: set trainingInput.masterType or "
+                              "pass --machine-type (gcloud's --master-machine-type)", field="trainingInput.masterType",
                               where=conv.source)
-        chief = conv.machine(master, ti.get("masterConfig"), "trainingInput.masterType")
+        chief = conv.machine(master, ti.get("masterConfig"), "trainingInput.masterType", given.accelerator_type)
         pools = {}
         for legacy, key in (("worker", "workers"), ("parameterServer", "parameter_servers"), ("evaluator", "evaluators")):
             count = ti.get(f"{legacy}Count", 0)
@@ -247,7 +398,7 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
                               "replica_count": count}
     elif tier in SCALE_TIERS:
         master, worker, workers, ps, n_ps = SCALE_TIERS[tier]
-        chief = conv.machine(master, ti.get("masterConfig"), "trainingInput.scaleTier")
+        chief = conv.machine(master, ti.get("masterConfig"), "trainingInput.scaleTier", given.accelerator_type)
         pools = {}
         if workers:
             pools["workers"] = {**conv.machine(worker, None, "trainingInput.scaleTier"), "replica_count": workers}
@@ -305,10 +456,7 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
         for key in scheduling:
             if key != "maxRunningTime":
                 conv.leave(f"trainingInput.scheduling.{shown_name(key)}", "Vertex AI's scheduling has no equivalent")
-    known = {"scaleTier", "masterType", "masterConfig", "workerType", "workerConfig", "workerCount", "parameterServerType",
-             "parameterServerConfig", "parameterServerCount", "evaluatorType", "evaluatorConfig", "evaluatorCount",
-             "args", "jobDir", "packageUris", "pythonModule", "runtimeVersion", "pythonVersion", "region",
-             "serviceAccount", "network", "enableWebAccess", "scheduling", "hyperparameters"}
+    known = TRAINING_INPUT_KEYS - {"useChiefInTfConfig", "encryptionConfig"}
     why = {"useChiefInTfConfig": "Vertex AI always names the first pool 'chief' in TF_CONFIG",
            "encryptionConfig": "customer-managed encryption keys are not set by buildkit-py",
            "workerConfig": "handled with workerType", "evaluatorConfig": "handled with evaluatorType"}
@@ -316,7 +464,9 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
         if key not in known:
             conv.leave(f"trainingInput.{shown_name(key)}", why.get(key, "no Vertex AI equivalent buildkit-py sets"))
     values = {"job": job}
-    if "hyperparameters" in ti:
+    if ti.get("hyperparameters") == {}:  # every field commented out: no study
+        conv.notes.append("trainingInput.hyperparameters: empty: a job, not a tuning job")
+    elif "hyperparameters" in ti:
         values["hyperparameters"] = _hyperparameters(conv, raw, conv.mapping(ti["hyperparameters"],
                                                                              "trainingInput.hyperparameters"))
     module = data.get("trainingInput", {}).get("pythonModule") if isinstance(data.get("trainingInput"), dict) else None

@@ -4,15 +4,17 @@ create --config` (studySpec, trialJobSpec and the trial counts), as the config k
 Every value is checked by its config key's validator at the file's own field and line; a key the API does not
 have is refused there (the service would refuse it too), one the job cannot carry (NFS mounts, a persistent
 resource...) is listed as not converted. Placeholders are filled from the environment: `${VAR}` anywhere, and a
-value that is only `{NAME}` (gcloud's documentation writes `{IMAGE_URI}`); one left unset is refused naming the
-flag that replaces the field, unless that flag is given. The image is the one buildkit-py built or --image names:
-the file's imageUri stands only where neither is given.
+value that is only `{NAME}` (gcloud's documentation writes `{IMAGE_URI}`, which YAML reads unquoted as the mapping
+{IMAGE_URI: null}); one left unset is refused naming the flag that replaces the field, unless that flag is given.
+A flag given beside the file fills or overrides the field it replaces (a note names what it replaced). YAML null
+(every entry commented out) is empty where a list or a mapping belongs, unset where a scalar does (the image
+excepted: it is refused unless --image gives it). The image is the one buildkit-py built or --image names: the
+file's imageUri stands only where neither is given.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
@@ -21,12 +23,10 @@ from typing import Any
 from ..config import POOL_ORDER, JobConfig, Pool, check_hyperparameters, check_job_key, field_error, field_name, load_raw
 from ..errors import ConfigError, show, shown_name
 from ..flags import job_flag_name
-from .aiplatform import _SCALES, Conversion
+from .aiplatform import _SCALES, Conversion, braced, placeholders, substituted, written
 from .vertex import REDUCTION_SERVER_IMAGE
 
 FLAG = "--job-config"
-_DOLLAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
-_BRACED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
 # What each part of the file may hold: a known key not converted says why; any other key is refused.
 _SPEC_KEYS = {"workerPoolSpecs", "scheduling", "serviceAccount", "network", "baseOutputDirectory", "tensorboard",
               "enableWebAccess"}
@@ -43,9 +43,41 @@ _TUNING_KEYS = {"studySpec", "trialJobSpec", "maxTrialCount", "parallelTrialCoun
 _TUNING_LEFT = {"encryptionSpec": "customer-managed encryption keys are not set by buildkit-py"}
 _VALUE_SPECS = {"doubleValueSpec": "DOUBLE", "integerValueSpec": "INTEGER", "categoricalValueSpec": "CATEGORICAL",
                 "discreteValueSpec": "DISCRETE"}
-# The job key (and so the flag) that replaces a field whose placeholder is unset, by the path's last key.
-_FIELD_KEYS = {"imageUri": "image", "machineType": "machine_type", "serviceAccount": "service_account",
-               "network": "network", "outputUriPrefix": "base_output_directory", "displayName": "name"}
+# What each field holds, by its key: a mapping or a list reads YAML null (every entry commented out) as empty; a
+# scalar read as null is unset, unless a flag gives it; `{NAME}` unquoted is a placeholder only where a scalar is.
+_MAPPINGS = {"machineSpec", "diskSpec", "containerSpec", "pythonPackageSpec", "scheduling", "baseOutputDirectory",
+             "studySpec", "trialJobSpec", "labels", "doubleValueSpec", "integerValueSpec", "categoricalValueSpec",
+             "discreteValueSpec"}
+_LISTS = {"workerPoolSpecs", "env", "args", "command", "packageUris", "metrics", "parameters", "values"}
+_ENTRIES = {"workerPoolSpecs", "env", "metrics", "parameters"}  # lists of mappings
+_SCALARS = {"imageUri", "executorImageUri", "pythonModule", "machineType", "acceleratorType", "acceleratorCount",
+            "tpuTopology", "bootDiskType", "bootDiskSizeGb", "replicaCount", "serviceAccount", "network", "tensorboard",
+            "enableWebAccess", "outputUriPrefix", "timeout", "restartJobOnWorkerRestart", "strategy", "disableRetries",
+            "maxWaitDuration", "displayName", "maxTrialCount", "parallelTrialCount", "maxFailedTrialCount", "metricId",
+            "goal", "parameterId", "scaleType", "minValue", "maxValue", "algorithm", "name", "value"}
+# A scalar that cannot be left empty: what it holds.
+_REQUIRED = {"imageUri": "an image reference, e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG"}
+# The job key (and so the flag) that replaces a field: of the job's spec, of any pool, of the chief's pool (0).
+_SPEC_FLAGS = {("serviceAccount",): "service_account", ("network",): "network",
+               ("baseOutputDirectory", "outputUriPrefix"): "base_output_directory", ("scheduling", "timeout"): "timeout",
+               ("scheduling", "strategy"): "strategy", ("scheduling", "maxWaitDuration"): "max_wait_duration"}
+_POOL_FLAGS = {("containerSpec", "imageUri"): "image", ("containerSpec", "args"): "args",
+               ("pythonPackageSpec", "args"): "args"}
+_CHIEF_FLAGS = {("machineSpec", "machineType"): "machine_type", ("machineSpec", "acceleratorType"): "accelerator_type",
+                ("machineSpec", "acceleratorCount"): "accelerator_count"}
+
+
+def _kind(path: tuple) -> str:
+    """mapping, list, scalar, or item (of a list of scalars), by the field's key; other: a key the reader does not
+    read (kept as written: it is refused or reported)."""
+    last = path[-1] if path else None
+    if isinstance(last, int):
+        return "mapping" if path[-2] in _ENTRIES else "item"
+    if last in _MAPPINGS:
+        return "mapping"
+    if last in _LISTS:
+        return "list"
+    return "scalar" if last in _SCALARS else "other"
 
 
 class _Reader:
@@ -68,44 +100,76 @@ class _Reader:
                                               f"{', '.join(sorted(known | set(left)))}")
         return {k: v for k, v in value.items() if k in known}
 
-    def filled(self, value: Any, path: tuple) -> Any:
-        """A string with its placeholders filled; _UNSET when one is unset and the flag replacing it is given."""
-        if not isinstance(value, str):
-            return value
-        whole = _BRACED.fullmatch(value)
-        names = [whole[1]] if whole else _DOLLAR.findall(value)
+    def replaced_by(self, path: tuple, value: Any) -> str | None:
+        """The job key whose flag replaces the field at path (its value: a placeholder is filled by the flag)."""
+        tuning = "studySpec" in self.raw.data or "trialJobSpec" in self.raw.data
+        if tuning and path == ("displayName",):
+            return "name"
+        rest = path[1:] if tuning and path[:1] == ("trialJobSpec",) else path
+        if rest[:1] != ("workerPoolSpecs",) or len(rest) < 2:
+            return _SPEC_FLAGS.get(rest)
+        index, part = (rest[1], rest[2:]) if isinstance(rest[1], int) else (0, rest[1:])  # one pool: a mapping
+        if part == ("containerSpec", "imageUri") and value == REDUCTION_SERVER_IMAGE:
+            return None  # Google's reduction server runs in pool 2, whatever the trainer's image
+        if part in _POOL_FLAGS:
+            return _POOL_FLAGS[part]  # every pool runs the job's image and arguments
+        if part in _CHIEF_FLAGS and (index == 0 or value is None or placeholders(value)[0]):
+            return _CHIEF_FLAGS[part]  # another pool's machine left to fill takes the chief's
+        return None
+
+    def read(self, value: Any, path: tuple) -> Any:
+        """A value as the converter reads it: placeholders filled, YAML null as empty or unset; _UNSET for a field
+        dropped (a flag gives it, or a scalar left empty). A dict or a list is walked further."""
+        kind = _kind(path)
+        text = braced(value) if kind in ("scalar", "item") else None
+        value = value if text is None else text
+        key = self.replaced_by(path, value)
+        flag = job_flag_name(key) if key else None
+        field = field_name(path)
+        if key is not None and self.given.get(key) is not None:
+            self.notes.append(f"{field}: empty (YAML null); {flag} fills it" if value is None
+                              else f"{field}: {written(value)} replaced by {flag}")
+            self.raw.scalars.pop(path, None)
+            return _UNSET
+        if value is None:
+            if kind in ("mapping", "list"):
+                return {} if kind == "mapping" else []
+            if kind == "scalar":
+                if path[-1] in _REQUIRED:
+                    raise self.fail(path, f"empty (YAML null) is not allowed: {_REQUIRED[path[-1]]}; write it"
+                                          + (f", or pass {flag}" if flag else ""))
+                return _UNSET  # unset
+            return None  # a list's item, or a field not read: as written, for its own check
+        return self.filled(value, path, flag)
+
+    def filled(self, value: Any, path: tuple, flag: str | None) -> Any:
+        """A string with its placeholders filled from the environment; one unset is refused naming the flag."""
+        names, whole = placeholders(value)
         if not names:
             return value
         unset = [n for n in names if n not in os.environ]
-        field = field_name(path)
-        key = _FIELD_KEYS.get(str(path[-1]))
-        flag = job_flag_name(key) if key else None
         if not unset:
-            self.notes.append(f"{field}: {', '.join(names)} filled from the environment")
+            self.notes.append(f"{field_name(path)}: {', '.join(names)} filled from the environment")
             self.raw.scalars.pop(path, None)  # the value as written is the placeholder: the filled one stands
-            return os.environ[names[0]] if whole else _DOLLAR.sub(lambda m: os.environ[m.group(1)], value)
-        if key and self.given.get(key) is not None:
-            return _UNSET
+            return substituted(value, whole)
         raise self.fail(path, f"{show(value)} names {unset[0]}, which is not set in the environment: export "
                               f"{unset[0]}=..." + (f", or pass {flag}" if flag else ", or write the value in the file"))
 
-    def walk(self, value: Any, path: tuple) -> Any:
-        """The document with every placeholder filled, iteratively (the YAML reader bounds its nesting)."""
-        out: dict | list = {} if isinstance(value, dict) else []
-        if not isinstance(value, (dict, list)):
-            return self.filled(value, path)
-        queue = deque([(value, out, path)])  # in document order: the first unset placeholder is the one named
+    def walk(self, value: dict) -> dict:
+        """The document as the converter reads it (read), iteratively (the YAML reader bounds its nesting)."""
+        out: dict = {}
+        queue = deque([(value, out, ())])  # in document order: the first unset placeholder is the one named
         while queue:
             source, target, at = queue.popleft()
             items = source.items() if isinstance(source, dict) else enumerate(source)
             for key, item in items:
-                if isinstance(item, (dict, list)):
-                    made: dict | list = {} if isinstance(item, dict) else []
-                    queue.append((item, made, (*at, key)))
-                else:
-                    made = self.filled(item, (*at, key))
-                    if made is _UNSET:
-                        continue
+                made = self.read(item, (*at, key))
+                if made is _UNSET:
+                    continue
+                if isinstance(made, (dict, list)):
+                    inner: dict | list = {} if isinstance(made, dict) else []
+                    queue.append((made, inner, (*at, key)))
+                    made = inner
                 if isinstance(target, dict):
                     target[key] = made
                 else:
@@ -126,7 +190,7 @@ def convert(path: Path, given: dict[str, Any]) -> Conversion:
             raise
         raise ConfigError(exc.detail, field=FLAG, where=exc.where) from None
     reader = _Reader(raw, given)
-    data = reader.walk(raw.data, ())
+    data = reader.walk(raw.data)
     tuning = "studySpec" in data or "trialJobSpec" in data
     if not data or not (tuning or "workerPoolSpecs" in data):
         raise ConfigError("not a gcloud job config: it has no workerPoolSpecs (the CustomJobSpec `gcloud ai "
@@ -144,8 +208,6 @@ def convert(path: Path, given: dict[str, Any]) -> Conversion:
         job = replace(job, **named)
     else:
         job = _job(reader, data, ())
-    if job.image is not None and given.get("image") is not None:
-        job = replace(job, image=None)  # the image buildkit-py built, or --image, runs
     values["job"] = job
     return Conversion(values, tuple(reader.left), tuple(reader.notes))
 
