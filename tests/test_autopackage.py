@@ -903,3 +903,19 @@ def test_the_layouts_module_is_called_through_its_console_script_when_it_has_no_
     out = dry(root)
     assert out["inferred"]["config_keys"]["trainer"] == {"module": "trainer.task"}
     assert any("console scripts are not the trainer (t-train = trainer.task:main)" in n for n in out["inferred"]["notes"])
+
+
+def test_autopackage_local_runs_each_replica_with_its_processes(testenv, tmp_path):
+    """--replica-count and --processes-per-node in a local run: 2 machines x 2 processes, ranked as a job's."""
+    root = tmp_path / "dist"
+    shutil.copytree(REPO / "examples" / "distributed" / "trainer", root / "trainer")  # inferred, no buildkit.yaml
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = run_cli("autopackage", str(root), "--target", "local", "--replica-count", "2", "--processes-per-node", "2",
+                   "--json", "--progress", "plain", "--", "--steps", "2", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["run"]["exit_codes"] == {"workerpool0-0": 0, "workerpool1-0": 0}
+    for rank in range(4):  # step 1 sums (r + 2) over ranks 0..3
+        assert f"rank {rank}/4 step 1: global sum 14" in proc.stderr
+    bad = run_cli("autopackage", str(root), "--target", "local", "--processes-per-node", "many", "--dry-run", env=env)
+    assert bad.returncode == 2 and "--processes-per-node" in bad.stderr and "Traceback" not in bad.stderr

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..builders import builder_class
 from ..errors import ConfigError, RegistryError, show
+from ..flags import JOB_FLAGS
 from ..fsutil import cache_dir, read_text, reads_once, write_atomic
 from ..matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
 from ..notebook import HtmlRepr
@@ -270,6 +271,12 @@ def _check(options: AutopackageOptions) -> None:
         raise ConfigError("--dockerfile builds the directory's Dockerfile into a trainer image; --mode package runs an "
                           "sdist on an executor image instead: give one of them", field="--dockerfile")
     check_submit_options(options.submit)
+    given = {f.key: getattr(options.job, f.key) for f in JOB_FLAGS if getattr(options.job, f.key) not in (None, ())}
+    if given:  # checked whatever the target: a local run reads some of them, and none passes unread
+        from ..config import job_flag, worker_pool_specs
+
+        for key, value in given.items():
+            worker_pool_specs(value) if key == "worker_pool_specs" else job_flag(key, value)
 
 
 @dataclass(frozen=True)
