@@ -21,7 +21,7 @@ import time
 
 from .cluster import join
 from .constants import AUTO_PROCESSES, MAX_PROCESSES_PER_NODE, PROCESSES_ENV, STOP_GRACE_SECONDS
-from .handoff import FORWARDED, _cannot_run, run_python
+from .handoff import FORWARDED, exec_child, run_python
 
 # Each process's own (process_envs): a machine-wide value of these would only mislead.
 PER_PROCESS = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
@@ -97,14 +97,7 @@ def _start(command: list[str], target, env: dict[str, str], mask, pipes: dict[in
     os.environ.update(env)
     if target is not None:
         raise SystemExit(run_python(target))  # up through main, as the trainer's own exit would
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # ignored by Python, and exec keeps an ignored signal so
-        signal.signal(sig, signal.SIG_DFL)
-    try:
-        os.execvp(command[0], command)
-    except OSError as exc:
-        code = _cannot_run(command, exc)
-        sys.stderr.flush()
-        os._exit(code)
+    exec_child(command)
     return 0  # not reached
 
 

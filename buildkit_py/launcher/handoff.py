@@ -160,14 +160,7 @@ def supervise(command: list[str], target: tuple[str, str, list[str]] | None = No
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if target is not None:
             return run_python(target)
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # ignored by Python, and exec keeps an ignored signal so
-            signal.signal(sig, signal.SIG_DFL)
-        try:
-            os.execvp(command[0], command)
-        except OSError as exc:
-            code = _cannot_run(command, exc)
-            sys.stderr.flush()
-            os._exit(code)
+        exec_child(command)
     while True:
         signum = signal.sigwaitinfo(watched).si_signo
         if signum != signal.SIGCHLD:
@@ -185,6 +178,18 @@ def supervise(command: list[str], target: tuple[str, str, list[str]] | None = No
                 break
             if pid == child:
                 return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def exec_child(command: list[str]) -> None:
+    """In a forked child: become the trainer, or end with the shell's status for a command that cannot run."""
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # ignored by Python, and exec keeps an ignored signal so
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        code = _cannot_run(command, exc)
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _cannot_run(command: list[str], exc: OSError) -> int:
