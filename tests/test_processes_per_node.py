@@ -154,3 +154,12 @@ def test_an_accelerate_config_file_of_the_repository_says_the_processes(project)
     job = make(project, job_text('trainer: {module: trainer.task, command: ["accelerate", "launch", "--config_file", '
                                  '"acc.yaml", "trainer/task.py"]}\n'))
     assert (root / "acc.yaml").is_file() and (job.processes_per_node, job.world_size) == (4, 12)
+
+
+def test_a_prebuilt_executor_cannot_start_processes(project):
+    text = (BASE + "trainer: {module: trainer.task, processes_per_node: auto}\njob:\n  machine_type: a2-ultragpu-8g\n"
+            "  accelerator_count: 8\n  python_package: {executor: torch==2.4, package_uris: [gs://bucket/t.tar.gz], "
+            "module: trainer.task}\n")
+    with pytest.raises(ConfigError) as caught:
+        make(project, text)
+    assert caught.value.field == "trainer.processes_per_node" and "runs one process per machine" in str(caught.value)

@@ -340,6 +340,10 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
     n_workers = workers.replica_count if workers is not None and workers.replica_count is not None else total - 1
     worker_pool = _resolve_pool(_inherit(workers, chief), "job.workers") if n_workers else None
     processes, field = asked_processes(config, job.processes_per_node, "--processes-per-node")
+    if processes is not None and package is not None and "==" in package.executor:
+        raise ConfigError(f"Google's prebuilt executor {package.executor} runs one process per machine, without "
+                          "buildkit-py's launcher: build an executor with it (buildkit-py executor build) or drop "
+                          f"{field}", field=field)
     gpus = min(p.accelerator_count or 0 for p in (chief, worker_pool) if p is not None)
     per_node = processes_per_node(config, processes, field, job.command, 1 + n_workers, gpus, tpu, chief.machine_type)
     if per_node > 1 or 1 + n_workers > 1:
