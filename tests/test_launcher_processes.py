@@ -12,8 +12,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from buildkit_py.launcher import cluster, launchers
 from buildkit_py.launcher.constants import BAD_CLUSTER, PROCESSES_ENV, USAGE
@@ -145,7 +148,7 @@ def test_auto_is_one_process_per_visible_gpu(tmp_path, fake_nvml):
     assert {v["JAX_LOCAL_DEVICE_IDS"] for v in seen.values()} == {"0", "1", "2", "3"}
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "two", "65", "1.5"])
+@pytest.mark.parametrize("value", ["0", "-1", "two", "65", "1.5", "\u0663", "\u00b2", "1 2", "08x"])
 def test_a_bad_process_count_is_a_usage_error(tmp_path, value):
     proc = start(tmp_path, "ok", {PROCESSES_ENV: value})
     _, err = proc.communicate(timeout=60)
@@ -368,3 +371,28 @@ def test_an_accelerate_config_file_for_other_machines_is_a_contradiction(tmp_pat
     launch = launchers.find(["accelerate", "launch", "--config_file", "acc.yaml", "t.py"], root=str(tmp_path))
     assert "accelerate launch --num_machines 2" in launchers.contradiction(launch, 3, None)
     assert launchers.find(["accelerate", "launch", "--config_file", "missing.yaml", "t.py"], root=str(tmp_path)).file == ()
+
+
+@settings(max_examples=300, deadline=None)
+@given(head=st.sampled_from([["torchrun"], ["accelerate", "launch"], ["deepspeed"], ["python3", "-m",
+                                                                                    "torch.distributed.run"]]),
+       words=st.lists(st.one_of(st.sampled_from(["--nnodes", "--nnodes=1:x", "--nproc_per_node", "--num_processes",
+                                                 "--num_machines", "--node_rank", "-m", "--", "--config_file", "=",
+                                                 "--standalone", "--num_gpus", "\u0663", "-"]), st.text(max_size=8)),
+                      max_size=12),
+       nodes=st.integers(1, 5), per_node=st.sampled_from([None, "auto", 1, 8]))
+def test_any_launcher_command_is_read_without_a_crash(tmp_path_factory, head, words, nodes, per_node):
+    command = head + words
+    launch = launchers.find(command, root=str(tmp_path_factory.getbasetemp()))
+    assert launch is not None and launch.head <= launch.trainer <= len(command)
+    problem = launchers.contradiction(launch, nodes, per_node)
+    assert problem is None or isinstance(problem, str)
+    count = per_node if isinstance(per_node, int) else None
+    hostfile = str(tmp_path_factory.getbasetemp() / "hostfile")
+    try:
+        with mock.patch.object(launchers, "HOSTFILE", hostfile):
+            out, _, _ = launchers.adapt(command, launch, nodes, 0, ("chief-0", "2222"), ("chief-0",) * nodes, count)
+    except ValueError:
+        return  # DeepSpeed across machines with no count to write its hostfile with: said as an error
+    trainer = command[launch.trainer:]
+    assert out[:len(head)] == head and out[len(out) - len(trainer):] == trainer  # the trainer's words untouched

@@ -127,7 +127,7 @@ def test_a_tpu_job_takes_no_process_count(project):
     assert "a TPU VM job runs one trainer process per host" in str(caught.value)
 
 
-@pytest.mark.parametrize("value", ["0", "65", "two", "1.5", "-1"])
+@pytest.mark.parametrize("value", ["0", "65", "two", "1.5", "-1", "\u0663", "\u00b2", "00000000008"])
 def test_bad_values_from_the_flag_and_the_config(project, capsys, value):
     root = project({"buildkit.yaml": job_text("trainer: {module: trainer.task}\n"), "trainer/__init__.py": "",
                     "trainer/task.py": ""})

@@ -132,7 +132,7 @@ def _int(raw: _Raw, path: tuple, value: Any, low: int, high: int) -> int:
 
 def _processes(raw: _Raw, path: tuple, value: Any) -> int | str:
     """Trainer processes per machine: a number, or auto (one per GPU the machine has); a flag's text is read too."""
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,4}", value.strip(), re.ASCII):
         value = int(value.strip())
     if value == AUTO_PROCESSES or (not isinstance(value, bool) and isinstance(value, int)
                                    and 1 <= value <= MAX_PROCESSES_PER_NODE):

@@ -13,6 +13,7 @@ torch import at start, and Vertex AI's membership is fixed, so torch's elastic r
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import signal
 import sys
@@ -28,6 +29,9 @@ PER_PROCESS = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RA
                "ROLE_WORLD_SIZE", "NODE_RANK", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_LOCAL_DEVICE_IDS")
 
 
+_DIGITS = re.compile(r"[0-9]{1,4}", re.ASCII)  # ASCII only: int() reads other scripts' digits too
+
+
 class GroupError(Exception):
     pass
 
@@ -39,7 +43,7 @@ def requested(env: dict[str, str]) -> int | str | None:
         return None
     if raw == AUTO_PROCESSES:
         return raw
-    if raw.isdigit() and 1 <= int(raw) <= MAX_PROCESSES_PER_NODE:
+    if _DIGITS.fullmatch(raw) and 1 <= int(raw) <= MAX_PROCESSES_PER_NODE:
         return int(raw)
     raise GroupError(f"{PROCESSES_ENV}={raw!r} is not a process count; allowed: 1-{MAX_PROCESSES_PER_NODE} or "
                      f"{AUTO_PROCESSES} (one per visible GPU)")

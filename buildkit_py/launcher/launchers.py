@@ -32,6 +32,7 @@ _ALIASES = {  # the same option under the names each launcher accepts
     "master_port": "master_port", "rdzv_endpoint": "rdzv_endpoint", "rdzv_backend": "rdzv_backend",
     "num_accelerators": "num_gpus", "H": "hostfile",
 }
+_DIGITS = re.compile(r"[0-9]{1,6}", re.ASCII)  # ASCII only: int() reads other scripts' digits too
 DEEPSPEED_NO_SSH = (0, 14, 5)  # the first DeepSpeed whose runner starts one machine's share without ssh (--no_ssh)
 HOSTFILE = "/tmp/buildkit-py/deepspeed-hostfile"
 
@@ -131,7 +132,7 @@ def find(command: list[str] | tuple[str, ...], root: str | None = None) -> Launc
 
 def _count(value: object) -> int | None:
     text = str(value).strip() if value is not None else ""
-    return int(text) if text.isdigit() else None
+    return int(text) if _DIGITS.fullmatch(text) else None
 
 
 def declared_per_node(launch: Launch) -> int | str | None:
@@ -161,7 +162,7 @@ def contradiction(launch: Launch, nodes: int, per_node: int | str | None) -> str
         given = None  # a config file made on one machine: the job's machines replace its count
     if given is not None:
         low, colon, high = str(given).partition(":")
-        fits = (low.isdigit() and (high.isdigit() if colon else True)
+        fits = (bool(_DIGITS.fullmatch(low)) and (bool(_DIGITS.fullmatch(high)) if colon else True)
                 and int(low) <= nodes <= (int(high) if colon else int(low)))
         if not fits:
             return (f"{name} --{count_flag} {given} in the trainer's command, but the job runs {nodes} "
@@ -211,10 +212,10 @@ def _version(dist: str) -> tuple[int, ...] | None:
         return None
     parts = []
     for part in text.split(".")[:3]:
-        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        digits = _DIGITS.match(part)
         if not digits:
             break
-        parts.append(int(digits[:6]))
+        parts.append(int(digits.group()))
     return tuple(parts)
 
 
