@@ -30,6 +30,8 @@ GOOD = {
                           lambda j: len(j.job_spec.worker_pool_specs) == 1),
     "args": ("--epochs=3,--lr,0.1", lambda j: list(j.job_spec.worker_pool_specs[0].container_spec.args) == [
         "--epochs=3", "--lr", "0.1"]),
+    "processes_per_node": ("auto", lambda j: {"name": "BUILDKIT_PY_PROCESSES_PER_NODE", "value": "auto"} in [
+        {"name": e.name, "value": e.value} for e in j.job_spec.worker_pool_specs[0].container_spec.env]),
     "strategy": ("SPOT", lambda j: j.job_spec.scheduling.strategy.name == "SPOT"),
     "max_wait_duration": ("30m", lambda j: j.job_spec.scheduling.max_wait_duration.total_seconds() == 1800),
     "timeout": ("2h", lambda j: j.job_spec.scheduling.timeout.total_seconds() == 7200),
