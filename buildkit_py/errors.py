@@ -12,6 +12,10 @@ _MASK_REACH = 4096  # characters of a long value read for credentials before it 
 # userinfo of a URL (https://user:token@host, https://token@host; https:/ too, as a path made of a URL keeps it) up to
 # its last "@", as URL parsers read it (a password may hold an unencoded "@"), and the query parameters that carry keys
 _USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])(?P<slashes>:/{1,2})(?P<user>[^/@\s:]*)(?P<password>:[^/\s]*)?@")
+# An image reference's userinfo, which has no scheme (`user:password@host/repo:tag`, a lone `token@host/repo`): at the
+# start of a value or after a space, quote or bracket, and followed by a host (and port) and a path.
+_REF_USERINFO = re.compile(r"(?<![^\s'\"(\[=,])(?P<user>[^\s/@:'\"]+)(?P<password>:[^\s/@'\"]+)?"
+                           r"@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?/)")
 _QUERY_SECRET = re.compile(r"(?i)(?P<key>[?&](?:access_token|token|key|api_key|apikey|password|passwd|secret|sig|signature|"
                            r"x-goog-signature|x-goog-credential)=)(?!\*\*\*)[^&#\s]+")  # (?!***): masking a message twice keeps it
 
@@ -20,11 +24,13 @@ def mask_credentials(text: str) -> str:
     """`text` with every URL's password (or lone token in the user part) and key-carrying query value
     replaced by ***: what a user would not paste into a bug report."""
     def userinfo(m: re.Match) -> str:
+        slashes = m.groupdict().get("slashes") or ""
         if m.group("password") is not None:
-            return f"{m.group('slashes')}{m.group('user')}:{MASK}@"
-        return f"{m.group('slashes')}{MASK}@"
+            return f"{slashes}{m.group('user')}:{MASK}@"
+        return f"{slashes}{MASK}@"
 
-    return _QUERY_SECRET.sub(lambda m: m.group("key") + MASK, _USERINFO.sub(userinfo, text))
+    masked = _REF_USERINFO.sub(userinfo, _USERINFO.sub(userinfo, text))
+    return _QUERY_SECRET.sub(lambda m: m.group("key") + MASK, masked)
 
 
 def _bounded_repr(value: object, budget: int) -> str:

@@ -217,3 +217,30 @@ def test_an_inferred_requirement_with_credentials_is_masked_in_the_stages_and_th
         assert "six @ https://bob:***@h.example" in proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     assert out["plan"]["pip"] == ["six @ https://h.example/six-1.16.0-py2.py3-none-any.whl"] and out["plan"]["pip_credentials"]
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["verify", "user:PASSWORD@host/a/b:1"], "'user:***@host/a/b:1'"),
+    (["verify", "ghp_PASSWORD@ghcr.io/org/image:1"], "'***@ghcr.io/org/image:1'"),
+    (["verify", "--json", "u:PASSWORD@127.0.0.1:5000/img:1"], "u:***@127.0.0.1:5000/img:1"),
+])
+def test_a_credential_inside_an_image_reference_is_never_echoed(argv, fragment):
+    proc = run_cli(*argv)
+    assert proc.returncode == 2 and "PASSWORD" not in proc.stdout + proc.stderr
+    assert fragment in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_job_config_image_with_a_credential_is_refused_masked(tmp_path):
+    (tmp_path / "job.yaml").write_text("workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-8}\n"
+                                       "    replicaCount: 1\n    containerSpec: {imageUri: 'user:PASSWORD@gcr.io/p/i:1'}\n")
+    proc = run_cli("job", "--dir", str(tmp_path), "--job-config", str(tmp_path / "job.yaml"))
+    assert proc.returncode == 2 and "PASSWORD" not in proc.stdout + proc.stderr
+    assert "user:***@gcr.io/p/i:1" in proc.stderr
+
+
+@pytest.mark.parametrize("text", ["git@github.com:org/repo.git", "torch@https://x.example/t.whl",
+                                  "trainer@proj.iam.gserviceaccount.com", "localhost:5000/x@sha256:ab", "a@b"])
+def test_what_is_no_reference_credential_is_left_as_it_is(text):
+    from buildkit_py.errors import mask_credentials
+
+    assert mask_credentials(text) == text
