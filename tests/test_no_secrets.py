@@ -244,3 +244,22 @@ def test_what_is_no_reference_credential_is_left_as_it_is(text):
     from buildkit_py.errors import mask_credentials
 
     assert mask_credentials(text) == text
+
+
+def test_a_secret_in_the_jobs_environment_gets_a_note_naming_secret_manager(tmp_path):
+    token = "ghp_" + "a1" * 18
+    (tmp_path / "buildkit.yaml").write_text(
+        "framework: none\ntrainer: {module: trainer.task}\njob:\n  image: us-central1-docker.pkg.dev/p/r/t:v1\n"
+        f"  env: {{GH: {token}, DB_PASSWORD: hunter2, INDEX: 'https://u:pw@h.example/simple', TOKEN_FILE: /run/t, "
+        "API_KEY: projects/p/secrets/k/versions/1, NUM_TOKEN_LIMIT: '5', EPOCHS: '3'}\n")
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "task.py").write_text("")
+    proc = run_cli("job", "--dir", str(tmp_path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    noted = sorted(line.split(":")[1].strip().removeprefix("env ") for line in proc.stderr.splitlines()
+                   if line.startswith("note: env "))
+    assert noted == ["DB_PASSWORD", "GH", "INDEX"]
+    assert "looks like a GitHub token" in proc.stderr and "Secret Manager" in proc.stderr
+    assert token not in proc.stderr and "hunter2" not in proc.stderr
+    env = json.loads(proc.stdout)["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["env"]
+    assert {"name": "GH", "value": token} in env  # the value still goes where the user put it

@@ -307,6 +307,8 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
                      "which a CustomJob cannot size; if NCCL fails with shared-memory errors, set env NCCL_SHM_DISABLE=1 "
                      "(slower, over sockets)")
 
+    notes += _secret_notes(job.env)
+
     def container(pool: Pool, ranked: bool = False) -> dict:
         env = [{"name": k, "value": v} for k, v in job.env if k not in (EXPECT_GPUS_ENV, EXPECT_TPU_ENV, PROCESSES_ENV)]
         env.append({"name": EXPECT_GPUS_ENV, "value": "0" if tpu else str(pool.accelerator_count or 0)})
@@ -398,6 +400,31 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
         return VertexJob(kind, _prune(resource), ref, tpu.name, chips, chief.machine_type, strategy, tuple(notes))
     return VertexJob(kind, _prune(resource), ref, chief.accelerator_type if chief.accelerator_count else None,
                      chief.accelerator_count or 0, chief.machine_type, strategy, tuple(notes), 1 + n_workers, per_node)
+
+
+# A variable named for a secret, with a value that is not a Secret Manager name nor a file's path.
+_SECRET_NAME = re.compile(r"(?i)(?:^|_)(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)(?:$|_)")
+_NOT_A_SECRET = re.compile(r"(?i)projects/[^/]+/secrets/.+|/.*|gs://.*|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|[0-9]+|true|false|")
+
+
+def _secret_notes(env: tuple[tuple[str, str], ...]) -> list[str]:
+    """A note for each variable whose value looks like a credential: the job's spec holds it as written, for anyone
+    who can read the job to see. The value still goes where the user put it."""
+    from ..errors import mask_credentials
+    from ..pipeline.context import secret_reason
+
+    notes = []
+    for name, value in env:
+        reason = secret_reason(value.encode("utf-8", "replace"))
+        why = (f"its value looks like a {reason}" if reason else
+               "its value is a URL with a password or key" if mask_credentials(value) != value else
+               "its name says it holds a secret" if _SECRET_NAME.search(name) and not _NOT_A_SECRET.fullmatch(value)
+               else None)
+        if why:
+            notes.append(f"env {name}: {why}; the job's spec holds it as written, for anyone who can view the job to "
+                         "read: keep it in Secret Manager and read it at start (gcloud secrets versions access, or "
+                         "google-cloud-secret-manager)")
+    return notes
 
 
 def asked_processes(config: Config, given: int | str | None, flag: str) -> tuple[int | str | None, str]:

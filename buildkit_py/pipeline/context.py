@@ -407,15 +407,23 @@ def _content_reason(path: Path, missing_ok: bool = False) -> str | None:
         return "PKCS#12 key store"
     if head.startswith(_PUTTY_KEY):
         return "PuTTY private key"
-    if (suffix in _KEY_SUFFIXES and b"PRIVATE KEY" in head) or _PEM_PRIVATE_KEY.search(head):
+    if suffix in _KEY_SUFFIXES and b"PRIVATE KEY" in head:
         return "private key"
-    if _aws_secret(head):
-        return "AWS secret access key"
     if _URL_CREDENTIALS.search(head) and _PIP_INDEX_KEY.search(head):
         return "package index URL with credentials"
     if _REQUIREMENT_CREDENTIALS.search(head):
         return "requirement URL with credentials"
-    return next((reason for token, reason in _TOKENS if token.search(head)), None)
+    return secret_reason(head)
+
+
+def secret_reason(data: bytes) -> str | None:
+    """What in data looks like a credential by its own shape (a private key, an AWS secret key, a prefixed token),
+    wherever it is written: a file's head, a job's environment value."""
+    if _PEM_PRIVATE_KEY.search(data):
+        return "private key"
+    if _aws_secret(data):
+        return "AWS secret access key"
+    return next((reason for token, reason in _TOKENS if token.search(data)), None)
 
 
 def _aws_secret(head: bytes) -> bool:
