@@ -229,6 +229,10 @@ def test_the_issues_api_cases_are_config_errors_naming_the_keyword(trainer):
     assert refusal(bk.build, trainer, options=api.BuildOptions(push="yes")).field == "--push"  # not taken as true
     assert refusal(bk.build, trainer, push="yes").field == "push"  # a keyword is named as such
     assert refusal(api.run, trainer, options=api.RunOptions(build=api.BuildOptions(no_cache=1))).field == "--no-cache"
+    for switch, flag in (("no_cache", "--no-cache"), ("locked", "--locked"), ("offline", "--offline")):
+        assert refusal(bk.build, trainer, options=api.BuildOptions(**{switch: ["x"]})).field == flag  # every switch
+    assert refusal(bk.build, trainer, options=api.BuildOptions(cache_ref=["r"])).field == "--cache-ref"
+    assert refusal(api.run, trainer, options=api.RunOptions(processes_per_node="two")).field == "--processes-per-node"
     assert refusal(bk.submit, trainer, submit_options=api.JobOptions()).field == "submit_options"
     assert "env[1]" in str(refusal(bk.dockerfile, trainer, env={1: "x"}))
     assert "lone surrogate" in str(refusal(bk.dockerfile, trainer, output="\ud800"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +68,19 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
     return build_image(prepared.config, options, reporter, made, fast_path_said=said, resolution=prepared.resolution)
 
 
+# The flag of each switch of BuildOptions (a field whose default is a bool), as the CLI names it.
+_SWITCH_FLAGS = {"push": "--push", "no_cache": "--no-cache", "locked": "--locked", "fast_path": "--no-fast-path",
+                 "offline": "--offline", "attest": "--no-attest"}
+
+
 def check_build_options(options: BuildOptions) -> None:
-    if not isinstance(options.fast_path, bool):
-        raise ConfigError(f"{show(options.fast_path)} is not allowed: true or false", field="--no-fast-path")
-    if not isinstance(options.attest, bool):
-        raise ConfigError(f"{show(options.attest)} is not allowed: true or false", field="--no-attest")
-    if not isinstance(options.offline, bool):
-        raise ConfigError(f"{show(options.offline)} is not allowed: true or false", field="--offline")
+    for item in fields(BuildOptions):
+        value = getattr(options, item.name)
+        if isinstance(item.default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"{show(value)} is not allowed: true or false",
+                              field=_SWITCH_FLAGS.get(item.name, "--" + item.name.replace("_", "-")))
+        if item.default is None and value is not None and not isinstance(value, (str, os.PathLike)):
+            raise ConfigError(f"{show(value)} is not allowed: a string", field="--" + item.name.replace("_", "-"))
     if options.docker is not None:
         path = Path(options.docker)
         try:

@@ -107,7 +107,10 @@ def check_run_options(options: RunOptions) -> None:
     check_count("--workers", options.workers, MAX_WORKERS)
     check_count("--ps", options.parameter_servers, MAX_WORKERS)
     if options.processes_per_node is not None:
-        job_flag("processes_per_node", options.processes_per_node)  # the job's validator, named by its flag
+        try:
+            job_flag("processes_per_node", options.processes_per_node)  # the job's validator
+        except ConfigError as exc:  # named by run's own flag: a local run has no job key
+            raise ConfigError(exc.detail, field="--processes-per-node") from None
     if options.parameter_servers and not options.legacy:
         raise ConfigError("parameter servers are AI Platform Training's: add --legacy (Vertex AI runs them in pool 2 "
                           "of a job; see `buildkit-py job`)", field="--ps")
