@@ -11,7 +11,7 @@ _MASK_REACH = 4096  # characters of a long value read for credentials before it 
 
 # userinfo of a URL (https://user:token@host, https://token@host; https:/ too, as a path made of a URL keeps it) up to
 # its last "@", as URL parsers read it (a password may hold an unencoded "@"), and the query parameters that carry keys
-_USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])(?P<slashes>:/{1,2})(?P<user>[^/@\s:]*)(?P<password>:[^/\s]*)?@")
+_USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])(?P<slashes>:/{1,2})(?P<user>[^/@\s:]{0,2048})(?P<password>:[^/\s]{0,2048})?@")
 # An image reference's userinfo, which has no scheme (`user:password@host/repo:tag`, a lone `token@host/repo`): at the
 # start of a value or after a space, quote or bracket, and followed by a host (and port) and a path.
 _REF_USERINFO = re.compile(r"(?<![^\s'\"(\[=,])(?P<user>[^\s/@:'\"]+)(?P<password>:[^\s/@'\"]+)?"

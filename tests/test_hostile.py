@@ -561,3 +561,18 @@ def test_build_switches_of_another_type_are_refused_by_the_api(tmp_path, field, 
             with pytest.raises(BuildkitError) as caught:
                 call(api.BuildOptions(push=True, **{field: wrong}))
             assert caught.value.exit_code == 2 and flag in str(caught.value)
+
+
+@pytest.mark.parametrize("line", ["numpy" + "x" * 900_000, "a:/" * 300_000, "git+h" * 180_000],
+                         ids=["one-name", "colon-slashes", "scheme-like"])
+def test_a_requirements_line_of_900_kb_is_answered_not_hung_on(tmp_path, line):
+    """Every step reads a line in time linear in its size: a URL pattern that backtracked per character hung here."""
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "task.py").write_text("")
+    (tmp_path / "buildkit.yaml").write_text("framework: none\ntrainer: {module: trainer.task}\n"
+                                            "requirements: requirements.txt\n")
+    (tmp_path / "requirements.txt").write_text(line + "\n")
+    proc = subprocess.run([sys.executable, "-m", "buildkit_py", "dockerfile", "--dir", str(tmp_path), "--offline"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (0, 2) and "Traceback" not in proc.stderr
+    assert all(len(text) < 4000 for text in proc.stderr.splitlines())
