@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ConfigError, StageError, show
+from .fsutil import path_problem
 
 DIGEST_CHARS = 16  # of the sha256, as in the images' content tags
 RETRY_SECONDS = 60.0  # transient GCS errors (5xx, dropped connections) are retried this long
@@ -63,6 +64,9 @@ def parse_stage(text: str) -> Stage:
         text = text[len("file://"):]
         if not text.startswith("/"):
             raise ConfigError("a file:// stage needs an absolute path: file:///DIR", field=field)
+    problem = path_problem(text)
+    if problem:  # said before a directory is made, not as the first system call's error
+        raise ConfigError(f"{show(text)} is not allowed: {problem}", field=field)
     return Stage(None, "", Path(text).absolute())
 
 
@@ -81,7 +85,7 @@ def _to_directory(path: Path, sha256: str, target: Path) -> Staged:
     try:
         if target.exists():
             if hashlib.sha256(target.read_bytes()).hexdigest() != sha256:
-                raise StageError(f"{target} exists with other content; it was not made by buildkit-py (remove it)")
+                raise StageError(f"{show(str(target))} exists with other content; it was not made by buildkit-py (remove it)")
             return Staged(target.as_uri(), uploaded=False)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
@@ -94,7 +98,7 @@ def _to_directory(path: Path, sha256: str, target: Path) -> Staged:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise StageError(f"cannot stage the package in {str(target.parent)!r}: {exc.strerror or exc}") from None
+        raise StageError(f"cannot stage the package in {show(str(target.parent))}: {exc.strerror or exc}") from None
     return Staged(target.as_uri(), uploaded=True)
 
 

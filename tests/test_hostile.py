@@ -576,3 +576,18 @@ def test_a_requirements_line_of_900_kb_is_answered_not_hung_on(tmp_path, line):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode in (0, 2) and "Traceback" not in proc.stderr
     assert all(len(text) < 4000 for text in proc.stderr.splitlines())
+
+
+@pytest.mark.parametrize("stage, fragment", [
+    ("/tmp/x\ud800/s", "a path of valid Unicode (it holds a lone surrogate)"),
+    ("/tmp/" + "b" * 20_000, "(20005 characters) is not allowed: a path of at most 4096 bytes"),
+    ("file:///tmp/" + "c" * 300 + "/x", "a path whose every name is at most 255 bytes"),
+], ids=["surrogate", "20k", "long-name"])
+def test_a_stage_path_the_system_cannot_take_is_refused_by_name_in_one_bounded_line(project, capsys, stage, fragment):
+    from buildkit_py import cli
+
+    root = project({"buildkit.yaml": "framework: none\ntrainer: {module: trainer.task}\n", "trainer/task.py": ""})
+    code = cli.main(["package", "--dir", str(root), "--out", str(root / "dist"), "--stage", stage])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("buildkit-py: error: --stage: ") and fragment in err
+    assert len(err.strip().splitlines()) == 1 and len(err) < 400
