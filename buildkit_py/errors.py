@@ -144,8 +144,20 @@ class BuildkitError(Exception):
         return self.message
 
 
+_BREAKS = re.compile(r"[\r\n\u2028\u2029]+")
+_POINTER = re.compile(r"[\s^~]*")  # packaging's and tomllib's caret line under the text they quote
+
+
+def one_line(text: str) -> str:
+    """A refusal on one line: a third-party message (packaging's, a parser's) quoted into it keeps its words, not
+    its line breaks or the pointer line under the input."""
+    if not _BREAKS.search(text):
+        return text
+    return " ".join(part.strip() for part in _BREAKS.split(text) if not _POINTER.fullmatch(part))
+
+
 class ConfigError(BuildkitError):
-    """The config (file or flags) is malformed or names something not allowed."""
+    """The config (file or flags) is malformed or names something not allowed: said on one line."""
 
     exit_code = 2
 
@@ -155,8 +167,8 @@ class ConfigError(BuildkitError):
             prefix += f"{where}: "
         if field:
             prefix += f"{field}: "
-        super().__init__(prefix + message)
-        self.detail = mask_credentials(message)  # without the position and field, to restate under another name
+        super().__init__(one_line(prefix + message))  # a key or a file name may hold a line break too
+        self.detail = mask_credentials(one_line(message))  # without the position and field, to restate elsewhere
         self.field = field
         self.where = where
 
