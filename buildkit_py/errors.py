@@ -12,10 +12,12 @@ _MASK_REACH = 4096  # characters of a long value read for credentials before it 
 # userinfo of a URL (https://user:token@host, https://token@host; https:/ too, as a path made of a URL keeps it) up to
 # its last "@", as URL parsers read it (a password may hold an unencoded "@"), and the query parameters that carry keys
 _USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])(?P<slashes>:/{1,2})(?P<user>[^/@\s:]{0,2048})(?P<password>:[^/\s]{0,2048})?@")
-# An image reference's userinfo, which has no scheme (`user:password@host/repo:tag`, a lone `token@host/repo`): at the
-# start of a value or after a space, quote or bracket, and followed by a host (and port) and a path.
-_REF_USERINFO = re.compile(r"(?<![^\s'\"(\[=,])(?P<user>[^\s/@:'\"]+)(?P<password>:[^\s/@'\"]+)?"
-                           r"@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?/)")
+# An image reference's userinfo, which has no scheme: `user:password@host/repo:tag` before any host, a lone
+# `token@host/repo` only before a registry's host (a dot, a port or localhost, as Docker tells a registry from a
+# name: `name@linux/amd64` is a platform, not a login). At the start of a value or after a space, quote or bracket.
+_REF_USERINFO = re.compile(r"(?<![^\s'\"(\[=,])(?P<user>[^\s/@:'\"]+)(?:(?P<password>:[^\s/@'\"]+)"
+                           r"@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?/)|"
+                           r"@(?=(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::[0-9]{1,5})?|[A-Za-z0-9-]+:[0-9]{1,5}|localhost)/))")
 _QUERY_SECRET = re.compile(r"(?i)(?P<key>[?&](?:access_token|token|key|api_key|apikey|password|passwd|secret|sig|signature|"
                            r"x-goog-signature|x-goog-credential)=)(?!\*\*\*)[^&#\s]+")  # (?!***): masking a message twice keeps it
 

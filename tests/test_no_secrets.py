@@ -239,7 +239,8 @@ def test_a_job_config_image_with_a_credential_is_refused_masked(tmp_path):
 
 
 @pytest.mark.parametrize("text", ["git@github.com:org/repo.git", "torch@https://x.example/t.whl",
-                                  "trainer@proj.iam.gserviceaccount.com", "localhost:5000/x@sha256:ab", "a@b"])
+                                  "trainer@proj.iam.gserviceaccount.com", "localhost:5000/x@sha256:ab", "a@b",
+                                  "_base@linux/amd64, trainer@linux/arm64/v8"])
 def test_what_is_no_reference_credential_is_left_as_it_is(text):
     from buildkit_py.errors import mask_credentials
 
