@@ -239,17 +239,21 @@ TRAINING_INPUT_KEYS = frozenset({
     "enableWebAccess", "scheduling", "hyperparameters", "useChiefInTfConfig", "encryptionConfig"})
 
 
-def _kind(path: tuple) -> str:
-    """mapping, list, scalar, or item (of a list of scalars), by the field's key; other: a key the converter does
-    not read (kept as written: it is reported)."""
+def field_kind(path: tuple, entries: set[str], mappings: set[str], lists: set[str], scalars: set[str]) -> str:
+    """mapping, list, scalar, or item (of a list of scalars), by the field's key in a job file's tables (entries: the
+    lists of mappings); other: a key the converter does not read (kept as written: it is refused or reported)."""
     last = path[-1] if path else None
     if isinstance(last, int):
-        return "mapping" if path[-2] in _LEGACY_ENTRIES else "item"
-    if last in _LEGACY_MAPPINGS:
+        return "mapping" if path[-2] in entries else "item"
+    if last in mappings:
         return "mapping"
-    if last in _LEGACY_LISTS:
+    if last in lists:
         return "list"
-    return "scalar" if last in _LEGACY_SCALARS else "other"
+    return "scalar" if last in scalars else "other"
+
+
+def _kind(path: tuple) -> str:
+    return field_kind(path, _LEGACY_ENTRIES, _LEGACY_MAPPINGS, _LEGACY_LISTS, _LEGACY_SCALARS)
 
 
 def _read(conv: _Converter, raw: Any, value: Any, path: tuple, given: Given) -> Any:

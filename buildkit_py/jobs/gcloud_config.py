@@ -23,7 +23,7 @@ from typing import Any
 from ..config import POOL_ORDER, JobConfig, Pool, check_hyperparameters, check_job_key, field_error, field_name, load_raw
 from ..errors import ConfigError, show, shown_name
 from ..flags import job_flag_name
-from .aiplatform import _SCALES, Conversion, braced, placeholders, substituted, written
+from .aiplatform import _SCALES, Conversion, braced, field_kind, placeholders, substituted, written
 from .vertex import REDUCTION_SERVER_IMAGE
 
 FLAG = "--job-config"
@@ -68,16 +68,7 @@ _CHIEF_FLAGS = {("machineSpec", "machineType"): "machine_type", ("machineSpec", 
 
 
 def _kind(path: tuple) -> str:
-    """mapping, list, scalar, or item (of a list of scalars), by the field's key; other: a key the reader does not
-    read (kept as written: it is refused or reported)."""
-    last = path[-1] if path else None
-    if isinstance(last, int):
-        return "mapping" if path[-2] in _ENTRIES else "item"
-    if last in _MAPPINGS:
-        return "mapping"
-    if last in _LISTS:
-        return "list"
-    return "scalar" if last in _SCALARS else "other"
+    return field_kind(path, _ENTRIES, _MAPPINGS, _LISTS, _SCALARS)
 
 
 class _Reader:
