@@ -4,23 +4,15 @@ honoured: a service-account key file's token_uri says where tokens come from).""
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import BuildkitError
+from .errors import BuildkitError, quoted
 
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # Artifact Registry (Docker and Python repositories) and gcr.io take an access token as this user's password.
 TOKEN_LOGIN = "oauth2accesstoken"
 LOGIN_HINT = "run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS"
-
-
-def one_line(text: Any, limit: int = 600) -> str:
-    """A service's or library's text on one line: control characters and line breaks escaped, cut short."""
-    out = "".join(ch if unicodedata.category(ch)[0] != "C" and ch not in "\u2028\u2029" else repr(ch)[1:-1]
-                  for ch in str(text))
-    return out if len(out) <= limit else out[:limit] + "..."
 
 
 def default(error: type[BuildkitError], hint: str = LOGIN_HINT) -> tuple[Any, str | None]:
@@ -31,7 +23,7 @@ def default(error: type[BuildkitError], hint: str = LOGIN_HINT) -> tuple[Any, st
     try:
         return google.auth.default(scopes=[SCOPE])
     except DefaultCredentialsError as exc:
-        raise error(f"no Google Application Default Credentials ({one_line(exc)}); {hint}") from None
+        raise error(f"no Google Application Default Credentials ({quoted(exc)}); {hint}") from None
 
 
 def token(credentials: Any, error: type[BuildkitError], what: str, hint: str = "", fresh: bool = False) -> str:
@@ -43,7 +35,7 @@ def token(credentials: Any, error: type[BuildkitError], what: str, hint: str = "
         try:
             credentials.refresh(Request())
         except Exception as exc:  # google-auth raises several types; all mean "no token"
-            raise error(f"could not get an access token {what}: {one_line(exc)}{hint}") from None
+            raise error(f"could not get an access token {what}: {quoted(exc)}{hint}") from None
     return credentials.token
 
 

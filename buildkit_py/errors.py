@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 SHOWN_CHARS = 120  # a 70,000-character value is named by its start and its length
+REFUSAL_CHARS = 1500  # a refusal is one line a terminal shows whole: what it quotes is cut short past this
 SHOWN_DEPTH = 8  # nesting shown before "..."; a value nested thousands deep is never walked whole
 MASK = "***"
 _MASK_REACH = 4096  # characters of a long value read for credentials before it is cut to what is shown
@@ -14,10 +15,13 @@ _MASK_REACH = 4096  # characters of a long value read for credentials before it 
 _USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])(?P<slashes>:/{1,2})(?P<user>[^/@\s:]{0,2048})(?P<password>:[^/\s]{0,2048})?@")
 # An image reference's userinfo, which has no scheme: `user:password@host/repo:tag` before any host, a lone
 # `token@host/repo` only before a registry's host (a dot, a port or localhost, as Docker tells a registry from a
-# name: `name@linux/amd64` is a platform, not a login). At the start of a value or after a space, quote or bracket.
+# name: `name@linux/amd64` is a platform, not a login). At the start of a value or after a space, quote or bracket;
+# pasted into the middle of a reference (after / : or @), either form only before a registry's host.
+_REGISTRY_HOST = r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::[0-9]{1,5})?|[A-Za-z0-9-]+:[0-9]{1,5}|localhost)/"
 _REF_USERINFO = re.compile(r"(?<![^\s'\"(\[=,])(?P<user>[^\s/@:'\"]+)(?:(?P<password>:[^\s/@'\"]+)"
                            r"@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?/)|"
-                           r"@(?=(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::[0-9]{1,5})?|[A-Za-z0-9-]+:[0-9]{1,5}|localhost)/))")
+                           rf"@(?={_REGISTRY_HOST}))|"
+                           rf"(?<=[/:@])(?P<inner>[^\s/@:'\"]+)(?P<secret>:[^\s/@'\"]+)?@(?={_REGISTRY_HOST})")
 _QUERY_SECRET = re.compile(r"(?i)(?P<key>[?&](?:access_token|token|key|api_key|apikey|password|passwd|secret|sig|signature|"
                            r"x-goog-signature|x-goog-credential)=)(?!\*\*\*)[^&#\s]+")  # (?!***): masking a message twice keeps it
 
@@ -26,9 +30,10 @@ def mask_credentials(text: str) -> str:
     """`text` with every URL's password (or lone token in the user part) and key-carrying query value
     replaced by ***: what a user would not paste into a bug report."""
     def userinfo(m: re.Match) -> str:
-        slashes = m.groupdict().get("slashes") or ""
-        if m.group("password") is not None:
-            return f"{slashes}{m.group('user')}:{MASK}@"
+        found = m.groupdict()
+        slashes, user = found.get("slashes") or "", found.get("user") or found.get("inner")
+        if found.get("password") is not None or found.get("secret") is not None:
+            return f"{slashes}{user}:{MASK}@"
         return f"{slashes}{MASK}@"
 
     masked = _REF_USERINFO.sub(userinfo, _USERINFO.sub(userinfo, text))
@@ -158,6 +163,13 @@ def one_line(text: str) -> str:
     return " ".join(part.strip() for part in _BREAKS.split(text) if not _POINTER.fullmatch(part))
 
 
+def quoted(text: object, limit: int = 600) -> str:
+    """A service's or library's text inside a message: on one line, every control or format character escaped (a
+    third party's message can quote a user's marker as it is), credentials masked, cut short at `limit`."""
+    out = terminal_line(str(text), lines=False).replace("\t", "\\t")  # a service's tab would align nothing here
+    return out if len(out) <= limit else out[:limit] + "..."
+
+
 class ConfigError(BuildkitError):
     """The config (file or flags) is malformed or names something not allowed: said on one line."""
 
@@ -169,8 +181,9 @@ class ConfigError(BuildkitError):
             prefix += f"{where}: "
         if field:
             prefix += f"{field}: "
-        super().__init__(one_line(prefix + message))  # a key or a file name may hold a line break too
-        self.detail = mask_credentials(one_line(message))  # without the position and field, to restate elsewhere
+        # A key or a file name may hold a line break too; what packaging or a parser says may quote a raw control.
+        super().__init__(quoted(one_line(prefix + message), REFUSAL_CHARS))
+        self.detail = quoted(one_line(message), REFUSAL_CHARS)  # without the position and field, to restate elsewhere
         self.field = field
         self.where = where
 

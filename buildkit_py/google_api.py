@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from . import adc
-from .adc import one_line as _clean  # the services' text on one line
 from .errors import ConfigError, ServiceError, show
+from .errors import quoted as _clean  # the services' text on one line
 from .refs import is_loopback_host
 
 _URL = re.compile(r"(https?)://([A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:]{2,45}\])(?::([0-9]{1,5}))?/?", re.ASCII)

@@ -67,7 +67,9 @@ def uv_config(pip_conf: str, where: str) -> str:
         parser.read_string(pip_conf, source=where)
     except configparser.Error as exc:
         # Its lines may carry credentials: name the kind of error, never the text.
-        raise ConfigError(f"the pip.conf cannot be read as an INI file ({type(exc).__name__})", where=where) from None
+        line = getattr(exc, "lineno", None)
+        raise ConfigError(f"the pip.conf cannot be read as an INI file ({type(exc).__name__})", field="pip_conf",
+                          where=f"{where}:{line}" if line else where) from None
     settings: dict[str, str] = {}
     for section in ("global", "install"):
         if parser.has_section(section):

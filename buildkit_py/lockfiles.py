@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import ConfigError, StaleLockError, show
 from .fsutil import consult, inside, kept_text, parse_toml
+from .indexes import without_credentials
 from .requirements_file import parse_problem
 
 # The names each tool writes, in the order autopackage prefers them when a directory has several.
@@ -422,6 +423,10 @@ def _direct(url: str, where: str) -> str:
     """A URL or VCS reference for `NAME @ URL`: one word, nothing a requirements file would read as an option."""
     if not re.fullmatch(r"(?:git\+)?(?:https?|ssh|file)://[^\s\\#]+", url, re.ASCII):
         raise ConfigError(f"{where}: {show(url)} is not a URL the image can install from")
+    if without_credentials(url) != url:  # the exported lines are a file of the build context, copied into a layer
+        raise ConfigError(f"{where}: a URL with credentials (not shown); the lock's packages are installed from a "
+                          "file copied into the image, where anyone who pulls it reads them: keep the login out of the "
+                          "lock and give it as pip_index_url or pip_conf (the build passes them as secrets)")
     return url
 
 

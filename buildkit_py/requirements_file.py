@@ -153,23 +153,26 @@ def local_path(text: str) -> bool:
             or (("/" in text or text.startswith(".")) and "://" not in text))
 
 
-def resolver_input(root: Path, name: str) -> tuple[list[str], list[str]]:
+def resolver_input(root: Path, name: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(requirements, constraints) of the requirements file NAME for a resolver (uv) to take instead of the file:
-    its lines and its includes', read inside ROOT (the trainer directory); an option only where the image's
-    installer honours it, never a path on this machine (the resolver would read or build it). Anything else is a
-    ConfigError naming the line."""
+    its lines and its includes', read inside ROOT (the trainer directory), each with where it is ("file:line", for
+    the resolver's messages); an option only where the image's installer honours it, never a path on this machine
+    (the resolver would read or build it). Anything else is a ConfigError naming the line."""
     from .errors import ConfigError, show
 
-    requirements: list[str] = []
-    constraints: list[str] = []
+    requirements: list[tuple[str, str]] = []
+    constraints: list[tuple[str, str]] = []
     for text, where, constraint in included_lines(root, name)[0]:
         key, value = option(text) if text.startswith("-") else ("", text)
         url = value.startswith(("https://", "http://", "git+https://"))
         if key and key not in KEPT_OPTIONS and not (key in ("-f", "--find-links", "-e", "--editable") and url):
             raise ConfigError(f"{show(text)}: the option {show(key)} is not one buildkit-py hands to the resolver; "
                               f"allowed: {', '.join(sorted(KEPT_OPTIONS))}, -r, -c, -f URL, -e URL", where=where)
+        if key in ("-i", "--index-url", "--extra-index-url") and not value.startswith(("https://", "http://")):
+            raise ConfigError(f"{show(text)}: an index is an http(s) URL the image's build can reach, not a path on "
+                              "this machine", where=where)
         if not key and local_path(text):
             raise ConfigError(f"{show(text)} is a path on this machine: publish the package to an index, or name it "
                               "by an http(s) URL", where=where)
-        (constraints if constraint else requirements).append(text)
+        (constraints if constraint else requirements).append((text, where))
     return requirements, constraints

@@ -19,22 +19,12 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from test_hostile import BENIGN, PLACES, instructions  # noqa: E402
+from test_hostile import BENIGN, CORPUS, PLACES, instructions  # noqa: E402
 
 from buildkit_py.config import load_config  # noqa: E402
 from buildkit_py.errors import BuildkitError  # noqa: E402
 from buildkit_py.pipeline.plan import make_plan  # noqa: E402
 from buildkit_py.pipeline.render import MAX_LINE_BYTES, render_dockerfile  # noqa: E402
-
-CORPUS = [
-    "a\nFROM alpine", "a\rb", "a\x0bb", "a\x0cb", "a\x1cb", "a\x1db", "a\x1eb", "a\x85b",
-    "a\u2028FROM alpine\u2028RUN touch /pwned", "a\u2029b", "x\x00y", "git\n", "trainer.task\n", "A\n",
-    "$(id)", "`id`", "${HOME}", "a;rm -rf /", "a && id", "a|id", "'quoted'", '"dq"', "back\\", "\\\nRUN id",
-    "{{ 7*7 }}", "{% raw %}", "\x1b[31mred", "\u202eevil", "\ufeffbom", "\udcff", "é" * 20000, "a" * 70000,
-    "a,src=/etc/shadow", "id=x,src=/y", "https://u:p@h/simple\n[global]", "../../etc/passwd", "/etc/passwd",
-    "UPPER/Case", "x@sha256:" + "a" * 63, "x:" + "t" * 129, "१२.४", "3.\u00b9\u00b9", "", " ", "-rf",
-    "--index-url=http://evil", "numpy; python_version > '3'\u2028RUN id", "!!python/name:os.system",
-]
 
 
 def main() -> int:

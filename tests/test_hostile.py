@@ -34,6 +34,18 @@ TEXT = st.lists(st.one_of(st.characters(exclude_categories=("Cs",)), st.sampled_
 VALUES = st.one_of(TEXT, st.sampled_from(["a" * 70000, "é" * 20000, "x\u2028FROM alpine\u2028RUN touch /pwned",
                                             "git\n", "trainer.task\n", "A\n"]))
 
+# The payloads scripts/hostile_report.py feeds every config key, and tests/test_hostile_doors.py every other door.
+CORPUS = [
+    "a\nFROM alpine", "a\rb", "a\x0bb", "a\x0cb", "a\x1cb", "a\x1db", "a\x1eb", "a\x85b",
+    "a\u2028FROM alpine\u2028RUN touch /pwned", "a\u2029b", "x\x00y", "git\n", "trainer.task\n", "A\n",
+    "$(id)", "`id`", "${HOME}", "a;rm -rf /", "a && id", "a|id", "'quoted'", '"dq"', "back\\", "\\\nRUN id",
+    "{{ 7*7 }}", "{% raw %}", "\x1b[31mred", "\u202eevil", "\ufeffbom", "\udcff", "é" * 20000, "a" * 70000,
+    "a,src=/etc/shadow", "id=x,src=/y", "https://u:p@h/simple\n[global]", "../../etc/passwd", "/etc/passwd",
+    "UPPER/Case", "x@sha256:" + "a" * 63, "x:" + "t" * 129, "१२.४", "3.\u00b9\u00b9", "", " ", "-rf",
+    "--index-url=http://evil", "numpy; python_version > '3'\u2028RUN id", "!!python/name:os.system",
+]
+
+
 BENIGN = {"framework": "none", "python": "3.11", "gpu": False, "trainer": {"module": "trainer.task", "args": ["--a"]},
           "env": {"A": "x"}, "pip": ["numpy"], "system_packages": ["git"]}
 

@@ -39,6 +39,7 @@ def verify(image: str, /, lock: str | os.PathLike | None = None, *, progress: Pr
     Python packages are exactly the lock's. A failed check raises AttestationError (exit 11) naming the digest or
     package."""
     from ..pipeline.attest import verify as verify_image
+    from ..pipeline.lock import read_lock
 
     refuse_unknown(settings, "verify", ["lock", "progress"])
     ref = parse_ref(checked(image, "str", "IMAGE"), field="IMAGE")
@@ -47,6 +48,7 @@ def verify(image: str, /, lock: str | os.PathLike | None = None, *, progress: Pr
         path = Path(checked(lock, "Path", "--lock"))
         if not path.is_file():
             raise ConfigError(f"{show(str(path))} is not a file: a buildkit.lock", field="--lock")
+    parsed = read_lock(path) if path is not None else None  # a lock that is not one is refused before any request
     with reporting(progress) as reporter:
-        found = verify_image(ref, path, reporter)
+        found = verify_image(ref, parsed, reporter)
     return VerifyResult(found.image, found.listed, found.sbom, found.provenance, found.packages, found.checks)

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from ..adc import TOKEN_LOGIN, Identity
-from ..adc import one_line as _clean
 from ..config import Config
 from ..config.job import _PROJECT  # job.project's rule
 from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
+from ..errors import quoted as _clean
 from ..google_api import SERVER_ERRORS, access_token, default_credentials, error_line, retrying, service_endpoint
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, registry_host

@@ -89,21 +89,37 @@ def _tool_table(path: Path) -> Any:
 def _check_events(text: str, filename: str) -> None:
     """Refuse what a config never needs and an attacker uses: tags (object construction, type
     tricks), anchors and aliases (billion-laughs expansion, cycles), deep nesting."""
-    depth = 0
+    # The open containers, each [its path, the key or index of its next child, whether it is a mapping awaiting a
+    # key]: what a refusal names the field by (trainer.module[0][0]...), as a parsed document's value is named.
+    open_: list[list] = []
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         mark = event.start_mark
         where = f"{filename}:{mark.line + 1}:{mark.column + 1}"
+        top = open_[-1] if open_ else None
+        if top is not None and top[2] is True and isinstance(event, yaml.ScalarEvent):
+            top[1], top[2] = event.value, False  # a key: the path of the value after it
+            continue
+        field = _dotted((*top[0], top[1])) if top is not None else None
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise ConfigError("YAML anchors and aliases (&name, *name) are not supported: write the value out",
-                              where=where)
+                              where=where, field=field)
         if getattr(event, "tag", None) is not None:  # plain values carry none; `!!int`, `!x`, `!!python/...` do
-            raise ConfigError(f"YAML tags ({show(event.tag)}) are not supported: write a plain value", where=where)
+            raise ConfigError(f"YAML tags ({show(event.tag)}) are not supported: write a plain value", where=where,
+                              field=field)
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_NESTING:
-                raise ConfigError(too_deep(MAX_NESTING), where=where)
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
+            if len(open_) >= MAX_NESTING:
+                raise ConfigError(too_deep(MAX_NESTING), where=where, field=field)
+            path = (*top[0], top[1]) if top is not None else ()
+            open_.append([path, 0, True if isinstance(event, yaml.MappingStartEvent) else None])
+            continue
+        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            open_.pop()
+            top = open_[-1] if open_ else None
+        if top is not None and isinstance(event, (yaml.ScalarEvent, yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            if top[2] is None:
+                top[1] += 1  # a sequence's next item
+            else:
+                top[2] = True  # a mapping's value ended: a key comes next
 
 
 def read_yaml(path: Path, what: str) -> tuple[Any, dict[tuple, str]]:

@@ -147,7 +147,10 @@ def _setup_cfg(path: Path) -> tuple[str | None, list[str] | None, Any, Any, tupl
     try:
         parser.read_string(read_text(path, "setup.cfg"))
     except configparser.Error as exc:
-        raise ConfigError(f"setup.cfg does not parse: {str(exc)[:300]}", where=str(path)) from None
+        line = getattr(exc, "lineno", None)  # configparser's message goes on to quote the line: its first sentence
+        said = re.sub(r"^While reading from .*?\]: ", "", str(exc).splitlines()[0])  # the line is in `where`
+        raise ConfigError(f"does not parse as an INI file: {said[:300]}",
+                          where=f"{path}:{line}" if line else str(path)) from None
     name = parser.get("metadata", "name", fallback=None)
     version: Any = parser.get("metadata", "version", fallback=_UNSET)
     if isinstance(version, str) and version.strip().startswith(("attr:", "file:")):

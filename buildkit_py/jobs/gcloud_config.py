@@ -24,7 +24,7 @@ from ..config import POOL_ORDER, JobConfig, Pool, check_hyperparameters, check_j
 from ..errors import ConfigError, show, shown_name
 from ..flags import job_flag_name
 from .aiplatform import _SCALES, Conversion, braced, field_kind, placeholders, substituted, written
-from .vertex import REDUCTION_SERVER_IMAGE
+from .vertex import REDUCTION_SERVER_IMAGE, check_pool
 
 FLAG = "--job-config"
 # What each part of the file may hold: a known key not converted says why; any other key is refused.
@@ -231,6 +231,7 @@ def _job(reader: _Reader, value: Any, at: tuple) -> JobConfig:
         parts = {"machineSpec": machine, "diskSpec": disk}
         found = {key: check_job_key(raw, (*where, part, name), key, parts[part][name])
                  for key, (part, name) in keys.items() if name in parts[part]}
+        _check_machine(reader, (*where, "machineSpec"), machine, found)
         count = check_job_key(raw, (*where, "replicaCount"), "replica_count", pool.get("replicaCount", 1))
         run = _run(reader, pool, where)
         name = POOL_ORDER[index]
@@ -250,6 +251,19 @@ def _job(reader: _Reader, value: Any, at: tuple) -> JobConfig:
     workers = made.get("workers")
     chief = replace(made.pop("chief"), replica_count=1 + (workers.replica_count or 1 if workers else 0))
     return JobConfig(chief=chief, **made, **chief_run, **_settings(reader, spec, at))
+
+
+def _check_machine(reader: _Reader, at: tuple, machine: dict, found: dict[str, Any]) -> None:
+    """A pool's machine as the file wrote it (a machine type, its accelerators), checked as the job's will be but
+    refused naming the file's line; unless a flag replaces a part of it, or the pool leaves its machine to the chief's
+    (then the job's check names the flag or the chief)."""
+    if "machine_type" not in found or any(reader.replaced_by((*at[:-1], *part), machine.get(part[1])) in reader.given
+                                          for part in _CHIEF_FLAGS):
+        return
+    try:
+        check_pool(Pool(**found), "job.machine_type")
+    except ConfigError as exc:
+        raise reader.fail(at, exc.detail) from None
 
 
 def _run(reader: _Reader, pool: dict, where: tuple) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import adc
-from ..adc import one_line as _clean  # the service's text on one line
 from ..errors import ServiceError
+from ..errors import quoted as _clean  # the service's text on one line
 from ..google_api import SERVER_ERRORS, access_token, error_line, retrying, service_endpoint
 
 ENDPOINT_ENV = "BUILDKIT_PY_LOGGING_ENDPOINT"

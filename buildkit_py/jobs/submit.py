@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import google_api
-from ..adc import one_line as _clean  # the services' text on one line
 from ..errors import ConfigError, ServiceError, show
+from ..errors import quoted as _clean  # the services' text on one line
 from ..google_api import SERVER_ERRORS, access_token, service_endpoint
 from ..google_api import default_credentials as default_credentials  # the API's job calls take it from here
 

@@ -197,6 +197,16 @@ def _resolve_pool(pool: Pool, field: str) -> Pool:
     return replace(pool, machine_type=machine, accelerator_count=count)
 
 
+def check_pool(pool: Pool, field: str) -> None:
+    """ConfigError (exit 2) unless Vertex AI offers the pool's machine with its accelerators, TPU or GPU, as the job
+    will be checked: for a job file, said where the file wrote them."""
+    tpu = _tpu_of(pool)
+    if tpu is not None:
+        _resolve_tpu_pool(pool, tpu, field)
+    else:
+        _resolve_pool(pool, field)
+
+
 def _tpu_of(pool: Pool) -> Tpu | None:
     """The TPU a pool asks for: its accelerator_type, else the TPU its machine type comes with."""
     matrix = load_matrix()
@@ -307,7 +317,7 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
                      "which a CustomJob cannot size; if NCCL fails with shared-memory errors, set env NCCL_SHM_DISABLE=1 "
                      "(slower, over sockets)")
 
-    notes += _secret_notes(job.env)
+    notes += _secret_notes(job.env, job.args or ())
 
     def container(pool: Pool, ranked: bool = False) -> dict:
         env = [{"name": k, "value": v} for k, v in job.env if k not in (EXPECT_GPUS_ENV, EXPECT_TPU_ENV, PROCESSES_ENV)]
@@ -407,24 +417,23 @@ _SECRET_NAME = re.compile(r"(?i)(?:^|_)(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|
 _NOT_A_SECRET = re.compile(r"(?i)projects/[^/]+/secrets/.+|/.*|gs://.*|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|[0-9]+|true|false|")
 
 
-def _secret_notes(env: tuple[tuple[str, str], ...]) -> list[str]:
-    """A note for each variable whose value looks like a credential: the job's spec holds it as written, for anyone
-    who can read the job to see. The value still goes where the user put it."""
+def _secret_notes(env: tuple[tuple[str, str], ...], args: tuple[str, ...]) -> list[str]:
+    """A note for each variable or argument whose value looks like a credential: the job's spec holds it as written,
+    for anyone who can read the job to see. The value still goes where the user put it."""
     from ..errors import mask_credentials
     from ..pipeline.context import secret_reason
 
-    notes = []
-    for name, value in env:
+    def why(value: str) -> str | None:
         reason = secret_reason(value.encode("utf-8", "replace"))
-        why = (f"its value looks like a {reason}" if reason else
-               "its value is a URL with a password or key" if mask_credentials(value) != value else
-               "its name says it holds a secret" if _SECRET_NAME.search(name) and not _NOT_A_SECRET.fullmatch(value)
-               else None)
-        if why:
-            notes.append(f"env {name}: {why}; the job's spec holds it as written, for anyone who can view the job to "
-                         "read: keep it in Secret Manager and read it at start (gcloud secrets versions access, or "
-                         "google-cloud-secret-manager)")
-    return notes
+        return (f"its value looks like a {reason}" if reason else
+                "its value is a URL with a password or key" if mask_credentials(value) != value else None)
+
+    found = [(f"env {name}", why(value) or ("its name says it holds a secret" if _SECRET_NAME.search(name) and
+                                            not _NOT_A_SECRET.fullmatch(value) else None)) for name, value in env]
+    found += [(f"args[{i}]", why(value)) for i, value in enumerate(args)]
+    return [f"{what}: {reason}; the job's spec holds it as written, for anyone who can view the job to read: keep it in "
+            "Secret Manager and read it at start (gcloud secrets versions access, or google-cloud-secret-manager)"
+            for what, reason in found if reason]
 
 
 def asked_processes(config: Config, given: int | str | None, flag: str) -> tuple[int | str | None, str]:

@@ -34,6 +34,7 @@ from .names import CONTENT_LABEL, LABEL_PREFIX
 
 if TYPE_CHECKING:
     from ..referrers import Attached
+    from .lock import Lock
     from .recipe import Recipe
 
 SBOM_TYPE = "application/vnd.cyclonedx+json"  # CycloneDX's registered media type: artifactType and layer
@@ -340,7 +341,7 @@ def lock_differences(document: dict, locked: Sequence[tuple[str, str, tuple[str,
     return problems
 
 
-def verify(ref: ImageRef, lock: Path | None, reporter: Reporter) -> Verified:
+def verify(ref: ImageRef, lock: Lock | None, reporter: Reporter) -> Verified:
     """Read the image's attestations back and check them: each names the image's digest as its subject; the
     provenance's subject is the image and its SBOM byproduct is the SBOM attached; every SBOM of ours is one a
     provenance names; the image's own labels (content digest, lock digest) are the provenance's; with LOCK, the
@@ -408,10 +409,10 @@ def verify(ref: ImageRef, lock: Path | None, reporter: Reporter) -> Verified:
     return Verified(image, listed, sbom_blob, provenance_blob, len(sbom_packages(document)), tuple(checks))
 
 
-def _against_lock(path: Path, variant: str | None, said_lock: str | None, document: dict) -> list[str]:
-    from .lock import LOCK_NAME, read_lock
+def _against_lock(lock: Lock, variant: str | None, said_lock: str | None, document: dict) -> list[str]:
+    from .lock import LOCK_NAME
 
-    lock = read_lock(path)
+    path = lock.path
     # A multi-platform image's index carries its first platform's SBOM: the section (VARIANT@PLATFORM) it names.
     section = next((i for i in lock.images if i.variant == variant and i.several and i.digest == said_lock), None) \
         or lock.image(variant)

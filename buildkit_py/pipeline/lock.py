@@ -8,7 +8,9 @@ Index URLs are written without credentials; uv's header (its command line) is ne
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -502,17 +504,20 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     framework: the framework's requirement in place of the plan's (a range the resolution chooses the release in).
     (the finished process, or None when it ran past `timeout`; the indexes, without credentials)."""
     fw = plan.framework
-    wanted = ([framework or fw.requirement] if fw else []) + ([plan.hypertune] if plan.hypertune else []) + list(plan.pip)
     exported = plan.requirements_export  # another tool's lock: its exported lines (exact pins, so uv starts there)
-    lines = wanted + ([f"-r {exported.source}"] if exported else [])
+    # Each line of uv's input with where the user wrote it: uv's messages name its line of in.txt, a file of ours.
+    lines = ([(framework or fw.requirement, "framework")] if fw else []) + \
+        ([(plan.hypertune, "hypertune")] if plan.hypertune else []) + \
+        [(p, f"pip[{i}]") for i, p in enumerate(plan.pip)] + ([(f"-r {exported.source}", exported.origin)] if exported else [])
+    constraints: list[tuple[str, str]] = []
     if plan.requirements and not exported:
         # The lines buildkit-py read and checked, never the file: uv would follow its includes wherever they lead.
         from ..requirements_file import resolver_input
 
         requirements, constraints = resolver_input(config.root, plan.requirements)
-        lines += requirements + (["-c constraints.txt"] if constraints else [])
-        (work / "constraints.txt").write_text("".join(line + "\n" for line in constraints))
-    (work / "in.txt").write_text("".join(line + "\n" for line in lines))
+        lines += requirements + ([("-c constraints.txt", plan.requirements)] if constraints else [])
+        (work / "constraints.txt").write_text("".join(line + "\n" for line, _ in constraints))
+    (work / "in.txt").write_text("".join(line + "\n" for line, _ in lines))
     args = [_uv(), "pip", "compile", "in.txt", "-o", "out.txt", "--no-header", "--no-annotate",
             "--python-version", plan.python.version, "--python-platform", python_platform(plan, platform), "--quiet"]
     args += ["--generate-hashes"] if hashes else []
@@ -554,11 +559,28 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
         done = subprocess.run([*args, *extra], cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         done = None
+    if done is not None:
+        done.stderr = _users_lines(done.stderr, {"in.txt": lines, "constraints.txt": constraints})
     hint = refusal_hint(done.stderr, plan.google_indexes, logins.identity) \
         if logins is not None and done is not None and done.returncode != 0 else None
     if hint:  # in uv's own form: what the callers' messages keep of its output
         done.stderr = f"{done.stderr.rstrip()}\nhint: {hint}\n"
     return done, tuple(dict.fromkeys(indexes))
+
+
+_INPUT_PLACE = re.compile(r"(?:in )?`(in\.txt|constraints\.txt)` at (line|position) ([0-9]+)")
+
+
+def _users_lines(stderr: str, written: dict[str, list[tuple[str, str]]]) -> str:
+    """uv's message with each "in `in.txt` at line N" (or "at position P", a character of it), a file of ours, said
+    as where that line came from. written: each of our files' lines, one per line, with where each came from."""
+    def where(m: re.Match) -> str:
+        lines, number = written[m.group(1)], int(m.group(3))
+        if m.group(2) == "position":  # a character of the file: the line it falls in
+            ends = list(itertools.accumulate(len(text) + 1 for text, _ in lines))
+            number = bisect.bisect_right(ends, number) + 1
+        return f"at {lines[number - 1][1]}" if 0 < number <= len(lines) else "in the requirements"
+    return _INPUT_PLACE.sub(where, stderr)
 
 
 def resolve_packages(config: Config, plan: Plan, platform: str, previous: LockedImage | None,

@@ -66,7 +66,7 @@ def _key(config: Config, plan: Plan, platform: str, framework: str | None = None
     if plan.requirements_export or not plan.requirements:
         requirements = read_whole(config.root / plan.requirements) if plan.requirements else b""
     else:  # what uv is handed: the file's checked lines and its includes'
-        requirements = json.dumps(resolver_input(config.root, plan.requirements)).encode()
+        requirements = json.dumps([[text for text, _ in part] for part in resolver_input(config.root, plan.requirements)]).encode()
     pip_conf = pip_conf_text(config) or ""
     uv = Path(_uv())
     given = json.dumps([SCHEME, framework or (fw.requirement if fw else None), fw.index_url if fw else None,
