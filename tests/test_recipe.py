@@ -58,18 +58,18 @@ def _keep(root: Path, options: BuildOptions = PUSH) -> tuple[str, recipe.Recipe]
     with consulted() as paths:
         config = load(project)
         made = make_recipe(config, prepare(config, locked=options.locked))
-    recipe.keep(key, made, paths)
+    recipe.keep(key, made, paths, None)
     return key, made
 
 
 def test_a_kept_recipe_holds_through_code_edits_and_is_the_same_recipe(isolated):
     root = _project(isolated)
     key, made = _keep(root)
-    assert recipe.kept(key) == made
+    assert recipe.kept(key, None) == made
     (root / "trainer" / "task.py").write_text("print('two')\n")  # code: not an input of config -> plan -> render
     (root / "trainer" / "new.py").write_text("")
-    assert recipe.kept(key) == made
-    assert recipe.kept(key).resolved() == made.resolved()
+    assert recipe.kept(key, None) == made
+    assert recipe.kept(key, None).resolved() == made.resolved()
 
 
 @pytest.mark.parametrize("change", [
@@ -99,7 +99,7 @@ def test_any_change_to_what_the_stages_read_makes_them_run_again(isolated, chang
         (root / "buildkit.lock").write_text("{}\n")
     elif change == "remove the requirements":
         (root / "requirements.txt").unlink()
-    assert recipe.kept(key) is None
+    assert recipe.kept(key, None) is None
 
 
 def test_the_key_covers_flags_lock_directory_and_environment(isolated, monkeypatch):
@@ -126,18 +126,18 @@ def test_a_broken_or_foreign_kept_recipe_is_not_used(isolated):
     path = next((isolated / "cache" / "recipes").glob("*.json"))
     data = json.loads(path.read_text())
     path.write_text(json.dumps({**data, "key": "0" * 64}))
-    assert recipe.kept(key) is None
+    assert recipe.kept(key, None) is None
     path.write_text("{not json")
-    assert recipe.kept(key) is None
+    assert recipe.kept(key, None) is None
 
 
 def test_a_kept_recipe_others_may_change_is_not_used(isolated):
     root = _project(isolated)
     key, made = _keep(root)
     path = next((isolated / "cache" / "recipes").glob("*.json"))
-    assert recipe.kept(key) == made
+    assert recipe.kept(key, None) == made
     path.chmod(0o666)  # a cache directory shared with other users: its file is not trusted
-    assert recipe.kept(key) is None
+    assert recipe.kept(key, None) is None
 
 
 @pytest.mark.parametrize("optional", [True, False], ids=["optional files there", "optional files absent"])
@@ -175,7 +175,13 @@ def test_every_file_the_stages_open_or_look_for_is_consulted(isolated, monkeypat
     assert mine <= set(paths), sorted(mine - set(paths))
 
 
-def _modules_after(testenv, root: Path, cache: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+# What a code edit's build --push never loads: the config, plan and render stages, the builders' clients.
+PIPELINE = {"yaml", "jinja2", "tomllib", "buildkit_py.config", "buildkit_py.pipeline.plan", "buildkit_py.matrix",
+            "buildkit_py.pipeline.render", "buildkit_py.pipeline.lock", "buildkit_py.pipeline.build",
+            "buildkit_py.pipeline.resolution", "buildkit_py.inference", "docker", "requests"}
+
+
+def _modules_after(testenv, root: Path, cache: Path, *extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     """A build --push of ROOT in a fresh interpreter, as `build` (test_fastpath_e2e) runs it, and its modules."""
     script = ("import sys, json\nfrom buildkit_py.cli import main\ncode = main(sys.argv[1:])\n"
               "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\nsys.exit(code)\n")
@@ -183,7 +189,7 @@ def _modules_after(testenv, root: Path, cache: Path) -> tuple[subprocess.Complet
            **{k: os.environ[k] for k in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE") if k in os.environ},
            **testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "BUILDKIT_PY_CACHE_DIR": str(cache)}
     proc = subprocess.run([sys.executable, "-c", script, "build", "--config", str(root / "buildkit.yaml"), "--network",
-                           "host", "--progress", "plain", "--json", "--push"], capture_output=True, text=True, env=env,
+                           "host", "--progress", "plain", "--json", "--push", *extra], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=600)
     return proc, json.loads(proc.stderr.strip().splitlines()[-1])
 
@@ -201,9 +207,7 @@ def test_a_code_edit_loads_no_config_plan_or_render_and_says_a_full_build_once(t
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["fast_path"] is not None and result["plan"] == json.loads(first.stdout)["plan"]
-    loaded = {"yaml", "jinja2", "tomllib", "buildkit_py.config", "buildkit_py.pipeline.plan", "buildkit_py.matrix",
-              "buildkit_py.pipeline.render", "buildkit_py.pipeline.lock", "buildkit_py.pipeline.build", "docker",
-              "requests"} & set(modules)
+    loaded = PIPELINE & set(modules)
     assert not loaded, loaded
     status, _, headers = fetch(testenv["BUILDKIT_TEST_REGISTRY"], f"recipe/{tmp_path.name}/manifests/"
                                f"{result['tags'][0].rsplit(':', 1)[1]}", "HEAD")
@@ -235,3 +239,44 @@ def _env(values: dict[str, str]):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def test_a_new_tag_finds_the_same_kept_recipe(testenv, tmp_path):
+    """A CI tags each push with its commit: the tags are outputs, so the edit takes the fast path all the same, loads
+    nothing of the pipeline, and the new tag names the appended image."""
+    root = trainer(tmp_path, "quickstart")
+    cache = tmp_path / "cache"
+    repository = f"{testenv['BUILDKIT_TEST_REGISTRY']}/recipe/{tmp_path.name}"
+    (root / "buildkit.yaml").write_text((root / "buildkit.yaml").read_text() + f"image: {repository}\n")
+    first, _ = _modules_after(testenv, root, cache, "--tag", f"{repository}:ci-1")
+    assert first.returncode == 0, first.stderr
+    for number in (2, 3):
+        with (root / "trainer" / "task.py").open("a") as handle:
+            handle.write(f"# edit {number}\n")
+        proc, modules = _modules_after(testenv, root, cache, "--tag", f"{repository}:ci-{number}")
+        assert proc.returncode == 0, proc.stderr
+        result = json.loads(proc.stdout)
+        assert result["fast_path"] is not None, proc.stderr
+        assert not PIPELINE & set(modules), PIPELINE & set(modules)
+        assert f"{repository}:ci-{number}" in result["tags"] and f"{repository}:ci-{number - 1}" not in result["tags"]
+        status, _, headers = fetch(testenv["BUILDKIT_TEST_REGISTRY"], f"recipe/{tmp_path.name}/manifests/ci-{number}",
+                                   "HEAD")
+        assert status == 200 and headers["Docker-Content-Digest"] == result["pushed"][0]["digest"]
+
+
+def test_kept_tags_follow_the_command_only_where_they_were_its_own(isolated):
+    root = _project(isolated)
+    project = Project(directory=root, overrides=(("tags", ["127.0.0.1:5000/a/b:one"]),))
+    key = recipe.key(Project(directory=root), False)
+    with consulted() as paths:
+        config = load(project)
+        made = make_recipe(config, prepare(config))
+    recipe.keep(key, made, paths, ("127.0.0.1:5000/a/b:one",))
+    assert recipe.kept(key, ("127.0.0.1:5000/a/b:one",)) == made
+    assert [str(t) for t in recipe.kept(key, ("127.0.0.1:5000/a/b:two", "127.0.0.1:5000/c")).tags] == [
+        "127.0.0.1:5000/a/b:two", "127.0.0.1:5000/c"]
+    assert recipe.kept(key, None) is None  # the config's own tags (none here) are not known from the recipe
+    assert recipe.kept(key, ("Not A Ref",)) is None  # the config's check says what is wrong with it
+    recipe.keep(key, replace(made, tags=()), paths, ("127.0.0.1:5000/a/b:one",))  # tags not the command's (a variant's)
+    assert recipe.kept(key, ("127.0.0.1:5000/a/b:one",)) is not None
+    assert recipe.kept(key, ("127.0.0.1:5000/a/b:two",)) is None

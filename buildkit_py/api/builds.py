@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +42,12 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
     """A push whose kept recipe holds tries the fast path first; what it could not do (said once) goes to the full
     pipeline, which keeps the recipe it makes for the next command."""
     started = time.perf_counter()
-    key = _recipe.key(project, options.locked)
+    # The tags a command writes are outputs, not inputs: a new one (a CI's commit tag) finds the same kept recipe.
+    servable, tags = _tag_values(project)
+    key = _recipe.key(replace(project, overrides=tuple(o for o in project.overrides if o[0] != "tags")), options.locked)
     said = None
-    if options.push and options.fast_path and not options.no_cache:
-        kept = _recipe.kept(key)
+    if servable and options.push and options.fast_path and not options.no_cache:
+        kept = _recipe.kept(key, tags)
         if kept is not None:
             from ..pipeline.fastbuild import append_edit
 
@@ -64,8 +66,19 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
             return build_platforms(config, options, reporter, recipes_of(config, options))
         prepared = prepare_resolved(config, locked=options.locked, offline=options.offline)
         made = make_recipe(prepared.config, prepared.plan)
-    _recipe.keep(key, made, paths)
+    _recipe.keep(key, made, paths, tags)
     return build_image(prepared.config, options, reporter, made, fast_path_said=said, resolution=prepared.resolution)
+
+
+def _tag_values(project: Project) -> tuple[bool, tuple[str, ...] | None]:
+    """(whether a kept recipe may serve, the tags the command gives as text: --tag, tags=[...]; None for none). A
+    value that is not a list of strings may not: the config refuses it, with the full pipeline's message."""
+    given = dict(project.overrides).get("tags")
+    if given is None:
+        return True, None
+    if isinstance(given, (list, tuple)) and all(isinstance(t, str) for t in given):
+        return True, tuple(given)
+    return False, None
 
 
 # The flag of each switch of BuildOptions (a field whose default is a bool), as the CLI names it.

@@ -31,7 +31,7 @@ from .context import ContextListing, list_context
 if TYPE_CHECKING:
     from .plan import Plan
 
-RECIPE_SCHEME = 2
+RECIPE_SCHEME = 3
 KEPT_RECIPES = 64  # one per project, flags and environment used lately; the oldest go first
 _SHELL = frozenset({"_", "OLDPWD", "SHLVL"})  # set by the shell per command: `make` and a terminal differ
 _PACKAGE = Path(__file__).resolve().parents[1]  # buildkit_py/, of which pipeline/ is a part
@@ -140,8 +140,11 @@ def _path(digest: str) -> Path:
     return cache_dir() / "recipes" / f"{digest[:40]}.json"
 
 
-def kept(digest: str) -> Recipe | None:
-    """The recipe kept under this key while every path it was made from is as it was; else None (the stages run)."""
+def kept(digest: str, tags: tuple[str, ...] | None) -> Recipe | None:
+    """The recipe kept under this key while every path it was made from is as it was; else None (the stages run).
+    tags: the --tag values of this command, which the key leaves out (a CI's commit tag is new on every run): the
+    recipe takes them where its tags were those of the command that made it, and is not used where they were not
+    (a variant's own tags) and differ."""
     path = _path(digest)
     try:
         # Its Dockerfile is built and its plan unpickled: only a file this user wrote and nobody else may change (a
@@ -156,9 +159,15 @@ def kept(digest: str) -> Recipe | None:
         if not isinstance(consulted, dict) or any(signature(p) != s for p, s in consulted.items()):
             return None
         r = data["recipe"]
+        made_with = tuple(data["tags_given"]) if data["tags_given"] is not None else None
+        recipe_tags = tuple(parse_ref(t, allow_digest=False) for t in r["tags"])
+        if tags != made_with:
+            if tags is None or made_with is None or not data["tags_follow"]:
+                return None
+            recipe_tags = tuple(parse_ref(t, field="--tag", allow_digest=False) for t in tags)  # as config reads them
         return Recipe(Path(r["root"]), r["dockerfile"], r["ignore"], r["plan"], base64.b64decode(r["plan_pickle"]),
                       tuple(r["notes"]), parse_ref(r["image"]) if r["image"] else None,
-                      tuple(parse_ref(t, allow_digest=False) for t in r["tags"]), r["variant"], r["builder"], bool(r["remote"]),
+                      recipe_tags, r["variant"], r["builder"], bool(r["remote"]),
                       r["platform"], r["index"], tuple(r["allow_secrets"]), tuple(r["allow_large"]),
                       tuple((rel, Path(src)) for rel, src in r["extras"]),
                       tuple(r["import_check"]) if r["import_check"] else None)
@@ -166,9 +175,9 @@ def kept(digest: str) -> Recipe | None:
         return None
 
 
-def keep(digest: str, recipe: Recipe, consulted: dict[str, str]) -> None:
+def keep(digest: str, recipe: Recipe, consulted: dict[str, str], tags: tuple[str, ...] | None) -> None:
     """Keep the recipe for the next command with the same key; a cache that cannot be written only costs that
-    command the stages again."""
+    command the stages again. tags: the command's --tag values (kept() says what they are for)."""
     record: dict[str, Any] = {
         "root": str(recipe.root), "dockerfile": recipe.dockerfile, "ignore": recipe.ignore, "plan": recipe.plan,
         "plan_pickle": base64.b64encode(recipe.plan_pickle).decode(), "notes": list(recipe.notes),
@@ -181,10 +190,13 @@ def keep(digest: str, recipe: Recipe, consulted: dict[str, str]) -> None:
     }
     path = _path(digest)
     try:
-        write_atomic(path, json.dumps({"scheme": RECIPE_SCHEME, "key": digest, "consulted": consulted,
-                                       "recipe": record}, sort_keys=True))
+        # Its tags follow --tag where they are what the config made of these values (no variant's own).
+        follow = tags is not None and [str(parse_ref(t, allow_digest=False)) for t in tags] == record["tags"]
+        write_atomic(path, json.dumps({"scheme": RECIPE_SCHEME, "key": digest, "consulted": consulted, "recipe": record,
+                                       "tags_given": list(tags) if tags is not None else None, "tags_follow": follow},
+                                      sort_keys=True))
         others = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-    except (OutputError, OSError):
+    except (OutputError, OSError, ConfigError):
         return
     for old in others[:-KEPT_RECIPES]:
         old.unlink(missing_ok=True)
