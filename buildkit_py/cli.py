@@ -206,7 +206,9 @@ def _print_resolved(plan: api.Plan) -> None:
 
 
 def cmd_dockerfile(args: argparse.Namespace) -> int:
-    result = api.dockerfile(_project(args), args.output)
+    result = api.dockerfile(_project(args), args.output, resolve=args.resolve)
+    for note in result.notes:
+        _say(f"note: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict()))
     elif result.written:
@@ -718,6 +720,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = command("dockerfile", "render the Dockerfile (stdout, or -o FILE plus FILE.dockerignore)", cmd_dockerfile,
                 config=True, json_help="print the Dockerfile and .dockerignore (or their paths) as JSON")
     p.add_argument("-o", "--output", type=Path, help="write the Dockerfile here and FILE.dockerignore beside it")
+    p.add_argument("--resolve", action="store_true", help="resolve the requirements against the index first, as "
+                   "`resolve` and a build do (default: render without the network, with the choice an earlier "
+                   "resolution of the same inputs made)")
 
     p = command("build", "build the image with BuildKit (and push it with --push)", cmd_build, config=True, build=True,
                 json_help="print the result (image, tags, digests) as JSON")

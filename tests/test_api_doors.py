@@ -67,7 +67,7 @@ STOPS = [("buildkit_py.api.builds", "build_project"), ("buildkit_py.api.runs", "
 # The calls with the keywords each takes beyond the config keys: their parameters and their options' fields.
 OPTIONS = {"build": api.BuildOptions, "run": api.RunOptions, "tune": api.TuneOptions, "package": api.PackageOptions,
            "job": api.JobOptions, "plan": api.JobOptions, "submit": api.JobOptions, "autopackage": api.AutopackageOptions}
-PARAMETERS = {"dockerfile": ["output"], "job": ["output", "as_json"], "build": ["progress", "options"],
+PARAMETERS = {"dockerfile": ["output", "resolve"], "job": ["output", "as_json"], "build": ["progress", "options"],
               "run": ["progress", "options"], "tune": ["progress", "options"], "submit": ["submit_options", "on_state", "on_line"],
               "plan": ["submit_options", "options"], "package": ["options"], "autopackage": ["options", "progress"],
               "resolve": [], "cancel": ["submit_options", "project", "region"], "push": ["progress"],

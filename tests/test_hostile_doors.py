@@ -272,18 +272,18 @@ def resolving(monkeypatch, locked_trainer):
 
 def test_uv_refusing_a_line_names_the_users_file_and_line_not_ours(locked_trainer, resolving, capsys, monkeypatch):
     (locked_trainer / "requirements.txt").write_text("bkpin\n-e git+https://example.com/o/r.git#egg=r\n")
-    message = refused(capsys, monkeypatch, locked_trainer, "dockerfile")
+    message = refused(capsys, monkeypatch, locked_trainer, "dockerfile", "--resolve")
     assert "at requirements.txt:2" in message and "in.txt" not in message, message
     (locked_trainer / "requirements.txt").write_text("bkpin\n-c more.txt\n")
     (locked_trainer / "more.txt").write_text("# pins\n-e git+https://example.com/o/r.git#egg=r\n")
-    message = refused(capsys, monkeypatch, locked_trainer, "dockerfile")
+    message = refused(capsys, monkeypatch, locked_trainer, "dockerfile", "--resolve")
     assert "at more.txt:2" in message and "in.txt" not in message and "constraints.txt" not in message, message
 
 
 @pytest.mark.parametrize("line", ["--index-url file:///etc/passwd", "-i /etc", "--extra-index-url=./wheels"])
 def test_an_index_that_is_a_path_here_is_refused_naming_the_line(locked_trainer, resolving, capsys, monkeypatch, line):
     (locked_trainer / "requirements.txt").write_text(f"bkpin\n{line}\n")
-    message = refused(capsys, monkeypatch, locked_trainer, "dockerfile")
+    message = refused(capsys, monkeypatch, locked_trainer, "dockerfile", "--resolve")
     assert message.startswith("requirements.txt:2: ") and "http(s) URL" in message, message
 
 

@@ -123,17 +123,23 @@ def test_a_build_resolves_before_the_engine_builds(online, index, testenv, tmp_p
     assert "note: the requirements were not resolved: offline" in offline.stderr
 
 
-def test_resolve_and_dockerfile_resolve_too(online, index, tmp_path):
+def test_resolve_and_dockerfile_resolve_resolve_too(online, index, tmp_path):
     root = trainer(tmp_path / "app", index.url, "bkpy-plain==1.0\n", "requirements: requirements.txt\n"
                    "trainer:\n  script: train.py\n")
+    rendered = run_cli("dockerfile", "--dir", str(root))  # without the network: said so
+    assert rendered.returncode == 0 and "note: the requirements were not resolved" in rendered.stderr, rendered.stderr
+    assert not index.seen, "dockerfile asked the index"
     resolved = run_cli("resolve", "--dir", str(root), "--json")
     assert resolved.returncode == 0, resolved.stderr
     assert json.loads(resolved.stdout)["notes"][-1] == "1 package resolves for Python 3.11 (linux/amd64)"
+    again = run_cli("dockerfile", "--dir", str(root))  # the kept resolution of the same inputs: nothing to say
+    assert again.returncode == 0 and "not resolved" not in again.stderr and again.stdout == rendered.stdout
     (root / "requirements.txt").write_text("bkpy-plain==9.9\n")
-    for command in ("resolve", "dockerfile"):
-        proc = run_cli(command, "--dir", str(root))
+    for command in (["resolve"], ["dockerfile", "--resolve"]):
+        proc = run_cli(*command, "--dir", str(root))
         assert proc.returncode == 2 and "requirements.txt:1: 'bkpy-plain==9.9' does not resolve" in proc.stderr, proc.stderr
-    assert run_cli("dockerfile", "--dir", str(root), env={OFFLINE_ENV: "1"}).returncode == 0
+    assert run_cli("dockerfile", "--dir", str(root)).returncode == 0
+    assert run_cli("dockerfile", "--resolve", "--dir", str(root), env={OFFLINE_ENV: "1"}).returncode == 0
 
 
 def _platform_wheel(directory, name: str, version: str, tag: str, module: str) -> None:

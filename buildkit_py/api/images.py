@@ -19,7 +19,7 @@ from ..pipeline import lock as _lock
 from ..pipeline.build import BuildOptions, BuildResult, build_config, platform_suffix, push_image
 from ..pipeline.plan import make_plan
 from ..pipeline.render import render_dockerfile, render_project_dockerignore
-from ..pipeline.resolution import check_resolution, declared_in, resolve_plan
+from ..pipeline.resolution import check_resolution, declared_in, remembered, resolve_plan
 from ..progress import Reporter
 from ..refs import parse_ref
 from ..resources import LAUNCHER_CONTEXT_DIR, launcher_sources
@@ -53,6 +53,7 @@ class DockerfileResult(HtmlRepr):
     # A multi-platform image: (platform, its Dockerfile) each, in the config's order; written, OUTPUT.OS-ARCH each
     # (with its .dockerignore), for the platforms' Dockerfiles differ (framework wheels, cache folders, labels).
     platforms: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()  # what the user should know of it (not resolved)
 
     def to_dict(self) -> dict:
         if self.written:
@@ -65,33 +66,44 @@ class DockerfileResult(HtmlRepr):
 
 
 @reads_once
-def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None, **settings: Any) -> DockerfileResult:
+def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None, *, resolve: bool = False,
+               **settings: Any) -> DockerfileResult:
     """The Dockerfile and its .dockerignore; with output, also written there (and the launcher,
     which the Dockerfile copies, into the trainer directory). A multi-platform image has one Dockerfile per platform
     (`platforms`), written as OUTPUT.OS-ARCH.
 
     source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
+    resolve: resolve the requirements against the index first (as `resolve` and a build do), a refusal exiting 2;
+    without it the Dockerfile is rendered without the network, with the framework release and Python an earlier
+    resolution of the same inputs chose (kept by their digest), else the plan's own, and a note saying so.
     settings: config keys as their flags set them (framework=, cuda=, base_image=...), config, dir, variant.
     """
     output = output_file(output, "output")
-    whole = load(project_from(source, settings, "dockerfile", ["output"]))
+    resolve = checked(resolve, "bool", "resolve")
+    whole = load(project_from(source, settings, "dockerfile", ["output", "resolve"]))
     made = []  # (config, plan, text) of each platform (one for a one-platform image)
+    notes: list[str] = []
     for each in whole.each_platform():
-        # What the Dockerfile installs resolves (a lock's set was resolved when it was written); the framework release
-        # and Python are chosen with the rest where nobody pinned them.
         plan = _lock.apply(each, make_plan(each), locked=False)
-        if whole.multi_platform:
-            config = each
+        config = each
+        if resolve and whole.multi_platform:  # each platform's set as it is (a lock's was resolved when written)
             check_resolution(config, plan, declared_in(config, plan))
-        else:
+        elif resolve:  # the framework release and Python chosen with the rest where nobody pinned them
             resolved = resolve_plan(each, plan, declared_in(each, plan))
             config, plan = resolved.config, resolved.plan
+        else:
+            kept = remembered(each, plan)
+            if kept is not None:
+                config, plan = kept.config, kept.plan
+            elif plan.lock is None and not notes:
+                notes.append("the requirements were not resolved for this Dockerfile (no network asked): "
+                             "`dockerfile --resolve` or `resolve` checks them, as a build does")
         made.append((config, plan, render_dockerfile(plan, root=config.root)))
     ignore = render_project_dockerignore(whole.root)
     platforms = tuple((c.platform or "", text) for c, _, text in made) if whole.multi_platform else ()
     text = made[0][2]
     if output is None:
-        return DockerfileResult(text, ignore, platforms=platforms)
+        return DockerfileResult(text, ignore, platforms=platforms, notes=tuple(notes))
     written: list[Path] = []
     for config, plan, text_p in made:
         path = output.with_name(f"{output.name}.{platform_suffix(config.platform or '')}") if platforms else output
@@ -102,7 +114,7 @@ def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None
         written += [path, ignore_path]
         for rel, source in launcher_sources() + ([(plan.lock.requirements, plan.lock.source)] if plan.lock else []):
             write_atomic(config.root / rel, source.read_text(encoding="utf-8"))
-    return DockerfileResult(text, ignore, (*written, whole.root / LAUNCHER_CONTEXT_DIR), platforms)
+    return DockerfileResult(text, ignore, (*written, whole.root / LAUNCHER_CONTEXT_DIR), platforms, tuple(notes))
 
 
 @dataclass(frozen=True)

@@ -211,8 +211,9 @@ def resolve_plan(config: Config, plan: Plan, declared: Sequence[tuple[str, str]]
 
 
 def remembered(config: Config, plan: Plan) -> Resolved | None:
-    """The framework release and Python an earlier resolution chose for this plan's inputs, without a resolver call
-    (`print image-uri`, a job's image: the tags the build gives); None: the plan stands as made."""
+    """What an earlier resolution of this plan's inputs found, without a resolver call (`print image-uri`, a job's
+    image: the tags the build gives; `dockerfile` without --resolve): the framework release and Python it chose, or
+    the plan as made where it resolved as it is; None: nothing kept (the plan stands as made)."""
     if offline_requested() or plan.lock is not None:
         return None
     try:
@@ -220,7 +221,13 @@ def remembered(config: Config, plan: Plan) -> Resolved | None:
         memo = _memo(config, plan, platform)
     except (OSError, ConfigError):
         return None
-    return _remembered(memo, config, plan, platform, kept_only=True)
+    moved = _remembered(memo, config, plan, platform, kept_only=True)
+    if moved is not None:
+        return moved
+    out = _run(config, plan, platform, kept_only=True)
+    if out.pins is None:
+        return None
+    return Resolved(config, plan, Resolution(True, _resolved(out.pins, plan, platform), out.pins, cached=True))
 
 
 def _memo(config: Config, plan: Plan, platform: str) -> Path:
