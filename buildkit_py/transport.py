@@ -71,6 +71,49 @@ def _proxy(scheme: str, host: str) -> str | None:
     return proxies.get(scheme) or proxies.get("all")
 
 
+def unreachable(urls: list[str] | tuple[str, ...], seconds: float) -> str | None:
+    """Why none of these URLs' servers (or the proxy each goes through) takes a connection: each refused it or could
+    not be looked up, all tried at once, within `seconds`; None where one took it, where one had not answered by
+    then, or where there is nothing to try (a file: index). What a resolver would find after its retries (5 s and
+    more) is known here in milliseconds."""
+    import socket
+    import threading
+
+    origins = {}
+    for url in urls:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None
+        proxy = _proxy(parts.scheme, parts.hostname)
+        target = urllib.parse.urlsplit(proxy) if proxy else parts
+        try:
+            port = target.port or (443 if target.scheme == "https" else 80)
+        except ValueError:
+            return None  # a port the resolver reads its own way
+        origins[(target.hostname or "", port)] = None
+    if not origins:
+        return None
+    answered = threading.Event()
+    failures: dict[tuple[str, int], str] = {}
+
+    def attempt(origin: tuple[str, int]) -> None:
+        try:
+            socket.create_connection(origin, timeout=seconds).close()
+            answered.set()
+        except OSError as exc:
+            failures[origin] = exc.strerror or type(exc).__name__
+            if len(failures) == len(origins):
+                answered.set()
+
+    for origin in origins:
+        threading.Thread(target=attempt, args=(origin,), daemon=True).start()
+    # Not answered in time is not known to be unreachable (a slow lookup, a far index): the resolver finds out.
+    if not answered.wait(seconds) or len(failures) < len(origins):
+        return None
+    host, port = next(iter(origins))
+    return f"{host}:{port}: {failures[(host, port)]}"
+
+
 class Transport:
     """Connections of one client, one per origin; not for use from two threads at once (fork a client)."""
 

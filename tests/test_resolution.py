@@ -86,6 +86,8 @@ def test_offline_or_an_unreachable_index_says_nothing_was_checked(online, tmp_pa
         assert proc.returncode == 0, proc.stderr
         resolution = json.loads(proc.stdout)["resolution"]
         assert resolution["checked"] is False and said in resolution["note"], resolution
+        if not args and not env:  # known before uv is run (its retries take seconds): the probe's words
+            assert f"(127.0.0.1:{port}: Connection refused)" in resolution["note"], resolution
 
 
 def test_a_placeholder_the_config_names_is_refused_by_pypi_with_its_own_words(online, tmp_path):
@@ -169,3 +171,22 @@ def test_nvidias_tensorflow_stands_for_the_tensorflow_requirements_in_the_resolu
     unreplaced = replace(plan, framework=replace(plan.framework, replaces=()))
     with pytest.raises(ConfigError, match=r"requirements.txt:1: 'tensorflow-gpu==1.15.5' does not resolve for Python 3\.8"):
         check_resolution(config, unreplaced, declared_in(config, unreplaced))
+
+
+def test_an_index_nobody_answers_is_known_at_once_through_its_proxy_too(monkeypatch):
+    from buildkit_py.transport import unreachable
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with socket.socket() as closed, socket.socket() as listening:
+        closed.bind(("127.0.0.1", 0))
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        shut, open_ = closed.getsockname()[1], listening.getsockname()[1]
+        assert unreachable([f"http://127.0.0.1:{shut}/simple"], 0.5) == f"127.0.0.1:{shut}: Connection refused"
+        assert unreachable([f"http://127.0.0.1:{shut}/simple", f"http://127.0.0.1:{open_}/simple"], 0.5) is None
+        assert unreachable(["file:///srv/wheels"], 0.5) is None  # nothing to connect to: uv reads it
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{shut}")  # the resolver goes through the proxy
+        assert unreachable([f"https://127.0.0.1:{open_}/simple"], 0.5) == f"127.0.0.1:{shut}: Connection refused"
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        assert unreachable([f"https://127.0.0.1:{open_}/simple"], 0.5) is None

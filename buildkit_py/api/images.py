@@ -86,11 +86,14 @@ def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None
     for each in whole.each_platform():
         plan = _lock.apply(each, make_plan(each), locked=False)
         config = each
-        if resolve and whole.multi_platform:  # each platform's set as it is (a lock's was resolved when written)
-            check_resolution(config, plan, declared_in(config, plan))
-        elif resolve:  # the framework release and Python chosen with the rest where nobody pinned them
-            resolved = resolve_plan(each, plan, declared_in(each, plan))
-            config, plan = resolved.config, resolved.plan
+        if resolve:
+            if whole.multi_platform:  # each platform's set as it is (a lock's was resolved when written)
+                resolution = check_resolution(config, plan, declared_in(config, plan))
+            else:  # the framework release and Python chosen with the rest where nobody pinned them
+                resolved = resolve_plan(each, plan, declared_in(each, plan))
+                config, plan, resolution = resolved.config, resolved.plan, resolved.resolution
+            if resolution is not None and not resolution.checked and resolution.note not in notes:
+                notes.append(resolution.note)  # offline, or no index answered: said once
         else:
             kept = remembered(each, plan)
             if kept is not None:

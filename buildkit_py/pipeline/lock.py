@@ -496,6 +496,16 @@ def _user_indexes(pip_conf: str | None) -> list[str]:
     return ([] if replaced else ["https://pypi.org/simple"]) + [without_credentials(u) for u in index_urls(settings)]
 
 
+def index_urls_of(plan: Plan, pip_conf: str | None) -> list[str]:
+    """The indexes uv reads for the plan's package set, without credentials: the framework's, the pip.conf's (PyPI
+    unless it replaces it), the requirements file's index options."""
+    from ..indexes import option_urls
+
+    fw = plan.framework
+    return ([without_credentials(fw.index_url)] if fw and fw.index_url else []) + _user_indexes(pip_conf) + \
+        [without_credentials(u) for u in option_urls(plan.requirements_index_options)]
+
+
 def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: bool, extra: Sequence[str] = (),
              timeout: int = UV_TIMEOUT, framework: str | None = None
              ) -> tuple[subprocess.CompletedProcess | None, tuple[str, ...]]:
@@ -526,12 +536,10 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     if fw and fw.overrides:  # what the image's installs drop (templates/macros.j2 `install`)
         (work / "overrides.txt").write_text("".join(line + "\n" for line in fw.overrides))
         args += ["--overrides", "overrides.txt"]
-    indexes: list[str] = []
     if fw and fw.pre:
         args.append("--prerelease=allow")
     if fw and fw.index_url:
         args += ["--extra-index-url", fw.index_url, "--index-strategy", "unsafe-best-match"]
-        indexes.append(without_credentials(fw.index_url))
     pip_conf = pip_conf_text(config)
     if pip_conf is not None:
         from ..indexes import uv_config
@@ -540,10 +548,7 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
         args += ["--config-file", "uv.toml"]
     else:
         args.append("--no-config")
-    indexes += _user_indexes(pip_conf)
-    from ..indexes import option_urls
-
-    indexes += [without_credentials(u) for u in option_urls(plan.requirements_index_options)]
+    indexes = index_urls_of(plan, pip_conf)
     env = dict(os.environ)
     ca = config.ca_cert or default_ca_bundle()
     if ca:

@@ -29,6 +29,7 @@ from .plan import Plan, make_plan
 
 OFFLINE_ENV = "BUILDKIT_PY_OFFLINE"
 CHECK_TIMEOUT = 600  # seconds: a cold resolve of a CUDA framework reads large index pages
+PROBE_SECONDS = 0.5  # for any index to take a connection: a loopback or LAN one answers in milliseconds
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.ASCII)
 # What uv says when no index answered: nothing was checked, which is not the requirements' fault.
 _UNREACHABLE = ("error sending request", "dns error", "failed to lookup address", "Connection refused",
@@ -91,7 +92,7 @@ def _run(config: Config, plan: Plan, platform: str, framework: str | None = None
     """uv on the plan's package set (the framework as `framework` says where given); a resolution is kept by the
     digest of its inputs, a refusal is not. kept_only: a kept resolution or nothing (no resolver call)."""
     from ..indexes import without_credentials
-    from .lock import _compile
+    from .lock import _compile, index_urls_of, pip_conf_text
 
     try:
         key = _key(config, plan, platform, framework)
@@ -103,6 +104,12 @@ def _run(config: Config, plan: Plan, platform: str, framework: str | None = None
     except (OSError, ValueError, TypeError):
         if kept_only:
             return _Outcome(unchecked="not resolved yet")
+    from ..transport import unreachable
+
+    # No index taking a connection is known at once; uv would say the same after its retries (5 s and more).
+    nobody = unreachable(index_urls_of(plan, pip_conf_text(config)), PROBE_SECONDS)
+    if nobody:
+        return _Outcome(unchecked=f"the requirements were not resolved: no package index answered ({nobody})")
     with tempfile.TemporaryDirectory(prefix="buildkit-py-resolve-") as tmp:
         done, _ = _compile(config, plan, platform, Path(tmp), hashes=False, timeout=CHECK_TIMEOUT, framework=framework)
         if done is None:
