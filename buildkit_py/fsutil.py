@@ -8,13 +8,16 @@ import hashlib
 import os
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, copy_context
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConfigError, OutputError, show
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import ast
@@ -347,3 +350,27 @@ def kept_text(folder: str, text: str, suffix: str) -> Path:
         write_atomic(path, text)
     consult(path)  # a build context takes it: a kept recipe naming it holds while it is there
     return path
+
+
+def in_background(function: Callable[..., T], *args) -> Callable[[], T]:
+    """Run FUNCTION in a daemon thread (one that Ctrl-C does not wait for); the returned call waits for its
+    result or raises its exception."""
+    outcome: dict[str, Any] = {}
+    context = copy_context()  # the command's: what it has read and asked (fsutil.one_read)
+
+    def work() -> None:
+        try:
+            outcome["value"] = context.run(function, *args)
+        except BaseException as exc:  # handed to the caller's thread, which decides
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    return result

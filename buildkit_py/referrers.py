@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .errors import RegistryError, show
+from .fsutil import in_background
 from .notebook import HtmlRepr
 from .progress import Reporter
 from .refs import ImageRef
@@ -170,14 +171,18 @@ def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], repor
     processed the subject (no OCI-Subject header), the referrers tag schema's index lists them. Pushing the same
     artifacts again changes nothing (each is named by its content; an index that lists them all is not rewritten)."""
     client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
-    upload_blob(client, ref, _digest(EMPTY_BLOB), EMPTY_BLOB)
-    sent: list[tuple[Artifact, bytes, bool]] = []
-    for artifact in artifacts:
-        upload_blob(client, ref, _digest(artifact.data), artifact.data)
+    upload_blob(client, ref, _digest(EMPTY_BLOB), EMPTY_BLOB)  # the config of every artifact; and the login
+
+    def push(artifact: Artifact, own: RegistryClient) -> tuple[Artifact, bytes, bool]:
+        # Its data names the subject, pushed just now: no registry has it yet, so it is not asked for first.
+        upload_blob(own, ref, _digest(artifact.data), artifact.data, new=subject.digest.encode() in artifact.data)
         body = artifact.manifest(subject)
-        put = send(client, "PUT", f"manifests/{_digest(body)}", {"Content-Type": OCI_MANIFEST}, body)
-        check_answer(client, put, ref, f"the {artifact.artifact_type} artifact of {subject.digest}", (200, 201))
-        sent.append((artifact, body, put.headers.get("OCI-Subject", "") == subject.digest))
+        put = send(own, "PUT", f"manifests/{_digest(body)}", {"Content-Type": OCI_MANIFEST}, body)
+        check_answer(own, put, ref, f"the {artifact.artifact_type} artifact of {subject.digest}", (200, 201))
+        return artifact, body, put.headers.get("OCI-Subject", "") == subject.digest
+
+    # Each artifact on a connection of its own, at once: the edit waits for the slowest, not for their sum.
+    sent = [waiting() for waiting in [in_background(push, a, client.fork()) for a in artifacts]]
     pending = [(a, body) for a, body, processed in sent if not processed]
     if pending:
         _list_in_tag(client, ref, subject, pending, reporter)

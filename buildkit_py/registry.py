@@ -642,10 +642,11 @@ def send(client: RegistryClient, method: str, path: str, headers: dict[str, str]
         time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT, wait))
 
 
-def upload_blob(client: RegistryClient, ref: ImageRef, digest: str, data: bytes) -> bool:
-    """Upload a blob unless the registry has it; True when it was sent. A failed upload starts again from a new
-    upload session (the failed one may be gone)."""
-    if send(client, "HEAD", f"blobs/{digest}", {}).status_code == 200:
+def upload_blob(client: RegistryClient, ref: ImageRef, digest: str, data: bytes, *, new: bool = False) -> bool:
+    """Upload a blob unless the registry has it; True when it was sent. new: the blob names what was just pushed (an
+    attestation of a new image), so the registry cannot have it: not asked first. A failed upload starts again
+    from a new upload session (the failed one may be gone)."""
+    if not new and send(client, "HEAD", f"blobs/{digest}", {}).status_code == 200:
         return False
     attempt = 0
     while True:

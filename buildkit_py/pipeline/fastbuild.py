@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..engine import engine_may_answer
 from ..errors import BuildkitError, RegistryError
-from ..fsutil import asked_once
+from ..fsutil import asked_once, in_background
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..progress import Reporter
 from ..refs import ImageRef
@@ -130,11 +130,11 @@ def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | Non
         return full(why, parts)
     assert record is not None  # full_build_reason
     # The engine's tags of these names, asked while the registry works (buildah keeps images in its own storage).
-    local = fastpath.in_background(_engine_tags, refs) if recipe.builder != "buildah" else None
+    local = in_background(_engine_tags, refs) if recipe.builder != "buildah" else None
     untagging: list[Callable[[], str | None]] = []
 
     def stored(new: set[str]) -> None:  # the engine's older images of these names lose their tags meanwhile
-        untagging.append(fastpath.in_background(_untag_stale, refs, local, new))
+        untagging.append(in_background(_untag_stale, refs, local, new))
 
     try:
         edit = fastpath.CodeEdit(refs, record, step, staged.context.directory, staged.labels, tuple(BUILD_LABELS),
@@ -170,7 +170,7 @@ def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, start
     record = fastpath.load_record(recipe.repository, recipe.variant)
     if record is None or recipe.remote:
         return None
-    describing = fastpath.in_background(git_revision, recipe.root)  # a git run or two, while the files are copied
+    describing = in_background(git_revision, recipe.root)  # a git run or two, while the files are copied
     with staging(recipe, describing, reporter, started) as staged:
         appended, _, why = attempt(staged, options, record, reporter)
         return why if appended is None else attested(appended_result(staged, appended), staged.refs, options,

@@ -12,7 +12,6 @@ interrupted or refused append leaves no tag on a half-written image.
 
 from __future__ import annotations
 
-import contextvars
 import copy
 import gzip
 import hashlib
@@ -30,11 +29,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ..dockerfile_text import exec_form, instructions
 from ..errors import OutputError, RegistryError, show
-from ..fsutil import cache_dir, write_atomic
+from ..fsutil import cache_dir, in_background, write_atomic
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..progress import Reporter
 from ..refs import ImageRef
@@ -63,7 +62,6 @@ LAYER_TYPES = {DOCKER_MANIFEST: "application/vnd.docker.image.rootfs.diff.tar.gz
 if TYPE_CHECKING:
     from .recipe import Recipe
 
-T = TypeVar("T")
 GZIP_LEVEL = 6  # fixed: another level gives another blob digest for the same code
 # Instructions that change the image config but add no layer: allowed after the code COPY.
 _METADATA_ONLY = frozenset(("ENV", "LABEL", "ENTRYPOINT", "CMD", "EXPOSE", "STOPSIGNAL", "HEALTHCHECK", "USER", "ARG",
@@ -396,30 +394,6 @@ def _platform_manifest(client: RegistryClient, ref: ImageRef, index: dict, platf
         if found.get("os") == os_name and found.get("architecture") == arch.split("/")[0]:
             return entry["digest"], entry["mediaType"]
     raise RegistryError(f"the previous image of {ref.repository} is an index without a {os_name}/{arch} manifest")
-
-
-def in_background(function: Callable[..., T], *args) -> Callable[[], T]:
-    """Run FUNCTION in a daemon thread (one that Ctrl-C does not wait for); the returned call waits for its
-    result or raises its exception."""
-    outcome: dict[str, Any] = {}
-    context = contextvars.copy_context()  # the command's: what it has read and asked (fsutil.one_read)
-
-    def work() -> None:
-        try:
-            outcome["value"] = context.run(function, *args)
-        except BaseException as exc:  # handed to the caller's thread, which decides
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-
-    def result() -> T:
-        thread.join()
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["value"]
-
-    return result
 
 
 LAYER_CHECKS = 4  # connections that ask at once whether the lower layers are still there
