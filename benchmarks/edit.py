@@ -1,0 +1,101 @@
+"""The edit loop, side by side in one run (issue 41): a one-line code edit built and pushed to the same tag and to a
+new tag (a CI's commit tag), with and without attestations, against the hand-layered BuildKit Dockerfile (the floor);
+a repeated dry run (`dockerfile`; `dockerfile --resolve` once the resolution is kept) and one whose index nobody
+answers; `--version` against a bare interpreter. Needs the test environment:
+
+    eval "$(scripts/testenv.sh up)" && python3 benchmarks/edit.py [--rounds 5]
+
+Each round edits the trainer once per way and times the command as users type it; the table gives medians and each
+ratio against its target. The trainer is compare.py's small one (six), so a cold build is a minute at most.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from compare import CONSOLE, SMALL, BuildkitPy, HandLayered, edit_code, fresh_registry, machine, write_trainer  # noqa: E402
+
+# (row, target ratio, against which row): what issue 41 asks.
+TARGETS = (("edit, new tag", 0.5, "floor"), ("repeated dry run (`dockerfile`)", None, None),
+           ("`--version`", 3.0, "`python3 -c pass`"))
+
+
+def timed(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def quiet(*argv: str, cwd: Path | None = None) -> None:
+    proc = subprocess.run([str(CONSOLE), *argv], capture_output=True, text=True, cwd=cwd)
+    if proc.returncode != 0:
+        raise SystemExit(f"buildkit-py {' '.join(argv[:2])} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    rounds = parser.parse_args().rounds
+    times: dict[str, list[float]] = {}
+
+    def add(name: str, seconds: float) -> None:
+        times.setdefault(name, []).append(seconds)
+
+    with tempfile.TemporaryDirectory(prefix="bk-edit-") as tmp_name, fresh_registry(Path(tmp_name)) as (registry, _):
+        tmp = Path(tmp_name)
+        floor_root, ours_root = tmp / "floor" / "src", tmp / "ours" / "src"
+        write_trainer(floor_root, SMALL)
+        write_trainer(ours_root, SMALL)
+        floor, ours = HandLayered(floor_root, registry, tmp / "floor"), BuildkitPy(ours_root, registry, tmp / "ours")
+        floor.build(cold=True)
+        ours.build(True, "--tag", f"{ours.image}:dev")
+        with socket.socket() as closed:  # a loopback port nothing listens on: the index nobody answers
+            closed.bind(("127.0.0.1", 0))
+            nobody = f"http://127.0.0.1:{closed.getsockname()[1]}/simple"
+        unreachable = tmp / "unreachable"
+        write_trainer(unreachable, SMALL)
+        with (unreachable / "buildkit.yaml").open("a") as config:
+            config.write(f"pip_index_url: {nobody}\n")
+        config_file = str(ours_root / "buildkit.yaml")
+        quiet("dockerfile", "--resolve", "--config", config_file)  # the resolution kept for the repeated dry runs
+        for number in range(rounds):
+            edit_code(floor_root)
+            add("floor", timed(lambda: floor.build(cold=False)))
+            for name, flags in (("edit, same tag", ("--tag", f"{ours.image}:dev")),
+                                ("edit, new tag", ("--tag", f"{ours.image}:ci-{number}")),
+                                ("edit, new tag, --no-attest", ("--tag", f"{ours.image}:na-{number}", "--no-attest"))):
+                edit_code(ours_root)
+                add(name, timed(lambda flags=flags: ours.build(False, *flags)))
+                if not ours.last.get("fast_path"):
+                    raise SystemExit(f"{name}: the edit did not take the fast path")
+            add("repeated dry run (`dockerfile`)", timed(lambda: quiet("dockerfile", "--config", config_file)))
+            add("repeated dry run (`dockerfile --resolve`)",
+                timed(lambda: quiet("dockerfile", "--resolve", "--config", config_file)))
+            add("dry run, no index answers (`dockerfile --resolve`)",
+                timed(lambda: quiet("dockerfile", "--resolve", "--config", str(unreachable / "buildkit.yaml"))))
+            add("`--version`", timed(lambda: quiet("--version")))
+            add("`python3 -c pass`", timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True)))
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    print(f"{machine()}; {rounds} rounds, medians\n")
+    print("| step | seconds | against | ratio | target |\n|---|---|---|---|---|")
+    goals = {name: (ratio, base) for name, ratio, base in TARGETS}
+    for name, seconds in medians.items():
+        ratio, base = goals.get(name, (None, "floor" if name.startswith("edit") else None))
+        shown = f"{seconds / medians[base]:.2f}x" if base else ""
+        wanted = f"<= {ratio:g}x" if ratio else ("<= 0.2 s" if name.startswith("repeated") else "")
+        print(f"| {name} | {seconds:.3f} | {base or ''} | {shown} | {wanted} |")
+    print(f"\n{json.dumps(medians)}")
+
+
+if __name__ == "__main__":
+    main()
