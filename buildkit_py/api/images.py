@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..fsutil import reads_once, write_atomic
 from ..notebook import HtmlRepr
 from ..pipeline import lock as _lock
-from ..pipeline.build import BuildOptions, BuildResult, build_config, platform_suffix, push_image
+from ..pipeline.buildtypes import BuildOptions, BuildResult, platform_suffix
 from ..pipeline.plan import make_plan
 from ..pipeline.render import render_dockerfile, render_project_dockerignore
 from ..pipeline.resolution import check_resolution, declared_in, remembered, resolve_plan
@@ -143,6 +143,8 @@ def build_variants(project: Project, options: BuildOptions, reporter: Reporter) 
         from ..pipeline.variant_builds import build_at_once
 
         return VariantsResult(build_at_once(configs, options, reporter))
+    from ..pipeline.build import build_config  # the builders: only the commands that build load them
+
     return VariantsResult(tuple((c.variant or "", build_config(c, options, reporter)) for c in configs))
 
 
@@ -169,6 +171,8 @@ def push(ref: str, *, progress: Progress = None, **settings: Any) -> PushResult:
 
     parsed = parse_ref(checked(ref, "str", "REF"), field="REF", allow_digest=False)
     with reporting(progress) as reporter:
+        from ..pipeline.build import push_image
+
         return push_image(EngineImages().push, [parsed], reporter)[0]
 
 
@@ -193,4 +197,6 @@ def executor_build_for(config: Config, options: BuildOptions, reporter: Reporter
             shutil.copyfile(config.root / rel, root / rel)
         image = config.image or (None if config.tags else parse_ref("buildkit-py/executor"))
         executor = replace(config, root=root, executor=True, trainer=None, image=image)
+        from ..pipeline.build import build_config
+
         return build_config(executor, options, reporter)

@@ -32,7 +32,7 @@ from ..progress import Reporter
 from ..refs import ImageRef, parse_ref
 from ..resources import launcher_sources
 from .attest import attested
-from .buildtypes import BuildOptions, BuildResult, PlatformImage
+from .buildtypes import BuildOptions, BuildResult, PlatformImage, platform_suffix
 from .context import hash_context
 from .fastbuild import Staged, appended_result, attempt, checked, git_revision, staging
 from .lock import STALE_LOCK, config_key, pip_conf_text
@@ -330,11 +330,6 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
 
 _MACHINES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
-
-
-def platform_suffix(platform: str) -> str:
-    """linux/arm64/v8 -> linux-arm64-v8: a platform in a tag or a file name."""
-    return platform.replace("/", "-")
 
 
 def platform_tag(content: ImageRef, platform: str) -> ImageRef:

@@ -85,3 +85,8 @@ class BuildResult(HtmlRepr):
             "attestations": [a.__dict__ for a in self.attestations],
             "plan": self.recipe.plan,
         } | ({"platforms": [p.__dict__ for p in self.platforms]} if self.platforms else {})
+
+
+def platform_suffix(platform: str) -> str:
+    """linux/arm64/v8 -> linux-arm64-v8: a platform in a tag or a file name."""
+    return platform.replace("/", "-")
