@@ -261,13 +261,13 @@ def refused(capsys, monkeypatch, root: Path, *argv: str) -> str:
 
 
 @pytest.fixture
-def resolving(monkeypatch, locked_trainer):
-    """The dry run resolves (the tests' default is offline), against an index where nothing listens: what is
-    refused here is refused before uv asks it."""
+def resolving(monkeypatch, locked_trainer, index):
+    """The dry run resolves (the tests' default is offline), against a loopback index of no wheels: what is refused
+    here is refused by uv as it reads the lines, or before uv runs."""
     monkeypatch.delenv(OFFLINE_ENV)
     (locked_trainer / "buildkit.yaml").write_text(
         "framework: none\npython: '3.11'\ntrainer: {module: trainer.task}\nrequirements: requirements.txt\n"
-        "pip_index_url: http://127.0.0.1:1/simple\n")
+        f"pip_index_url: {index.url}\n")
 
 
 def test_uv_refusing_a_line_names_the_users_file_and_line_not_ours(locked_trainer, resolving, capsys, monkeypatch):

@@ -95,6 +95,12 @@ def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None
             if resolution is not None and not resolution.checked and resolution.note not in notes:
                 notes.append(resolution.note)  # offline, or no index answered: said once
         else:
+            if plan.requirements and plan.requirements_export is None:
+                # What the resolution would refuse before asking an index (an include out of the directory, an option
+                # or a path the image's installer cannot take) is refused without it too.
+                from ..requirements_file import resolver_input
+
+                resolver_input(each.root, plan.requirements)
             kept = remembered(each, plan)
             if kept is not None:
                 config, plan = kept.config, kept.plan
