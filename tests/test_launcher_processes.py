@@ -32,8 +32,9 @@ rank = os.environ["RANK"]
 got = []
 signal.signal(signal.SIGTERM, lambda s, f: (got.append(s), open(os.path.join(out, rank + ".signal"), "w").write(str(s)),
                                              sys.exit(0 if mode != "stubborn" else 0)))
-with open(os.path.join(out, rank + ".json"), "w") as f:
+with open(os.path.join(out, rank + ".json.part"), "w") as f:  # renamed whole: the test never reads half a file
     json.dump({**{n: os.environ.get(n) for n in names}, "pid": os.getpid()}, f)
+os.replace(os.path.join(out, rank + ".json.part"), os.path.join(out, rank + ".json"))
 if mode == "ok":
     sys.exit(0)
 if mode == "fail-rank-1" and os.environ["LOCAL_RANK"] == "1":
