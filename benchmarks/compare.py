@@ -255,6 +255,12 @@ WAYS: tuple[type[Way], ...] = (BuildkitPy, Gcloud, Vertex, Naive, HandLayered)
 CA = default_ca_bundle() or Path("/etc/ssl/certs/ca-certificates.crt")
 
 
+def byte_compile() -> None:
+    """As pip compiles an installed package: where PYTHONDONTWRITEBYTECODE=1 (CI, containers) no run writes the
+    .pyc files, and every start would compile the modules again (60-75 ms here), which no user pays."""
+    run([sys.executable, "-m", "compileall", "-q", str(REPO / "buildkit_py")])
+
+
 def write_trainer(root: Path, deps: Deps) -> None:
     (root / "trainer").mkdir(parents=True)
     (root / "trainer" / "__init__.py").write_text("")
@@ -430,9 +436,7 @@ def main() -> None:
     args = parser.parse_args()
     if not CONSOLE.is_file():
         raise SystemExit(f"{CONSOLE} is missing: install buildkit-py for {sys.executable} (pip install -e {REPO})")
-    # Byte-compiled as pip compiles an installed package: where PYTHONDONTWRITEBYTECODE=1 (CI, containers) no
-    # run writes them, and every start would compile the modules again (75 ms here), which no user pays.
-    run([sys.executable, "-m", "compileall", "-q", str(REPO / "buildkit_py")])
+    byte_compile()
     deps = SMALL if args.small else FULL
     rounds: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="buildkit-bench-") as tmp:

@@ -11,12 +11,13 @@ import re
 from dataclasses import dataclass
 
 from .errors import ConfigError, show
+from .patterns import lazy_pattern
 
 DIRECTIVES = ("syntax", "escape", "check")  # any other `# key=value` ends the directives, as a plain comment does
-_DIRECTIVE = re.compile(r"([a-zA-Z][a-zA-Z0-9]*)[\t\n\f\r ]*=[\t\n\f\r ]*(.+?)[\t\n\f\r ]*\Z", re.S)
-_HEREDOC = re.compile(r"([0-9]*)<<(-?)[\t\n\f\r ]*([^<]*)\Z", re.S)
+_DIRECTIVE = lazy_pattern(r"([a-zA-Z][a-zA-Z0-9]*)[\t\n\f\r ]*=[\t\n\f\r ]*(.+?)[\t\n\f\r ]*\Z", re.S)
+_HEREDOC = lazy_pattern(r"([0-9]*)<<(-?)[\t\n\f\r ]*([^<]*)\Z", re.S)
 _HEREDOC_KEYWORDS = frozenset({"ADD", "COPY", "RUN"})
-_KEYWORD_SPACE = re.compile(r"[\t\v\f\r ]+")  # what separates the keyword from its arguments
+_KEYWORD_SPACE = lazy_pattern(r"[\t\v\f\r ]+")  # what separates the keyword from its arguments
 
 
 @dataclass(frozen=True)

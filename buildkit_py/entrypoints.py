@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from .dockerfile_text import exec_form, instructions
 from .errors import shown_name
+from .patterns import lazy_pattern
 from .sources.shell import Script, ShellSyntaxError, Simple, Word, read
 
 MAX_FILES = 200  # files of each kind read
@@ -32,19 +33,19 @@ MAX_FOLLOW = 4  # scripts followed inside scripts
 MAX_COMMAND_BYTES = 8192  # a kept command as JSON: half of what the image's ENTRYPOINT line may hold, for its args
 WORKDIR = "/app"  # where the generated image lays the trainer directory out (pipeline/plan.py's WORKDIR)
 # Dockerfile-like names: Dockerfile, Dockerfile.gpu, trainer.dockerfile, train.Dockerfile, Containerfile.
-_DOCKERFILE = re.compile(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
+_DOCKERFILE = lazy_pattern(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
 DOCKERFILE_FOLDERS = ("", "docker", "dockerfiles", "dockerfile", "trainer", "training", "train", "container", "containers",
                       "build", "deploy", "infra", "ci")
 # A Dockerfile (or a source file's name) for serving or an API runs no trainer.
-_NOT_TRAINING = re.compile(r"serv|predict|infer|deploy|api|app\b|web|notebook|jupyter|dev\b|test", re.IGNORECASE)
-_SAYS_TRAIN = re.compile(r"train|fit|finetun|task", re.IGNORECASE)
+_NOT_TRAINING = lazy_pattern(r"serv|predict|infer|deploy|api|app\b|web|notebook|jupyter|dev\b|test", re.IGNORECASE)
+_SAYS_TRAIN = lazy_pattern(r"train|fit|finetun|task", re.IGNORECASE)
 # What a name says that makes it a second choice beside a training one: tuning, a local try, an evaluation.
-_SIDE = re.compile(r"tun|hp|hyper|sweep|local|eval|test|debug|predict|serv|infer|export|preprocess|prepare|download|"
+_SIDE = lazy_pattern(r"tun|hp|hyper|sweep|local|eval|test|debug|predict|serv|infer|export|preprocess|prepare|download|"
                    r"upload|bench|demo|example|deploy|submit|pipeline|setup|client|util", re.IGNORECASE)
-_FROM_PYTHON = re.compile(r"(?:--platform=\S+\s+)?(?:[\w.:-]+/)*(?:library/)?python:(3\.[0-9]+)\b", re.ASCII)
-_PYTHON = re.compile(r"python(?:[23](?:\.[0-9]+)?)?", re.ASCII)
+_FROM_PYTHON = lazy_pattern(r"(?:--platform=\S+\s+)?(?:[\w.:-]+/)*(?:library/)?python:(3\.[0-9]+)\b", re.ASCII)
+_PYTHON = lazy_pattern(r"python(?:[23](?:\.[0-9]+)?)?", re.ASCII)
 _PYTHON_OPTION_WITH_VALUE = {"-X", "-W", "-Q"}
-_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*", re.ASCII)
+_MODULE_NAME = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*", re.ASCII)
 
 # Wrappers that run the rest of the command as it is: (options that take a value).
 _PASS_THROUGH = {"exec": (), "command": (), "builtin": (), "nohup": (), "time": (), "nice": ("-n",), "ionice": ("-c", "-n"),
@@ -100,7 +101,7 @@ _DATA = frozenset({"gsutil", "aws", "dvc", "wget", "curl", "cp", "mv", "rsync", 
                    "gcsfuse", "az", "rclone", "s5cmd", "azcopy", "bq", "hf", "git-lfs"})
 _SUBMIT_MODULE = ("--module-name", "--module_name", "--python-module", "--python_module")
 _SUBMIT_SCRIPT = ("--script",)
-_WORKER_POOL = re.compile(r"(?:^|,)(python-module|script)=([^,]+)")
+_WORKER_POOL = lazy_pattern(r"(?:^|,)(python-module|script)=([^,]+)")
 _DOCKER_BUILD_FILE = ("-f", "--file")
 
 
@@ -828,15 +829,15 @@ def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str],
             yield declared
 
 
-_APT_INSTALL = re.compile(r"\bapt(?:-get)?\s+(?:-\S+\s+)*install\s+([^&;|]*)", re.ASCII)
-_APT_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]{1,127}", re.ASCII)
+_APT_INSTALL = lazy_pattern(r"\bapt(?:-get)?\s+(?:-\S+\s+)*install\s+([^&;|]*)", re.ASCII)
+_APT_NAME = lazy_pattern(r"[a-z0-9][a-z0-9+.-]{1,127}", re.ASCII)
 # What the generated image installs its own way (its Python, pip, uv) or needs no package for.
-_APT_LEFT = re.compile(r"python[0-9.]*(?:-.*)?|pip|.*-pip|curl|wget|ca-certificates|software-properties-common|gnupg.*|"
+_APT_LEFT = lazy_pattern(r"python[0-9.]*(?:-.*)?|pip|.*-pip|curl|wget|ca-certificates|software-properties-common|gnupg.*|"
                        r"apt-utils|lsb-release|sudo", re.ASCII)
 # ENV the generated image sets itself, or that would point its interpreter elsewhere.
-_ENV_LEFT = re.compile(r"PATH|PYTHON.*|LD_LIBRARY_PATH|VIRTUAL_ENV|HOME|LANG|LC_.*|DEBIAN_FRONTEND|PIP_.*|CONDA.*|"
+_ENV_LEFT = lazy_pattern(r"PATH|PYTHON.*|LD_LIBRARY_PATH|VIRTUAL_ENV|HOME|LANG|LC_.*|DEBIAN_FRONTEND|PIP_.*|CONDA.*|"
                        r"NVIDIA_.*|CUDA_.*", re.ASCII)
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)
+_ENV_NAME = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)
 
 
 def _apt_packages(arguments: str) -> list[str]:
@@ -946,11 +947,11 @@ def _read_text(text: str, where: str, ctx: Context) -> Script | None:
         return None
 
 
-_FENCE = re.compile(r"^([ \t]*)(```+|~~~+)[ \t]*([\w+-]*)[^\n]*\n(.*?)^\1\2[ \t]*$", re.MULTILINE | re.DOTALL)
+_FENCE = lazy_pattern(r"^([ \t]*)(```+|~~~+)[ \t]*([\w+-]*)[^\n]*\n(.*?)^\1\2[ \t]*$", re.MULTILINE | re.DOTALL)
 _SHELL_FENCES = {"", "sh", "bash", "shell", "console", "zsh", "shell-session", "text", "cmd", "terminal"}
-_MAKE_VAR = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)\s*(?:\?=|:=|::=|=|\+=)\s*(.*)$")
-_MAKE_TARGET = re.compile(r"^([A-Za-z0-9_./-][A-Za-z0-9_./ -]*?)\s*:(?!=)(.*)$")
-_MAKE_REF = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
+_MAKE_VAR = lazy_pattern(r"^([A-Za-z_][A-Za-z0-9_.-]*)\s*(?:\?=|:=|::=|=|\+=)\s*(.*)$")
+_MAKE_TARGET = lazy_pattern(r"^([A-Za-z0-9_./-][A-Za-z0-9_./ -]*?)\s*:(?!=)(.*)$")
+_MAKE_REF = lazy_pattern(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
 
 
 def _markdown_blocks(text: str) -> Iterator[tuple[int, str]]:
@@ -1202,9 +1203,9 @@ def _cloudbuild_steps(text: str) -> Iterator[tuple[int, list[str]]]:
         yield line, words
 
 
-_SDK_MODULE = re.compile(r"(?:python_module_name\s*=\s*|['\"]python_module['\"]\s*:\s*|pythonModule['\"]?\s*:\s*)"
+_SDK_MODULE = lazy_pattern(r"(?:python_module_name\s*=\s*|['\"]python_module['\"]\s*:\s*|pythonModule['\"]?\s*:\s*)"
                          r"['\"]([A-Za-z_][\w.-]*)['\"]", re.ASCII)
-_SDK_SCRIPT = re.compile(r"script_path\s*=\s*['\"]([\w./-]+\.py)['\"]", re.ASCII)
+_SDK_SCRIPT = lazy_pattern(r"script_path\s*=\s*['\"]([\w./-]+\.py)['\"]", re.ASCII)
 
 
 def _sdk_calls(text: str, source: str, ctx: Context, rank: int) -> list[Declared]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from .patterns import lazy_pattern
+
 SHOWN_CHARS = 120  # a 70,000-character value is named by its start and its length
 REFUSAL_CHARS = 1500  # a refusal is one line a terminal shows whole: what it quotes is cut short past this
 SHOWN_DEPTH = 8  # nesting shown before "..."; a value nested thousands deep is never walked whole
@@ -12,17 +14,17 @@ _MASK_REACH = 4096  # characters of a long value read for credentials before it 
 
 # userinfo of a URL (https://user:token@host, https://token@host; https:/ too, as a path made of a URL keeps it) up to
 # its last "@", as URL parsers read it (a password may hold an unencoded "@"), and the query parameters that carry keys
-_USERINFO = re.compile(r"(?<=[A-Za-z0-9+.-])(?P<slashes>:/{1,2})(?P<user>[^/@\s:]{0,2048})(?P<password>:[^/\s]{0,2048})?@")
+_USERINFO = lazy_pattern(r"(?<=[A-Za-z0-9+.-])(?P<slashes>:/{1,2})(?P<user>[^/@\s:]{0,2048})(?P<password>:[^/\s]{0,2048})?@")
 # An image reference's userinfo, which has no scheme: `user:password@host/repo:tag` before any host, a lone
 # `token@host/repo` only before a registry's host (a dot, a port or localhost, as Docker tells a registry from a
 # name: `name@linux/amd64` is a platform, not a login). At the start of a value or after a space, quote or bracket;
 # pasted into the middle of a reference (after / : or @), either form only before a registry's host.
 _REGISTRY_HOST = r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::[0-9]{1,5})?|[A-Za-z0-9-]+:[0-9]{1,5}|localhost)/"
-_REF_USERINFO = re.compile(r"(?<![^\s'\"(\[=,])(?P<user>[^\s/@:'\"]+)(?:(?P<password>:[^\s/@'\"]+)"
+_REF_USERINFO = lazy_pattern(r"(?<![^\s'\"(\[=,])(?P<user>[^\s/@:'\"]+)(?:(?P<password>:[^\s/@'\"]+)"
                            r"@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?/)|"
                            rf"@(?={_REGISTRY_HOST}))|"
                            rf"(?<=[/:@])(?P<inner>[^\s/@:'\"]+)(?P<secret>:[^\s/@'\"]+)?@(?={_REGISTRY_HOST})")
-_QUERY_SECRET = re.compile(r"(?i)(?P<key>[?&](?:access_token|token|key|api_key|apikey|password|passwd|secret|sig|signature|"
+_QUERY_SECRET = lazy_pattern(r"(?i)(?P<key>[?&](?:access_token|token|key|api_key|apikey|password|passwd|secret|sig|signature|"
                            r"x-goog-signature|x-goog-credential)=)(?!\*\*\*)[^&#\s]+")  # (?!***): masking a message twice keeps it
 
 
@@ -151,8 +153,8 @@ class BuildkitError(Exception):
         return self.message
 
 
-_BREAKS = re.compile(r"[\r\n\u2028\u2029]+")
-_POINTER = re.compile(r"[\s^~]*")  # packaging's and tomllib's caret line under the text they quote
+_BREAKS = lazy_pattern(r"[\r\n\u2028\u2029]+")
+_POINTER = lazy_pattern(r"[\s^~]*")  # packaging's and tomllib's caret line under the text they quote
 
 
 def one_line(text: str) -> str:

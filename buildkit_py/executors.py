@@ -10,11 +10,12 @@ from typing import Any
 
 from .errors import ConfigError, DataError, ResolutionError, show
 from .matrix import load_matrix
+from .patterns import lazy_pattern
 from .resources import read_data, resource_dir
 
 CATALOG = "executors.yaml"
-_SPEC = re.compile(r"(?P<name>[a-z][a-z0-9-]{0,31})==(?P<version>[0-9]{1,3}(?:\.[0-9]{1,4}){0,2})", re.ASCII)
-_REGION = re.compile(r"[a-z]{2,24}(?:-[a-z0-9]{1,24}){0,3}", re.ASCII)  # us-central1, europe-west4, us
+_SPEC = lazy_pattern(r"(?P<name>[a-z][a-z0-9-]{0,31})==(?P<version>[0-9]{1,3}(?:\.[0-9]{1,4}){0,2})", re.ASCII)
+_REGION = lazy_pattern(r"[a-z]{2,24}(?:-[a-z0-9]{1,24}){0,3}", re.ASCII)  # us-central1, europe-west4, us
 
 
 @dataclass(frozen=True)

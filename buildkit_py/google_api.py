@@ -12,9 +12,10 @@ from typing import Any, TypeVar
 from . import adc
 from .errors import ConfigError, ServiceError, show
 from .errors import quoted as _clean  # the services' text on one line
+from .patterns import lazy_pattern
 from .refs import is_loopback_host
 
-_URL = re.compile(r"(https?)://([A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:]{2,45}\])(?::([0-9]{1,5}))?/?", re.ASCII)
+_URL = lazy_pattern(r"(https?)://([A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:]{2,45}\])(?::([0-9]{1,5}))?/?", re.ASCII)
 
 
 def service_endpoint(given: str | None, env: dict[str, str], *, flag: str, env_name: str, default: str) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from .errors import BuildError, ConfigError, ImportCheckError, shown_name
 from .fsutil import parse_python
 from .launcher.constants import IMPORT_CHECKING_MARKER, IMPORT_FAILED_MARKER, IMPORTS_CONTEXT_FILE
+from .patterns import lazy_pattern
 
 # An import inside `try:` whose handler catches one of these is optional: the code runs without it.
 _CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
@@ -241,8 +242,8 @@ def _provider(table: ImportNames, module: str, names: Iterable[str]) -> str | No
     return next((d for n in sorted(names) if (d := table.distribution(f"{module}.{n}"))), None) or table.distribution(module)
 
 
-_FAILED = re.compile(re.escape(IMPORT_FAILED_MARKER) + r" ([A-Za-z0-9_.]+): (.*)")
-_CHECKING = re.compile(re.escape(IMPORT_CHECKING_MARKER) + r" ([A-Za-z0-9_.]+)")
+_FAILED = lazy_pattern(re.escape(IMPORT_FAILED_MARKER) + r" ([A-Za-z0-9_.]+): (.*)")
+_CHECKING = lazy_pattern(re.escape(IMPORT_CHECKING_MARKER) + r" ([A-Za-z0-9_.]+)")
 
 
 def import_failure(exc: BuildError, imports: ImportSet | None, ubuntu: str | None) -> BuildError:

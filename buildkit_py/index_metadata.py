@@ -38,6 +38,7 @@ from packaging.version import InvalidVersion, Version
 from .errors import ConfigError, OutputError, PackageIndexError, ResolutionError, show
 from .fsutil import write_atomic
 from .matrix import OVERLAY_ENV, SHIPPED, Framework, FrameworkSeries, Matrix, load_matrix, overlay_path, version_key
+from .patterns import lazy_pattern
 from .resources import resource_dir
 from .transport import USER_AGENT, basic_token
 
@@ -51,9 +52,9 @@ ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+ht
 # What Requires-Python of py3 wheels is checked against. Wheels for older Pythons (TensorFlow 1.15's
 # cp35/cp36) are not counted: no image has them, and the data lists 3.7 at the oldest (to say so).
 PYTHONS = tuple(f"3.{n}" for n in range(7, 16))
-_LINUX_X86_64 = re.compile(r"manylinux(?:1|2010|2014|_[0-9]+_[0-9]+)_x86_64|linux_x86_64", re.ASCII)
-_CP = re.compile(r"cp3([0-9]{1,2})", re.ASCII)
-_CU = re.compile(r"-cu([0-9]{2})", re.ASCII)
+_LINUX_X86_64 = lazy_pattern(r"manylinux(?:1|2010|2014|_[0-9]+_[0-9]+)_x86_64|linux_x86_64", re.ASCII)
+_CP = lazy_pattern(r"cp3([0-9]{1,2})", re.ASCII)
+_CU = lazy_pattern(r"-cu([0-9]{2})", re.ASCII)
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError, PackageIndexError
+from .patterns import lazy_pattern
 
 if TYPE_CHECKING:
     from .adc import Identity
 
 # A URL's userinfo, up to its last "@" before the path (as URL parsers read it: a password may hold a raw "@").
 # Bounded, and a scheme starts a word: a 900 KB line without "://" is read once, not once per character.
-_URL_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<userinfo>[^/\s]{0,2048})@"
+_URL_USERINFO = lazy_pattern(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<userinfo>[^/\s]{0,2048})@"
                            r"(?P<host>[^/:\s?#]+)")
 
 
@@ -40,7 +41,7 @@ class GoogleLogins:
 
 
 # Artifact Registry's Python repositories: REGION-python.pkg.dev (and the multi-regions us-, europe-, asia-).
-_GOOGLE_INDEX = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*-python\.pkg\.dev", re.ASCII)
+_GOOGLE_INDEX = lazy_pattern(r"[a-z0-9]+(?:-[a-z0-9]+)*-python\.pkg\.dev", re.ASCII)
 _URL_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
 READER_ROLE = "roles/artifactregistry.reader"
 

@@ -22,13 +22,14 @@ from packaging.version import InvalidVersion, Version
 from .errors import ConfigError, StaleLockError, show
 from .fsutil import consult, inside, kept_text, parse_toml
 from .indexes import without_credentials
+from .patterns import lazy_pattern
 from .requirements_file import parse_problem
 
 # The names each tool writes, in the order autopackage prefers them when a directory has several.
 LOCK_FILES = ("uv.lock", "pylock.toml", "poetry.lock", "Pipfile.lock")
-_PYLOCK = re.compile(r"pylock\.[^./\\]+\.toml", re.ASCII)  # PEP 751's named locks: pylock.<name>.toml
-_HASH = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
-_PYPI = re.compile(r"https?://(?:pypi\.org|pypi\.python\.org)/simple/?", re.ASCII)
+_PYLOCK = lazy_pattern(r"pylock\.[^./\\]+\.toml", re.ASCII)  # PEP 751's named locks: pylock.<name>.toml
+_HASH = lazy_pattern(r"sha256:[0-9a-f]{64}", re.ASCII)
+_PYPI = lazy_pattern(r"https?://(?:pypi\.org|pypi\.python\.org)/simple/?", re.ASCII)
 _MACHINES = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
 CONTEXT_FILE = ".buildkit-py/requirements-locked.txt"  # the exported lines' place in the build context
 
@@ -81,7 +82,7 @@ def environment(python: str, platform: str) -> dict[str, str]:
 
 # uv.lock's markers name the extras and groups in force as `extra == 'NAME'` (several at once, so not one value): read
 # as membership of the set of those installed, as PEP 751's `'NAME' in extras` is.
-_EXTRA_TEST = re.compile(r"""\bextra\s*(==|!=)\s*(['"])([^'"]*)\2""")
+_EXTRA_TEST = lazy_pattern(r"""\bextra\s*(==|!=)\s*(['"])([^'"]*)\2""")
 
 
 def _applies(marker: Any, env: dict[str, str], where: str, context: str | None = None,

@@ -12,11 +12,12 @@ from pathlib import Path
 
 from .config import Config, find_config
 from .errors import ConfigError, show
+from .patterns import lazy_pattern
 from .pipeline.render import environment
 
 TEMPLATE = "make/buildkit.mk.j2"
 # Safe in Make (no $ # ; \\ or space), in a POSIX shell word, and in YAML and JSON strings.
-_WORD = re.compile(r"[A-Za-z0-9._/:@+=,-]{1,512}", re.ASCII)
+_WORD = lazy_pattern(r"[A-Za-z0-9._/:@+=,-]{1,512}", re.ASCII)
 
 
 def word(value: str, field: str) -> str:

@@ -17,11 +17,12 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import DataError, show
 from .fsutil import consult
+from .patterns import lazy_pattern
 from .resources import read_data, resource_dir
 
 OVERLAY_ENV = "BUILDKIT_PY_MATRIX_OVERLAY"  # another overlay file (tests, shared CI caches)
 OVERLAY_NAME = "matrix-overlay.yaml"
-_GLIBC = re.compile(r"2\.[0-9]{1,2}", re.ASCII)
+_GLIBC = lazy_pattern(r"2\.[0-9]{1,2}", re.ASCII)
 SHIPPED = "shipped"  # FrameworkSeries.origin of base_images/ data
 # FrameworkSeries.origin of a release the data does not list, of a framework with no CUDA to match: the index's
 UNRECORDED = "unrecorded"
@@ -29,16 +30,16 @@ FLAVOURS = ("base", "runtime", "cudnn-runtime", "devel")  # nvidia/cuda image fl
 SYSTEM_CUDA = ("base", "runtime")  # what a framework whose wheels bring CUDA needs from the base
 # The overlay is user-side data that reaches requirement strings and labels: every value is
 # checked whole-string in ASCII, as config values are.
-_RELEASE = re.compile(r"[0-9]+(?:\.[0-9]+){0,3}(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?", re.ASCII)
-_MINOR = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}", re.ASCII)
-_CUDA_KEY = re.compile(r"[0-9]{1,2}(?:\.[0-9]{1,2})?", re.ASCII)
-_PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
-_CUDNN = re.compile(r"[0-9]{1,2}(?:\.[0-9]{1,3}){0,3}", re.ASCII)
-ARCH = re.compile(r"(sm|compute)_([0-9]{2,3})([af]?)", re.ASCII)
-_PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
-_COMPANION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:[<>=!~]=?[0-9][0-9a-z.*]{0,31})?", re.ASCII)
-_URL = re.compile(r"https://[A-Za-z0-9.-]{1,253}(?:/[A-Za-z0-9._~/-]{0,200})?", re.ASCII)
-_PLATFORM = re.compile(r"linux/[a-z0-9]{1,16}", re.ASCII)
+_RELEASE = lazy_pattern(r"[0-9]+(?:\.[0-9]+){0,3}(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?", re.ASCII)
+_MINOR = lazy_pattern(r"[0-9]{1,2}\.[0-9]{1,2}", re.ASCII)
+_CUDA_KEY = lazy_pattern(r"[0-9]{1,2}(?:\.[0-9]{1,2})?", re.ASCII)
+_PYTHON = lazy_pattern(r"3\.[0-9]{1,2}", re.ASCII)
+_CUDNN = lazy_pattern(r"[0-9]{1,2}(?:\.[0-9]{1,3}){0,3}", re.ASCII)
+ARCH = lazy_pattern(r"(sm|compute)_([0-9]{2,3})([af]?)", re.ASCII)
+_PACKAGE = lazy_pattern(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
+_COMPANION = lazy_pattern(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:[<>=!~]=?[0-9][0-9a-z.*]{0,31})?", re.ASCII)
+_URL = lazy_pattern(r"https://[A-Za-z0-9.-]{1,253}(?:/[A-Za-z0-9._~/-]{0,200})?", re.ASCII)
+_PLATFORM = lazy_pattern(r"linux/[a-z0-9]{1,16}", re.ASCII)
 AMD64, ARM64 = "linux/amd64", "linux/arm64"
 
 
@@ -387,7 +388,7 @@ _RELEASE_KEYS = {"cuda", "cudnn", "python", "default_cuda", "archs", "arm64_cuda
 _GPU_BUILD_KEYS = {"package", "release", "replaces", "python", "cuda", "cudnn", "default_cuda", "archs", "bundles_cuda",
                    "system_cuda", "gpu_index_url", "companions"}
 # A release with a local label (NVIDIA's 1.15.5+nv23.3), which only a gpu_build names.
-_LOCAL_RELEASE = re.compile(_RELEASE.pattern + r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?", re.ASCII)
+_LOCAL_RELEASE = lazy_pattern(_RELEASE.pattern + r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?", re.ASCII)
 # What `matrix refresh` writes: how a release installs (package, extras, indexes) stays the shipped data's.
 _OVERLAY_KEYS = {"series", "releases", "python", "cuda", "default_cuda", "cudnn"}
 
@@ -492,9 +493,9 @@ def _framework(path: Path) -> Framework:
 
 
 _TPU_SPEC_KEYS = {"requirement", "index_url", "libtpu", "from", "releases"}
-_REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:\[[a-z0-9-]{1,32}\])?(?:==[0-9][0-9a-z.]{0,31})?",
+_REQUIREMENT = lazy_pattern(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:\[[a-z0-9-]{1,32}\])?(?:==[0-9][0-9a-z.]{0,31})?",
                           re.ASCII)
-_TOPOLOGY = re.compile(r"[1-9][0-9]{0,2}(?:x[1-9][0-9]{0,2}){1,2}", re.ASCII)
+_TOPOLOGY = lazy_pattern(r"[1-9][0-9]{0,2}(?:x[1-9][0-9]{0,2}){1,2}", re.ASCII)
 
 
 def _tpu_spec(data: Any, where: str) -> TpuSpec:

@@ -39,6 +39,7 @@ from .errors import BuildError, ConfigError, OutputError, show
 from .fsutil import cache_dir, leads_outside, read_text, read_toml, write_atomic
 from .lockfiles import is_lock_file, locked
 from .matrix import load_matrix
+from .patterns import lazy_pattern
 from .pipeline.context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
 from .pipeline.render import render_project_dockerignore
 from .requirements_file import local_path, requirement_lines
@@ -52,7 +53,7 @@ SCRIPT_PACKAGE = "aiplatform_custom_trainer_script"
 SCRIPT_MODULE = f"{SCRIPT_PACKAGE}.task"
 SHOWN_LINES = 25  # of a failing backend's or pip's output
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_IDENTIFIER = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _OPTION_HINTS = {
     "-e": "editable installs", "--editable": "editable installs", "-i": "an index URL", "--index-url": "an index URL",
     "--extra-index-url": "an index URL", "-f": "a find-links location", "--find-links": "a find-links location",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from .errors import RegistryError, show
 from .fsutil import in_background
 from .notebook import HtmlRepr
+from .patterns import lazy_pattern
 from .progress import Reporter
 from .refs import ImageRef
 from .registry import (
@@ -39,8 +40,8 @@ EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY_BLOB = b"{}"
 MAX_ARTIFACT = 32 << 20  # an SBOM of a CUDA image is a few MiB; a larger answer is not ours
 MAX_PAGES = 32  # pages of a referrers list followed (Link: rel="next")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
-_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+_DIGEST = lazy_pattern(r"sha256:[0-9a-f]{64}", re.ASCII)
+_NEXT = lazy_pattern(r'<([^>]+)>\s*;\s*rel="?next"?')
 
 
 def _digest(data: bytes) -> str:

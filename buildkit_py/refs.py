@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import ConfigError, show
+from .patterns import lazy_pattern
 
 DOCKER_HUB = "docker.io"
 LEGACY_DOCKER_HUB = "index.docker.io"  # normalize.go: canonicalized to docker.io
@@ -32,15 +33,15 @@ REF_MAX = NAME_MAX + 1 + TAG_MAX + 1 + len("sha512:") + 128
 
 _ALNUM = r"[a-z0-9]+"
 _SEPARATOR = r"(?:[._]|__|-+)"
-_COMPONENT = re.compile(rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*", re.ASCII)
+_COMPONENT = lazy_pattern(rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*", re.ASCII)
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_HOST = re.compile(
+_HOST = lazy_pattern(
     rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?", re.ASCII
 )
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)  # Go's \w is ASCII
-_DIGEST = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}", re.ASCII)
-_IDENTIFIER = re.compile(r"[a-f0-9]{64}", re.ASCII)  # an image ID, refused as a name
-_PRINTABLE = re.compile(r"[!-~]", re.ASCII)  # printable ASCII without space
+_TAG = lazy_pattern(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)  # Go's \w is ASCII
+_DIGEST = lazy_pattern(r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}", re.ASCII)
+_IDENTIFIER = lazy_pattern(r"[a-f0-9]{64}", re.ASCII)  # an image ID, refused as a name
+_PRINTABLE = lazy_pattern(r"[!-~]", re.ASCII)  # printable ASCII without space
 
 _TAG_RULE = (f"a tag is 1-{TAG_MAX} ASCII letters, digits, '_', '.' and '-', "
              "not starting with '.' or '-'")

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 from .engine import engine_client
 from .errors import BuildkitError, EngineError, RegistryError, show
 from .notebook import HtmlRepr
+from .patterns import lazy_pattern
 from .progress import Reporter
 from .refs import DOCKER_HUB, ImageRef, is_loopback_host, registry_host
 
@@ -46,7 +47,7 @@ DOCKERHUB_CONFIG_KEY = "https://index.docker.io/v1/"
 
 HELPER_TIMEOUT = 60.0
 HELPER_OUTPUT_MAX = 64 * 1024  # a credential is a few KiB (a JWT); more is a broken helper
-_HELPER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a program name, never a path
+_HELPER_NAME = lazy_pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a program name, never a path
 
 AUTH, TRANSIENT, FATAL = "auth", "transient", "fatal"
 MAX_RETRY_AFTER = 300.0  # a registry asking for a longer wait gets a clear error, not a hung build
@@ -316,13 +317,13 @@ _ERROR_CODES = {
         "BLOB_UNKNOWN", "BLOB_UPLOAD_UNKNOWN", "BLOB_UPLOAD_INVALID", "PAGINATION_NUMBER_INVALID",
     ), FATAL),
 }
-_CODE_LINE = re.compile(
+_CODE_LINE = lazy_pattern(
     "(" + "|".join(sorted((c.lower().replace("_", " ") for c in _ERROR_CODES), key=len, reverse=True))
     + r")(?::\s.*)?", re.ASCII | re.DOTALL,
 )
-_WRAP = re.compile(r": ")  # where Go joins a context and the error it wraps
+_WRAP = lazy_pattern(r": ")  # where Go joins a context and the error it wraps
 # The engine's phrases that carry the registry's HTTP status (distribution's client errors).
-_STATUS_PHRASE = re.compile(
+_STATUS_PHRASE = lazy_pattern(
     r"received unexpected HTTP status: ([1-5][0-9][0-9])\b|error parsing HTTP ([1-5][0-9][0-9]) response body",
     re.ASCII,
 )
@@ -336,7 +337,7 @@ _FATAL_NETWORK = (
     ("x509: ", "the engine does not trust the registry's TLS certificate"),
 )
 # Go's network errors that may pass (connection failures and timeouts).
-_TRANSIENT_NETWORK = re.compile(
+_TRANSIENT_NETWORK = lazy_pattern(
     r"connect: connection refused|connection reset by peer|broken pipe|i/o timeout|TLS handshake timeout"
     r"|Client\.Timeout exceeded|timeout awaiting response headers|context deadline exceeded|no route to host"
     r"|network is unreachable|Temporary failure in name resolution|server misbehaving|http2: server sent GOAWAY"
@@ -345,7 +346,7 @@ _TRANSIENT_NETWORK = re.compile(
 )
 # A wait the registry asked for, when its text carries one ("... retry after 30 seconds"); the
 # engine passes no Retry-After header, so this is all that can be honoured.
-_RETRY_AFTER = re.compile(
+_RETRY_AFTER = lazy_pattern(
     r"retry[-_ ]?after[:= ]\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)?\b",
     re.ASCII | re.IGNORECASE,
 )
@@ -501,8 +502,8 @@ OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 MANIFEST_TYPES = ", ".join((OCI_INDEX, DOCKER_LIST, "application/vnd.oci.image.manifest.v1+json",
                             "application/vnd.docker.distribution.manifest.v2+json"))
-_SHA256 = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
-_CHALLENGE = re.compile(r'([A-Za-z_]+)="([^"]*)"', re.ASCII)
+_SHA256 = lazy_pattern(r"sha256:[0-9a-f]{64}", re.ASCII)
+_CHALLENGE = lazy_pattern(r'([A-Za-z_]+)="([^"]*)"', re.ASCII)
 
 
 def _basic(creds: Credentials) -> dict[str, str]:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from .errors import shown_name
+from .patterns import lazy_pattern
 
 MAX_INCLUDES = 16  # requirements files in one chain of -r / -c includes; real projects chain two or three
 INCLUDES = ("-r", "--requirement", "-c", "--constraint")
@@ -16,7 +17,7 @@ KEPT_OPTIONS = frozenset({"-i", "--index-url", "--extra-index-url", "--no-index"
                           "--only-binary", "--no-binary", "--require-hashes"})
 
 # pip's hash-checking mode: a per-requirement --hash, or --require-hashes on a line of its own.
-_HASH_CHECKED = re.compile(r"(?:^|\s)--(?:hash(?:=|\s)|require-hashes(?:\s|$))")
+_HASH_CHECKED = lazy_pattern(r"(?:^|\s)--(?:hash(?:=|\s)|require-hashes(?:\s|$))")
 
 
 def parse_problem(exc: Exception) -> str:
@@ -46,7 +47,7 @@ def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
     return out
 
 
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.ASCII)
+_PIN = lazy_pattern(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.ASCII)
 
 
 def pinned(text: str) -> tuple[list[tuple[str, str, tuple[str, ...]]], list[str]]:
@@ -128,7 +129,7 @@ def included_lines(root: Path, name: str, follow: tuple[str, ...] = INCLUDES
     return lines, tuple(included)
 
 
-_NAME = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=\s*(?:\[|[<>=!~;@]|$))", re.ASCII)
+_NAME = lazy_pattern(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=\s*(?:\[|[<>=!~;@]|$))", re.ASCII)
 
 
 def requirement_name(line: str) -> str | None:
@@ -144,7 +145,7 @@ def requirement_names(text: str, source: str) -> tuple[str, ...]:
 
 
 # A wheel or sdist named by its file: a path on this machine, whatever its directory
-_ARCHIVE = re.compile(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
+_ARCHIVE = lazy_pattern(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
 
 
 def local_path(text: str) -> bool:

@@ -17,12 +17,13 @@ from pathlib import Path
 
 from .errors import ConfigError, StageError, show
 from .fsutil import path_problem
+from .patterns import lazy_pattern
 
 DIGEST_CHARS = 16  # of the sha256, as in the images' content tags
 RETRY_SECONDS = 60.0  # transient GCS errors (5xx, dropped connections) are retried this long
 # Bucket names as Cloud Storage allows them; object prefixes of plain characters, no empty or dot segments.
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]", re.ASCII)
-_PREFIX = re.compile(r"[A-Za-z0-9_~+=@,-][A-Za-z0-9._~+=@,-]*(?:/[A-Za-z0-9_~+=@,-][A-Za-z0-9._~+=@,-]*)*", re.ASCII)
+_BUCKET = lazy_pattern(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]", re.ASCII)
+_PREFIX = lazy_pattern(r"[A-Za-z0-9_~+=@,-][A-Za-z0-9._~+=@,-]*(?:/[A-Za-z0-9_~+=@,-][A-Za-z0-9._~+=@,-]*)*", re.ASCII)
 
 
 @dataclass(frozen=True)

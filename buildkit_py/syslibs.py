@@ -10,8 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .errors import DataError
+from .patterns import lazy_pattern
 
-_LIBRARY = re.compile(r"(lib[A-Za-z0-9_+.-]*?\.so(?:\.[0-9]+)*)", re.ASCII)
+_LIBRARY = lazy_pattern(r"(lib[A-Za-z0-9_+.-]*?\.so(?:\.[0-9]+)*)", re.ASCII)
 
 
 @dataclass(frozen=True)

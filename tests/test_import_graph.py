@@ -23,10 +23,11 @@ PACKAGE = REPO / "buildkit_py"
 # the command line.
 FLOORS: list[tuple[str, set[str]]] = [
     # Imported by every floor: the version, the errors and their exit codes, flags' names, files, shipped data,
-    # progress, image references, Dockerfile text, and the in-container launcher (standard library only).
+    # progress, image references, Dockerfile text, patterns compiled on first use, and the in-container launcher
+    # (standard library only).
     # (pipeline/__init__.py holds a docstring alone: its modules have floors of their own, below.)
     ("ground", {"version", "errors", "flags", "fsutil", "resources", "notebook", "progress", "launcher", "refs",
-                "dockerfile_text", "pipeline"}),
+                "dockerfile_text", "patterns", "pipeline"}),
     # What the tool talks to: HTTP, the Docker engine, Google's credentials and APIs, registries, staging buckets.
     ("clients", {"transport", "engine", "adc", "google_api", "registry", "referrers", "staging"}),
     # The formats and tables the stages read: requirements and lock files, index settings, the version matrix,

@@ -126,3 +126,40 @@ def test_submitting_needs_no_extra_and_its_clients_load_only_when_used():
                    "--project", "my-project")
     assert found["code"] == 0 and "buildkit_py.jobs.vertex" in found["command"]
     assert not any(m == "google.auth" or m.startswith("google.auth.") for m in found["command"])
+
+
+def test_no_module_of_ours_compiles_a_regular_expression_at_import():
+    """Regular expressions are compiled on first use (issue 41): every module's own patterns are lazy_pattern
+    values, which stay source text until a command uses them. The launcher runs in the image, apart."""
+    import importlib
+    import pkgutil
+    import re
+
+    import buildkit_py
+    from buildkit_py.patterns import LazyPattern
+
+    compiled, lazy = [], 0
+    for info in pkgutil.walk_packages(buildkit_py.__path__, "buildkit_py."):
+        if info.name.startswith(("buildkit_py.launcher", "buildkit_py.__main__")):
+            continue
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if isinstance(value, re.Pattern) and getattr(module, "__name__", "") == info.name:
+                compiled.append(f"{info.name}.{name}")
+            lazy += isinstance(value, LazyPattern)
+    assert compiled == []
+    assert lazy > 100  # the walk did see the modules' patterns
+
+
+def test_a_lazy_pattern_compiles_once_on_first_use_then_is_the_compiled_pattern():
+    import re
+
+    from buildkit_py.patterns import LazyPattern, lazy_pattern
+
+    word = lazy_pattern(r"[a-z]+", re.IGNORECASE)
+    assert isinstance(word, LazyPattern) and "match" not in vars(word)  # nothing compiled yet
+    assert word.fullmatch("AbC") and not word.fullmatch("a1")
+    assert isinstance(vars(word)["match"].__self__, re.Pattern)  # from now on the compiled pattern's own methods
+    assert word.flags & re.IGNORECASE and word.pattern == "[a-z]+" and word.sub("x", "ab1cd") == "x1x"
+    with pytest.raises(AttributeError):
+        word.nothing  # noqa: B018

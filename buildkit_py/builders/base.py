@@ -8,7 +8,6 @@ import fcntl
 import io
 import os
 import pty
-import re
 import subprocess
 import termios
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ..errors import BuildError
+from ..patterns import lazy_pattern
 from ..progress import Reporter
 from ..refs import ImageRef
 
@@ -111,11 +111,11 @@ class Builder:
 
 
 # What a build tool prints around a failing step, in the three forms it comes in.
-_BUILDKIT_LINE = re.compile(r"#(\d+) (?:(\d+\.\d+) )?(.*)")  # plain progress; its tty summary repeats the step's log
-_BUILDKIT_HEADER = re.compile(r"(?:#\d+| >) (\[[^\]]+\] .*?):?")
-_STEP_HEADER = re.compile(r"(?:STEP|Step) (\d+/\d+) ?: (.*)")  # buildah, the legacy builder
-_NOT_OUTPUT = re.compile(r" ---> |Removing intermediate container |error building at STEP |Error: building at STEP ")
-_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[()][0-9A-Za-z]|[=>78])")
+_BUILDKIT_LINE = lazy_pattern(r"#(\d+) (?:(\d+\.\d+) )?(.*)")  # plain progress; its tty summary repeats the step's log
+_BUILDKIT_HEADER = lazy_pattern(r"(?:#\d+| >) (\[[^\]]+\] .*?):?")
+_STEP_HEADER = lazy_pattern(r"(?:STEP|Step) (\d+/\d+) ?: (.*)")  # buildah, the legacy builder
+_NOT_OUTPUT = lazy_pattern(r" ---> |Removing intermediate container |error building at STEP |Error: building at STEP ")
+_ANSI = lazy_pattern(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[()][0-9A-Za-z]|[=>78])")
 STEP_LINES = 25  # of the failing step's output, in the error
 
 

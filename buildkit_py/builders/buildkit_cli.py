@@ -4,7 +4,6 @@ with a client that has BuildKit built in (Docker < 23 without buildx, e.g. Debia
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -12,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EngineError
+from ..patterns import lazy_pattern
 from ..progress import Reporter
 from ..refs import ImageRef
 from .base import Builder, BuildRequest, dockerfile_build_args, run_build_tool
 from .engine_images import EngineImages
 
 DOCKER_ENV = "BUILDKIT_PY_DOCKER"
-_VERSION = re.compile(r"version (\d+)\.(\d+)")
+_VERSION = lazy_pattern(r"version (\d+)\.(\d+)")
 
 
 @dataclass(frozen=True)

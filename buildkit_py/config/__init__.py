@@ -18,6 +18,7 @@ from typing import Any
 
 from ..builders.names import BUILDERS
 from ..flags import cloudbuild_flag_name, flag_name
+from ..patterns import lazy_pattern
 from ..refs import ImageRef
 from .cloudbuild import CLOUDBUILD_KEYS, CloudBuildConfig, _cloudbuild
 from .image import (
@@ -72,7 +73,7 @@ from .values import (
 )
 from .variants import Variant, _variants
 
-_EXTRA_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?", re.ASCII)
+_EXTRA_NAME = lazy_pattern(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?", re.ASCII)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import show
+from ..patterns import lazy_pattern
 from .job import _JOB_FIELDS
 from .reading import _err, _Raw
 from .values import _choice, _duration, _int, _mapping, _pattern
@@ -16,9 +17,9 @@ from .values import _choice, _duration, _int, _mapping, _pattern
 CLOUDBUILD_MACHINE_TYPES = ("UNSPECIFIED", "E2_MEDIUM", "E2_STANDARD_2", "E2_HIGHCPU_8", "E2_HIGHCPU_32", "N1_HIGHCPU_8",
                             "N1_HIGHCPU_32")  # BuildOptions.MachineType, google-cloud-build 3.43.0 (checked 2026-11-24)
 MAX_CLOUDBUILD_TIMEOUT = 86400  # Build.timeout: at most 24 h (Cloud Build documentation, checked 2026-11-24)
-_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]", re.ASCII)
-_WORKER_POOL = re.compile(r"projects/[a-z0-9-]{1,30}/locations/[a-z0-9-]{1,40}/workerPools/[a-z0-9-]{1,63}", re.ASCII)
-_SECRET_VERSION = re.compile(r"projects/[a-z0-9-]{1,30}/secrets/[A-Za-z0-9_-]{1,255}/versions/(?:[0-9]{1,20}|latest)",
+_BUCKET_NAME = lazy_pattern(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]", re.ASCII)
+_WORKER_POOL = lazy_pattern(r"projects/[a-z0-9-]{1,30}/locations/[a-z0-9-]{1,40}/workerPools/[a-z0-9-]{1,63}", re.ASCII)
+_SECRET_VERSION = lazy_pattern(r"projects/[a-z0-9-]{1,30}/secrets/[A-Za-z0-9_-]{1,255}/versions/(?:[0-9]{1,20}|latest)",
                              re.ASCII)
 _SECRET_RULE = "a Secret Manager secret version: projects/PROJECT/secrets/NAME/versions/VERSION (a number or latest)"
 

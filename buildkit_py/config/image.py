@@ -11,31 +11,32 @@ from typing import Any
 
 from ..errors import ConfigError, show
 from ..fsutil import consult, read_small, read_text
+from ..patterns import lazy_pattern
 from ..refs import ImageRef
 from .reading import _err, _Raw
 from .values import _host_file, _list, _ref, _string
 
 MAX_LIST_BYTES = 8192  # pip and system_packages share one RUN line each; quoting can grow a pip entry 5x
 
-_FRAMEWORK = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})(?:==(?P<version>[0-9A-Za-z][0-9A-Za-z.+!-]{0,63}))?",
+_FRAMEWORK = lazy_pattern(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})(?:==(?P<version>[0-9A-Za-z][0-9A-Za-z.+!-]{0,63}))?",
                         re.ASCII)
 # NAME and a PEP 440 range: the newest release inside it that resolves with the rest (framework: "tensorflow<2.17").
-_FRAMEWORK_RANGE = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})\s*(?P<within>(?:[<>!~=]=?|===)\s*[0-9A-Za-z.*+!-]{1,64}"
+_FRAMEWORK_RANGE = lazy_pattern(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,63})\s*(?P<within>(?:[<>!~=]=?|===)\s*[0-9A-Za-z.*+!-]{1,64}"
                               r"(?:\s*,\s*(?:[<>!~=]=?|===)\s*[0-9A-Za-z.*+!-]{1,64}){0,7})", re.ASCII)
-_CUDA = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?", re.ASCII)
-_PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
-_DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,127}(?:=[A-Za-z0-9.+:~-]{1,127})?", re.ASCII)
-_MIRROR_URL = re.compile(r"https?://[A-Za-z0-9._~:/?#\[\]!&()*+,;=%-]+", re.ASCII)
-_INDEX_URL = re.compile(r"https?://[!-~]+", re.ASCII)  # printable ASCII: credentials allowed, no space or line break
+_CUDA = lazy_pattern(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?", re.ASCII)
+_PYTHON = lazy_pattern(r"3\.[0-9]{1,2}", re.ASCII)
+_DEBIAN_PACKAGE = lazy_pattern(r"[a-z0-9][a-z0-9+.-]{1,127}(?:=[A-Za-z0-9.+:~-]{1,127})?", re.ASCII)
+_MIRROR_URL = lazy_pattern(r"https?://[A-Za-z0-9._~:/?#\[\]!&()*+,;=%-]+", re.ASCII)
+_INDEX_URL = lazy_pattern(r"https?://[!-~]+", re.ASCII)  # printable ASCII: credentials allowed, no space or line break
 # A package index's host name (lower case, as URLs compare them) or IPv4 address: a netrc's `machine`.
-_INDEX_HOST = re.compile(r"(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*",
+_INDEX_HOST = lazy_pattern(r"(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*",
                          re.ASCII)
-_PLATFORM = re.compile(r"[a-z0-9]{1,16}/[a-z0-9_]{1,16}(?:/v?[0-9a-z]{1,8})?", re.ASCII)  # linux/arm64/v8
+_PLATFORM = lazy_pattern(r"[a-z0-9]{1,16}/[a-z0-9_]{1,16}(?:/v?[0-9a-z]{1,8})?", re.ASCII)  # linux/arm64/v8
 _PLATFORM_RULE = "OS/ARCH[/VARIANT], e.g. linux/amd64 or linux/arm64"
 MAX_PLATFORMS = 8  # a multi-platform image: one engine build each
 _BUILD_NETWORKS = ("default", "host", "none")  # what BuildKit's RUN steps accept
 CUDA_FLAVORS = ("auto", "base", "runtime", "cudnn-runtime", "devel")  # nvidia/cuda image flavours
-_PATTERN = re.compile(r"[^\x00-\x1f\x7f]{1,1024}")  # allow_secrets, allow_large: fnmatch patterns of context paths
+_PATTERN = lazy_pattern(r"[^\x00-\x1f\x7f]{1,1024}")  # allow_secrets, allow_large: fnmatch patterns of context paths
 
 
 @dataclass(frozen=True)

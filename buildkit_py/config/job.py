@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError, show
 from ..flags import job_flag_name
+from ..patterns import lazy_pattern
 from .reading import _err, _Raw
 from .values import (
     _ACCELERATOR,
@@ -32,18 +33,18 @@ from .values import (
     _strings,
 )
 
-_MACHINE_TYPE = re.compile(r"[a-z][a-z0-9]{0,15}(?:-[a-z0-9]{1,16}){1,3}", re.ASCII)
-_TPU_TOPOLOGY = re.compile(r"[1-9][0-9]{0,2}(?:x[1-9][0-9]{0,2}){1,2}", re.ASCII)  # chips per axis, "2x2", "2x2x1"
-_REGION = re.compile(r"[a-z]{2,20}-[a-z]{2,20}[0-9]{1,2}", re.ASCII)
-_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20}", re.ASCII)  # an id or a number
-_DISPLAY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}", re.ASCII)
-_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}", re.ASCII)  # Google Cloud labels, in ASCII
-_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}", re.ASCII)
-_GCS_URI = re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](?:/[A-Za-z0-9._~@+=,:/-]{0,1000})?", re.ASCII)
-_SERVICE_ACCOUNT = re.compile(r"[A-Za-z0-9._+-]{1,64}@[a-z0-9.-]{1,253}", re.ASCII)
-_VPC = re.compile(r"projects/[0-9]{1,20}/global/networks/[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
-_TENSORBOARD = re.compile(r"projects/[a-z0-9-]{1,30}/locations/[a-z0-9-]{1,40}/tensorboards/[0-9]{1,20}", re.ASCII)
-_RESERVATION = re.compile(r"[A-Za-z0-9._/-]{1,512}", re.ASCII)
+_MACHINE_TYPE = lazy_pattern(r"[a-z][a-z0-9]{0,15}(?:-[a-z0-9]{1,16}){1,3}", re.ASCII)
+_TPU_TOPOLOGY = lazy_pattern(r"[1-9][0-9]{0,2}(?:x[1-9][0-9]{0,2}){1,2}", re.ASCII)  # chips per axis, "2x2", "2x2x1"
+_REGION = lazy_pattern(r"[a-z]{2,20}-[a-z]{2,20}[0-9]{1,2}", re.ASCII)
+_PROJECT = lazy_pattern(r"[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20}", re.ASCII)  # an id or a number
+_DISPLAY_NAME = lazy_pattern(r"[A-Za-z][A-Za-z0-9_.-]{0,127}", re.ASCII)
+_LABEL_KEY = lazy_pattern(r"[a-z][a-z0-9_-]{0,62}", re.ASCII)  # Google Cloud labels, in ASCII
+_LABEL_VALUE = lazy_pattern(r"[a-z0-9_-]{0,63}", re.ASCII)
+_GCS_URI = lazy_pattern(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](?:/[A-Za-z0-9._~@+=,:/-]{0,1000})?", re.ASCII)
+_SERVICE_ACCOUNT = lazy_pattern(r"[A-Za-z0-9._+-]{1,64}@[a-z0-9.-]{1,253}", re.ASCII)
+_VPC = lazy_pattern(r"projects/[0-9]{1,20}/global/networks/[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?", re.ASCII)
+_TENSORBOARD = lazy_pattern(r"projects/[a-z0-9-]{1,30}/locations/[a-z0-9-]{1,40}/tensorboards/[0-9]{1,20}", re.ASCII)
+_RESERVATION = lazy_pattern(r"[A-Za-z0-9._/-]{1,512}", re.ASCII)
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 RESERVATION_TYPES = ("ANY_RESERVATION", "NO_RESERVATION", "SPECIFIC_RESERVATION")

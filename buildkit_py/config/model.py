@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import show
+from ..patterns import lazy_pattern
 from .job import _GCS_URI, _JOB_FIELDS, _labels
 from .reading import _err, _Raw
 from .values import _bool, _mapping, _pattern, _ref, _string
 
 # NAME==VERSION of the prebuilt prediction images (base_images/prediction.yaml), as executors are named
-_SERVING_SPEC = re.compile(r"[a-z][a-z0-9-]{0,31}==[0-9]{1,3}(?:\.[0-9]{1,4}){0,2}", re.ASCII)
+_SERVING_SPEC = lazy_pattern(r"[a-z][a-z0-9-]{0,31}==[0-9]{1,3}(?:\.[0-9]{1,4}){0,2}", re.ASCII)
 MAX_MODEL_DESCRIPTION = 2048
 
 

@@ -13,11 +13,12 @@ import yaml
 
 from ..errors import ConfigError, show
 from ..fsutil import MAX_NESTING, consult, inside, read_text, read_toml, too_deep
+from ..patterns import lazy_pattern
 
 CONFIG_FILES = ("buildkit.yaml", "buildkit.yml")
 PYPROJECT_TABLE = "buildkit-py"
 DOCUMENT_SOURCE = "(config dict)"  # where the errors of a config given as a mapping (the Python API) point
-_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}", re.ASCII)
+_KEY = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_-]{0,63}", re.ASCII)
 
 
 @dataclass

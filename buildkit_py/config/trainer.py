@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import ConfigError, show
 from ..fsutil import consult, leads_outside
+from ..patterns import lazy_pattern
 from .reading import _dotted, _err
 from .values import (
     MAX_ARGS_JSON_BYTES,
@@ -27,12 +28,12 @@ from .values import (
 )
 
 _PACKAGE_PART = r"(?!\.\.?(?:/|$))[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}"  # a folder name, not . or ..
-_PACKAGE_DIR = re.compile(f"{_PACKAGE_PART}(?:/{_PACKAGE_PART}){{0,7}}", re.ASCII)
+_PACKAGE_DIR = lazy_pattern(f"{_PACKAGE_PART}(?:/{_PACKAGE_PART}){{0,7}}", re.ASCII)
 # What `python -m` runs: a dotted name whose parts are folder and file names (the import system allows a hyphen there)
-_RUN_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*", re.ASCII)
-_FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
-_DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?", re.ASCII)  # PEP 508 names
-_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)  # then PEP 440, which alone allows spaces
+_RUN_MODULE = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z_][A-Za-z0-9_-]*)*", re.ASCII)
+_FUNCTION = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_DIST_NAME = lazy_pattern(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?", re.ASCII)  # PEP 508 names
+_VERSION = lazy_pattern(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)  # then PEP 440, which alone allows spaces
 
 
 @dataclass(frozen=True)
@@ -205,10 +206,10 @@ def _package(raw, path, value) -> PackageMeta:
 
 # An entry point as setuptools writes it: NAME = module[:attr[.attr]] [extras]; a console or GUI script's name becomes a
 # file in the venv's bin/, so it has no path separator.
-_ENTRY_GROUP = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", re.ASCII)
-_ENTRY = re.compile(r"([A-Za-z0-9_.-][A-Za-z0-9_. -]{0,99}?) ?= ?[A-Za-z_][A-Za-z0-9_.]{0,199}"
+_ENTRY_GROUP = lazy_pattern(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", re.ASCII)
+_ENTRY = lazy_pattern(r"([A-Za-z0-9_.-][A-Za-z0-9_. -]{0,99}?) ?= ?[A-Za-z_][A-Za-z0-9_.]{0,199}"
                     r"(?::[A-Za-z_][A-Za-z0-9_.]{0,199})?(?: ?\[[A-Za-z0-9_., -]{0,200}\])?", re.ASCII)
-_SCRIPT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", re.ASCII)
+_SCRIPT_NAME = lazy_pattern(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", re.ASCII)
 MAX_ENTRY_GROUPS = 50
 MAX_ENTRIES = 200  # per group
 # The metadata is one RUN line, and BuildKit reads lines of at most 64 KiB (render.MAX_LINE_BYTES): half of that for it

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import show
+from ..patterns import lazy_pattern
 from .reading import _err, _Raw
 from .values import _choice, _int, _list, _mapping, _number, _pattern, _scalar_text, _string
 
-METRIC_TAG = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,127}", re.ASCII)
+METRIC_TAG = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_./-]{0,127}", re.ASCII)
 GOALS = ("MAXIMIZE", "MINIMIZE")
 ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")  # unspecified: the service's default
 PARAM_TYPES = ("DOUBLE", "INTEGER", "CATEGORICAL", "DISCRETE")

@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import ConfigError, show
 from ..fsutil import consult, leads_outside, read_text
 from ..launcher.constants import AUTO_PROCESSES, MAX_PROCESSES_PER_NODE
+from ..patterns import lazy_pattern
 from ..refs import ImageRef, parse_ref
 from .reading import _dotted, _err, _Raw
 
@@ -26,12 +27,12 @@ MAX_ARGS_JSON_BYTES = 16384  # CMD is one JSON line
 
 # The patterns of the kinds below (environment names, paths in the trainer directory), and two that more than one
 # section checks: a Python module (trainer, python_package) and an accelerator (the top-level key, a pool's).
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)
-_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", re.ASCII)
-_PATH = re.compile(r"[A-Za-z0-9._@+/ -]+", re.ASCII)  # no $, quotes, globs: COPY expands them
-_ACCELERATOR = re.compile(r"[A-Z][A-Z0-9_]{0,63}", re.ASCII)  # Vertex AI's names; the data says which exist
+_ENV_NAME = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)
+_MODULE = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", re.ASCII)
+_PATH = lazy_pattern(r"[A-Za-z0-9._@+/ -]+", re.ASCII)  # no $, quotes, globs: COPY expands them
+_ACCELERATOR = lazy_pattern(r"[A-Z][A-Z0-9_]{0,63}", re.ASCII)  # Vertex AI's names; the data says which exist
 _ACCELERATOR_RULE = "a Vertex AI accelerator type in capitals, e.g. NVIDIA_TESLA_T4, NVIDIA_L4 or TPU_V5_LITEPOD"
-_DURATION = re.compile(r"([0-9]{1,7})([smhd]?)", re.ASCII)
+_DURATION = lazy_pattern(r"([0-9]{1,7})([smhd]?)", re.ASCII)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_DURATION = 30 * 86400  # seconds
 

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import show
+from ..patterns import lazy_pattern
 from .reading import _err, _Raw
 from .values import _list, _pattern, _unknown_key
 
 # A variant's name ends its image tags (bk-DIGEST-NAME) and names its CI matrix job and Make target.
-_VARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,31}", re.ASCII)
+_VARIANT_NAME = lazy_pattern(r"[a-z0-9][a-z0-9_.-]{0,31}", re.ASCII)
 MAX_VARIANTS = 32
 
 

@@ -17,6 +17,7 @@ from packaging.version import Version
 
 from ..errors import ConfigError, show
 from ..fsutil import inside, parse_python, read_text, read_toml
+from ..patterns import lazy_pattern
 from .given import Given
 
 _NOT_COMPUTED = ("the trainer's dependencies are computed by its setup.py (PEP 517 metadata hook); a dry run runs "
@@ -367,9 +368,9 @@ def _own_package(found: Own, given: Given, overrides: dict[str, Any]) -> str:
 
 # setuptools' own normalisation (setuptools._normalization, 66+): `pip install .` installs a package whose setup() says
 # version="UNVERSIONED" or name="my package" under these, with a warning, so they never refuse a build here.
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+", re.ASCII)
-_VERSION_HEAD = re.compile(r"^v?((?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*)", re.ASCII | re.IGNORECASE)
-_NON_ALNUM = re.compile(r"[^A-Za-z0-9]+", re.ASCII)
+_UNSAFE_NAME = lazy_pattern(r"[^A-Za-z0-9._-]+", re.ASCII)
+_VERSION_HEAD = lazy_pattern(r"^v?((?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*)", re.ASCII | re.IGNORECASE)
+_NON_ALNUM = lazy_pattern(r"[^A-Za-z0-9]+", re.ASCII)
 
 
 def _setuptools_name(name: str) -> str | None:

@@ -17,6 +17,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from ..errors import ConfigError, show, shown_name
 from ..fsutil import read_text
 from ..matrix import Matrix, version_key
+from ..patterns import lazy_pattern
 from .given import Given
 
 if TYPE_CHECKING:
@@ -30,14 +31,15 @@ if TYPE_CHECKING:
 PACKAGE_TASK = "task.py"
 SCRIPTS = ("task.py", "train.py", "main.py")
 
-_MODULE_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_MODULE_PART = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 # A part of a module as `python -m` finds it: a folder or file name, hyphens allowed (the import system does not check)
-_RUN_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
+_RUN_PART = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
 # Files the job never runs: a folder of their own, or named as pytest collects them.
-TEST_FILE = re.compile(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
-_DOCKERFILE_NAME = re.compile(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
-_TRAINING_SCRIPT = re.compile(r"(?:^|_)train(?:_|$|ing|er)", re.ASCII | re.IGNORECASE)
-_MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
+TEST_FILE = lazy_pattern(r"(?:^|/)(?:tests?/|conftest\.py$|test_[^/]*\.py$|[^/]*_test\.py$)")
+_DOCKERFILE_NAME = lazy_pattern(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)",
+                                re.ASCII)
+_TRAINING_SCRIPT = lazy_pattern(r"(?:^|_)train(?:_|$|ing|er)", re.ASCII | re.IGNORECASE)
+_MAIN_GUARD = lazy_pattern(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
 MAX_SCANNED = 2000  # .py files read for imports, and paths looked at in one glob; a bigger tree is not a trainer
 
 
@@ -201,7 +203,7 @@ def _console_scripts(entry_points: dict[str, list[str]], is_module: Callable[[st
     return found
 
 
-_PYTHON_VERSION_FILE = re.compile(r"\s*(?:cpython-|python-?)?(3\.[0-9]+)(?:\.[0-9]+)?\b", re.ASCII | re.IGNORECASE)
+_PYTHON_VERSION_FILE = lazy_pattern(r"\s*(?:cpython-|python-?)?(3\.[0-9]+)(?:\.[0-9]+)?\b", re.ASCII | re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -19,18 +19,19 @@ from ..config import bad_character
 from ..errors import ConfigError, StaleLockError, show
 from ..lockfiles import found_in, is_lock_file, locked
 from ..matrix import Matrix
+from ..patterns import lazy_pattern
 from ..requirements_file import local_path, parse_problem
 from .distribution import Own
 from .given import Given
 
 REQUIREMENTS = "requirements.txt"
 # pip's per-requirement options, after the requirement on the same line.
-_PER_REQUIREMENT = re.compile(r"\s+--(?:hash|config-settings|global-option|install-option)(?:=|\s).*$")
+_PER_REQUIREMENT = lazy_pattern(r"\s+--(?:hash|config-settings|global-option|install-option)(?:=|\s).*$")
 _SELF = {".", "./", "file:.", "file:./"}
 # PyPI's own simple index, which requirements files of AI Platform's samples name beside `-e .`: the image's
 # installer uses it anyway, so the option says nothing (pypi.python.org redirects to pypi.org).
-_PYPI_INDEX = re.compile(r"https?://pypi\.(?:python\.)?org/simple/?", re.ASCII | re.IGNORECASE)
-_SELF_EXTRAS = re.compile(r"(?:file:)?\./?\[[^\]]*\]")
+_PYPI_INDEX = lazy_pattern(r"https?://pypi\.(?:python\.)?org/simple/?", re.ASCII | re.IGNORECASE)
+_SELF_EXTRAS = lazy_pattern(r"(?:file:)?\./?\[[^\]]*\]")
 MAX_REQUIREMENT = 4096  # characters of one requirement line; longer is not a requirement (URLs with hashes fit)
 
 
@@ -129,7 +130,7 @@ def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
     return _RequirementsFile(tuple(lines), tuple(options), installs_self, included, hashed)
 
 
-_ONE_MEANING = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._ -]*\])?)\s*(=>|=<|=)\s*([0-9][A-Za-z0-9.*+!_-]*)",
+_ONE_MEANING = lazy_pattern(r"([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._ -]*\])?)\s*(=>|=<|=)\s*([0-9][A-Za-z0-9.*+!_-]*)",
                           re.ASCII)
 _OPERATOR = {"=": "==", "=>": ">=", "=<": "<="}
 
@@ -375,11 +376,11 @@ def _locked_with(directory: Path, lock: str, python: str, platform: str, chosen:
 
 # How a Dockerfile or script installs a lock's extras and groups: uv sync/pip and poetry install options, and pip's
 # `.[a,b]`. An --all-extras or an extra named in several builds that disagree is left to the config.
-_EXTRA_OPTION = re.compile(r"""(?:--extra[= ]|\s-E[= ]?|--extras[= ])(?:"([^"]+)"|'([^']+)'|([A-Za-z0-9][A-Za-z0-9._,-]*))""")
-_GROUP_OPTION = re.compile(r"(?:--group[= ]|--only-group[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")
-_POETRY_WITH = re.compile(r"(?:--with[= ]|--only[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")  # poetry's groups
-_INSTALL_SELF_EXTRAS = re.compile(r"""install\b[^\n]*?\s['"]?\.\[([A-Za-z0-9._, -]+)\]""")
-_INSTALLER = re.compile(r"\b(uv sync|uv pip install|uv export|poetry (?:install|export)|pip3? install)\b")
+_EXTRA_OPTION = lazy_pattern(r"""(?:--extra[= ]|\s-E[= ]?|--extras[= ])(?:"([^"]+)"|'([^']+)'|([A-Za-z0-9][A-Za-z0-9._,-]*))""")
+_GROUP_OPTION = lazy_pattern(r"(?:--group[= ]|--only-group[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")
+_POETRY_WITH = lazy_pattern(r"(?:--with[= ]|--only[= ])[\"']?([A-Za-z0-9][A-Za-z0-9._,-]*)[\"']?")  # poetry's groups
+_INSTALL_SELF_EXTRAS = lazy_pattern(r"""install\b[^\n]*?\s['"]?\.\[([A-Za-z0-9._, -]+)\]""")
+_INSTALLER = lazy_pattern(r"\b(uv sync|uv pip install|uv export|poetry (?:install|export)|pip3? install)\b")
 
 
 def installed_sets(directory: Path, lock: str, given: Given) -> InstalledSets:

@@ -17,6 +17,7 @@ from typing import Any
 from ..config import METRIC_TAG, field_name, load_raw, param_name, validate_keys
 from ..errors import ConfigError, show, shown_name
 from ..flags import job_flag_name
+from ..patterns import lazy_pattern
 from ..resources import read_data, resource_dir
 
 # Legacy machine names (AI Platform "legacy machine types") -> Compute Engine type and GPUs.
@@ -169,9 +170,9 @@ class _Converter:
         return self.gpus(machine, accelerator, count, field)
 
 
-_DOLLAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
-_BRACED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_DOLLAR = lazy_pattern(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
+_BRACED = lazy_pattern(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", re.ASCII)
+_NAME = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 
 def braced(value: Any) -> str | None:

@@ -21,6 +21,7 @@ from ..errors import ConfigError, ServiceError, show
 from ..errors import quoted as _clean  # the services' text on one line
 from ..google_api import SERVER_ERRORS, access_token, service_endpoint
 from ..google_api import default_credentials as default_credentials  # the API's job calls take it from here
+from ..patterns import lazy_pattern
 
 ENDPOINT_ENV = "BUILDKIT_PY_API_ENDPOINT"
 REQUEST_LABEL = "buildkit-py-request"  # the client-generated id of a create request
@@ -29,9 +30,9 @@ END_STATES = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", 
               "PIPELINE_STATE_CANCELLED")
 KINDS = ("customJobs", "hyperparameterTuningJobs", "trainingPipelines")
 RETRIES = 4  # a create or get is tried this many more times after a timeout, dropped connection or 5xx
-_NAME = re.compile(r"projects/([a-z0-9-]{1,30})/locations/([a-z0-9-]{1,40})/(customJobs|hyperparameterTuningJobs|"
+_NAME = lazy_pattern(r"projects/([a-z0-9-]{1,30})/locations/([a-z0-9-]{1,40})/(customJobs|hyperparameterTuningJobs|"
                    r"trainingPipelines)/([0-9A-Za-z_-]{1,64})", re.ASCII)
-_CAPACITY = re.compile(r"resources? (?:are |is )?(?:not |un)available|enough resources|stockout|capacity|quota|"
+_CAPACITY = lazy_pattern(r"resources? (?:are |is )?(?:not |un)available|enough resources|stockout|capacity|quota|"
                        r"ZONE_RESOURCE_POOL_EXHAUSTED", re.ASCII | re.IGNORECASE)
 
 
@@ -50,7 +51,7 @@ def parse_name(text: str, field: str = "NAME") -> tuple[str, str, str, str]:
     return match[1], match[2], match[3], match[4]
 
 
-_CONSOLE = re.compile(r"https://console\.cloud\.google\.com/(?:vertex-ai|agent-platform)/locations/([a-z0-9-]{1,40})/"
+_CONSOLE = lazy_pattern(r"https://console\.cloud\.google\.com/(?:vertex-ai|agent-platform)/locations/([a-z0-9-]{1,40})/"
                       r"training/([0-9A-Za-z_-]{1,64})(?:/[A-Za-z0-9_/-]*)?\?(?:[^#]*&)?project=([a-z0-9-]{1,30})(?:[&#].*)?",
                       re.ASCII)
 

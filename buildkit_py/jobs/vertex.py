@@ -20,6 +20,7 @@ from ..errors import ConfigError, ResolutionError, show
 from ..launcher import launchers
 from ..launcher.constants import AUTO_PROCESSES, EXPECT_GPUS_ENV, EXPECT_TPU_ENV, PROCESSES_ENV
 from ..matrix import Tpu, arch, load_machines, load_matrix
+from ..patterns import lazy_pattern
 from ..pipeline.plan import tpu_named
 from ..refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
 from ..resources import LAUNCHER_MODULE
@@ -413,8 +414,8 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
 
 
 # A variable named for a secret, with a value that is not a Secret Manager name nor a file's path.
-_SECRET_NAME = re.compile(r"(?i)(?:^|_)(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)(?:$|_)")
-_NOT_A_SECRET = re.compile(r"(?i)projects/[^/]+/secrets/.+|/.*|gs://.*|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|[0-9]+|true|false|")
+_SECRET_NAME = lazy_pattern(r"(?i)(?:^|_)(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)(?:$|_)")
+_NOT_A_SECRET = lazy_pattern(r"(?i)projects/[^/]+/secrets/.+|/.*|gs://.*|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|[0-9]+|true|false|")
 
 
 def _secret_notes(env: tuple[tuple[str, str], ...], args: tuple[str, ...]) -> list[str]:

@@ -23,6 +23,7 @@ from typing import BinaryIO
 
 from ..errors import ContextError, show, shown_name
 from ..fsutil import KEPT_FILE_BYTES, OUTPUT_MARKER, keep, keeping, kept, leads_outside
+from ..patterns import lazy_pattern
 
 HEAD_BYTES = 64 * 1024  # secrets are recognised by a prefix: a 50 GB dataset costs one small read
 # Datasets and checkpoints belong in a bucket the trainer reads at run time: in the image they are re-sent on
@@ -336,20 +337,20 @@ _NAMED_SECRETS = {
 _NAMED_PATHS = {".aws/credentials": "AWS credentials", ".docker/config.json": "docker credentials"}
 _KEY_SUFFIXES = frozenset({".pem", ".key", ".p12", ".pfx"})
 # A BEGIN line followed by key material (also inside a JSON string, where the line break is written "\n").
-_PEM_PRIVATE_KEY = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\[rn])*[A-Za-z0-9+/]{4}")
+_PEM_PRIVATE_KEY = lazy_pattern(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\[rn])*[A-Za-z0-9+/]{4}")
 _PUTTY_KEY = b"PuTTY-User-Key-File-"
-_GOOGLE_TYPE = re.compile(rb'"type"\s*:\s*"(service_account|authorized_user|external_account|'
+_GOOGLE_TYPE = lazy_pattern(rb'"type"\s*:\s*"(service_account|authorized_user|external_account|'
                           rb'external_account_authorized_user|impersonated_service_account|gdch_service_account)"')
-_GOOGLE_SECRET = re.compile(rb'"(?:private_key|refresh_token|client_secret)"\s*:\s*"[^"\s]')
+_GOOGLE_SECRET = lazy_pattern(rb'"(?:private_key|refresh_token|client_secret)"\s*:\s*"[^"\s]')
 _GOOGLE_REASONS = {b"service_account": "service-account key JSON",
                    b"authorized_user": "Google user credentials (refresh token)"}
-_DOCKER_AUTHS = re.compile(rb'"auths"\s*:\s*\{')
-_DOCKER_INLINE = re.compile(rb'"(?:auth|identitytoken|password)"\s*:\s*"[^"\s]')
+_DOCKER_AUTHS = lazy_pattern(rb'"auths"\s*:\s*\{')
+_DOCKER_INLINE = lazy_pattern(rb'"(?:auth|identitytoken|password)"\s*:\s*"[^"\s]')
 # In the lower-cased head, as aws_secret_access_key, AWS_SECRET_ACCESS_KEY (env) or SecretAccessKey (the
 # CLI's JSON) are written; the value is read from the original. A literal first keeps the search fast.
-_AWS_SECRET_NAMED = re.compile(rb"secret_?access_?key[\"']?\s*[=:]\s*[\"']?([a-z0-9/+]{40})(?![a-z0-9/+])")
-_AWS_KEY_ID = re.compile(rb"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")
-_AWS_SECRET_SHAPE = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_SECRET_NAMED = lazy_pattern(rb"secret_?access_?key[\"']?\s*[=:]\s*[\"']?([a-z0-9/+]{40})(?![a-z0-9/+])")
+_AWS_KEY_ID = lazy_pattern(rb"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")
+_AWS_SECRET_SHAPE = lazy_pattern(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 # Prefixed token formats; every one starts with a literal, so a search skips ahead as fast as `in` does.
 _TOKENS = (
     (re.compile(rb"gh[pousr]_[A-Za-z0-9]{36}(?![A-Za-z0-9_])"), "GitHub token"),
@@ -386,10 +387,10 @@ def _name_reason(rel: str) -> str | None:
 
 
 # pip.conf / pip.ini / requirements files: an index URL whose user-info carries a password.
-_PIP_INDEX_KEY = re.compile(rb"(?im)^\s*(?:index-url|extra-index-url|--index-url|--extra-index-url|-i)\b")
-_URL_CREDENTIALS = re.compile(rb"https?://[^\s/:@]+:[^\s/@]+@")
+_PIP_INDEX_KEY = lazy_pattern(rb"(?im)^\s*(?:index-url|extra-index-url|--index-url|--extra-index-url|-i)\b")
+_URL_CREDENTIALS = lazy_pattern(rb"https?://[^\s/:@]+:[^\s/@]+@")
 # A requirement by URL (PEP 508 `NAME @ URL`: a config's pip entry, setup.py, pyproject.toml) whose URL has credentials.
-_REQUIREMENT_CREDENTIALS = re.compile(rb"@\s*https?://[^\s/:@]+:[^\s/]+@")
+_REQUIREMENT_CREDENTIALS = lazy_pattern(rb"@\s*https?://[^\s/:@]+:[^\s/]+@")
 
 
 def _content_reason(path: Path, missing_ok: bool = False) -> str | None:

@@ -35,6 +35,7 @@ from ..dockerfile_text import exec_form, instructions
 from ..errors import OutputError, RegistryError, show
 from ..fsutil import cache_dir, in_background, write_atomic
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
+from ..patterns import lazy_pattern
 from ..progress import Reporter
 from ..refs import ImageRef
 from ..registry import (
@@ -278,7 +279,7 @@ def _json_body(response, what: str, digest: str | None = None) -> dict:
     return json_object(body, f"the registry's {what}")
 
 
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
+_DIGEST = lazy_pattern(r"sha256:[0-9a-f]{64}", re.ASCII)
 
 
 def _kept_path(digest: str) -> Path | None:

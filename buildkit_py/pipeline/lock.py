@@ -30,6 +30,7 @@ from ..fsutil import consult, kept_text, read_text, read_whole, write_atomic, wr
 from ..indexes import without_credentials
 from ..matrix import UNRECORDED
 from ..notebook import HtmlRepr
+from ..patterns import lazy_pattern
 from ..refs import parse_ref
 from .plan import Plan, PlanLock
 from .render import dockerfile_templates_digest
@@ -44,10 +45,10 @@ STALE_LOCK = f"{LOCK_NAME} is stale"  # the start of the plan's note a build sho
 LOCKED_REQUIREMENTS = ".buildkit-py/locked-requirements.txt"  # its place in the build context
 # The wheels uv may pick for an image: the platform's architecture, and the base's glibc (Plan.glibc) as the manylinux tag.
 _PYTHON_PLATFORMS = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
-_HASH = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
-_PYTHON = re.compile(r"3\.[0-9]{1,2}", re.ASCII)
-_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?", re.ASCII)
-_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)
+_HASH = lazy_pattern(r"sha256:[0-9a-f]{64}", re.ASCII)
+_PYTHON = lazy_pattern(r"3\.[0-9]{1,2}", re.ASCII)
+_NAME = lazy_pattern(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?", re.ASCII)
+_VERSION = lazy_pattern(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)
 UV_TIMEOUT = 900  # seconds: a cold resolve of torch with CUDA wheels downloads no wheel, yet reads large pages
 
 
@@ -573,7 +574,7 @@ def _compile(config: Config, plan: Plan, platform: str, work: Path, *, hashes: b
     return done, tuple(dict.fromkeys(indexes))
 
 
-_INPUT_PLACE = re.compile(r"(?:in )?`(in\.txt|constraints\.txt)` at (line|position) ([0-9]+)")
+_INPUT_PLACE = lazy_pattern(r"(?:in )?`(in\.txt|constraints\.txt)` at (line|position) ([0-9]+)")
 
 
 def _users_lines(stderr: str, written: dict[str, list[tuple[str, str]]]) -> str:

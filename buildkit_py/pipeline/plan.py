@@ -57,6 +57,7 @@ from ..matrix import (
     version_key,
 )
 from ..notebook import HtmlRepr
+from ..patterns import lazy_pattern
 from ..refs import parse_ref
 from ..resources import LAUNCHER_MODULE
 from ..version import __version__
@@ -755,7 +756,7 @@ def _entry(config: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 # A GPU build named on a TPU: a CUDA wheel variant, a CUDA extra, or CUDA libraries from PyPI.
-_CUDA_BUILD = re.compile(r".*(?:\+cu[0-9]+|\[[^\]]*(?:cuda|and-cuda)[^\]]*\]).*|(?:jax-cuda|nvidia-).*", re.ASCII | re.IGNORECASE)
+_CUDA_BUILD = lazy_pattern(r".*(?:\+cu[0-9]+|\[[^\]]*(?:cuda|and-cuda)[^\]]*\]).*|(?:jax-cuda|nvidia-).*", re.ASCII | re.IGNORECASE)
 
 
 def tpu_releases(fw: Framework, tpu: Tpu) -> list[str]:
@@ -974,7 +975,7 @@ class _Libraries:
     notes: tuple[str, ...] = ()
 
 
-_UBUNTU_TAG = re.compile(r"ubuntu([0-9]{2}\.[0-9]{2})", re.ASCII)
+_UBUNTU_TAG = lazy_pattern(r"ubuntu([0-9]{2}\.[0-9]{2})", re.ASCII)
 
 
 def _wheel_libraries(config: Config, requirements: _Requirements, fw: Framework | None, version: str | None,

@@ -23,6 +23,7 @@ from ..config import Config, FrameworkRequest
 from ..errors import ConfigError, OutputError, ResolutionError, show
 from ..fsutil import cache_dir, read_whole, write_atomic
 from ..matrix import version_key
+from ..patterns import lazy_pattern
 from ..requirements_file import requirement_name, resolver_input
 from .lock import platform_of
 from .plan import Plan, make_plan
@@ -30,7 +31,7 @@ from .plan import Plan, make_plan
 OFFLINE_ENV = "BUILDKIT_PY_OFFLINE"
 CHECK_TIMEOUT = 600  # seconds: a cold resolve of a CUDA framework reads large index pages
 PROBE_SECONDS = 0.5  # for any index to take a connection: a loopback or LAN one answers in milliseconds
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.ASCII)
+_PIN = lazy_pattern(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.ASCII)
 # What uv says when no index answered: nothing was checked, which is not the requirements' fault.
 _UNREACHABLE = ("error sending request", "dns error", "failed to lookup address", "Connection refused",
                 "connection refused", "Network is unreachable", "operation timed out", "Could not connect",
