@@ -31,7 +31,7 @@ MAX_FILES = 200  # files of each kind read
 MAX_BYTES = 1 << 20  # of each
 MAX_FOLLOW = 4  # scripts followed inside scripts
 MAX_COMMAND_BYTES = 8192  # a kept command as JSON: half of what the image's ENTRYPOINT line may hold, for its args
-WORKDIR = "/app"  # where the generated image lays the trainer directory out (pipeline/plan.py's WORKDIR)
+WORKDIR = "/app"  # where the generated image lays the trainer directory out (pipeline/plan/model.py's WORKDIR)
 # Dockerfile-like names: Dockerfile, Dockerfile.gpu, trainer.dockerfile, train.Dockerfile, Containerfile.
 _DOCKERFILE = lazy_pattern(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
 DOCKERFILE_FOLDERS = ("", "docker", "dockerfiles", "dockerfile", "trainer", "training", "train", "container", "containers",

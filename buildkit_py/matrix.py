@@ -1,7 +1,7 @@
 """The version tables of base_images/, loaded into frozen objects and checked once, plus the
 user's overlay that `buildkit-py matrix refresh` writes from the package index's metadata.
 
-This module only reads and indexes the data; choosing among it is pipeline/plan.py's job.
+This module only reads and indexes the data; choosing among it is the pipeline/plan package's job.
 """
 
 from __future__ import annotations

@@ -1,0 +1,231 @@
+"""The nvidia/cuda base of a GPU image: the CUDA release and flavour whose cuDNN and kernels fit the framework
+and the accelerator; and the check of a built plan against a job's accelerator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...config import Config
+from ...errors import ResolutionError
+from ...launcher.gpu import arch_supports
+from ...matrix import (
+    ARM64,
+    Accelerator,
+    CudaRelease,
+    Framework,
+    FrameworkSeries,
+    Matrix,
+    arch,
+    load_matrix,
+    minor,
+    version_key,
+)
+from ...refs import parse_ref
+from .choice import accelerator_named, has_cudnn, instead_of, or_list, tpu_named
+from .model import Plan, PythonSetup
+
+
+def _fits(series: FrameworkSeries, cuda: str, accelerator: Accelerator) -> bool | None:
+    """Does this CUDA variant's build have kernels for the accelerator? None: not recorded."""
+    archs = series.archs_for(cuda)
+    return None if archs is None else arch_supports(archs, accelerator.capability) is not None
+
+
+def newest_fitting(fw: Framework, accelerator: Accelerator, tagged: set[str],
+                   platform: str | None = None) -> tuple[str, str] | None:
+    """The newest release of the framework with a CUDA variant (for the platform) that has kernels for the
+    accelerator, and that variant: (release, cuda minor)."""
+    for series in sorted(fw.series, key=lambda s: version_key(s.series), reverse=True):
+        for release in sorted(series.releases, key=version_key, reverse=True):
+            applied = series.for_release(release).for_platform(platform)
+            fitting = [c for c in applied.cuda if c in tagged and _fits(applied, c, accelerator)]
+            if fitting:
+                stable = [c for c in fitting if c not in applied.experimental_cuda] or fitting
+                return release, (applied.default_cuda if applied.default_cuda in stable else stable[-1])
+    return None
+
+
+def no_kernels(fw: Framework, series: FrameworkSeries, version: str, accelerator: Accelerator,
+                tagged: dict[str, CudaRelease], checked: list[str], platform: str | None = None) -> ResolutionError:
+    who = f"{accelerator.name} ({accelerator.sm})"
+    fitting = [c for c in series.cuda if c in tagged and _fits(series, c, accelerator)]
+    builds = "; ".join(f"CUDA {c}: {', '.join(series.archs_for(c) or ('not recorded',))}" for c in checked)
+    if fitting:
+        return ResolutionError(f"cuda: {fw.name} {version}: use cuda {or_list(fitting)} for {who}; its build for "
+                               f"{builds} has no kernels for {accelerator.sm}")
+    other = newest_fitting(fw, accelerator, set(tagged), platform)
+    hint = (f"{fw.name} {other[0]} with cuda {other[1]} has them" if other
+            else f"no {fw.name} release in the data has them")
+    return ResolutionError(f"accelerator: {fw.name} {version} has no build with kernels for {who} (its builds: "
+                           f"{builds}); {hint} (buildkit-py versions {fw.name} --accelerator {accelerator.name})")
+
+
+def tagged_releases(matrix: Matrix, platform: str | None) -> dict[str, CudaRelease]:
+    """The nvidia/cuda releases by CUDA minor that have an image for the platform (arm64: from cuda.yaml's
+    arm64_from)."""
+    first = matrix.cuda_arm64_from if arch(platform) == ARM64 else None
+    return {r.minor: r for r in matrix.cuda if first is None or version_key(r.cuda) >= version_key(first)}
+
+
+@dataclass(frozen=True)
+class _GpuBase:
+    release: CudaRelease
+    flavor: str
+    bundled: bool  # the framework's wheels bring the CUDA libraries
+    archs: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, series: FrameworkSeries | None,
+              version: str | None, accelerator: Accelerator | None, platform: str | None) -> _GpuBase:
+    """The nvidia/cuda release and flavour: the framework's stable default CUDA (or the one asked
+    for) among those with a tag, a fitting cuDNN when the framework loads the system's, and kernels
+    for the accelerator; the flavour that ships each CUDA library once."""
+    asked = config.cuda_flavor or "auto"
+    spec = series.install if series else None
+    # TensorFlow's wheel without [and-cuda] loads the system CUDA: cudnn-runtime asks for that.
+    bundled = bool(spec and spec.bundles_cuda and not (asked == "cudnn-runtime" and spec.extra_optional))
+    system_libs = fw is not None and not bundled
+    notes: list[str] = []
+    if asked in ("base", "runtime") and system_libs:
+        raise ResolutionError(f"cuda_flavor: {label} loads the system CUDA libraries and cuDNN, which a -{asked}- "
+                              "image does not have; use cudnn-runtime or devel (or auto)")
+    if asked == "auto":
+        flavor = spec.system_cuda if bundled and spec else "cudnn-runtime"
+    elif asked == "devel":
+        flavor = "devel" if bundled else "cudnn-devel"
+    else:
+        flavor = asked
+    if bundled and spec and flavor in ("runtime", "cudnn-runtime") and flavor != spec.system_cuda:
+        what = "the CUDA libraries and cuDNN are" if flavor == "cudnn-runtime" else "the CUDA math libraries and NCCL are"
+        notes.append(f"cuda_flavor {flavor}: {what} shipped twice, in the base image and in {label}'s nvidia-* wheels "
+                     "(cuda_flavor auto avoids it)")
+
+    tagged = tagged_releases(matrix, platform)
+    wheels = list(series.cuda) if series else list(tagged)
+    if series and not wheels:
+        raise ResolutionError(f"gpu: {label} has no CUDA build; set gpu: false")
+    gone = [c for c in wheels if c in matrix.deleted_cuda and c not in tagged]
+
+    def deleted(cudas: list[str]) -> ResolutionError:
+        instead = instead_of(matrix, fw, series, version, gpu=True) if fw and series and version else ""
+        return ResolutionError(
+            f"cuda: {label} needs {matrix.cuda_repository} {', '.join(cudas)}, whose tags NVIDIA deleted from Docker Hub "
+            f"({matrix.deleted_cuda[cudas[0]]}; base_images/cuda.yaml); {instead or 'choose another cuda'}; or set "
+            "base_image to an image of your own with that CUDA")
+    if config.cuda:
+        wanted = minor(config.cuda)
+        if wanted not in wheels:
+            raise ResolutionError(
+                f"cuda: {label} has CUDA wheels for {', '.join(wheels)}; cuda {config.cuda} is not among them"
+            )
+        if wanted in gone:
+            raise deleted([wanted])
+        release = tagged.get(wanted)
+        if release is None or (config.cuda != wanted and release.cuda != config.cuda):
+            known = ", ".join(r.cuda for r in matrix.cuda)
+            raise ResolutionError(f"cuda: no {matrix.cuda_repository} tag for CUDA {config.cuda}; known: {known}")
+        candidates = [release]
+    else:
+        candidates = [tagged[c] for c in wheels if c in tagged]
+    fw_needs = series.cudnn if series and system_libs else None
+    if fw_needs:
+        candidates = [r for r in candidates if has_cudnn(r, fw_needs)]
+    if not candidates and gone and fw:
+        raise deleted(gone)
+    if not candidates:
+        extra = f" with cuDNN {fw_needs}.x" if fw_needs else ""
+        hint = (f"; cuda_flavor auto installs its [{spec.gpu_extra}] wheels instead"
+                if spec and spec.extra_optional and spec.bundles_cuda else "")
+        raise ResolutionError(
+            f"cuda: no {matrix.cuda_repository} runtime tag{extra} matches {label} "
+            f"(its wheels: CUDA {', '.join(wheels)}){hint}; set base_image to choose one yourself"
+        )
+    if accelerator and series and fw and version:
+        fitting = [r for r in candidates if _fits(series, r.minor, accelerator) is not False]
+        if not fitting:
+            raise no_kernels(fw, series, version, accelerator, tagged, [r.minor for r in candidates], platform)
+        candidates = fitting
+    if config.cuda:
+        release = candidates[0]
+    else:
+        experimental = series.experimental_cuda if series else ()
+        stable = [r for r in candidates if r.minor not in experimental] or candidates
+        default = next((r for r in stable if series and r.minor == series.default_cuda), None)
+        release = default or max(stable, key=lambda r: version_key(r.cuda))
+    if series and release.minor in series.experimental_cuda:
+        notes.append(f"CUDA {release.minor} is an experimental build of {label}")
+    if series and not config.cuda and series.default_cuda in gone and release.minor != series.default_cuda:
+        notes.append(f"{label}'s default build (CUDA {series.default_cuda}, the one PyPI serves) has no "
+                     f"{matrix.cuda_repository} base any more (NVIDIA deleted its tags: base_images/cuda.yaml); "
+                     f"its CUDA {release.minor} build is used")
+    archs = series.archs_for(release.minor) if series and fw else None
+    if fw and archs is None:
+        notes.append(f"the GPU architectures of {label} with CUDA {release.minor} are not recorded: the launcher "
+                     "cannot check them" + (f", and {accelerator.name} is not checked" if accelerator else ""))
+    return _GpuBase(release, flavor, bundled, archs or (), tuple(notes))
+
+
+def ubuntu_with_python(matrix: Matrix, ubuntus: tuple[str, ...], python: str, mirror: str | None) -> tuple[str, PythonSetup]:
+    """Newest Ubuntu of the tag whose own archive has the Python; else the newest, with uv."""
+    with_apt = [u for u in ubuntus if python in matrix.distros.ubuntu_apt.get(u, ())]
+    if with_apt:
+        ubuntu = max(with_apt, key=version_key)
+        return ubuntu, PythonSetup(python, "apt", apt_packages=(f"python{python}", f"python{python}-venv"))
+    ubuntu = max(ubuntus, key=version_key)
+    return ubuntu, PythonSetup(python, "uv", uv_requirement=matrix.tools.uv_requirement, mirror=mirror)
+
+
+def wheel_cudnn(series: FrameworkSeries, cuda: str | None) -> str | None:
+    """The cuDNN of the framework's wheel for this CUDA: the data records the default wheel's."""
+    if cuda and series.default_cuda and minor(cuda) != series.default_cuda:
+        return None
+    return series.cudnn
+
+
+def check_accelerator(plan: Plan, accelerator: str, matrix: Matrix | None = None) -> tuple[str, ...]:
+    """Can an image of this plan use the accelerator? For job specs, before submission: raises
+    ResolutionError (exit 2) when it cannot; returns notes when it cannot be told (the build's
+    architectures are not recorded). A TPU job needs an image resolved for that TPU."""
+    matrix = matrix or load_matrix()
+    fw = plan.framework
+    name = f"{fw.name}=={fw.version}" if fw else "the image"
+    tpu = tpu_named(matrix, accelerator)
+    if tpu is not None or plan.tpu:
+        if plan.tpu == accelerator:
+            return ()
+        built = f"is built for {plan.tpu}" if plan.tpu else f"has no TPU build ({'a GPU' if plan.gpu else 'a CPU'} image)"
+        hint = f" (buildkit-py versions {fw.name} --accelerator {accelerator})" if fw else ""
+        raise ResolutionError(f"accelerator: the job runs on {accelerator}, but {name} {built}: resolve the image for it "
+                              f"(accelerator: {accelerator}){hint}")
+    found = accelerator_named(matrix, accelerator)
+    who = f"{found.name} ({found.sm})"
+    if not plan.gpu:
+        raise ResolutionError(f"accelerator: {who} was given, but {name} is built for CPU (gpu: false)")
+    if not plan.cuda_archs:
+        return (f"the GPU architectures of {name} are not recorded; {who} is not checked",)
+    if arch_supports(plan.cuda_archs, found.capability) is None:
+        hint = f" (buildkit-py versions {fw.name} --accelerator {found.name})" if fw else ""
+        raise ResolutionError(f"accelerator: {name} with CUDA {plan.cuda} carries {', '.join(plan.cuda_archs)}: no "
+                              f"kernels for {who}; resolve the image for it (accelerator: {found.name}){hint}")
+    return ()
+
+
+def custom_base_cuda(config: Config, label: str, series: FrameworkSeries | None) -> str | None:
+    """The CUDA a custom base carries: `cuda`, else an nvidia/cuda tag's version; it picks the
+    framework's wheel, so it must be one the framework has wheels for."""
+    ref = parse_ref(config.base_image, field="base_image")
+    cuda = config.cuda
+    if cuda is None and ref.path == "nvidia/cuda" and ref.tag:
+        head = ref.tag.split("-", 1)[0]
+        if head.replace(".", "").isdigit():
+            cuda = head
+    if series is None:
+        return cuda
+    if cuda is None:
+        return series.default_cuda or (series.cuda[-1] if series.cuda else None)
+    if minor(cuda) not in series.cuda:
+        raise ResolutionError(
+            f"cuda: {label} has CUDA wheels for {', '.join(series.cuda)}; the base's CUDA {cuda} is not among them"
+        )
+    return cuda
