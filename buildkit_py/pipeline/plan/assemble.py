@@ -23,13 +23,13 @@ from ...indexes import (
 from ...matrix import (
     AMD64,
     Framework,
-    FrameworkSeries,
     Matrix,
     minor,
     version_key,
 )
 from ...patterns import lazy_pattern
 from ...resources import LAUNCHER_MODULE
+from .choice import Release
 from .cuda import wheel_cudnn
 from .model import WORKDIR, FrameworkInstall, Plan
 
@@ -37,8 +37,12 @@ if TYPE_CHECKING:
     from ...lockfiles import Exported
 
 
-def framework_install(fw: Framework, series: FrameworkSeries, version: str, gpu: bool, cuda: str | None,
-             bundled: bool, mirror: str | None, within: str | None) -> FrameworkInstall:
+def framework_install(config: Config, release: Release, gpu: bool, cuda: str | None, bundled: bool) -> FrameworkInstall:
+    """What installs the release: its requirement (the CUDA variant and extra), its index (framework_index_url, a
+    mirror, stands only for an index the build has), and the range the resolution may move it in."""
+    fw, series, version = release.fw, release.series, release.version
+    mirror = config.framework_index_url
+    within = config.framework.within if config.framework.chosen else None
     spec = series.install
     fields = {}
     if cuda:
@@ -94,12 +98,27 @@ def _entry(config: Config) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return launcher + ("python", f"{WORKDIR}/{trainer.script}"), trainer.args
 
 
-def assembled(config: Config, matrix: Matrix, *, python_version: str, fw: Framework | None, version: str | None,
-               ubuntu: str | None, base: str, notes: list[str], extra_pip: tuple[str, ...], platform: str | None,
-               said_first: tuple[str, ...] = (), **specific: object) -> Plan:
+@dataclass(frozen=True)
+class Chosen:
+    """What the TPU or the standard path chose that the common part of every plan reads."""
+
+    python: str  # "3.11"
+    fw: Framework | None
+    version: str | None
+    ubuntu: str | None
+    base: str
+    platform: str | None
+    notes: tuple[str, ...] = ()
+    extra_pip: tuple[str, ...] = ()  # what the release needs beside it (a companion, PyTorch/XLA)
+    said: tuple[str, ...] = ()  # said first by every build of the plan (what is installed instead of what was asked)
+
+
+def assembled(config: Config, matrix: Matrix, chosen: Chosen, **specific: object) -> Plan:
     """The one Plan constructor: what the trainer's files and the config's own keys give every plan (entry point,
     requirements, indexes, the system libraries its wheels load, what every build says), with what the TPU or the
-    standard plan resolved for its base (`specific`)."""
+    standard plan chose (CHOSEN, and the Plan's fields it alone sets: `specific`)."""
+    python_version, fw, version, ubuntu, base = chosen.python, chosen.fw, chosen.version, chosen.ubuntu, chosen.base
+    platform, notes, extra_pip, said_first = chosen.platform, chosen.notes, chosen.extra_pip, chosen.said
     entrypoint, cmd = _entry(config)
     requirements = _requirements_file(config, python_version, platform)
     google_indexes = _google_indexes(config, requirements)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
@@ -263,6 +263,71 @@ def instead_of(matrix: Matrix, fw: Framework, series: FrameworkSeries, version: 
     if series.advice:
         hints.append(series.advice)
     return "; ".join(hints) + f" (buildkit-py versions {fw.name})"
+
+
+@dataclass(frozen=True)
+class Release:
+    """The framework release the image installs, once the GPU build, the platform and the Python line have moved
+    what the config asked for; the platform it is built for."""
+
+    fw: Framework | None
+    series: FrameworkSeries | None
+    version: str | None
+    label: str  # how messages name it: "torch==2.5.1", "... on a GPU (...)", "framework none"
+    platform: str | None
+    said: tuple[str, ...] = ()  # what is installed instead of what was asked: every build of the plan says it
+    notes: tuple[str, ...] = ()
+
+    @property
+    def known(self) -> bool:
+        """A release of the data with its series (not none, not a nightly): what the version rules apply to."""
+        return bool(self.fw and self.series and self.version != "nightly")
+
+
+def release_for(matrix: Matrix, config: Config, resolved: tuple[Framework, FrameworkSeries, str] | None,
+                accelerator: Accelerator | None, gpu: bool) -> Release:
+    """The release asked for (RESOLVED: chosen_framework's), moved where the image cannot have it: to the
+    framework's GPU build, to its arm64 build, or (on a CPU) to the last release of its line whose wheels an image's
+    Python can run."""
+    fw, series, version = resolved if resolved else (None, None, None)
+    label = f"{fw.name}=={version}" if fw else "framework none"
+    said: list[str] = []
+    build = fw.gpu_series(series) if gpu and fw and series and version != "nightly" else None
+    if build is not None:
+        said.append(gpu_build_note(fw, series, version, build))
+        series, version = build, build.releases[0]
+        label = f"{label} on a GPU ({build.install.package}=={version})"
+    platform = platform_of(config, accelerator)
+    notes: tuple[str, ...] = ()
+    if arch(platform) == ARM64:
+        why = why_platform(config, platform, accelerator)
+        if gpu and fw and series:
+            series = arm64_gpu_series(fw, series, version, label, why)
+            label = f"{label} for {ARM64}"
+        elif not gpu:
+            notes = arm64_cpu_notes(fw, version, label, why)
+    if gpu and not config.base_image and platform and arch(platform) not in matrix.cuda_platforms:
+        raise ResolutionError(f"{why_platform(config, platform, accelerator)}: {matrix.cuda_repository} images are "
+                              f"built for {', '.join(matrix.cuda_platforms)} (base_images/cuda.yaml); use one of them, "
+                              "or base_image for another")
+    if fw and series and version != "nightly" and not usable_python(matrix, series) and not gpu:
+        # The CPU image as the GPU one: the last release of the line with wheels for a Python an image can have
+        # (TensorFlow 1.8 runs as the official 1.15 on Python 3.7, where the GPU image takes NVIDIA's 1.15).
+        line = line_release(matrix, fw, series, version)
+        if line is not None:
+            moved_series, moved = line
+            said.append(f"{fw.name}=={version}: {fw.name}=={moved} (Python {', '.join(moved_series.python)}) is "
+                        f"installed instead, since {fw.name} {series.series}'s wheels are for Python "
+                        f"{', '.join(series.python)}, which no image can have; {fw.name} {moved_series.series} is "
+                        f"the last {moved_series.series.split('.')[0]}.x series, and code written for "
+                        f"{series.series} runs on it")
+            series, version, label = moved_series, moved, f"{fw.name}=={moved}"
+    if fw and series and version != "nightly" and not usable_python(matrix, series):
+        raise ResolutionError(
+            f"framework: {label} has wheels only for Python {', '.join(series.python)} on the package index, and "
+            f"buildkit-py images need Python >= {matrix.distros.min_python} (the launcher); "
+            + instead_of(matrix, fw, series, version, gpu))
+    return Release(fw, series, version, label, platform, tuple(said), notes)
 
 
 def chosen_python(matrix: Matrix, config: Config, label: str, series: FrameworkSeries | None) -> str:

@@ -21,7 +21,7 @@ from ...matrix import (
     version_key,
 )
 from ...refs import parse_ref
-from .choice import accelerator_named, has_cudnn, instead_of, or_list, tpu_named
+from .choice import Release, accelerator_named, has_cudnn, instead_of, or_list, tpu_named
 from .model import Plan, PythonSetup
 
 
@@ -68,7 +68,9 @@ def tagged_releases(matrix: Matrix, platform: str | None) -> dict[str, CudaRelea
 
 
 @dataclass(frozen=True)
-class _GpuBase:
+class GpuBase:
+    """The nvidia/cuda release and flavour of a GPU image, with what they bring."""
+
     release: CudaRelease
     flavor: str
     bundled: bool  # the framework's wheels bring the CUDA libraries
@@ -76,20 +78,57 @@ class _GpuBase:
     notes: tuple[str, ...]
 
 
-def gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, series: FrameworkSeries | None,
-              version: str | None, accelerator: Accelerator | None, platform: str | None) -> _GpuBase:
+@dataclass(frozen=True)
+class _Flavor:
+    flavor: str
+    bundled: bool
+    notes: tuple[str, ...] = ()
+
+
+def gpu_base(matrix: Matrix, config: Config, release: Release, accelerator: Accelerator | None) -> GpuBase:
     """The nvidia/cuda release and flavour: the framework's stable default CUDA (or the one asked
     for) among those with a tag, a fitting cuDNN when the framework loads the system's, and kernels
     for the accelerator; the flavour that ships each CUDA library once."""
+    fw, series, label = release.fw, release.series, release.label
+    flavor = _flavor(config, release)
+    tagged = tagged_releases(matrix, release.platform)
+    wheels = list(series.cuda) if series else list(tagged)
+    if series and not wheels:
+        raise ResolutionError(f"gpu: {label} has no CUDA build; set gpu: false")
+    tags = _Tags(tagged, wheels, [c for c in wheels if c in matrix.deleted_cuda and c not in tagged])
+    candidates = _candidates(matrix, config, release, flavor, accelerator, tags)
+    gone = tags.gone
+    notes = list(flavor.notes)
+    if config.cuda:
+        chosen = candidates[0]
+    else:
+        experimental = series.experimental_cuda if series else ()
+        stable = [r for r in candidates if r.minor not in experimental] or candidates
+        default = next((r for r in stable if series and r.minor == series.default_cuda), None)
+        chosen = default or max(stable, key=lambda r: version_key(r.cuda))
+    if series and chosen.minor in series.experimental_cuda:
+        notes.append(f"CUDA {chosen.minor} is an experimental build of {label}")
+    if series and not config.cuda and series.default_cuda in gone and chosen.minor != series.default_cuda:
+        notes.append(f"{label}'s default build (CUDA {series.default_cuda}, the one PyPI serves) has no "
+                     f"{matrix.cuda_repository} base any more (NVIDIA deleted its tags: base_images/cuda.yaml); "
+                     f"its CUDA {chosen.minor} build is used")
+    archs = series.archs_for(chosen.minor) if series and fw else None
+    if fw and archs is None:
+        notes.append(f"the GPU architectures of {label} with CUDA {chosen.minor} are not recorded: the launcher "
+                     "cannot check them" + (f", and {accelerator.name} is not checked" if accelerator else ""))
+    return GpuBase(chosen, flavor.flavor, flavor.bundled, archs or (), tuple(notes))
+
+
+def _flavor(config: Config, release: Release) -> _Flavor:
+    """The flavour asked for (cuda_flavor), or the one that ships each CUDA library once: the framework's wheels
+    bring them, or it loads the system's."""
     asked = config.cuda_flavor or "auto"
-    spec = series.install if series else None
+    spec = release.series.install if release.series else None
     # TensorFlow's wheel without [and-cuda] loads the system CUDA: cudnn-runtime asks for that.
     bundled = bool(spec and spec.bundles_cuda and not (asked == "cudnn-runtime" and spec.extra_optional))
-    system_libs = fw is not None and not bundled
-    notes: list[str] = []
-    if asked in ("base", "runtime") and system_libs:
-        raise ResolutionError(f"cuda_flavor: {label} loads the system CUDA libraries and cuDNN, which a -{asked}- "
-                              "image does not have; use cudnn-runtime or devel (or auto)")
+    if asked in ("base", "runtime") and release.fw is not None and not bundled:
+        raise ResolutionError(f"cuda_flavor: {release.label} loads the system CUDA libraries and cuDNN, which a "
+                              f"-{asked}- image does not have; use cudnn-runtime or devel (or auto)")
     if asked == "auto":
         flavor = spec.system_cuda if bundled and spec else "cudnn-runtime"
     elif asked == "devel":
@@ -98,14 +137,24 @@ def gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, s
         flavor = asked
     if bundled and spec and flavor in ("runtime", "cudnn-runtime") and flavor != spec.system_cuda:
         what = "the CUDA libraries and cuDNN are" if flavor == "cudnn-runtime" else "the CUDA math libraries and NCCL are"
-        notes.append(f"cuda_flavor {flavor}: {what} shipped twice, in the base image and in {label}'s nvidia-* wheels "
-                     "(cuda_flavor auto avoids it)")
+        return _Flavor(flavor, bundled, (f"cuda_flavor {flavor}: {what} shipped twice, in the base image and in "
+                                         f"{release.label}'s nvidia-* wheels (cuda_flavor auto avoids it)",))
+    return _Flavor(flavor, bundled)
 
-    tagged = tagged_releases(matrix, platform)
-    wheels = list(series.cuda) if series else list(tagged)
-    if series and not wheels:
-        raise ResolutionError(f"gpu: {label} has no CUDA build; set gpu: false")
-    gone = [c for c in wheels if c in matrix.deleted_cuda and c not in tagged]
+
+@dataclass(frozen=True)
+class _Tags:
+    tagged: dict[str, CudaRelease]  # the releases with an nvidia/cuda tag for the platform, by CUDA minor
+    wheels: list[str]  # the CUDA minors the framework has wheels for (every tagged one without a framework)
+    gone: list[str]  # those whose tags NVIDIA deleted
+
+
+def _candidates(matrix: Matrix, config: Config, release: Release, flavor: _Flavor, accelerator: Accelerator | None,
+                tags: _Tags) -> list[CudaRelease]:
+    """The tagged releases the image may start from: the CUDA asked for, else every one the framework has wheels
+    for; with the cuDNN a framework that loads the system's needs, and kernels for the accelerator."""
+    fw, series, version, label = release.fw, release.series, release.version, release.label
+    tagged, wheels, gone = tags.tagged, tags.wheels, tags.gone
 
     def deleted(cudas: list[str]) -> ResolutionError:
         instead = instead_of(matrix, fw, series, version, gpu=True) if fw and series and version else ""
@@ -117,53 +166,35 @@ def gpu_base(matrix: Matrix, config: Config, label: str, fw: Framework | None, s
         wanted = minor(config.cuda)
         if wanted not in wheels:
             raise ResolutionError(
-                f"cuda: {label} has CUDA wheels for {', '.join(wheels)}; cuda {config.cuda} is not among them"
-            )
+                f"cuda: {label} has CUDA wheels for {', '.join(wheels)}; cuda {config.cuda} is not among them")
         if wanted in gone:
             raise deleted([wanted])
-        release = tagged.get(wanted)
-        if release is None or (config.cuda != wanted and release.cuda != config.cuda):
+        found = tagged.get(wanted)
+        if found is None or (config.cuda != wanted and found.cuda != config.cuda):
             known = ", ".join(r.cuda for r in matrix.cuda)
             raise ResolutionError(f"cuda: no {matrix.cuda_repository} tag for CUDA {config.cuda}; known: {known}")
-        candidates = [release]
+        candidates = [found]
     else:
         candidates = [tagged[c] for c in wheels if c in tagged]
-    fw_needs = series.cudnn if series and system_libs else None
+    fw_needs = series.cudnn if series and fw is not None and not flavor.bundled else None
     if fw_needs:
         candidates = [r for r in candidates if has_cudnn(r, fw_needs)]
     if not candidates and gone and fw:
         raise deleted(gone)
     if not candidates:
+        spec = series.install if series else None
         extra = f" with cuDNN {fw_needs}.x" if fw_needs else ""
         hint = (f"; cuda_flavor auto installs its [{spec.gpu_extra}] wheels instead"
                 if spec and spec.extra_optional and spec.bundles_cuda else "")
         raise ResolutionError(
             f"cuda: no {matrix.cuda_repository} runtime tag{extra} matches {label} "
-            f"(its wheels: CUDA {', '.join(wheels)}){hint}; set base_image to choose one yourself"
-        )
+            f"(its wheels: CUDA {', '.join(wheels)}){hint}; set base_image to choose one yourself")
     if accelerator and series and fw and version:
         fitting = [r for r in candidates if _fits(series, r.minor, accelerator) is not False]
         if not fitting:
-            raise no_kernels(fw, series, version, accelerator, tagged, [r.minor for r in candidates], platform)
+            raise no_kernels(fw, series, version, accelerator, tagged, [r.minor for r in candidates], release.platform)
         candidates = fitting
-    if config.cuda:
-        release = candidates[0]
-    else:
-        experimental = series.experimental_cuda if series else ()
-        stable = [r for r in candidates if r.minor not in experimental] or candidates
-        default = next((r for r in stable if series and r.minor == series.default_cuda), None)
-        release = default or max(stable, key=lambda r: version_key(r.cuda))
-    if series and release.minor in series.experimental_cuda:
-        notes.append(f"CUDA {release.minor} is an experimental build of {label}")
-    if series and not config.cuda and series.default_cuda in gone and release.minor != series.default_cuda:
-        notes.append(f"{label}'s default build (CUDA {series.default_cuda}, the one PyPI serves) has no "
-                     f"{matrix.cuda_repository} base any more (NVIDIA deleted its tags: base_images/cuda.yaml); "
-                     f"its CUDA {release.minor} build is used")
-    archs = series.archs_for(release.minor) if series and fw else None
-    if fw and archs is None:
-        notes.append(f"the GPU architectures of {label} with CUDA {release.minor} are not recorded: the launcher "
-                     "cannot check them" + (f", and {accelerator.name} is not checked" if accelerator else ""))
-    return _GpuBase(release, flavor, bundled, archs or (), tuple(notes))
+    return candidates
 
 
 def ubuntu_with_python(matrix: Matrix, ubuntus: tuple[str, ...], python: str, mirror: str | None) -> tuple[str, PythonSetup]:

@@ -10,10 +10,11 @@ from ...matrix import (
     Framework,
     Matrix,
     Tpu,
+    TpuBuild,
     version_key,
 )
 from ...patterns import lazy_pattern
-from .assemble import assembled
+from .assemble import Chosen, assembled
 from .choice import chosen_framework, default_python
 from .model import VENV, FrameworkInstall, Plan, PythonSetup
 
@@ -34,19 +35,7 @@ def tpu_releases(fw: Framework, tpu: Tpu) -> list[str]:
 def tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
     """A TPU image: the Python base of the CPU path with the framework's TPU build; no CUDA."""
     who = f"{tpu.name} (TPU {tpu.generation})"
-    if config.gpu:
-        raise ResolutionError(f"gpu: true builds for a GPU, but accelerator {who} is a TPU: drop gpu (a TPU image has "
-                              "no CUDA)")
-    for key, value in (("cuda", config.cuda), ("cuda_flavor", config.cuda_flavor if config.cuda_flavor != "auto" else None)):
-        if value:
-            raise ResolutionError(f"{key}: {value} chooses a CUDA build, but accelerator {who} is a TPU: drop {key}")
-    if config.base_image:
-        raise ResolutionError(f"base_image: a TPU image starts from the Python base with the framework's TPU build; "
-                              f"drop base_image for {tpu.name}, or drop the accelerator to build on your base")
-    for package in config.pip:
-        if _CUDA_BUILD.fullmatch(package):
-            raise ResolutionError(f"pip: {show(package)} is a CUDA build, and accelerator {who} is a TPU: drop it "
-                                  "(the framework's TPU build is installed for you)")
+    _refuse_gpu_keys(config, tpu, who)
     fit = [name for name, f in sorted(matrix.frameworks.items()) if f.tpu]
     request = config.framework
     fw = None if request.is_none else matrix.framework(request.name)
@@ -82,26 +71,15 @@ def tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
     if build is None:
         raise ResolutionError(f"framework: {fw.name} {version} has no TPU build with libtpu from the package index "
                               f"(base_images/frameworks/{fw.source}); {listed}")
-    supported = [p for p in build.python if p in matrix.distros.cpu_python and
-                 ("python" not in tpu.min or version_key(p) >= version_key(tpu.min["python"]))]
     label = f"{fw.name}=={version} for {tpu.name}"
-    if config.python:
-        if config.python not in supported:
-            floor_py = f", and {tpu.generation} needs Python >= {tpu.min['python']}" if "python" in tpu.min else ""
-            raise ResolutionError(f"python: {config.python} is not supported by {label} (its TPU build has wheels for "
-                                  f"{', '.join(build.python)}{floor_py}); use {', '.join(supported) or 'another release'}")
-        python = config.python
-    elif not supported:
-        raise ResolutionError(f"python: {label} has no Python that TPU {tpu.generation} supports; {listed}")
-    else:
-        python = default_python(matrix, supported)
+    python = _tpu_python(matrix, config, tpu, build, label, listed)
     wheel_libtpu = f"{VENV}/lib/python{python}/site-packages/libtpu/libtpu.so"
-    notes = [f"Vertex AI's TPU page does not name {fw.name} for TPU {tpu.generation}: not documented, not refused"] \
-        if fw.name in tpu.undocumented else []
+    notes = (f"Vertex AI's TPU page does not name {fw.name} for TPU {tpu.generation}: not documented, not refused",) \
+        if fw.name in tpu.undocumented else ()
+    chosen = Chosen(python, fw, version, None, matrix.distros.cpu_image.format(python=python), config.platform, notes,
+                    (build.companion,) if build.companion else ())  # PyTorch/XLA resolves with torch, in one step
     return assembled(
-        config, matrix, python_version=python, fw=fw, version=version, ubuntu=None,
-        base=matrix.distros.cpu_image.format(python=python), notes=notes,
-        extra_pip=(build.companion,) if build.companion else (),  # PyTorch/XLA resolves with torch, in one step
+        config, matrix, chosen,
         base_kind="tpu",
         template="tpu.Dockerfile.j2",
         gpu=False,
@@ -118,5 +96,37 @@ def tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
         tpu_runtime="/lib/libtpu.so" if build.system_libtpu else wheel_libtpu,
         tpu_companion=build.companion,
         tpu_link=wheel_libtpu if build.system_libtpu else None,
-        platform=config.platform,
     )
+
+
+def _refuse_gpu_keys(config: Config, tpu: Tpu, who: str) -> None:
+    """The keys that choose a CUDA build or a base of one's own: a TPU image has neither."""
+    if config.gpu:
+        raise ResolutionError(f"gpu: true builds for a GPU, but accelerator {who} is a TPU: drop gpu (a TPU image has "
+                              "no CUDA)")
+    for key, value in (("cuda", config.cuda), ("cuda_flavor", config.cuda_flavor if config.cuda_flavor != "auto" else None)):
+        if value:
+            raise ResolutionError(f"{key}: {value} chooses a CUDA build, but accelerator {who} is a TPU: drop {key}")
+    if config.base_image:
+        raise ResolutionError(f"base_image: a TPU image starts from the Python base with the framework's TPU build; "
+                              f"drop base_image for {tpu.name}, or drop the accelerator to build on your base")
+    for package in config.pip:
+        if _CUDA_BUILD.fullmatch(package):
+            raise ResolutionError(f"pip: {show(package)} is a CUDA build, and accelerator {who} is a TPU: drop it "
+                                  "(the framework's TPU build is installed for you)")
+
+
+def _tpu_python(matrix: Matrix, config: Config, tpu: Tpu, build: TpuBuild, label: str, listed: str) -> str:
+    """The config's Python where the TPU build has wheels for it (and the TPU generation runs it), else the
+    default among those."""
+    supported = [p for p in build.python if p in matrix.distros.cpu_python and
+                 ("python" not in tpu.min or version_key(p) >= version_key(tpu.min["python"]))]
+    if config.python:
+        if config.python not in supported:
+            floor_py = f", and {tpu.generation} needs Python >= {tpu.min['python']}" if "python" in tpu.min else ""
+            raise ResolutionError(f"python: {config.python} is not supported by {label} (its TPU build has wheels for "
+                                  f"{', '.join(build.python)}{floor_py}); use {', '.join(supported) or 'another release'}")
+        return config.python
+    if not supported:
+        raise ResolutionError(f"python: {label} has no Python that TPU {tpu.generation} supports; {listed}")
+    return default_python(matrix, supported)
