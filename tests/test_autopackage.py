@@ -581,7 +581,7 @@ def test_autopackage_loads_plans_renders_and_parses_each_reference_once(testenv,
     plan = importlib.import_module("buildkit_py.pipeline.plan")  # bk.plan is the API's call of that name
 
     for name in ("buildkit_py.jobs.vertex", "buildkit_py.jobs.submit", "buildkit_py.jobs.preflight",
-                 "buildkit_py.jobs.local", "buildkit_py.inference", "buildkit_py.packaging", "buildkit_py.registry",
+                 "buildkit_py.jobs.local", "buildkit_py.inference", "buildkit_py.packaging", "buildkit_py.oci.client",
                  "buildkit_py.builders.buildkit_cli", "buildkit_py.builders.engine_images"):
         importlib.import_module(name)  # loaded now, so that their references to the counted functions are counted too
     loads = _counted(monkeypatch, api, "load")

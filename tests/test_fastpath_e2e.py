@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from buildkit_py.fsutil import CACHE_ENV
+from buildkit_py.oci import media
 from buildkit_py.pipeline import fastpath
 from conftest import REPO, run_cli, socket_closed
 
@@ -421,17 +422,17 @@ def test_an_oci_image_or_an_index_gets_an_oci_image_of_the_build_platform(testen
         record = fastpath.load_record(repo, None)
         docker_manifest = json.loads(fetch(proxy.upstream, f"{path}/manifests/{record.manifest}")[1])
         # The same blobs described with OCI media types, as an OCI-exporting builder would push them.
-        oci = {"schemaVersion": 2, "mediaType": fastpath.OCI_MANIFEST,
+        oci = {"schemaVersion": 2, "mediaType": media.OCI_MANIFEST,
                "config": {**docker_manifest["config"], "mediaType": "application/vnd.oci.image.config.v1+json"},
                "layers": [{**x, "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip"} for x in docker_manifest["layers"]]}
         body = json.dumps(oci).encode()
-        previous = _put(proxy.upstream, path, fastpath.OCI_MANIFEST, body)
+        previous = _put(proxy.upstream, path, media.OCI_MANIFEST, body)
         if stored_as == "oci-index":
-            other = {"mediaType": fastpath.OCI_MANIFEST, "digest": previous, "size": len(body),
+            other = {"mediaType": media.OCI_MANIFEST, "digest": previous, "size": len(body),
                      "platform": {"os": "linux", "architecture": "arm64"}}
-            index = {"schemaVersion": 2, "mediaType": fastpath.INDEX_TYPES[0], "manifests": [
+            index = {"schemaVersion": 2, "mediaType": media.INDEX_TYPES[0], "manifests": [
                 other, {**other, "platform": {"os": "linux", "architecture": "amd64"}}]}
-            previous = _put(proxy.upstream, path, fastpath.INDEX_TYPES[0], json.dumps(index).encode())
+            previous = _put(proxy.upstream, path, media.INDEX_TYPES[0], json.dumps(index).encode())
         fastpath.save_record(replace(record, manifest=previous))
     finally:
         os.environ.pop(CACHE_ENV) if saved is None else os.environ.__setitem__(CACHE_ENV, saved)
@@ -442,7 +443,7 @@ def test_an_oci_image_or_an_index_gets_an_oci_image_of_the_build_platform(testen
     digest = json.loads(proc.stdout)["pushed"][0]["digest"]
     status, body, headers = fetch(proxy.upstream, f"{path}/manifests/{digest}")
     manifest = json.loads(body)
-    assert status == 200 and manifest["mediaType"] == fastpath.OCI_MANIFEST
+    assert status == 200 and manifest["mediaType"] == media.OCI_MANIFEST
     assert manifest["config"]["mediaType"] == "application/vnd.oci.image.config.v1+json"
     assert {x["mediaType"] for x in manifest["layers"]} == {"application/vnd.oci.image.layer.v1.tar+gzip"}
     assert [x["digest"] for x in manifest["layers"][:-1]] == [x["digest"] for x in oci["layers"][:-1]]

@@ -342,9 +342,9 @@ def test_ini_files_that_do_not_parse_are_one_line_naming_the_key_and_line(traine
 
 
 def test_verify_reads_its_lock_before_asking_the_registry(tmp_path, capsys, monkeypatch):
-    from buildkit_py import registry
+    from buildkit_py.oci import client
 
-    monkeypatch.setattr(registry.RegistryClient, "__init__", lambda *a, **k: pytest.fail("asked the registry"))
+    monkeypatch.setattr(client.RegistryClient, "__init__", lambda *a, **k: pytest.fail("asked the registry"))
     (tmp_path / "buildkit.lock").write_text("version: 1\nimages: []\n")
     code, _, _ = shown(capsys, monkeypatch, ["verify", "127.0.0.1:1/a/b:1", "--lock", str(tmp_path / "buildkit.lock")],
                        ("buildkit.lock",))

@@ -29,7 +29,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("ground", {"version", "errors", "flags", "fsutil", "resources", "notebook", "progress", "launcher", "refs",
                 "dockerfile_text", "patterns", "pipeline"}),
     # What the tool talks to: HTTP, the Docker engine, Google's credentials and APIs, registries, staging buckets.
-    ("clients", {"transport", "engine", "adc", "google_api", "registry", "referrers", "staging"}),
+    ("clients", {"transport", "engine", "adc", "google_api", "oci", "staging"}),
     # The formats and tables the stages read: requirements and lock files, index settings, the version matrix,
     # executors, system libraries, a trainer's imports and entry points, what a build is asked and gives back.
     ("formats", {"sources", "requirements_file", "lockfiles", "indexes", "matrix", "syslibs", "executors", "imports", "entrypoints",

@@ -150,7 +150,8 @@ def test_a_foreign_platform_needs_an_emulator_and_says_it_uses_one(tmp_path, mon
 
 
 def test_an_index_is_a_docker_list_of_docker_manifests_else_an_oci_index():
-    from buildkit_py.registry import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, IndexEntry, index_bytes
+    from buildkit_py.oci.media import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
+    from buildkit_py.oci.remote import IndexEntry, index_bytes
 
     docker = [IndexEntry("linux/amd64", "sha256:" + "a" * 64, DOCKER_MANIFEST, 10),
               IndexEntry("linux/arm64/v8", "sha256:" + "b" * 64, DOCKER_MANIFEST, 11)]

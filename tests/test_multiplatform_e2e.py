@@ -23,9 +23,10 @@ from test_build_e2e import build, docker
 from test_cloudbuild_e2e import cloud  # noqa: F401 - the Cloud Build stand-in's fixture
 
 from buildkit_py.errors import RegistryError
+from buildkit_py.oci.media import DOCKER_LIST, MANIFEST_TYPES
+from buildkit_py.oci.remote import manifest, put_index
 from buildkit_py.progress import Reporter
 from buildkit_py.refs import parse_ref
-from buildkit_py.registry import DOCKER_LIST, MANIFEST_TYPES, manifest, put_index
 from conftest import REPO, run_cli
 
 QUICKSTART = REPO / "examples" / "quickstart"
@@ -187,7 +188,7 @@ def test_a_code_edit_is_appended_to_every_platform_and_equals_a_full_build(teste
 
 @pytest.mark.skipif(shutil.which("buildah") is None, reason="buildah is not installed (scripts/testenv.sh installs it)")
 def test_buildah_builds_each_platform_and_the_index_is_an_oci_one(testenv, multi_base, tmp_path):
-    from buildkit_py.registry import OCI_INDEX, OCI_MANIFEST
+    from buildkit_py.oci.media import OCI_INDEX, OCI_MANIFEST
 
     registry = testenv["BUILDKIT_TEST_REGISTRY"]
     root = trainer(tmp_path, "buildah", base_image=multi_base, platform=["linux/amd64", "linux/arm64"],

@@ -14,25 +14,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from buildkit_py import adc
+from buildkit_py.builders.engine_push import AUTH, FATAL, TRANSIENT, classify_push_error, push
 from buildkit_py.errors import RegistryError
-from buildkit_py.progress import Reporter
-from buildkit_py.refs import ImageRef, parse_ref
-from buildkit_py.registry import (
-    AUTH,
+from buildkit_py.oci.client import retry_delay
+from buildkit_py.oci.credentials import (
     DOCKERHUB_CONFIG_KEY,
-    FATAL,
-    TRANSIENT,
     Credentials,
     DockerConfigProvider,
     DockerHubEnvProvider,
     EnvProvider,
     GoogleProvider,
-    classify_push_error,
     credentials_for,
     is_google_registry,
-    push,
-    retry_delay,
 )
+from buildkit_py.progress import Reporter
+from buildkit_py.refs import ImageRef, parse_ref
 from conftest import run_cli
 
 
@@ -168,7 +164,7 @@ def test_a_broken_credential_helper_is_a_clear_error(tmp_path, monkeypatch, scri
 
 
 def test_a_hanging_credential_helper_is_stopped(tmp_path, monkeypatch):
-    monkeypatch.setattr("buildkit_py.registry.HELPER_TIMEOUT", 0.5)
+    monkeypatch.setattr("buildkit_py.oci.credentials.HELPER_TIMEOUT", 0.5)
     provider = helper_on_path(tmp_path, monkeypatch, "exec sleep 30\n")
     with pytest.raises(RegistryError, match="docker-credential-broken did not answer in 0 s"):
         provider.credentials("registry.example.com")

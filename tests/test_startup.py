@@ -20,7 +20,7 @@ HEAVY = ("docker", "requests", "urllib3", "google.auth", "google.cloud.aiplatfor
          "buildkit_py.jobs", "buildkit_py.index_metadata", "buildkit_py.inference", "buildkit_py.packaging",
          "buildkit_py.doctor", "buildkit_py.executors")
 # What only building, pushing or writing CI/Make files needs: the commands that compute a tag or render do not load it.
-BUILD_ONLY = ("buildkit_py.registry", "buildkit_py.staging", "buildkit_py.ci", "buildkit_py.makefile",
+BUILD_ONLY = ("buildkit_py.oci", "buildkit_py.staging", "buildkit_py.ci", "buildkit_py.makefile",
               "buildkit_py.builders.buildah", "buildkit_py.builders.legacy", "concurrent.futures", "packaging.requirements")
 # What `--version` needs none of: the API and everything it imports (issue 20: --version < 60 ms).
 API = ("yaml", "jinja2", "packaging", "buildkit_py.config", "buildkit_py.pipeline.plan", "buildkit_py.pipeline.render",
@@ -99,7 +99,7 @@ def test_the_probe_would_see_a_heavy_import():
 
 
 @pytest.mark.parametrize("name, module", [("Executor", "buildkit_py.executors"), ("RunResult", "buildkit_py.jobs.local"),
-                                          ("PushResult", "buildkit_py.registry")])
+                                          ("PushResult", "buildkit_py.oci.client")])
 def test_the_api_still_exports_the_lazily_imported_types(name, module):
     from buildkit_py import api
 

@@ -34,7 +34,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "..pipeline.lock": ("LockOptions", "LockResult"),
     "..flags": ("JOB_FLAGS", "cloudbuild_flag_name"),
     "..executors": ("Executor",),
-    "..registry": ("PushResult",),
+    "..oci.client": ("PushResult",),
     "..jobs.local": ("RunResult",),
     "..jobs.tune": ("Study", "Trial"),
     "..pipeline.plan": ("Plan", "PlatformPlans"),
@@ -68,10 +68,10 @@ if TYPE_CHECKING:
     from ..flags import JOB_FLAGS, cloudbuild_flag_name
     from ..jobs.local import RunResult
     from ..jobs.tune import Study, Trial
+    from ..oci.client import PushResult
     from ..pipeline.buildtypes import BuildOptions, BuildResult
     from ..pipeline.lock import LockOptions, LockResult
     from ..pipeline.plan import Plan, PlatformPlans
-    from ..registry import PushResult
     from .attestations import VerifyResult, verify
     from .autopackaging import AutopackageOptions, AutopackageResult, autopackage
     from .builds import build

@@ -40,7 +40,7 @@ from .project import (
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
-    from ..registry import PushResult
+    from ..oci.client import PushResult
 
 
 @dataclass(frozen=True)

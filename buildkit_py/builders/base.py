@@ -21,7 +21,7 @@ from ..progress import Reporter
 from ..refs import ImageRef
 
 if TYPE_CHECKING:  # the registry client loads where a push happens, not with every build backend
-    from ..registry import PushResult
+    from ..oci.client import PushResult
 
 if TYPE_CHECKING:
     from ..adc import Identity

@@ -21,7 +21,7 @@ from ..refs import ImageRef, is_loopback_host, registry_host
 from .base import Builder, BuildRequest, dockerfile_build_args, run_build_tool
 
 if TYPE_CHECKING:
-    from ..registry import PushResult
+    from ..oci.client import PushResult
 
 BUILDAH_ENV = "BUILDKIT_PY_BUILDAH"
 INSTALL_HINT = ("install it with `apt-get install buildah` (Debian, Ubuntu), `dnf install buildah` (Fedora, RHEL) "
@@ -92,7 +92,8 @@ class BuildahBuilder(Builder):
             raise BuildError(f"buildah refused to tag {image_id}: {proc.stderr.strip()[-2000:]}")
 
     def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
-        from ..registry import PushResult, credentials_for  # a push's only: choosing a backend does not load it
+        from ..oci.client import PushResult
+        from ..oci.credentials import credentials_for  # a push's only: choosing a backend does not load it
         from ..transport import basic_token
 
         with tempfile.TemporaryDirectory(prefix="buildkit-py-push-") as tmp:

@@ -31,9 +31,10 @@ from ..config.job import _PROJECT  # job.project's rule
 from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
 from ..errors import quoted as _clean
 from ..google_api import SERVER_ERRORS, access_token, default_credentials, error_line, retrying, service_endpoint
+from ..oci.client import PushResult, add_tags
+from ..oci.remote import manifest
 from ..progress import Reporter
 from ..refs import ImageRef, is_loopback_host, registry_host
-from ..registry import PushResult, add_tags, manifest
 from .base import QEMU_HANDLERS, Builder, BuildRequest, build_failure, dockerfile_build_args
 
 ENDPOINT_ENV = "BUILDKIT_PY_CLOUDBUILD_ENDPOINT"

@@ -11,7 +11,7 @@ from ..progress import Reporter
 from ..refs import ImageRef
 
 if TYPE_CHECKING:
-    from ..registry import PushResult
+    from ..oci.client import PushResult
 
 
 def _message(body) -> str:
@@ -89,7 +89,7 @@ class EngineImages:
         from docker.errors import DockerException
         from requests.exceptions import RequestException
 
-        from ..registry import credentials_for
+        from ..oci.credentials import credentials_for
 
         creds = credentials_for(ref.registry)
         try:
@@ -102,6 +102,6 @@ class EngineImages:
         return self._engine_image_id(ref)
 
     def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
-        from ..registry import push  # loaded by a push only: planning and rendering never need it
+        from ..builders.engine_push import push  # loaded by a push only: planning and rendering never need it
 
         return push(ref, reporter, client=self.client)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from ..errors import BuildkitError, ConfigError
 from ..matrix import load_machines, load_matrix
+from ..oci.remote import Manifest
+from ..oci.remote import manifest as registry_manifest
 from ..refs import ImageRef
-from ..registry import Manifest
-from ..registry import manifest as registry_manifest
 from .vertex import VertexJob
 
 # A registry that cannot be read from here may still serve the job's machines (VPC Service Controls, a registry

@@ -1,4 +1,4 @@
-"""The SBOM and the provenance of a pushed image, attached to it in its registry (referrers.py), and checked by
+"""The SBOM and the provenance of a pushed image, attached to it in its registry (oci/referrers.py), and checked by
 `verify`.
 
 The SBOM is CycloneDX 1.5 JSON: the image as its subject component, the base image, the system packages the plan
@@ -33,7 +33,7 @@ from .buildtypes import BuildOptions, BuildResult
 from .names import CONTENT_LABEL, LABEL_PREFIX
 
 if TYPE_CHECKING:
-    from ..referrers import Attached
+    from ..oci.referrers import Attached
     from .lock import Lock
     from .recipe import Recipe
 
@@ -237,9 +237,9 @@ def provenance(recipe: Recipe, built: Built, sbom_digest: str) -> bytes:
 
 def attach(recipe: Recipe, built: Built, reporter: Reporter) -> tuple[Attached, ...]:
     """Make the SBOM and provenance of one pushed image and attach them to it."""
-    from ..referrers import Artifact, pushed_subject
-    from ..referrers import attach as attach_artifacts
-    from ..registry import RegistryClient
+    from ..oci.client import RegistryClient
+    from ..oci.referrers import Artifact, pushed_subject
+    from ..oci.referrers import attach as attach_artifacts
 
     ref = replace(built.image, tag=None, digest=None)
     subject = pushed_subject(RegistryClient(ref), ref, built.digest)
@@ -293,7 +293,7 @@ class Verified:
 
 
 def _document(data: bytes, what: str, digest: str) -> dict:
-    from ..registry import json_object
+    from ..oci.client import json_object
 
     return json_object(data, f"the {what} {digest}", AttestationError)
 
@@ -346,8 +346,8 @@ def verify(ref: ImageRef, lock: Lock | None, reporter: Reporter) -> Verified:
     provenance's subject is the image and its SBOM byproduct is the SBOM attached; every SBOM of ours is one a
     provenance names; the image's own labels (content digest, lock digest) are the provenance's; with LOCK, the
     SBOM's Python packages are exactly the lock's for the image's variant and the image was built from that lock."""
-    from ..referrers import config_labels, fetch, referrers, subject_of
-    from ..registry import RegistryClient
+    from ..oci.client import RegistryClient
+    from ..oci.referrers import config_labels, fetch, referrers, subject_of
 
     client = RegistryClient(ref)
     subject = subject_of(client, ref, ref.digest or ref.tag or "latest")

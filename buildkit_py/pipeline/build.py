@@ -44,8 +44,8 @@ from .resolution import Resolution, Resolved, check_resolution, declared_in, rem
 
 if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
     from ..builders.base import Builder
-    from ..referrers import Attached
-    from ..registry import PushResult
+    from ..oci.client import PushResult
+    from ..oci.referrers import Attached
     from . import fastpath
 
 CA_SECRET = "buildkit-ca"
@@ -177,7 +177,7 @@ def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[
     PUSH (a builder's or the engine's), its other tags in the same repository as manifests (about 10 ms each on
     loopback, where an engine push that checks every layer again takes 50); a ref in another repository is
     pushed. Every command that pushes comes here."""
-    from ..registry import add_tags
+    from ..oci.client import add_tags
 
     first = push(refs[0], reporter)
     same = [r for r in refs[1:] if r.repository == refs[0].repository]
@@ -387,7 +387,8 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
     digest."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..registry import PushResult, put_index
+    from ..oci.client import PushResult
+    from ..oci.remote import put_index
 
     started = time.perf_counter()
     configs = config.each_platform()

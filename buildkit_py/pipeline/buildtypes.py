@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from ..notebook import HtmlRepr
 
 if TYPE_CHECKING:
-    from ..referrers import Attached
-    from ..registry import PushResult
+    from ..oci.client import PushResult
+    from ..oci.referrers import Attached
     from .plan import Plan
     from .recipe import Recipe
 

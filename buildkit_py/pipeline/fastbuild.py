@@ -99,7 +99,7 @@ def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | Non
     """The appended image when only the code changed; else None, the record parts to keep after the full build
     (None where this build cannot have a record) and why the build is a full one (said here). said: why, as an
     earlier attempt with the same recipe said: not tried again."""
-    from ..registry import Unreachable
+    from ..oci.client import Unreachable
     from . import fastpath
 
     recipe, refs, imports = staged.recipe, staged.refs, staged.imports

@@ -19,7 +19,6 @@ import io
 import json
 import os
 import posixpath
-import re
 import shlex
 import stat
 import tarfile
@@ -35,31 +34,16 @@ from ..dockerfile_text import exec_form, instructions
 from ..errors import OutputError, RegistryError, show
 from ..fsutil import cache_dir, in_background, write_atomic
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
-from ..patterns import lazy_pattern
+from ..oci.client import PushResult, RegistryClient, check_answer, json_object, refusal, send, upload_blob
+from ..oci.credentials import AuthProvider, default_providers
+from ..oci.media import DIGEST, INDEX_TYPES, LAYER_TYPES, MANIFEST_TYPES
 from ..progress import Reporter
 from ..refs import ImageRef
-from ..registry import (
-    MANIFEST_TYPES,
-    AuthProvider,
-    PushResult,
-    RegistryClient,
-    check_answer,
-    default_providers,
-    json_object,
-    refusal,
-    send,
-    upload_blob,
-)
 from .context import FIXED_MTIME, Snapshot
 from .names import EXTENSIONS_STAGE
 
 RECORD_SCHEME = 1
 IMPORTS_CHANGED = "the modules the trainer imports changed: the image's import check runs again"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
-LAYER_TYPES = {DOCKER_MANIFEST: "application/vnd.docker.image.rootfs.diff.tar.gzip",
-               OCI_MANIFEST: "application/vnd.oci.image.layer.v1.tar+gzip"}
 if TYPE_CHECKING:
     from .recipe import Recipe
 
@@ -279,11 +263,10 @@ def _json_body(response, what: str, digest: str | None = None) -> dict:
     return json_object(body, f"the registry's {what}")
 
 
-_DIGEST = lazy_pattern(r"sha256:[0-9a-f]{64}", re.ASCII)
 
 
 def _kept_path(digest: str) -> Path | None:
-    return cache_dir() / "registry-json" / digest.replace(":", "-") if _DIGEST.fullmatch(digest) else None
+    return cache_dir() / "registry-json" / digest.replace(":", "-") if DIGEST.fullmatch(digest) else None
 
 
 def _kept(digest: str) -> dict | None:

@@ -414,7 +414,8 @@ def pins(config: Config, plan: Plan) -> dict[str, str]:
 
 def base_digest(image: str, platform: str) -> str:
     """The digest of the image's manifest for the platform, read from its registry (an index is resolved)."""
-    from ..registry import MANIFEST_TYPES, RegistryClient
+    from ..oci.client import RegistryClient
+    from ..oci.media import MANIFEST_TYPES
 
     ref = parse_ref(image, field="base_image")
     client = RegistryClient(ref)

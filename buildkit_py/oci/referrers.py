@@ -18,29 +18,18 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .errors import RegistryError, show
-from .fsutil import in_background
-from .notebook import HtmlRepr
-from .patterns import lazy_pattern
-from .progress import Reporter
-from .refs import ImageRef
-from .registry import (
-    MANIFEST_TYPES,
-    OCI_INDEX,
-    AuthProvider,
-    RegistryClient,
-    check_answer,
-    default_providers,
-    send,
-    upload_blob,
-)
+from ..errors import RegistryError, show
+from ..fsutil import in_background
+from ..notebook import HtmlRepr
+from ..patterns import lazy_pattern
+from ..progress import Reporter
+from ..refs import ImageRef
+from .client import RegistryClient, check_answer, send, upload_blob
+from .credentials import AuthProvider, default_providers
+from .media import DIGEST, EMPTY_BLOB, EMPTY_MEDIA_TYPE, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
 
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
-EMPTY_BLOB = b"{}"
 MAX_ARTIFACT = 32 << 20  # an SBOM of a CUDA image is a few MiB; a larger answer is not ours
 MAX_PAGES = 32  # pages of a referrers list followed (Link: rel="next")
-_DIGEST = lazy_pattern(r"sha256:[0-9a-f]{64}", re.ASCII)
 _NEXT = lazy_pattern(r'<([^>]+)>\s*;\s*rel="?next"?')
 
 
@@ -117,11 +106,11 @@ def subject_of(client: RegistryClient, ref: ImageRef, reference: str) -> Subject
     what is named is what is there)."""
     got = send(client, "GET", f"manifests/{reference}", {"Accept": MANIFEST_TYPES})
     if got.status_code == 404:
-        raise RegistryError(f"{ref.repository}{'@' if _DIGEST.fullmatch(reference) else ':'}{reference} is not in "
+        raise RegistryError(f"{ref.repository}{'@' if DIGEST.fullmatch(reference) else ':'}{reference} is not in "
                             f"{ref.registry}")
     check_answer(client, got, ref, f"the read of manifest {reference}", (200,))
     digest = _digest(got.content)
-    if _DIGEST.fullmatch(reference) and digest != reference:
+    if DIGEST.fullmatch(reference) and digest != reference:
         raise RegistryError(f"{ref.registry} gave back another manifest than {reference}")
     try:
         media = json.loads(got.content).get("mediaType")
@@ -153,7 +142,7 @@ def config_labels(client: RegistryClient, ref: ImageRef, digest: str) -> dict[st
         config = manifest["config"]["digest"]
     except (ValueError, KeyError, TypeError):
         return None
-    if _digest(got.content) != digest or not isinstance(config, str) or not _DIGEST.fullmatch(config):
+    if _digest(got.content) != digest or not isinstance(config, str) or not DIGEST.fullmatch(config):
         return None
     blob = send(client, "GET", f"blobs/{config}", {})
     check_answer(client, blob, ref, f"the read of the image config {config}", (200,))
@@ -283,7 +272,7 @@ class Fetched:
 def fetch(client: RegistryClient, ref: ImageRef, digest: str) -> Fetched:
     """The artifact manifest at DIGEST and its layer; a registry that gives other bytes than a digest names is an
     error."""
-    if not _DIGEST.fullmatch(digest):
+    if not DIGEST.fullmatch(digest):
         raise RegistryError(f"{ref.registry} lists an artifact by {show(digest)}, which is not a sha256 digest")
     got = send(client, "GET", f"manifests/{digest}", {"Accept": OCI_MANIFEST})
     check_answer(client, got, ref, f"the read of artifact {digest}", (200,))
@@ -295,7 +284,7 @@ def fetch(client: RegistryClient, ref: ImageRef, digest: str) -> Fetched:
         raise RegistryError(f"artifact {digest} is not JSON") from None
     layers = manifest.get("layers") if isinstance(manifest, dict) else None
     if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict) \
-            or not _DIGEST.fullmatch(str(layers[0].get("digest"))):
+            or not DIGEST.fullmatch(str(layers[0].get("digest"))):
         raise RegistryError(f"artifact {digest} does not have one layer named by a sha256 digest")
     blob = layers[0]["digest"]
     size = layers[0].get("size")

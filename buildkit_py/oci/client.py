@@ -1,0 +1,237 @@
+"""The distribution API's client: a registry's token challenge answered, requests tried again where a later try
+may pass, refusals said alike; blob uploads, and more tags for a pushed image."""
+
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from ..errors import BuildkitError, RegistryError, show
+from ..notebook import HtmlRepr
+from ..patterns import lazy_pattern
+from ..progress import Reporter
+from ..refs import DOCKER_HUB, ImageRef, is_loopback_host, registry_host
+from .credentials import AuthProvider, Credentials, credentials_for, default_providers
+from .media import MANIFEST_TYPES
+
+
+@dataclass(frozen=True)
+class PushResult(HtmlRepr):
+    """A pushed tag: repository@digest, the tag, the digest and the size the registry holds."""
+
+    image: str  # repository@digest
+    tag: str
+    digest: str
+    size: int | None
+
+
+def retry_delay(attempt: int, backoff: float, max_delay: float, retry_after: float | None = None,
+                rand: Callable[[], float] = random.random) -> float:
+    """Seconds to wait after failed attempt ATTEMPT (1-based): exponential, capped, with jitter
+    (half fixed, half random, so parallel pushes spread out), and never less than the wait the
+    registry asked for."""
+    base = min(max_delay, backoff * 2 ** (attempt - 1))
+    delay = base / 2 + rand() * base / 2
+    return max(delay, retry_after) if retry_after is not None else delay
+
+
+HTTP_TIMEOUT = 30.0
+
+
+_CHALLENGE = lazy_pattern(r'([A-Za-z_]+)="([^"]*)"', re.ASCII)
+
+
+def _basic(creds: Credentials) -> dict[str, str]:
+    from ..transport import basic_token
+
+    return {"Authorization": "Basic " + basic_token(creds.username, creds.password)}
+
+
+class Unreachable(RegistryError):
+    """The registry did not answer (refused or reset connection, timeout): a try again may pass."""
+
+
+class RegistryClient:
+    """The registry HTTP API v2 for one repository: anonymous, basic or bearer-token auth as the registry's
+    challenge asks (the scope it names: pull, or pull and push), with the credentials this module finds."""
+
+    def __init__(self, ref: ImageRef, providers: Iterable[AuthProvider] | None = None):
+        from ..transport import Transport
+
+        self.ref, self.providers = ref, providers
+        self.transport = Transport(HTTP_TIMEOUT)
+        host = "registry-1.docker.io" if ref.registry == DOCKER_HUB else ref.registry
+        # Docker talks plain http to loopback registries (insecure by default); so do we.
+        self.origin = f"{'http' if is_loopback_host(registry_host(host)) else 'https'}://{host}"
+        self.base = f"{self.origin}/v2/{ref.path}"
+        self.auth: dict[str, str] = {}
+        self.credentials_source: str | None = None  # where the credentials sent came from; None: none sent
+
+    def fork(self) -> RegistryClient:
+        """A client for the same repository with the credentials this one holds, on its own connections: for
+        requests made at the same time as this one's."""
+        other = RegistryClient(self.ref, self.providers)
+        other.auth, other.credentials_source = dict(self.auth), self.credentials_source
+        return other
+
+    def request(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None):
+        """The response; a 401 is answered once with the credentials its challenge asks for. PATH is relative
+        to the repository, or a Location the registry gave (absolute, or from its root)."""
+        url = path if path.startswith(("http://", "https://")) else self.origin + path if path.startswith("/") \
+            else f"{self.base}/{path}"
+        # Credentials go to the registry only, never to a host its Location names (a storage redirect).
+        same = url.startswith(self.origin + "/")
+        for _ in range(2):
+            try:
+                response = self.transport.request(method, url, {**headers, **(self.auth if same else {})}, data)
+            except OSError as exc:
+                raise Unreachable(f"cannot reach the registry {self.ref.registry}: {exc}") from None
+            if response.status_code != 401:
+                return response
+            self.auth = self._authorize(response.headers.get("WWW-Authenticate", ""))
+        return response
+
+    def _authorize(self, challenge: str) -> dict[str, str]:
+        creds = credentials_for(self.ref.registry, self.providers)
+        self.credentials_source = creds.source if creds else None
+        scheme = challenge.split(" ", 1)[0].lower()
+        if scheme == "basic":
+            if creds is None:
+                raise RegistryError(f"{self.ref.registry} wants credentials and none were found (set "
+                                    "BUILDKIT_PY_REGISTRY_USERNAME/_PASSWORD, docker login, or Google ADC)")
+            return _basic(creds)
+        if not challenge:
+            raise RegistryError(f"{self.ref.registry} answered HTTP 401 without saying how to authenticate "
+                                "(no WWW-Authenticate header)")
+        if scheme != "bearer":
+            raise RegistryError(f"{self.ref.registry} asks for an authentication buildkit-py does not speak: "
+                                f"{show(challenge[:100])}")
+        params = dict(_CHALLENGE.findall(challenge))
+        realm = params.pop("realm", "")
+        if not realm.startswith(("https://", "http://127.", "http://localhost")):
+            raise RegistryError(f"{self.ref.registry} names a token service that is not https: {show(realm[:100])}")
+        params.setdefault("scope", f"repository:{self.ref.path}:pull")
+        try:
+            answer = self.transport.request(
+                "GET", realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(params), _basic(creds) if creds else {})
+            token = (answer.json().get("token") or answer.json().get("access_token")) if answer.ok else None
+        except (OSError, ValueError, AttributeError):
+            token = None
+        if not token:
+            raise RegistryError(f"{self.ref.registry}'s token service refused a token for {params['scope']}"
+                                + ("" if creds else " (no credentials found for it)"))
+        return {"Authorization": f"Bearer {token}"}
+
+
+def json_object(data: bytes, what: str, error: type[RegistryError] | type[BuildkitError] = RegistryError) -> dict:
+    """A JSON object a registry gave (a manifest, a config, an attestation), or ERROR naming WHAT it is not."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise error(f"{what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise error(f"{what} is not a JSON object")
+    return value
+
+
+def refusal(response) -> str:
+    return f"HTTP {response.status_code}: {show(response.text[:300])}"
+
+
+def check_answer(client: RegistryClient, response, ref: ImageRef, action: str, ok: Iterable[int]) -> None:
+    if response.status_code in ok:
+        return
+    if response.status_code in (401, 403):  # said as the engine's push says it
+        who = (f"the credentials from {client.credentials_source}" if client.credentials_source
+               else "an anonymous request (no credentials found)")
+        raise RegistryError(f"{ref.registry} refused {who}: {action} for {ref.repository} ({refusal(response)})")
+    raise RegistryError(f"{ref.registry} refused {action} for {ref.repository} ({refusal(response)})")
+
+
+ATTEMPTS = 4  # as the engine's push: a rate limit, a 5xx or a dropped connection is tried again, with back-off
+
+
+BACKOFF, MAX_WAIT = 0.5, 30.0
+
+
+TRANSIENT_STATUSES = frozenset((408, 429, 500, 502, 503, 504))
+
+
+def send(client: RegistryClient, method: str, path: str, headers: dict[str, str], data: bytes | None = None,
+         attempts: int = ATTEMPTS):
+    """One request, tried again where the registry's answer (or its silence) says that a later try may pass."""
+    attempt = 0
+    while True:
+        attempt += 1
+        wait = None
+        try:
+            response = client.request(method, path, headers, data)
+        except Unreachable:
+            if attempt >= attempts:
+                raise
+        else:
+            if response.status_code not in TRANSIENT_STATUSES or attempt >= attempts:
+                return response
+            asked = response.headers.get("Retry-After", "")
+            wait = float(asked) if asked.isdigit() and int(asked) <= MAX_WAIT else None
+        time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT, wait))
+
+
+def upload_blob(client: RegistryClient, ref: ImageRef, digest: str, data: bytes, *, new: bool = False) -> bool:
+    """Upload a blob unless the registry has it; True when it was sent. new: the blob names what was just pushed (an
+    attestation of a new image), so the registry cannot have it: not asked first. A failed upload starts again
+    from a new upload session (the failed one may be gone)."""
+    if not new and send(client, "HEAD", f"blobs/{digest}", {}).status_code == 200:
+        return False
+    attempt = 0
+    while True:
+        attempt += 1
+        started = send(client, "POST", "blobs/uploads/", {"Content-Length": "0"})
+        check_answer(client, started, ref, "a blob upload", (202,))
+        location = started.headers.get("Location", "")
+        if not location:
+            raise RegistryError(f"{ref.registry} started a blob upload without a Location")
+        try:
+            put = client.request("PUT", location + ("&" if "?" in location else "?") + f"digest={digest}",
+                                 {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}, data)
+        except Unreachable:
+            if attempt == ATTEMPTS:
+                raise
+        else:
+            if put.status_code not in TRANSIENT_STATUSES or attempt == ATTEMPTS:
+                check_answer(client, put, ref, f"blob {digest}", (201, 204))
+                return True
+        time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT))
+
+
+def add_tags(pushed: PushResult, refs: Sequence[ImageRef], reporter: Reporter,
+             providers: Iterable[AuthProvider] | None = None) -> tuple[PushResult, ...]:
+    """Tag an image already pushed (as `pushed`) under more tags of the same repository: its manifest, read
+    once by digest, is PUT under each tag, so no layer is sent or checked again (an engine push of another
+    tag checks every layer). Raises RegistryError at the first tag the registry refuses."""
+    if not refs:
+        return ()
+    providers = list(providers) if providers is not None else default_providers()
+    client = RegistryClient(refs[0], providers)
+    got = client.request("GET", f"manifests/{pushed.digest}", {"Accept": MANIFEST_TYPES})
+    body = got.content
+    if got.status_code != 200:
+        raise RegistryError(f"{refs[0].registry} answered the read of manifest {pushed.digest} with HTTP {got.status_code}")
+    if "sha256:" + hashlib.sha256(body).hexdigest() != pushed.digest:  # what is tagged must be what was pushed
+        raise RegistryError(f"{refs[0].registry} gave back another manifest than {pushed.digest}")
+    media = got.headers.get("Content-Type", "").split(";")[0]
+    results = []
+    for ref in refs:
+        put = client.request("PUT", f"manifests/{ref.tag}", {"Content-Type": media}, body)
+        if put.status_code not in (200, 201):
+            raise RegistryError(f"{ref.registry} refused the tag {ref} (HTTP {put.status_code}): {show(put.text[:300])}")
+        reporter.message(f"tagged {ref} as {pushed.digest} in the registry")
+        results.append(PushResult(f"{ref.repository}@{pushed.digest}", ref.tag or "latest", pushed.digest, len(body)))
+    return tuple(results)
