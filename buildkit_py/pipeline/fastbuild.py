@@ -100,6 +100,7 @@ def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | Non
     (None where this build cannot have a record) and why the build is a full one (said here). said: why, as an
     earlier attempt with the same recipe said: not tried again."""
     from ..oci.client import Unreachable
+    from ..oci.image import PartlyTagged, Refused
     from . import fastpath
 
     recipe, refs, imports = staged.recipe, staged.refs, staged.imports
@@ -140,11 +141,11 @@ def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | Non
         edit = fastpath.CodeEdit(refs, record, step, staged.context.directory, staged.labels, tuple(BUILD_LABELS),
                                  recipe.platform)
         appended = fastpath.append(edit, reporter, stored=stored if local is not None else None)
-    except fastpath.Refused as exc:
+    except Refused as exc:
         return full(str(exc), parts)
     except Unreachable as exc:  # nothing was tagged: the engine's own network may reach the registry
         return full(f"{exc} from this machine", parts)
-    except fastpath.PartlyTagged as exc:
+    except PartlyTagged as exc:
         raise RegistryError(f"the fast path failed: {exc}") from None
     except RegistryError as exc:
         raise RegistryError(f"the fast path failed: {exc}; no tag was changed") from None

@@ -12,7 +12,6 @@ interrupted or refused append leaves no tag on a half-written image.
 
 from __future__ import annotations
 
-import copy
 import gzip
 import hashlib
 import io
@@ -24,7 +23,7 @@ import stat
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -32,11 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..dockerfile_text import exec_form, instructions
 from ..errors import OutputError, RegistryError, show
-from ..fsutil import cache_dir, in_background, write_atomic
+from ..fsutil import cache_dir, write_atomic
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
-from ..oci.client import PushResult, RegistryClient, check_answer, json_object, refusal, send, upload_blob
+from ..oci.client import PushResult, RegistryClient, check_answer, json_object, send
 from ..oci.credentials import AuthProvider, default_providers
-from ..oci.media import DIGEST, INDEX_TYPES, LAYER_TYPES, MANIFEST_TYPES
+from ..oci.image import Image, LostLayer, Refused, read_image, replace_top, write
+from ..oci.media import DIGEST, INDEX_TYPES, MANIFEST_TYPES
 from ..progress import Reporter
 from ..refs import ImageRef
 from .context import FIXED_MTIME, Snapshot
@@ -57,14 +57,6 @@ _WHY = {"plan": "the plan changed (base image, Python, framework or packages)",
         "dockerfile": "the template changed (the Dockerfile is not the same)",
         "index": "the package index settings or the CA bundle changed",
         "builder": "the builder or the platform changed"}
-
-
-class Refused(RegistryError):
-    """The registry cannot hold the appended image (e.g. it refuses its manifest's media type): a full build may."""
-
-
-class PartlyTagged(RegistryError):
-    """A tag was refused after others were written: those name the complete new image."""
 
 
 @dataclass(frozen=True)
@@ -269,14 +261,22 @@ def _kept_path(digest: str) -> Path | None:
     return cache_dir() / "registry-json" / digest.replace(":", "-") if DIGEST.fullmatch(digest) else None
 
 
-def _kept(digest: str) -> dict | None:
+def _kept_bytes(digest: str) -> bytes | None:
     """A manifest or image config this machine read or wrote by DIGEST: content-addressed, so a copy whose
     bytes still hash to it is the registry's too."""
     path = _kept_path(digest)
     try:
         data = path.read_bytes() if path else b""
-        found = json.loads(data) if "sha256:" + _sha(data) == digest else None
-    except (OSError, ValueError):
+    except OSError:
+        return None
+    return data if "sha256:" + _sha(data) == digest else None
+
+
+def _kept(digest: str) -> dict | None:
+    data = _kept_bytes(digest)
+    try:
+        found = json.loads(data) if data is not None else None
+    except ValueError:
         return None
     return found if isinstance(found, dict) else None
 
@@ -324,24 +324,23 @@ def _manifest(client: RegistryClient, ref: ImageRef, digest: str, what: str, kee
 
 
 def _previous(client: RegistryClient, ref: ImageRef, digest: str, platform: str | None,
-              keep: Callable[[str, bytes], None], send: Callable[..., Any]) -> tuple[dict, str, dict]:
-    """The image at DIGEST as an append reads it: its manifest (the build platform's, where DIGEST names an index),
-    that manifest's media type and its config; each from this machine's copy where one is kept, else read from
-    the registry with SEND and handed to KEEP."""
+              keep: Callable[[str, bytes], None], send: Callable[..., Any]) -> Image:
+    """The image at DIGEST as an append reads it (the build platform's, where DIGEST names an index): its manifest
+    and its config, each from this machine's copy where one is kept, else read from the registry with SEND and
+    handed to KEEP."""
     manifest, media = _manifest(client, ref, digest, f"the previous image {ref.repository}@{digest}", keep, send)
     if media in INDEX_TYPES:
         digest, media = _platform_manifest(client, ref, manifest, platform)
         manifest, media = _manifest(client, ref, digest, f"manifest {digest}", keep, send)
-    if media not in LAYER_TYPES:
-        raise Refused(f"the previous image's manifest is {show(media)}, which the fast path does not write")
     config_digest = str((manifest.get("config") or {}).get("digest"))
-    config = _kept(config_digest)
+    config = _kept_bytes(config_digest)
     if config is None:
         got = send(client, "GET", f"blobs/{config_digest}", {})
         check_answer(client, got, ref, "the read of the previous image's config", (200,))
-        config = _json_body(got, "image config", config_digest)
-        keep(config_digest, got.content)
-    return manifest, media, config
+        _json_body(got, "image config", config_digest)
+        config = got.content
+        keep(config_digest, config)
+    return read_image(manifest, media, config, "the previous image")
 
 
 READ_AHEAD_WAIT = 2.0  # seconds a full build waits at most for its read-ahead (each request tried once)
@@ -380,23 +379,6 @@ def _platform_manifest(client: RegistryClient, ref: ImageRef, index: dict, platf
     raise RegistryError(f"the previous image of {ref.repository} is an index without a {os_name}/{arch} manifest")
 
 
-LAYER_CHECKS = 4  # connections that ask at once whether the lower layers are still there
-_TAGGED = (201, 200)  # a manifest PUT that stored and tagged
-
-
-def _lost_layer(client: RegistryClient, digests: Sequence[str]) -> str | None:
-    """The first of these blobs the registry does not have, or None."""
-    return next((d for d in digests if send(client, "HEAD", f"blobs/{d}", {}).status_code != 200), None)
-
-
-def _answer(request: Callable[[], Any]) -> Any:
-    """A request's response, or the RegistryError it raised (each tag's answer is weighed with the others')."""
-    try:
-        return request()
-    except RegistryError as exc:
-        return exc
-
-
 @dataclass(frozen=True)
 class CodeEdit:
     """A code-only edit, staged: what append() makes the new image of."""
@@ -412,98 +394,39 @@ class CodeEdit:
 
 def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider] | None = None,
            stored: Callable[[set[str]], None] | None = None) -> Appended:
-    """The new image: the recorded image's layers below its code layer, the staged context as the code layer,
-    its config with new diff_ids, history and labels; tagged under every ref once its manifest is stored.
+    """The new image: the recorded image with the staged context as its code layer, its config with the new
+    diff_id and labels (replace_top); written under every ref (oci.image.write, which tags last).
     stored: called with the new image's config and manifest digests once the registry holds it under the first
     ref, while the other refs are still being tagged.
     Raises Refused where the registry cannot hold the result, RegistryError for every other failure."""
     started = time.perf_counter()
-    refs, record, step, labels, platform = edit.refs, edit.record, edit.step, edit.labels, edit.platform
-    providers = list(providers) if providers is not None else default_providers()
+    refs, record, step = edit.refs, edit.record, edit.step
     ref = refs[0]
-    client = RegistryClient(ref, providers)
-    manifest, media, config = _previous(client, ref, record.manifest, platform, _keep, send)
-    config_descriptor = manifest.get("config") or {}
-    layers = list(manifest.get("layers") or [])
-    diff_ids = list((config.get("rootfs") or {}).get("diff_ids") or [])
-    history = list(config.get("history") or [])
-    layered = [i for i, h in enumerate(history) if not h.get("empty_layer")]
-    if not layers or len(layers) != len(diff_ids) or len(layered) != len(layers) \
-            or not str(history[layered[-1]].get("created_by", "")).startswith(step.instruction):
+    client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
+    base = _previous(client, ref, record.manifest, edit.platform, _keep, send)
+    history = base.config_json().get("history") or []
+    layered = [i for i, h in enumerate(history) if isinstance(h, dict) and not h.get("empty_layer")]
+    if len(layered) != len(base.layers) or not str(history[layered[-1]].get("created_by", "")).startswith(
+            step.instruction):
         raise Refused(f"the previous image's last layer is not made by `{step.instruction}`")
-    # Lower layers must still be there (a manifest naming a lost blob would be an image nobody can pull): checked
-    # while the code layer is made and sent, and before the manifest is written, over a few connections at once
-    # (one round trip per layer to a remote registry would otherwise add up to more than the upload).
-    lower = [layer["digest"] for layer in layers[:-1]]
-    lost = [in_background(_lost_layer, client.fork(), lower[i::LAYER_CHECKS]) for i in range(LAYER_CHECKS) if lower[i:]]
-
     timings = [("base", time.perf_counter() - started)]
     started = time.perf_counter()
     blob, diff_id = code_layer(edit.directory, step.dest)
-    blob_digest = "sha256:" + _sha(blob)
     timings.append(("tar", time.perf_counter() - started))
-
-    started = time.perf_counter()
-    new_config = copy.deepcopy(config)
-    new_config["rootfs"] = {**config["rootfs"], "diff_ids": diff_ids[:-1] + [diff_id]}
-    new_labels = dict((new_config.get("config") or {}).get("Labels") or {})
-    for name in edit.owned:
-        new_labels.pop(name, None)
-    new_labels.update(labels)
-    new_config.setdefault("config", {})["Labels"] = new_labels
-    config_bytes = json.dumps(new_config, separators=(",", ":"), ensure_ascii=False).encode()
-    new_config_digest = "sha256:" + _sha(config_bytes)
-    config_sent = in_background(upload_blob, client.fork(), ref, new_config_digest, config_bytes)
-    sent = upload_blob(client, ref, blob_digest, blob)
-    config_sent()
-    timings.append(("upload", time.perf_counter() - started))
-    missing = next((d for d in (check() for check in lost) if d), None)
-    if missing:
+    image = replace_top(base, blob, diff_id, edit.labels, edit.owned)
+    try:
+        written = write(client, image, refs, stored)
+    except LostLayer as exc:
         if send(client, "HEAD", f"manifests/{record.manifest}", {}).status_code == 404:
             # Read from this machine's copy, of an image the registry has lost whole (wiped or garbage-collected):
             # nothing to append to, as when the registry says so at the read.
-            raise Refused(f"the previous image {ref.repository}@{record.manifest} is gone from the registry")
-        raise RegistryError(f"{ref.registry} has lost layer {missing} of the previous image {ref.repository}@"
-                            f"{record.manifest}; run with --no-fast-path to build and push every layer again")
-
-    started = time.perf_counter()
-    new_manifest = {
-        "schemaVersion": 2, "mediaType": media,
-        "config": {"mediaType": config_descriptor["mediaType"], "size": len(config_bytes), "digest": new_config_digest},
-        "layers": layers[:-1] + [{"mediaType": LAYER_TYPES[media], "size": len(blob), "digest": blob_digest}],
-    }
-    body = json.dumps(new_manifest, indent=3).encode()
-    digest = "sha256:" + _sha(body)
-    headers = {"Content-Type": media}
-    # Every tag at once, each on its own connection: a registry checks the manifest whole (media type, every blob)
-    # before it tags, so a manifest it refuses is refused under every name and no tag is written.
-    others = [in_background(send, client.fork(), "PUT", f"manifests/{t.tag}", headers, body) for t in refs[1:]]
-    replies: list = [_answer(lambda: send(client, "PUT", f"manifests/{ref.tag}", headers, body))]
-    if stored is not None and not isinstance(replies[0], Exception) and replies[0].status_code in _TAGGED:
-        stored({new_config_digest, digest})
-    replies += [_answer(waiting) for waiting in others]
-    results, refused, failed = [], [], []
-    for target, reply in zip(refs, replies, strict=True):
-        if isinstance(reply, Exception):
-            failed.append(reply)
-        elif reply.status_code == 415 or reply.status_code == 400 and any(
-                code in reply.text for code in ("MANIFEST_INVALID", "UNSUPPORTED")):
-            refused.append(Refused(f"{ref.registry} refuses the appended image's manifest ({refusal(reply)})"))
-        else:
-            try:
-                check_answer(client, reply, target, f"the tag {target.tag}", _TAGGED)
-            except RegistryError as exc:
-                failed.append(exc)
-                continue
-            results.append(PushResult(f"{target.repository}@{digest}", target.tag or "latest", digest, len(body)))
-    if not results:
-        raise (refused or failed)[0]
-    if refused or failed:
-        raise PartlyTagged(f"{'; '.join(map(str, refused + failed))}; {', '.join(r.tag for r in results)} already "
-                           f"name the whole new image {digest}")
-    timings.append(("manifest", time.perf_counter() - started))
-    _keep(digest, body)  # the next edit appends to this image: it reads nothing back (the older ones go with its record)
-    _keep(new_config_digest, config_bytes)
-    reporter.message(f"appended the code layer ({len(blob)} bytes{'' if sent else ', already in the registry'}) to "
-                     f"{ref.repository}@{record.manifest}: {ref} is {digest}")
-    return Appended(new_config_digest, tuple(results), tuple(timings))
+            raise Refused(f"the previous image {ref.repository}@{record.manifest} is gone from the registry") from None
+        raise RegistryError(f"{ref.registry} has lost layer {exc.digest} of the previous image {ref.repository}@"
+                            f"{record.manifest}; run with --no-fast-path to build and push every layer again") from None
+    _keep(image.digest, image.manifest())  # the next edit appends to this image: it reads nothing back
+    _keep(image.config_digest, image.config)
+    top = image.layers[-1]
+    reporter.message(f"appended the code layer ({top.size} bytes"
+                     f"{'' if top.digest in written.sent else ', already in the registry'}) to "
+                     f"{ref.repository}@{record.manifest}: {ref} is {image.digest}")
+    return Appended(image.config_digest, written.pushed, tuple(timings) + written.timings)
