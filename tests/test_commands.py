@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildkit_py.entrypoints import Context, entry_of
 from buildkit_py.inference.layout import _module_root, _script_file
+from buildkit_py.sources.entrypoints import Context, entry_of
 from buildkit_py.sources.shell import ShellSyntaxError, read
 
 FILES = {

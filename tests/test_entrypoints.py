@@ -1,4 +1,4 @@
-"""The entry point a trainer repository declares (buildkit_py/entrypoints.py), found by autopackage before the
+"""The entry point a trainer repository declares (buildkit_py/sources/entrypoints/), found by autopackage before the
 layouts it knows: Dockerfile ENTRYPOINT/CMD in each form and place, submit commands, Vertex AI SDK calls."""
 
 from __future__ import annotations

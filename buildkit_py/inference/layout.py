@@ -23,7 +23,7 @@ from .given import Given
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..entrypoints import Declared, SetAside
+    from ..sources.entrypoints import Declared, SetAside
 
 # Where a trainer is looked for, in order: Vertex AI's package layout, a lone script at the top, then
 # a script in one folder (trainer/train.py without __init__.py: run as a script, its folder first on
@@ -79,7 +79,7 @@ def _trainer(directory: Path, entry_points: dict[str, list[str]]) -> tuple[dict,
     """The trainer (its config value and how it was found), notes, and the training Dockerfile it came from: first
     what the repository declares, ranked by evidence (entrypoints.choose), then the package's console scripts, then the
     layouts known."""
-    from ..entrypoints import Context, choose, declared_entries, says_train
+    from ..sources.entrypoints import Context, choose, declared_entries, says_train
 
     def is_module(name: str) -> bool:
         return _module_root(directory, name) is not None

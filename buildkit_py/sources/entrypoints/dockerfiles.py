@@ -1,0 +1,184 @@
+"""Commands written in Dockerfiles: ENTRYPOINT/CMD, with what the Dockerfile installs and sets beside them."""
+
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
+
+from ...dockerfile_text import exec_form, instructions
+from ...errors import shown_name
+from ...patterns import lazy_pattern
+from ..shell import Script, Simple, Word
+from .commands import follow, interpreter_for, kept_command, runs, shell_script
+from .model import MAX_COMMAND_BYTES, SAYS_TRAIN, SHELLS, WORKDIR, Context, Declared, Evidence, files_in, in_directory, text_of
+
+# Dockerfile-like names: Dockerfile, Dockerfile.gpu, trainer.dockerfile, train.Dockerfile, Containerfile.
+_DOCKERFILE = lazy_pattern(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
+
+
+DOCKERFILE_FOLDERS = ("", "docker", "dockerfiles", "dockerfile", "trainer", "training", "train", "container", "containers",
+                      "build", "deploy", "infra", "ci")
+
+
+# A Dockerfile (or a source file's name) for serving or an API runs no trainer.
+_NOT_TRAINING = lazy_pattern(r"serv|predict|infer|deploy|api|app\b|web|notebook|jupyter|dev\b|test", re.IGNORECASE)
+
+
+_FROM_PYTHON = lazy_pattern(r"(?:--platform=\S+\s+)?(?:[\w.:-]+/)*(?:library/)?python:(3\.[0-9]+)\b", re.ASCII)
+
+
+def _words_of(arguments: str) -> tuple[list[str] | None, str | None]:
+    """Exec form as JSON gives it; shell form as `/bin/sh -c TEXT` runs it: (words, the shell text)."""
+    if arguments.startswith("["):
+        return exec_form(arguments), None
+    return ["/bin/sh", "-c", arguments], arguments
+
+
+def script_of(words: list[str]) -> Script:
+    return Script(tuple([Simple(tuple(Word(w, i, i + 1, shlex.quote(w)) for i, w in enumerate(words)), 1)]), (), "")
+
+
+def from_command(words: list[str], ctx: Context, source: str, line: int, evidence: Evidence, cwd: str = WORKDIR,
+                 extra: dict | None = None) -> Declared | None:
+    """A candidate from a command a container runs (exec-form words)."""
+    kind, rank, says_train = evidence.kind, evidence.rank, evidence.says_train
+    where = f"{source}:{line}"
+    script = script_of(words)
+    steps = follow(script, ctx, source, cwd=cwd, line_offset=line - 1)
+    found = runs(steps)
+    if found is None:
+        return None
+    extra = extra or {}
+    how = ", ".join(found.how)
+    if not found.keep and found.call is not None:
+        call = found.call
+        args = tuple(a for a in call.args if a is not None)
+        also = found.also
+        if len(args) != len(call.args):
+            also = (*also, "arguments only running tells are left out: "
+                    + " ".join(a if a is not None else "?" for a in call.args)[:80])
+        return Declared(call.module, call.script, args, where, kind, also, function=call.function, how=how, rank=rank,
+                        file_says_train=says_train, changes=found.changes, **extra)
+    command, changes = kept_command(words, steps[0])
+    if len(json.dumps(command)) > MAX_COMMAND_BYTES:  # an edited script too long to pass inline: run it as written
+        command, changes = tuple(words), (*changes, "the changes above are not made: the edited script would be "
+                                                    f"longer than {MAX_COMMAND_BYTES} bytes; it runs as written")
+    command = _run_as_script(command, ctx, cwd)
+    call = found.call
+    return Declared(call.module if call else None, call.script if call else None, (), where, kind,
+                    command=command, function=call.function if call else None, how=how, rank=rank,
+                    file_says_train=says_train, changes=changes, launcher=call.launcher if call else None, **extra)
+
+
+def entry_of(command: str | list[str], ctx: Context, source: str = "command", line: int = 1) -> Declared | None:
+    """What a command a container runs comes to: text as a shell form runs it, words as an exec form does."""
+    words = command if isinstance(command, list) else ["/bin/sh", "-c", command]
+    return from_command(words, ctx, source, line, Evidence("job", 40))
+
+
+def _run_as_script(command: tuple[str, ...], ctx: Context, cwd: str) -> tuple[str, ...]:
+    """A command whose first word is a shell script of the directory runs it through its shell, at the generated
+    image's path (a file copied without its execute bit still runs)."""
+    head = command[0] if command else ""
+    rel = in_directory(head, cwd, ctx.is_script) if head and PurePosixPath(head).name not in SHELLS else None
+    if rel is None or not shell_script(rel, ctx):
+        return command
+    return (interpreter_for(rel, ctx), f"{WORKDIR}/{rel}", *command[1:])
+
+
+def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str],
+                       job_args: list[tuple[str, list[str]]]) -> Iterator[Declared]:
+    """The trainer each training Dockerfile's final stage runs (ENTRYPOINT + CMD, or + the arguments a job config
+    passes in CMD's place). named: Dockerfiles a build script, submit script or job config builds (path -> where)."""
+    for path in files_in(directory, DOCKERFILE_FOLDERS, lambda n: bool(_DOCKERFILE.fullmatch(n))):
+        rel = path.relative_to(directory).as_posix()
+        if _NOT_TRAINING.search(path.name) and rel not in named:
+            continue
+        entrypoint = cmd = python = None
+        workdir = "/"
+        stage = ""
+        apt: list[str] = []
+        env: dict[str, str] = {}
+        for instruction in instructions(text_of(path)):
+            line, keyword, arguments = instruction.line, instruction.keyword, instruction.arguments
+            if keyword == "FROM":
+                entrypoint, cmd, workdir, apt, env = None, None, "/", [], {}
+                found = _FROM_PYTHON.match(arguments)
+                python = (found.group(1), f"{shown_name(rel)}:{line}") if found else None
+                stage = arguments.split()[-1] if re.search(r"\s[Aa][Ss]\s", arguments) else ""
+            elif keyword == "RUN":
+                apt += _apt_packages(arguments)
+            elif keyword == "ENV":
+                env.update(_env(arguments))
+            elif keyword == "WORKDIR":
+                workdir = arguments if arguments.startswith("/") else f"{workdir.rstrip('/')}/{arguments}"
+            elif keyword == "ENTRYPOINT":
+                entrypoint = (line, _words_of(arguments))  # the builder resets an inherited CMD, not this stage's
+            elif keyword == "CMD":
+                cmd = (line, _words_of(arguments))
+        words = list(entrypoint[1][0] or []) if entrypoint else []
+        passed = None
+        if entrypoint and entrypoint[1][1] is None and job_args:
+            passed, given = job_args[0]  # a job's args replace CMD
+            words += given
+        elif cmd and cmd[1][0] and not (entrypoint and entrypoint[1][1] is not None):
+            words += cmd[1][0]  # a shell-form ENTRYPOINT ignores CMD
+        line = entrypoint[0] if entrypoint else cmd[0] if cmd else 0
+        if not words:
+            continue
+        says_train = bool(SAYS_TRAIN.search(path.name) or SAYS_TRAIN.search(stage))
+        rank = 10 if rel in named else 20 if says_train else 30
+        declared = from_command(words, ctx, shown_name(rel), line, Evidence("dockerfile", rank, says_train), workdir,
+                                {"python": python, "apt": tuple(dict.fromkeys(apt)), "env": tuple(env.items())})
+        if declared is not None:
+            if rel in named or passed:
+                said = [f"built by {named[rel]}" if rel in named else "", f"its arguments from {passed}" if passed else ""]
+                declared = replace(declared, how=", ".join(filter(None, [*said, declared.how])))
+            yield declared
+
+
+_APT_INSTALL = lazy_pattern(r"\bapt(?:-get)?\s+(?:-\S+\s+)*install\s+([^&;|]*)", re.ASCII)
+
+
+_APT_NAME = lazy_pattern(r"[a-z0-9][a-z0-9+.-]{1,127}", re.ASCII)
+
+
+# What the generated image installs its own way (its Python, pip, uv) or needs no package for.
+_APT_LEFT = lazy_pattern(r"python[0-9.]*(?:-.*)?|pip|.*-pip|curl|wget|ca-certificates|software-properties-common|gnupg.*|"
+                       r"apt-utils|lsb-release|sudo", re.ASCII)
+
+
+# ENV the generated image sets itself, or that would point its interpreter elsewhere.
+_ENV_LEFT = lazy_pattern(r"PATH|PYTHON.*|LD_LIBRARY_PATH|VIRTUAL_ENV|HOME|LANG|LC_.*|DEBIAN_FRONTEND|PIP_.*|CONDA.*|"
+                       r"NVIDIA_.*|CUDA_.*", re.ASCII)
+
+
+_ENV_NAME = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)
+
+
+def _apt_packages(arguments: str) -> list[str]:
+    """The packages `apt-get install` lines name (options, pinned versions and the image's own Python left out)."""
+    found = []
+    for match in _APT_INSTALL.finditer(arguments):
+        for word in match.group(1).split():
+            name = word.split("=")[0]
+            if not word.startswith("-") and _APT_NAME.fullmatch(name) and not _APT_LEFT.fullmatch(name):
+                found.append(name)
+    return found
+
+
+def _env(arguments: str) -> dict[str, str]:
+    """ENV K=V ... (or the old ENV K V) with plain values: no variable to expand, nothing the image sets itself."""
+    try:
+        words = shlex.split(arguments)
+    except ValueError:
+        return {}
+    pairs = [w.partition("=")[::2] for w in words] if all("=" in w for w in words) else \
+        [(words[0], " ".join(words[1:]))] if len(words) >= 2 else []
+    return {k: v for k, v in pairs if _ENV_NAME.fullmatch(k) and not _ENV_LEFT.fullmatch(k) and "$" not in v
+            and "\n" not in v and len(v) <= 1000}
