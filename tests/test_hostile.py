@@ -513,8 +513,8 @@ CLOUDBUILD_BAD = {"bucket": "Bucket_With_Caps", "machine_type": "n1-standard-8",
 
 
 def test_cloudbuild_section_reads_every_key(tmp_path):
-    from buildkit_py.cli import CLOUDBUILD_HELP
     from buildkit_py.config import CLOUDBUILD_KEYS
+    from buildkit_py.flags import CLOUDBUILD_HELP
 
     assert set(CLOUDBUILD_GOOD) == set(CLOUDBUILD_KEYS) == set(CLOUDBUILD_HELP), "each key has its flag"
     write(tmp_path, "buildkit.yaml", yaml.safe_dump({"framework": "none", "builder": "cloudbuild",

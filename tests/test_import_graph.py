@@ -211,11 +211,11 @@ def test_every_package_is_in_the_wheel():
 # shrink: a new room over a limit fails, and so does a listed one that now fits (take it off the list).
 MAX_MODULE_LINES, MAX_FUNCTION_LINES, MAX_PARAMETERS = 600, 80, 7
 OVER_MODULE = {"index_metadata", "sources.shell", "lockfiles", "packaging", "api.jobs", "pipeline.lock",
-               "pipeline.context", "matrix", "cli"}
-OVER_FUNCTION = {"jobs.aiplatform.convert", "sources.shell._run", "jobs.vertex.build_job", "cli.build_parser",
+               "pipeline.context", "matrix"}
+OVER_FUNCTION = {"jobs.aiplatform.convert", "sources.shell._run", "jobs.vertex.build_job",
                  "lockfiles._uv", "pipeline.build.build_platforms", "inference.requirements.declared_requirements",
                  "jobs.local.run_local"}
-OVER_PARAMETERS = {"inference.infer", "builders.engine_push.push", "jobs.tune.run_study", "api.jobs.submit_planned", "cli.command",
+OVER_PARAMETERS = {"inference.infer", "builders.engine_push.push", "jobs.tune.run_study", "api.jobs.submit_planned",
                    "inference.imported.undeclared_imports",
                    "jobs.vertex.processes_per_node", "launcher.__main__._spread", "pipeline.build.build_staged",
                    "pipeline.lock._compile", "packaging._container",
