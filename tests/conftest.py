@@ -64,6 +64,14 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> sub
     )
 
 
+def pytest_collection_modifyitems(items):
+    """`pytest -m "not e2e"` runs what needs no Docker engine: a test is end to end when it uses the engine and the
+    loopback registries (the testenv fixture, directly or through another fixture) or lives in a *_e2e.py file."""
+    for item in items:
+        if "testenv" in getattr(item, "fixturenames", ()) or item.path.name.endswith("_e2e.py"):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture(scope="session")
 def testenv() -> dict[str, str]:
     """A real Docker engine, BuildKit client and loopback registries (scripts/testenv.sh up)."""
