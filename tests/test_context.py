@@ -21,11 +21,9 @@ from hypothesis import strategies as st
 
 from buildkit_py.errors import ContextError
 from buildkit_py.fsutil import OUTPUT_MARKER, make_output_dir
-from buildkit_py.pipeline import context as context_module
 from buildkit_py.pipeline.context import (
     FIXED_MTIME,
     LARGE_FILE_BYTES,
-    MAX_PATTERN_CHARS,
     find_large_files,
     find_secrets,
     hash_context,
@@ -33,6 +31,8 @@ from buildkit_py.pipeline.context import (
     list_context,
     staged,
 )
+from buildkit_py.pipeline.context import stage as stage_module
+from buildkit_py.pipeline.context.ignore import MAX_PATTERN_CHARS
 from buildkit_py.pipeline.render import render_dockerignore
 from conftest import REPO
 
@@ -470,13 +470,13 @@ def test_a_file_deleted_after_the_listing_is_left_out_with_a_note(tmp_path, priv
 
 def test_a_file_deleted_before_its_secret_check_is_left_out_not_refused(tmp_path, monkeypatch):
     root = write_tree(tmp_path / "proj", {"train.py": "", "gone.txt": "x"})
-    real = context_module.find_secrets
+    real = stage_module.find_secrets
 
     def delete_then_check(where, files, **kw):
         (root / "gone.txt").unlink()
         return real(where, files, **kw)
 
-    monkeypatch.setattr(context_module, "find_secrets", delete_then_check)
+    monkeypatch.setattr(stage_module, "find_secrets", delete_then_check)  # as the listing calls it
     listing = list_context(root, DOCKERFILE, "")
     assert hash_context(listing).files == ("train.py",)
     assert hash_context(listing).notes == ("gone.txt was deleted while the build context was read: left out",)
@@ -509,8 +509,8 @@ def test_a_file_grown_past_the_limit_while_read_is_refused_and_not_read_to_its_e
     root = write_tree(tmp_path / "proj", {"train.py": "", "logs/train.log": "step 1\n"})
     listing = list_context(root, DOCKERFILE, "")
     sparse(root / "logs/train.log", 4 << 30)  # 4 GiB by the time it is read
-    real = context_module._open_regular
-    monkeypatch.setattr(context_module, "_open_regular", lambda path: (h := real(path)) and CountingReader(h))
+    real = stage_module.open_regular
+    monkeypatch.setattr(stage_module, "open_regular", lambda path: (h := real(path)) and CountingReader(h))
     CountingReader.read_total = 0
     with pytest.raises(ContextError) as caught, staged(listing):
         pass

@@ -147,7 +147,7 @@ def test_fast_path_image_equals_a_full_build_entry_by_entry(testenv, tmp_path, e
     if example == "quickstart":
         assert full_files["app/trainer/alias.py"][4] == "task.py" and full_files["app/run.sh"][1] == 0o755
         assert full_files["app/trainer/data"][4] == "../data"
-        # The build context holds files and links only (context.py): an empty directory is in neither image.
+        # The build context holds files and links only (pipeline/context/): an empty directory is in neither image.
         assert "app/trainer/empty" not in full_files
         assert "app/data/grüße – 日本.txt" in full_files
     # The image runs, and runs the edited code.

@@ -211,7 +211,7 @@ def test_every_package_is_in_the_wheel():
 # shrink: a new room over a limit fails, and so does a listed one that now fits (take it off the list).
 MAX_MODULE_LINES, MAX_FUNCTION_LINES, MAX_PARAMETERS = 600, 80, 7
 OVER_MODULE = {"index_metadata", "sources.shell", "lockfiles", "packaging", "api.jobs", "pipeline.lock",
-               "pipeline.context", "matrix"}
+               "matrix"}
 OVER_FUNCTION = {"jobs.aiplatform.convert", "sources.shell._run", "jobs.vertex.build_job",
                  "lockfiles._uv", "pipeline.build.build_platforms", "inference.requirements.declared_requirements",
                  "jobs.local.run_local"}
