@@ -15,9 +15,9 @@ from test_resolution import online  # noqa: F401 (the fixture below: the resolve
 
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError
-from buildkit_py.pipeline.lock import python_platform
 from buildkit_py.pipeline.plan import make_plan
 from buildkit_py.pipeline.resolution import declared_in, remembered, resolve_plan
+from buildkit_py.pipeline.uv import python_platform
 
 pytestmark = pytest.mark.usefixtures("online")
 

@@ -41,7 +41,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("config", {"config", "builders.names"}),
     ("plan", {"pipeline.plan"}),
     ("render", {"pipeline.render"}),
-    ("lock", {"pipeline.lock", "pipeline.resolution"}),
+    ("lock", {"pipeline.lock", "pipeline.uv", "pipeline.resolution"}),
     # The project staged: the build context (listed, copied, hashed), the recipe, the trainer as a package.
     ("stage", {"pipeline.context", "pipeline.recipe", "packaging"}),
     # What the trainer needs, inferred from its files (the inference package). First in the
@@ -210,7 +210,7 @@ def test_every_package_is_in_the_wheel():
 # than one idea. What stands over a limit today is listed, each to be split along its ideas; the lists only
 # shrink: a new room over a limit fails, and so does a listed one that now fits (take it off the list).
 MAX_MODULE_LINES, MAX_FUNCTION_LINES, MAX_PARAMETERS = 600, 80, 7
-OVER_MODULE = {"index_metadata", "sources.shell", "lockfiles", "packaging", "api.jobs", "pipeline.lock",
+OVER_MODULE = {"index_metadata", "sources.shell", "lockfiles", "packaging", "api.jobs",
                "matrix"}
 OVER_FUNCTION = {"jobs.aiplatform.convert", "sources.shell._run", "jobs.vertex.build_job",
                  "lockfiles._uv", "pipeline.build.build_platforms", "inference.requirements.declared_requirements",
@@ -218,7 +218,7 @@ OVER_FUNCTION = {"jobs.aiplatform.convert", "sources.shell._run", "jobs.vertex.b
 OVER_PARAMETERS = {"inference.infer", "builders.engine_push.push", "jobs.tune.run_study", "api.jobs.submit_planned",
                    "inference.imported.undeclared_imports",
                    "jobs.vertex.processes_per_node", "launcher.__main__._spread", "pipeline.build.build_staged",
-                   "pipeline.lock._compile", "packaging._container",
+                   "packaging._container",
                    "jobs.vertex.build_job"}
 
 

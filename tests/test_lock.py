@@ -12,7 +12,7 @@ import pytest
 
 from buildkit_py import cli, indexes, resources
 from buildkit_py.config import load_config
-from buildkit_py.pipeline import lock, render
+from buildkit_py.pipeline import lock, render, uv
 from buildkit_py.pipeline.plan import make_plan
 from conftest import hadolint
 
@@ -175,7 +175,7 @@ def test_upgrade_package_of_the_wrong_type_or_unknown_exits_2(root, capsys):
 
 def test_index_credentials_never_reach_the_lock():
     assert indexes.without_credentials("https://user:s3cret@idx.example/simple") == "https://idx.example/simple"
-    assert lock._user_indexes("[global]\nindex-url = https://u:tok@a.example/simple\n"
+    assert uv._user_indexes("[global]\nindex-url = https://u:tok@a.example/simple\n"
                               "extra-index-url = https://b.example/x https://v:tok2@c.example/y\n") == [
         "https://a.example/simple", "https://b.example/x", "https://c.example/y"]
 

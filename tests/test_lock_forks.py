@@ -15,7 +15,7 @@ from test_lock_e2e import Index, make_wheel
 
 from buildkit_py.errors import ConfigError, StaleLockError
 from buildkit_py.lockfiles import export
-from buildkit_py.pipeline.lock import _uv
+from buildkit_py.pipeline.uv import uv_binary
 from conftest import run_cli
 
 
@@ -42,7 +42,7 @@ def project(root: Path, index: Index, body: str) -> Path:
         requires-python = ">=3.10"
         ''') + textwrap.dedent(body))
     env = {"UV_INDEX_URL": index.url, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([_uv(), "lock", "--quiet"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([uv_binary(), "lock", "--quiet"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return root
 

@@ -20,9 +20,9 @@ from test_lock_e2e import Index, cli, make_wheel
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError
 from buildkit_py.lockfiles import export, found_in, locked
-from buildkit_py.pipeline.lock import _uv
 from buildkit_py.pipeline.plan import make_plan
 from buildkit_py.pipeline.render import render_dockerfile
+from buildkit_py.pipeline.uv import uv_binary
 from conftest import CA_BUNDLE, run_cli
 
 
@@ -58,7 +58,7 @@ def uv_project(root: Path, index: Index, dependencies: list[str]) -> Path:
         """))
     env = {"UV_INDEX_URL": index.url, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "PATH": "/usr/bin:/bin"}
     for args in (["lock"], ["export", "--format", "pylock.toml", "-o", "pylock.toml", "--no-emit-project", "--no-dev"]):
-        done = subprocess.run([_uv(), *args, "--quiet"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run([uv_binary(), *args, "--quiet"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
     return root
 

@@ -35,12 +35,13 @@ from .attest import attested
 from .buildtypes import BuildOptions, BuildResult, PlatformImage, platform_suffix
 from .context import hash_context
 from .fastbuild import Staged, appended_result, attempt, checked, git_revision, staging
-from .lock import STALE_LOCK, config_key, pip_conf_text
+from .lock import STALE_LOCK, config_key
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
 from .recipe import Recipe, index_digest
 from .render import render_dockerfile, render_project_dockerignore
 from .resolution import Resolution, Resolved, check_resolution, declared_in, remembered, resolve_plan
+from .uv import pip_conf_text
 
 if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
     from ..builders.base import Builder

@@ -25,8 +25,8 @@ from ..fsutil import cache_dir, read_whole, write_atomic
 from ..matrix import version_key
 from ..patterns import lazy_pattern
 from ..requirements_file import requirement_name, resolver_input
-from .lock import platform_of
 from .plan import Plan, make_plan
+from .uv import platform_of
 
 OFFLINE_ENV = "BUILDKIT_PY_OFFLINE"
 CHECK_TIMEOUT = 600  # seconds: a cold resolve of a CUDA framework reads large index pages
@@ -62,7 +62,7 @@ def offline_requested(flag: bool = False) -> bool:
 
 
 def _key(config: Config, plan: Plan, platform: str, framework: str | None = None) -> str:
-    from .lock import _uv, pip_conf_text
+    from .uv import pip_conf_text, uv_binary
 
     fw = plan.framework
     if plan.requirements_export or not plan.requirements:
@@ -70,7 +70,7 @@ def _key(config: Config, plan: Plan, platform: str, framework: str | None = None
     else:  # what uv is handed: the file's checked lines and its includes'
         requirements = json.dumps([[text for text, _ in part] for part in resolver_input(config.root, plan.requirements)]).encode()
     pip_conf = pip_conf_text(config) or ""
-    uv = Path(_uv())
+    uv = Path(uv_binary())
     given = json.dumps([SCHEME, framework or (fw.requirement if fw else None), fw.index_url if fw else None,
                         fw.pre if fw else None, list(fw.overrides) if fw else None, fw.source if fw else None,
                         plan.hypertune, list(plan.pip), hashlib.sha256(requirements).hexdigest(), plan.python.version,
@@ -93,7 +93,7 @@ def _run(config: Config, plan: Plan, platform: str, framework: str | None = None
     """uv on the plan's package set (the framework as `framework` says where given); a resolution is kept by the
     digest of its inputs, a refusal is not. kept_only: a kept resolution or nothing (no resolver call)."""
     from ..indexes import without_credentials
-    from .lock import _compile, index_urls_of, pip_conf_text
+    from .uv import Compile, compile_requirements, index_urls_of, pip_conf_text
 
     try:
         key = _key(config, plan, platform, framework)
@@ -112,7 +112,8 @@ def _run(config: Config, plan: Plan, platform: str, framework: str | None = None
     if nobody:
         return _Outcome(unchecked=f"the requirements were not resolved: no package index answered ({nobody})")
     with tempfile.TemporaryDirectory(prefix="buildkit-py-resolve-") as tmp:
-        done, _ = _compile(config, plan, platform, Path(tmp), hashes=False, timeout=CHECK_TIMEOUT, framework=framework)
+        done, _ = compile_requirements(config, plan, platform, Path(tmp),
+                                       Compile(False, timeout=CHECK_TIMEOUT, framework=framework))
         if done is None:
             return _Outcome(unchecked=f"the requirements were not resolved: uv took over {CHECK_TIMEOUT} s")
         said = without_credentials(done.stderr.strip())
