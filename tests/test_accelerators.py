@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from buildkit_py import api
+from buildkit_py.catalog.matrix import load_matrix
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ResolutionError
-from buildkit_py.matrix import load_matrix
 from buildkit_py.pipeline.plan import check_accelerator, make_plan
 
 # The names the issue lists, with NVIDIA's compute capabilities.

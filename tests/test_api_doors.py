@@ -59,10 +59,11 @@ class Reached(Exception):
 # (module, name) of the first step of each call's work, replaced by Reached.
 STOPS = [("buildkit_py.api.builds", "build_project"), ("buildkit_py.api.runs", "_run"),
          ("buildkit_py.api.tuning", "build_config"), ("buildkit_py.api.jobs", "plan_job"),
-         ("buildkit_py.pipeline.build", "push_image"), ("buildkit_py.packaging", "build_sdist"),
+         ("buildkit_py.pipeline.build", "push_image"), ("buildkit_py.pipeline.packaging", "build_sdist"),
          ("buildkit_py.jobs.submit", "default_credentials"), ("buildkit_py.api.autopackaging", "_autopackage_with"),
          ("buildkit_py.pipeline.build", "build_config"), ("buildkit_py.api.images", "executor_build_for"),
-         ("buildkit_py.pipeline.lock", "lock"), ("buildkit_py.index_metadata", "run"), ("buildkit_py.doctor", "diagnose")]
+         ("buildkit_py.pipeline.lock", "lock"), ("buildkit_py.catalog.index_metadata", "run"),
+         ("buildkit_py.tools.doctor", "diagnose")]
 
 # The calls with the keywords each takes beyond the config keys: their parameters and their options' fields.
 OPTIONS = {"build": api.BuildOptions, "run": api.RunOptions, "tune": api.TuneOptions, "package": api.PackageOptions,

@@ -25,12 +25,12 @@ from buildkit_py.errors import AttestationError, BuildkitError
 from buildkit_py.oci.client import PushResult, RegistryClient, send, upload_blob
 from buildkit_py.oci.media import EMPTY_MEDIA_TYPE, OCI_INDEX, OCI_MANIFEST
 from buildkit_py.oci.referrers import tag_for
+from buildkit_py.oci.refs import parse_ref
 from buildkit_py.pipeline import attest
 from buildkit_py.pipeline.buildtypes import BuildOptions, BuildResult
 from buildkit_py.pipeline.lock import LOCKED_REQUIREMENTS, Lock, LockedImage, LockedPackage
 from buildkit_py.pipeline.recipe import Recipe
 from buildkit_py.progress import Reporter
-from buildkit_py.refs import parse_ref
 from conftest import run_cli
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))

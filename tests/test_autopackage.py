@@ -397,7 +397,7 @@ def test_a_framework_range_picks_the_newest_known_release_inside_it(project):
     root = project({"trainer/__init__.py": "", "trainer/task.py": "",
                     "requirements.txt": "torch>=1.13,<2.1\nnumpy\n"})
     out = dry(root)
-    from buildkit_py.matrix import load_matrix, version_key
+    from buildkit_py.catalog.matrix import load_matrix, version_key
     known = [r for r in load_matrix().framework("torch").releases() if version_key("1.13") <= version_key(r) < version_key("2.1")]
     assert out["inferred"]["framework"] == f"torch=={max(known, key=version_key)}"
     assert out["inferred"]["framework_from"] == "requirements.txt:1"
@@ -575,13 +575,14 @@ def test_autopackage_loads_plans_renders_and_parses_each_reference_once(testenv,
                                                                          capsys):
     """Every stage runs once per command (issue 20): autopackage passes what it resolved forward instead of
     calling back into the public API, which would load the config, plan and parse the image again."""
-    from buildkit_py import api, cli, config, refs
+    from buildkit_py import api, cli, config
+    from buildkit_py.oci import refs
     from buildkit_py.pipeline import render
 
     plan = importlib.import_module("buildkit_py.pipeline.plan")  # bk.plan is the API's call of that name
 
     for name in ("buildkit_py.jobs.vertex", "buildkit_py.jobs.submit", "buildkit_py.jobs.preflight",
-                 "buildkit_py.jobs.local", "buildkit_py.inference", "buildkit_py.packaging", "buildkit_py.oci.client",
+                 "buildkit_py.jobs.local", "buildkit_py.inference", "buildkit_py.pipeline.packaging", "buildkit_py.oci.client",
                  "buildkit_py.builders.buildkit_cli", "buildkit_py.builders.engine_images"):
         importlib.import_module(name)  # loaded now, so that their references to the counted functions are counted too
     loads = _counted(monkeypatch, api, "load")

@@ -234,8 +234,8 @@ def test_registry_down_is_retried_then_reported(testenv, quickstart):
     from buildkit_py.builders.engine_push import push
     from buildkit_py.engine import engine_client
     from buildkit_py.errors import RegistryError
+    from buildkit_py.oci.refs import parse_ref
     from buildkit_py.progress import Reporter
-    from buildkit_py.refs import parse_ref
 
     ref = json.loads(build(testenv, quickstart).stdout)["tags"][0]
     down = parse_ref("127.0.0.1:5999/e2e/down:v1")

@@ -14,7 +14,7 @@ from buildkit_py.builders.base import BuildRequest
 from buildkit_py.builders.cloudbuild import CloudBuildSettings, build_body, context_archive, settings
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError
-from buildkit_py.refs import parse_ref
+from buildkit_py.oci.refs import parse_ref
 from conftest import CA_BUNDLE
 
 

@@ -132,7 +132,7 @@ def test_the_resolution_targets_the_bases_glibc(index, tmp_path):
 
 
 def test_every_base_has_its_glibc_from_the_data():
-    from buildkit_py.matrix import load_matrix
+    from buildkit_py.catalog.matrix import load_matrix
 
     distros = load_matrix().distros
     assert distros.ubuntu_glibc == {"20.04": "2.31", "22.04": "2.35", "24.04": "2.39"} and distros.cpu_glibc == "2.36"
@@ -160,8 +160,8 @@ def test_a_no_cuda_frameworks_release_the_data_lacks_is_the_indexs_and_its_wheel
 def test_a_local_version_label_is_a_build_of_its_release_not_a_second_pin():
     from packaging.requirements import Requirement
 
+    from buildkit_py.catalog.matrix import load_matrix
     from buildkit_py.inference.frameworks import _pin
-    from buildkit_py.matrix import load_matrix
 
     matrix = load_matrix()
     both = _pin(matrix, [("requirements.txt:1", Requirement("torch==2.4.0+cu118")), ("setup.py", Requirement("torch==2.4.0"))],

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildkit_py.dockerfile_text import exec_form, instructions, read
 from buildkit_py.errors import ConfigError
 from buildkit_py.pipeline.render import render_with_launcher
+from buildkit_py.sources.dockerfile import exec_form, instructions, read
 from conftest import run_cli
 
 CASES = {

@@ -11,7 +11,7 @@ import pytest
 from buildkit_py.builders.engine_images import EngineImages
 from buildkit_py.engine import image_path, socket_call
 from buildkit_py.errors import EngineError
-from buildkit_py.refs import parse_ref
+from buildkit_py.oci.refs import parse_ref
 
 
 def test_the_real_engine_answers_over_its_socket(testenv, monkeypatch):

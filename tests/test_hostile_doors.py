@@ -18,8 +18,8 @@ from test_logs import JOB, a_job
 
 from buildkit_py import cli
 from buildkit_py.errors import BuildkitError
-from buildkit_py.lockfiles import export
 from buildkit_py.pipeline.resolution import OFFLINE_ENV
+from buildkit_py.sources.lockfiles import export
 
 SECRET = "pAsSw0rdS3cret"
 PAYLOADS = [*CORPUS, f"https://user:{SECRET}@127.0.0.1:1/simple", f"user:{SECRET}@127.0.0.1:1/a/b:1",

@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 from buildkit_py.errors import BuildError, ImportCheckError
-from buildkit_py.imports import closure, import_failure, import_names, statements
 from buildkit_py.launcher.constants import IMPORT_CHECKING_MARKER, IMPORT_FAILED_MARKER
+from buildkit_py.sources.imports import closure, import_failure, import_names, statements
 from conftest import REPO
 
 

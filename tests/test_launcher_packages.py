@@ -31,7 +31,7 @@ from buildkit_py.launcher.constants import (
     USAGE,
 )
 from buildkit_py.launcher.packages import MARKER
-from buildkit_py.packaging import SETUPTOOLS_REQUIREMENT
+from buildkit_py.pipeline.packaging import SETUPTOOLS_REQUIREMENT
 from buildkit_py.resources import launcher_sources
 from conftest import run_cli
 

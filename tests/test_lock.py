@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from buildkit_py import cli, indexes, resources
+from buildkit_py import cli, resources
 from buildkit_py.config import load_config
 from buildkit_py.pipeline import lock, render, uv
 from buildkit_py.pipeline.plan import make_plan
+from buildkit_py.sources import pip_config as indexes
 from conftest import hadolint
 
 HERE = Path(__file__).resolve().parent
@@ -193,7 +194,7 @@ def test_job_labels_carry_the_lock_digest(root, capsys):
 
 
 def test_sdist_dependencies_take_the_lock_pins(root):
-    from buildkit_py.packaging import dependencies
+    from buildkit_py.pipeline.packaging import dependencies
 
     (root / "buildkit.yaml").write_text(CONFIG.replace("pip: [bkpin]", "pip: ['bkpin[fast]>=0.5; python_version>\"3\"']"))
     write_lock(root)

@@ -14,8 +14,8 @@ import pytest
 from test_lock_e2e import Index, make_wheel
 
 from buildkit_py.errors import ConfigError, StaleLockError
-from buildkit_py.lockfiles import export
 from buildkit_py.pipeline.uv import uv_binary
+from buildkit_py.sources.lockfiles import export
 from conftest import run_cli
 
 

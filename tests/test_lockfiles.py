@@ -19,10 +19,10 @@ from test_lock_e2e import Index, cli, make_wheel
 
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError
-from buildkit_py.lockfiles import export, found_in, locked
 from buildkit_py.pipeline.plan import make_plan
 from buildkit_py.pipeline.render import render_dockerfile
 from buildkit_py.pipeline.uv import uv_binary
+from buildkit_py.sources.lockfiles import export, found_in, locked
 from conftest import CA_BUNDLE, run_cli
 
 

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from buildkit_py.catalog.index_metadata import Index, IndexFile, _pythons, _releases, run
+from buildkit_py.catalog.matrix import load_matrix, overlay_path
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ConfigError, DataError, PackageIndexError
-from buildkit_py.index_metadata import Index, IndexFile, _pythons, _releases, run
-from buildkit_py.matrix import load_matrix, overlay_path
 from buildkit_py.pipeline.plan import make_plan
 from buildkit_py.resources import read_data, resource_dir
 from conftest import REPO, run_cli

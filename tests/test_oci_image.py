@@ -17,7 +17,7 @@ import pytest
 from buildkit_py.oci.client import RegistryClient, send, upload_blob
 from buildkit_py.oci.image import Image, Layer, LostLayer, Refused, read_image, replace_top, write
 from buildkit_py.oci.media import DOCKER_MANIFEST, LAYER_TYPES, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
-from buildkit_py.refs import parse_ref
+from buildkit_py.oci.refs import parse_ref
 
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 

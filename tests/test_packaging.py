@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit_py.packaging import SETUPTOOLS_REQUIREMENT
 from buildkit_py.pipeline.context import FIXED_MTIME
+from buildkit_py.pipeline.packaging import SETUPTOOLS_REQUIREMENT
 from conftest import REPO, run_cli
 
 QUICKSTART = REPO / "examples" / "quickstart"

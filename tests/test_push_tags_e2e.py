@@ -17,8 +17,8 @@ import pytest
 from buildkit_py.errors import RegistryError
 from buildkit_py.oci.client import PushResult, add_tags
 from buildkit_py.oci.credentials import EnvProvider
+from buildkit_py.oci.refs import parse_ref
 from buildkit_py.progress import Reporter
-from buildkit_py.refs import parse_ref
 from buildkit_py.transport import USER_AGENT
 from conftest import REPO, run_cli
 

@@ -176,7 +176,7 @@ def test_every_file_the_stages_open_or_look_for_is_consulted(isolated, monkeypat
 
 
 # What a code edit's build --push never loads: the config, plan and render stages, the builders' clients.
-PIPELINE = {"yaml", "jinja2", "tomllib", "buildkit_py.config", "buildkit_py.pipeline.plan", "buildkit_py.matrix",
+PIPELINE = {"yaml", "jinja2", "tomllib", "buildkit_py.config", "buildkit_py.pipeline.plan", "buildkit_py.catalog.matrix",
             "buildkit_py.pipeline.render", "buildkit_py.pipeline.lock", "buildkit_py.pipeline.build",
             "buildkit_py.pipeline.resolution", "buildkit_py.inference", "docker", "requests"}
 

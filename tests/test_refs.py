@@ -8,7 +8,7 @@ import tarfile
 import pytest
 
 from buildkit_py.errors import ConfigError, show
-from buildkit_py.refs import REF_MAX, ImageRef, parse_ref
+from buildkit_py.oci.refs import REF_MAX, ImageRef, parse_ref
 
 H64, H96, H128 = "0123456789abcdef" * 4, "0123456789abcdef" * 6, "0123456789abcdef" * 8
 HUB = "docker.io"

@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from buildkit_py import adc
 from buildkit_py.builders.engine_push import AUTH, FATAL, TRANSIENT, classify_push_error, push
 from buildkit_py.errors import RegistryError
+from buildkit_py.google import adc
 from buildkit_py.oci.client import retry_delay
 from buildkit_py.oci.credentials import (
     DOCKERHUB_CONFIG_KEY,
@@ -27,8 +27,8 @@ from buildkit_py.oci.credentials import (
     credentials_for,
     is_google_registry,
 )
+from buildkit_py.oci.refs import ImageRef, parse_ref
 from buildkit_py.progress import Reporter
-from buildkit_py.refs import ImageRef, parse_ref
 from conftest import run_cli
 
 

@@ -328,7 +328,7 @@ def test_bad_accelerator_and_flavour_input_exits_2(args, fragment):
 def test_uv_config_carries_the_pip_conf_index_settings():
     import tomllib
 
-    from buildkit_py.indexes import uv_config
+    from buildkit_py.sources.pip_config import uv_config
 
     pip_conf = ("[global]\nindex-url = https://u:p%40ss@mirror.example/simple\ntimeout = 2\n"
                 "extra-index-url = https://a.example/simple\n    https://b.example/simple\n"
@@ -348,13 +348,13 @@ def test_uv_config_carries_the_pip_conf_index_settings():
 def test_uv_config_values_stay_one_toml_string(value):
     import tomllib
 
-    from buildkit_py.indexes import uv_config
+    from buildkit_py.sources.pip_config import uv_config
 
     assert tomllib.loads(uv_config(f"[global]\nindex-url = {value}\n", "pip.conf")) == {"index-url": value.strip()}
 
 
 def test_unreadable_pip_conf_is_a_config_error_that_does_not_echo_it():
-    from buildkit_py.indexes import uv_config
+    from buildkit_py.sources.pip_config import uv_config
 
     with pytest.raises(ConfigError) as err:
         uv_config("index-url = https://user:Tok3n@x/simple\n", "/p/pip.conf")

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from gcs_loopback import GcsServer
 
-from buildkit_py import api, staging
+from buildkit_py import api
 from buildkit_py.errors import StageError
+from buildkit_py.google import storage as staging
 from conftest import REPO, run_cli
 
 QUICKSTART = REPO / "examples" / "quickstart"

@@ -17,14 +17,15 @@ from conftest import REPO
 QUICKSTART = REPO / "examples" / "quickstart"
 # Top-level packages and our own modules that no fast command needs.
 HEAVY = ("docker", "requests", "urllib3", "google.auth", "google.cloud.aiplatform", "http.client",
-         "buildkit_py.jobs", "buildkit_py.index_metadata", "buildkit_py.inference", "buildkit_py.packaging",
-         "buildkit_py.doctor", "buildkit_py.executors")
+         "buildkit_py.jobs", "buildkit_py.catalog.index_metadata", "buildkit_py.inference", "buildkit_py.pipeline.packaging",
+         "buildkit_py.tools.doctor", "buildkit_py.catalog.executors")
 # What only building, pushing or writing CI/Make files needs: the commands that compute a tag or render do not load it.
-BUILD_ONLY = ("buildkit_py.oci", "buildkit_py.staging", "buildkit_py.ci", "buildkit_py.makefile",
+BUILD_ONLY = ("buildkit_py.oci.client", "buildkit_py.oci.credentials", "buildkit_py.oci.image", "buildkit_py.oci.remote",
+              "buildkit_py.oci.referrers", "buildkit_py.google.storage", "buildkit_py.tools.ci", "buildkit_py.tools.makefile",
               "buildkit_py.builders.buildah", "buildkit_py.builders.legacy", "concurrent.futures", "packaging.requirements")
 # What `--version` needs none of: the API and everything it imports (issue 20: --version < 60 ms).
 API = ("yaml", "jinja2", "packaging", "buildkit_py.config", "buildkit_py.pipeline.plan", "buildkit_py.pipeline.render",
-       "buildkit_py.pipeline.build", "buildkit_py.matrix", "buildkit_py.pipeline.context")
+       "buildkit_py.pipeline.build", "buildkit_py.catalog.matrix", "buildkit_py.pipeline.context")
 
 PROBE = """
 import io, json, sys
@@ -95,10 +96,10 @@ def test_print_image_uri_loads_only_what_the_content_tag_needs_and_runs_no_git(t
 def test_the_probe_would_see_a_heavy_import():
     """The check can fail: a command that needs the job code does load it."""
     found = loaded("executor", "list")
-    assert "buildkit_py.executors" in heavy(found["command"])
+    assert "buildkit_py.catalog.executors" in heavy(found["command"])
 
 
-@pytest.mark.parametrize("name, module", [("Executor", "buildkit_py.executors"), ("RunResult", "buildkit_py.jobs.local"),
+@pytest.mark.parametrize("name, module", [("Executor", "buildkit_py.catalog.executors"), ("RunResult", "buildkit_py.jobs.local"),
                                           ("PushResult", "buildkit_py.oci.client")])
 def test_the_api_still_exports_the_lazily_imported_types(name, module):
     from buildkit_py import api

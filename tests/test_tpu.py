@@ -14,11 +14,11 @@ from google.cloud.aiplatform_v1.types import AcceleratorType
 from google.protobuf import json_format
 
 from buildkit_py import api, cli
+from buildkit_py.catalog.matrix import load_matrix
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError, ResolutionError
 from buildkit_py.jobs import vertex
 from buildkit_py.launcher.constants import EXPECT_GPUS_ENV, EXPECT_TPU_ENV, TPU_RUNTIME_ENV, TPU_TYPE_ENV
-from buildkit_py.matrix import load_matrix
 from buildkit_py.pipeline.plan import check_accelerator, make_plan
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/trainer:v1"

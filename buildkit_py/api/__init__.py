@@ -33,7 +33,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "..pipeline.buildtypes": ("BuildOptions", "BuildResult"),
     "..pipeline.lock": ("LockOptions", "LockResult"),
     "..flags": ("JOB_FLAGS", "cloudbuild_flag_name"),
-    "..executors": ("Executor",),
+    "..catalog.executors": ("Executor",),
     "..oci.client": ("PushResult",),
     "..jobs.local": ("RunResult",),
     "..jobs.tune": ("Study", "Trial"),
@@ -64,7 +64,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from ..executors import Executor
+    from ..catalog.executors import Executor
     from ..flags import JOB_FLAGS, cloudbuild_flag_name
     from ..jobs.local import RunResult
     from ..jobs.tune import Study, Trial

@@ -10,7 +10,7 @@ from typing import Any
 from ..errors import ConfigError, show
 from ..fsutil import reads_once
 from ..notebook import HtmlRepr
-from ..refs import parse_ref
+from ..oci.refs import parse_ref
 from .project import Progress, checked, refuse_unknown, reporting
 
 

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..builders import builder_class
+from ..catalog.matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
 from ..errors import ConfigError, RegistryError, show
 from ..flags import JOB_FLAGS
 from ..fsutil import cache_dir, read_text, reads_once, write_atomic
-from ..matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
 from ..notebook import HtmlRepr
+from ..oci.refs import DOCKER_HUB, ImageRef, parse_ref
 from ..pipeline.attest import attested
 from ..pipeline.build import (
     BuildOptions,
@@ -29,7 +30,6 @@ from ..pipeline.build import (
 from ..pipeline.fastbuild import git_revision, staging
 from ..pipeline.plan import Plan, closest_python
 from ..progress import Reporter
-from ..refs import DOCKER_HUB, ImageRef, parse_ref
 from .builds import check_build_options
 from .images import executor_build_for
 from .jobs import (
@@ -110,7 +110,7 @@ class AutopackageResult(HtmlRepr):
     def to_dict(self) -> dict:
         resolved = self.resolution
         from ..inference import masked_credentials
-        from ..requirements_file import requirement_name
+        from ..sources.requirements import requirement_name
 
         requirements = [s.to_dict() | {"resolved": resolved.version(name) if resolved and (name := requirement_name(
             s.requirement)) else None} for s in self.inferred.sources]
@@ -363,7 +363,7 @@ def _render_stage(config: Config, planned: Plan, found: _Found, options: Autopac
             out[0] = (f"{found.inferred.dockerfile} as it is{' with the launcher' if options.with_launcher else ''}, "
                       f"image {image}")
     if options.mode == "package":
-        from ..packaging import refuse_function
+        from ..pipeline.packaging import refuse_function
 
         refuse_function(config.trainer)  # the dry run says it too
     return _Rendered(planned, recipe, staged, image)
@@ -493,7 +493,7 @@ def _run_stage(loaded: Config, config: Config, options: AutopackageOptions, buil
 
     sdist = None
     if options.mode == "package":
-        from ..packaging import build_sdist
+        from ..pipeline.packaging import build_sdist
 
         with stages.stage("package") as out:
             sdist = build_sdist(config, cache_dir() / "sdists")  # byte-identical for the same files: left as it is

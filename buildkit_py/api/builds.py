@@ -12,10 +12,10 @@ from typing import Any
 
 from ..errors import ConfigError, show
 from ..fsutil import consulted, reads_once
+from ..oci.refs import parse_ref
 from ..pipeline import recipe as _recipe
 from ..pipeline.buildtypes import BuildOptions, BuildResult
 from ..progress import Reporter
-from ..refs import parse_ref
 from .project import Progress, Project, Source, arguments, load, options_of, reporting
 
 

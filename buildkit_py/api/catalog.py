@@ -7,18 +7,18 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..catalog.matrix import SHIPPED, load_matrix, version_key
 from ..config import default_ca_bundle
 from ..errors import ConfigError, ResolutionError, show
 from ..launcher.gpu import arch_supports
-from ..matrix import SHIPPED, load_matrix, version_key
 from ..notebook import HtmlRepr
 from ..pipeline.plan import accelerator_named, tpu_named, tpu_releases
 from .project import Project, checked, load, typed
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
-    from .. import index_metadata
-    from ..executors import Executor
+    from ..catalog import index_metadata
+    from ..catalog.executors import Executor
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ class MatrixOptions:
 def _package_index(project: Project, options: MatrixOptions) -> index_metadata.Index:
     """The config's pip_index_url (or --pip-index-url), else $PIP_INDEX_URL, else PyPI; the CA
     bundle of the build (--ca-cert, PIP_CERT...) verifies it."""
-    from .. import index_metadata
+    from ..catalog import index_metadata
 
     timeout = index_metadata.TIMEOUT if options.timeout is None else options.timeout
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 300:
@@ -124,7 +124,7 @@ def _package_index(project: Project, options: MatrixOptions) -> index_metadata.I
 def matrix_check(project: Project, options: MatrixOptions) -> index_metadata.MatrixReport:
     """base_images/ against the index's metadata: missing releases, Pythons without wheels, default
     CUDA/cuDNN that the default wheel's pins contradict."""
-    from .. import index_metadata
+    from ..catalog import index_metadata
 
     project, options = typed(project, options, MatrixOptions, "matrix_check")
     return index_metadata.run(load_matrix(), _package_index(project, options), options.frameworks)
@@ -133,7 +133,7 @@ def matrix_check(project: Project, options: MatrixOptions) -> index_metadata.Mat
 def matrix_refresh(project: Project, options: MatrixOptions) -> index_metadata.MatrixReport:
     """matrix_check, and the releases missing from the data written to the user's overlay, which
     resolution then reads (flagged as known from index metadata)."""
-    from .. import index_metadata
+    from ..catalog import index_metadata
 
     project, options = typed(project, options, MatrixOptions, "matrix_refresh")
     return index_metadata.run(load_matrix(), _package_index(project, options), options.frameworks, refresh=True)
@@ -141,6 +141,6 @@ def matrix_refresh(project: Project, options: MatrixOptions) -> index_metadata.M
 
 def executors(framework: str | None = None, region: str | None = None) -> list[Executor]:
     """Google's prebuilt training images (base_images/executors.yaml), in the region's repository."""
-    from ..executors import catalog_entries
+    from ..catalog.executors import catalog_entries
 
     return catalog_entries(checked(framework, "str | None", "framework"), region=checked(region, "str | None", "--region"))

@@ -31,7 +31,7 @@ def _generated(text: str, output: Path | None) -> GeneratedFile:
 @reads_once
 def make(project: Project, output: Path | None = None) -> GeneratedFile:
     """buildkit.mk: Make targets that each run one buildkit-py command, for `include buildkit.mk`."""
-    from ..makefile import render_makefile
+    from ..tools.makefile import render_makefile
 
     output = output_file(output, "--output")
     project = project_from(project, {}, "make")
@@ -42,7 +42,7 @@ def make(project: Project, output: Path | None = None) -> GeneratedFile:
 @reads_once
 def ci(project: Project, flavour: str, output: Path | None = None) -> GeneratedFile:
     """A CI pipeline (github, cloudbuild or gitlab) that builds every variant with a registry cache and pushes."""
-    from ..ci import CI_FLAVOURS, render_ci
+    from ..tools.ci import CI_FLAVOURS, render_ci
 
     output = output_file(output, "--output")
     if checked(flavour, "str", "FLAVOUR") not in CI_FLAVOURS:

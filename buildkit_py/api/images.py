@@ -15,13 +15,13 @@ from ..config import Config
 from ..errors import ConfigError
 from ..fsutil import reads_once, write_atomic
 from ..notebook import HtmlRepr
+from ..oci.refs import parse_ref
 from ..pipeline import lock as _lock
 from ..pipeline.buildtypes import BuildOptions, BuildResult, platform_suffix
 from ..pipeline.plan import make_plan
 from ..pipeline.render import render_dockerfile, render_project_dockerignore
 from ..pipeline.resolution import check_resolution, declared_in, remembered, resolve_plan
 from ..progress import Reporter
-from ..refs import parse_ref
 from ..resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 from .builds import check_build_options
 from .project import (
@@ -98,7 +98,7 @@ def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None
             if plan.requirements and plan.requirements_export is None:
                 # What the resolution would refuse before asking an index (an include out of the directory, an option
                 # or a path the image's installer cannot take) is refused without it too.
-                from ..requirements_file import resolver_input
+                from ..sources.requirements import resolver_input
 
                 resolver_input(each.root, plan.requirements)
             kept = remembered(each, plan)

@@ -286,7 +286,7 @@ def job_platform(config: Config) -> Config:
     own platform's manifest from it."""
     if not config.multi_platform:
         return config
-    from ..matrix import arch, load_machines
+    from ..catalog.matrix import arch, load_machines
 
     accelerator = (config.job.chief.accelerator_type if config.job else None) or config.accelerator
     wanted = (load_machines().accelerator_platform(accelerator) if accelerator else None) or "linux/amd64"

@@ -16,8 +16,8 @@ from .project import Source, arguments, load, options_of
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
-    from ..packaging import Sdist
-    from ..staging import Staged
+    from ..google.storage import Staged
+    from ..pipeline.packaging import Sdist
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ def package(source: Source = None, /, options: PackageOptions | None = None, **s
     options: PackageOptions; its fields may also be keywords (module=, script=, name=, version=, out=, stage=).
     settings: config keys as their flags set them, config, dir, variant.
     """
-    from ..packaging import build_sdist
-    from ..staging import parse_stage, stage
+    from ..google.storage import parse_stage, stage
+    from ..pipeline.packaging import build_sdist
 
     project, options = arguments("package", source, settings, options_of(options, PackageOptions, "options"), takes=("options",))
 

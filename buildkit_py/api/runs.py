@@ -11,21 +11,21 @@ from typing import TYPE_CHECKING, Any
 from ..config import Config, job_flag
 from ..errors import ConfigError, show
 from ..fsutil import reads_once
+from ..oci.refs import parse_ref
 from ..pipeline.build import BuildOptions, _secrets, build_config, secret_sources
 from ..progress import Reporter
-from ..refs import parse_ref
 from .builds import check_build_options
 from .project import MAX_GPUS, MAX_WORKERS, Progress, Project, Source, arguments, check_count, load, options_of, reporting, runs_dir
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
-    from .. import doctor as _doctor
     from ..jobs.local import RunResult
+    from ..tools import doctor as _doctor
 
 
 def doctor(gpus: int | None = None) -> list[_doctor.Finding]:
     """The launcher's GPU and cluster checks on this machine, and the build tools (with gpus: that many usable)."""
-    from .. import doctor as _doctor
+    from ..tools import doctor as _doctor
 
     if gpus is not None:
         check_count("--gpus", gpus, MAX_GPUS)
@@ -137,9 +137,9 @@ def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> 
 
 def run_sdists(config: Config, options: RunOptions, reporter: Reporter) -> RunResult:
     """The sdists (options.packages) on the executor image, for a config already loaded (with --module applied)."""
-    from ..executors import is_spec, resolve_executor
+    from ..catalog.executors import is_spec, resolve_executor
     from ..jobs.local import LocalRun, package_run, run_local
-    from ..packaging import SCRIPT_MODULE, refuse_function
+    from ..pipeline.packaging import SCRIPT_MODULE, refuse_function
 
     trainer = config.trainer
     refuse_function(trainer)

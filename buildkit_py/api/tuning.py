@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, show
 from ..fsutil import reads_once
+from ..oci.refs import parse_ref
 from ..pipeline.build import BuildOptions, build_config
-from ..refs import parse_ref
 from .builds import check_build_options
 from .project import MAX_GPUS, Progress, Source, arguments, check_count, load, options_of, reporting, runs_dir
 from .runs import local_processes

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ..errors import BuildError
+from ..oci.refs import ImageRef
 from ..patterns import lazy_pattern
 from ..progress import Reporter
-from ..refs import ImageRef
 
 if TYPE_CHECKING:  # the registry client loads where a push happens, not with every build backend
     from ..oci.client import PushResult
 
 if TYPE_CHECKING:
-    from ..adc import Identity
     from ..config import Config
+    from ..google.adc import Identity
 
 
 class RemoteSettings(Protocol):

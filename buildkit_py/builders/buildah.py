@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..dockerfile_text import instructions
 from ..errors import BuildError, EngineError, RegistryError
 from ..fsutil import write_private
+from ..oci.refs import ImageRef, is_loopback_host, registry_host
 from ..progress import Reporter
-from ..refs import ImageRef, is_loopback_host, registry_host
+from ..sources.dockerfile import instructions
 from .base import Builder, BuildRequest, dockerfile_build_args, run_build_tool
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EngineError
+from ..oci.refs import ImageRef
 from ..patterns import lazy_pattern
 from ..progress import Reporter
-from ..refs import ImageRef
 from .base import Builder, BuildRequest, dockerfile_build_args, run_build_tool
 from .engine_images import EngineImages
 

@@ -25,16 +25,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..adc import TOKEN_LOGIN, Identity
 from ..config import Config
 from ..config.job import _PROJECT  # job.project's rule
 from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
 from ..errors import quoted as _clean
-from ..google_api import SERVER_ERRORS, access_token, default_credentials, error_line, retrying, service_endpoint
+from ..google.adc import TOKEN_LOGIN, Identity
+from ..google.rest import SERVER_ERRORS, access_token, default_credentials, error_line, retrying, service_endpoint
 from ..oci.client import PushResult, add_tags
+from ..oci.refs import ImageRef, is_loopback_host, registry_host
 from ..oci.remote import manifest
 from ..progress import Reporter
-from ..refs import ImageRef, is_loopback_host, registry_host
 from .base import QEMU_HANDLERS, Builder, BuildRequest, build_failure, dockerfile_build_args
 
 ENDPOINT_ENV = "BUILDKIT_PY_CLOUDBUILD_ENDPOINT"
@@ -88,7 +88,7 @@ class CloudBuildSettings:
 
 def settings(config: Config, endpoint: str | None, env: dict[str, str] | None = None) -> CloudBuildSettings:
     """The build's settings from the config and flags; every problem is a ConfigError before anything is uploaded."""
-    from ..indexes import google_index_hosts, index_pip_conf, uv_config, without_credentials
+    from ..sources.pip_config import google_index_hosts, index_pip_conf, uv_config, without_credentials
 
     env = dict(os.environ) if env is None else env
     cb, job = config.cloudbuild, config.job
@@ -346,7 +346,7 @@ class CloudBuildBuilder(Builder):
         conf = self.conf
         if conf is None or not request.tags:
             raise BuildError("a Cloud Build build needs its settings and tags")  # a caller's bug, not the user's
-        from ..staging import to_gcs
+        from ..google.storage import to_gcs
 
         with tempfile.TemporaryDirectory(prefix="buildkit-py-cloudbuild-") as tmp:
             archive = Path(tmp) / "context.tar.gz"

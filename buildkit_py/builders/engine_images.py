@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from ..engine import engine_client, image_path, socket_call
 from ..errors import BuildError, EngineError, show
+from ..oci.refs import ImageRef
 from ..progress import Reporter
-from ..refs import ImageRef
 
 if TYPE_CHECKING:
     from ..oci.client import PushResult

@@ -18,9 +18,9 @@ from ..engine import engine_client
 from ..errors import EngineError, RegistryError
 from ..oci.client import PushResult, retry_delay
 from ..oci.credentials import AuthProvider, Credentials, credentials_for, default_providers
+from ..oci.refs import ImageRef
 from ..patterns import lazy_pattern
 from ..progress import Reporter
-from ..refs import ImageRef
 
 AUTH, TRANSIENT, FATAL = "auth", "transient", "fatal"
 

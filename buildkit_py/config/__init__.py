@@ -18,8 +18,8 @@ from typing import Any
 
 from ..builders.names import BUILDERS
 from ..flags import cloudbuild_flag_name, flag_name
+from ..oci.refs import ImageRef
 from ..patterns import lazy_pattern
-from ..refs import ImageRef
 from .cloudbuild import CLOUDBUILD_KEYS, CloudBuildConfig, _cloudbuild
 from .image import (
     _BUILD_NETWORKS,

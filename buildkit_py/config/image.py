@@ -11,8 +11,8 @@ from typing import Any
 
 from ..errors import ConfigError, show
 from ..fsutil import consult, read_small, read_text
+from ..oci.refs import ImageRef
 from ..patterns import lazy_pattern
-from ..refs import ImageRef
 from .reading import _err, _Raw
 from .values import _host_file, _list, _ref, _string
 
@@ -129,7 +129,7 @@ def _pip_requirement(raw, path, value) -> str:
     try:
         Requirement(text)
     except InvalidRequirement as exc:
-        from ..requirements_file import parse_problem
+        from ..sources.requirements import parse_problem
 
         raise _err(raw, path, f"{show(text)} is not a valid PEP 508 requirement: {parse_problem(exc)}") from None
     return text

@@ -58,7 +58,7 @@ class Trainer:
 
 @dataclass(frozen=True)
 class ImportScope:
-    """Where the build's import check starts (buildkit_py/imports.py): the trainer's module or script, and the
+    """Where the build's import check starts (buildkit_py/sources/imports.py): the trainer's module or script, and the
     folder of its packages."""
 
     module: str | None = None

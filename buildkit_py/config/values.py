@@ -14,8 +14,8 @@ from typing import Any
 from ..errors import ConfigError, show
 from ..fsutil import consult, leads_outside, read_text
 from ..launcher.constants import AUTO_PROCESSES, MAX_PROCESSES_PER_NODE
+from ..oci.refs import ImageRef, parse_ref
 from ..patterns import lazy_pattern
-from ..refs import ImageRef, parse_ref
 from .reading import _dotted, _err, _Raw
 
 # Sizes: every rendered Dockerfile line stays far below BuildKit's 64 KiB line limit, and no

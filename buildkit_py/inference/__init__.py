@@ -13,9 +13,9 @@ from typing import Any
 
 from packaging.requirements import Requirement
 
+from ..catalog.matrix import load_matrix
 from ..errors import ConfigError, mask_credentials, show
-from ..imports import Needed
-from ..matrix import load_matrix
+from ..sources.imports import Needed
 from .distribution import declared_package, installed_package
 from .frameworks import choose_framework, cpu_build, framework_setting
 from .given import read_given

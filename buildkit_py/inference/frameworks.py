@@ -16,8 +16,8 @@ from packaging.version import Version
 
 from ..api_usage import RemovedUse
 from ..api_usage import notes as removed_notes
+from ..catalog.matrix import Framework, Matrix, usable_python, version_key
 from ..errors import ConfigError, show
-from ..matrix import Framework, Matrix, usable_python, version_key
 from .given import Given
 from .layout import Python
 from .requirements import parses

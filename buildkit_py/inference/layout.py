@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from ..catalog.matrix import Matrix, version_key
 from ..errors import ConfigError, show, shown_name
 from ..fsutil import read_text
-from ..matrix import Matrix, version_key
 from ..patterns import lazy_pattern
 from .given import Given
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from ..catalog.matrix import Matrix, gpu_python, usable_python
 from ..errors import ConfigError, show
-from ..matrix import Matrix, gpu_python, usable_python
 from .frameworks import Choice, by_framework, deciding, framework_of, release_pythons
 from .given import Given
 from .layout import Python, Trainer, module_file

@@ -15,12 +15,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ..catalog.matrix import Matrix
 from ..config import bad_character
 from ..errors import ConfigError, StaleLockError, show
-from ..lockfiles import found_in, is_lock_file, locked
-from ..matrix import Matrix
 from ..patterns import lazy_pattern
-from ..requirements_file import local_path, parse_problem
+from ..sources.lockfiles import found_in, is_lock_file, locked
+from ..sources.requirements import local_path, parse_problem
 from .distribution import Own
 from .given import Given
 
@@ -67,8 +67,8 @@ def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
     """Every line of a requirements file and of the files it includes (-r) checked as pip would read it: an
     invalid requirement, an option the image's installer cannot honour from a file copied alone, and a local path
     exit 2 naming the line."""
-    from ..requirements_file import KEPT_OPTIONS, asks_hashes, included_lines
-    from ..requirements_file import option as option_of
+    from ..sources.requirements import KEPT_OPTIONS, asks_hashes, included_lines
+    from ..sources.requirements import option as option_of
 
     lines: list[tuple[str, str]] = []
     options: list[tuple[str, str, str]] = []

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .. import adc
 from ..errors import ServiceError
 from ..errors import quoted as _clean  # the service's text on one line
-from ..google_api import SERVER_ERRORS, access_token, error_line, retrying, service_endpoint
+from ..google import adc
+from ..google.rest import SERVER_ERRORS, access_token, error_line, retrying, service_endpoint
 
 ENDPOINT_ENV = "BUILDKIT_PY_LOGGING_ENDPOINT"
 DEFAULT_ENDPOINT = "https://logging.googleapis.com"

@@ -19,11 +19,11 @@ import datetime as _dt
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from ..catalog.executors import Catalog, multi_region, read_catalog
+from ..catalog.matrix import load_matrix
 from ..config import ModelConfig
 from ..errors import BuildkitError, ConfigError
-from ..executors import Catalog, multi_region, read_catalog
-from ..matrix import load_matrix
-from ..refs import parse_ref
+from ..oci.refs import parse_ref
 from . import preflight
 from .vertex import LABEL_DIGEST, LABEL_GIT, LABEL_VERSION, VertexJob, pullable
 

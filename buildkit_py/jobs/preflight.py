@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..catalog.matrix import load_machines, load_matrix
 from ..errors import BuildkitError, ConfigError
-from ..matrix import load_machines, load_matrix
+from ..oci.refs import ImageRef
 from ..oci.remote import Manifest
 from ..oci.remote import manifest as registry_manifest
-from ..refs import ImageRef
 from .vertex import VertexJob
 
 # A registry that cannot be read from here may still serve the job's machines (VPC Service Controls, a registry

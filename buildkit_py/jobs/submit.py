@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import google_api
 from ..errors import ConfigError, ServiceError, show
 from ..errors import quoted as _clean  # the services' text on one line
-from ..google_api import SERVER_ERRORS, access_token, service_endpoint
-from ..google_api import default_credentials as default_credentials  # the API's job calls take it from here
+from ..google import rest as google_api
+from ..google.rest import SERVER_ERRORS, access_token, service_endpoint
+from ..google.rest import default_credentials as default_credentials  # the API's job calls take it from here
 from ..patterns import lazy_pattern
 
 ENDPOINT_ENV = "BUILDKIT_PY_API_ENDPOINT"

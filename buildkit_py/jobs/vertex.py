@@ -15,14 +15,14 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..catalog.matrix import Tpu, arch, load_machines, load_matrix
 from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
 from ..errors import ConfigError, ResolutionError, show
 from ..launcher import launchers
 from ..launcher.constants import AUTO_PROCESSES, EXPECT_GPUS_ENV, EXPECT_TPU_ENV, PROCESSES_ENV
-from ..matrix import Tpu, arch, load_machines, load_matrix
+from ..oci.refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
 from ..patterns import lazy_pattern
 from ..pipeline.plan import tpu_named
-from ..refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
 from ..resources import LAUNCHER_MODULE
 from ..version import __version__
 
@@ -289,7 +289,7 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
     package = job.python_package
     image_text = package.executor if package else job.image
     if package and "==" in package.executor:
-        from ..executors import resolve_executor  # the catalog is read only for catalog executors
+        from ..catalog.executors import resolve_executor  # the catalog is read only for catalog executors
 
         if tpu is not None:
             raise ConfigError(f"the prebuilt executors are for CPUs and GPUs; on {tpu.name} give an executor image built "

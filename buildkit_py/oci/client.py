@@ -17,9 +17,9 @@ from ..errors import BuildkitError, RegistryError, show
 from ..notebook import HtmlRepr
 from ..patterns import lazy_pattern
 from ..progress import Reporter
-from ..refs import DOCKER_HUB, ImageRef, is_loopback_host, registry_host
 from .credentials import AuthProvider, Credentials, credentials_for, default_providers
 from .media import MANIFEST_TYPES
+from .refs import DOCKER_HUB, ImageRef, is_loopback_host, registry_host
 
 
 @dataclass(frozen=True)

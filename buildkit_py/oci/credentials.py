@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from ..errors import RegistryError, show
 from ..patterns import lazy_pattern
-from ..refs import DOCKER_HUB
+from .refs import DOCKER_HUB
 
 ENV_USERNAME = "BUILDKIT_PY_REGISTRY_USERNAME"
 
@@ -95,14 +95,14 @@ class GoogleProvider:
     def _google_credentials(self) -> Any:
         if self.credentials_factory:
             return self.credentials_factory()
-        from .. import adc
+        from ..google import adc
 
         return adc.default(RegistryError)[0]
 
     def credentials(self, registry: str) -> Credentials | None:
         if not is_google_registry(registry):
             return None
-        from .. import adc
+        from ..google import adc
 
         token = adc.token(self._google_credentials(), RegistryError, f"for {registry}", fresh=True)
         return Credentials(adc.TOKEN_LOGIN, token, "Google Application Default Credentials")

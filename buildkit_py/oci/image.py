@@ -14,9 +14,9 @@ from typing import Any
 
 from ..errors import RegistryError, show
 from ..fsutil import in_background
-from ..refs import ImageRef
 from .client import PushResult, RegistryClient, check_answer, json_object, refusal, send, upload_blob
 from .media import IMAGE_TYPES, LAYER_TYPES
+from .refs import ImageRef
 
 LAYER_CHECKS = 4  # connections that ask at once whether the layers the registry should have are still there
 _TAGGED = (201, 200)  # a manifest PUT that stored and tagged

@@ -23,10 +23,10 @@ from ..fsutil import in_background
 from ..notebook import HtmlRepr
 from ..patterns import lazy_pattern
 from ..progress import Reporter
-from ..refs import ImageRef
 from .client import RegistryClient, check_answer, send, upload_blob
 from .credentials import AuthProvider, default_providers
 from .media import DIGEST, EMPTY_BLOB, EMPTY_MEDIA_TYPE, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
+from .refs import ImageRef
 
 MAX_ARTIFACT = 32 << 20  # an SBOM of a CUDA image is a few MiB; a larger answer is not ours
 MAX_PAGES = 32  # pages of a referrers list followed (Link: rel="next")

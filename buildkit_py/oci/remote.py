@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from ..errors import RegistryError, show
 from ..progress import Reporter
-from ..refs import ImageRef
 from .client import PushResult, RegistryClient, check_answer, json_object, send
 from .credentials import AuthProvider
 from .media import DIGEST, DOCKER_LIST, DOCKER_MANIFEST, IMAGE_TYPES, INDEX_TYPES, MANIFEST_TYPES, OCI_INDEX
+from .refs import ImageRef
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import AttestationError, RegistryError, mask_credentials, show
 from ..fsutil import MAX_TEXT_FILE, read_small
-from ..indexes import without_credentials
+from ..oci.refs import ImageRef, parse_ref
 from ..progress import Reporter
-from ..refs import ImageRef, parse_ref
-from ..requirements_file import pinned, requirement_name
+from ..sources.pip_config import without_credentials
+from ..sources.requirements import pinned, requirement_name
 from ..version import __version__
 from .buildtypes import BuildOptions, BuildResult
 from .names import CONTENT_LABEL, LABEL_PREFIX

@@ -25,12 +25,12 @@ from ..builders.base import QEMU_HANDLERS, BuildRequest
 from ..config import Config, default_ca_bundle
 from ..errors import BuildError, ConfigError, RegistryError, show
 from ..fsutil import read_whole, write_private
-from ..imports import import_failure
-from ..indexes import google_logins, logins_netrc, netrc, refusal_hint, url_credentials, uv_config
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
+from ..oci.refs import ImageRef, parse_ref
 from ..progress import Reporter
-from ..refs import ImageRef, parse_ref
 from ..resources import launcher_sources
+from ..sources.imports import import_failure
+from ..sources.pip_config import google_logins, logins_netrc, netrc, refusal_hint, url_credentials, uv_config
 from .attest import attested
 from .buildtypes import BuildOptions, BuildResult, PlatformImage, platform_suffix
 from .context import hash_context

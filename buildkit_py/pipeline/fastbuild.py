@@ -16,8 +16,8 @@ from ..engine import engine_may_answer
 from ..errors import BuildkitError, RegistryError
 from ..fsutil import asked_once, in_background
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
+from ..oci.refs import ImageRef
 from ..progress import Reporter
-from ..refs import ImageRef
 from .attest import attested
 from .buildtypes import BuildOptions, BuildResult
 from .context import BuildContext, add_generated, staged
@@ -25,7 +25,7 @@ from .names import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL
 from .recipe import Recipe
 
 if TYPE_CHECKING:  # the registry client loads with a push
-    from ..imports import ImportSet
+    from ..sources.imports import ImportSet
     from . import fastpath
 
 
@@ -71,7 +71,7 @@ def staging(recipe: Recipe, revision: Callable[[], str | None], reporter: Report
     with staged(recipe.listing()) as ctx:
         imports = None
         if recipe.import_check is not None:  # the import check's module list, from the files the build gets
-            from ..imports import staged_imports
+            from ..sources.imports import staged_imports
 
             kind, name, package_dir = recipe.import_check
             imports = staged_imports(name if kind == "module" else None, name if kind == "script" else None,

@@ -20,10 +20,10 @@ import yaml
 from ..config import Config, read_yaml
 from ..errors import BuildError, ConfigError, RegistryError, show, shown_name
 from ..fsutil import consult, kept_text, read_whole, write_atomic
-from ..indexes import without_credentials
 from ..notebook import HtmlRepr
+from ..oci.refs import parse_ref
 from ..patterns import lazy_pattern
-from ..refs import parse_ref
+from ..sources.pip_config import without_credentials
 from .plan import Plan, PlanLock
 from .render import dockerfile_templates_digest
 from .uv import PYTHON_PLATFORMS, UV_TIMEOUT, Compile, compile_requirements, platform_of
@@ -185,7 +185,7 @@ def inputs(config: Config, plan: Plan) -> tuple[tuple[str, str], ...]:
     if plan.requirements:
         digest = _sha256_file(config.root / plan.requirements)
         if plan.requirements_export is None:  # a requirements file: what its -r/-c includes say is locked too
-            from ..requirements_file import included_lines
+            from ..sources.requirements import included_lines
 
             included = included_lines(config.root, plan.requirements)[1]
             if included:  # a file without includes keeps the digest its lock recorded
@@ -424,7 +424,7 @@ def base_digest(image: str, platform: str) -> str:
 
 def _parse_compiled(text: str) -> tuple[LockedPackage, ...]:
     """`uv pip compile --generate-hashes --no-annotate --no-header` output: NAME==VERSION with --hash lines."""
-    from ..requirements_file import pinned
+    from ..sources.requirements import pinned
 
     found, other = pinned(text)
     if other:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, OutputError
 from ..fsutil import cache_dir, signature, write_atomic
-from ..refs import ImageRef, parse_ref
+from ..oci.refs import ImageRef, parse_ref
 from ..version import __version__
 from .context import ContextListing, list_context
 

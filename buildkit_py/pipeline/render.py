@@ -15,14 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..dockerfile_text import Instruction
-from ..dockerfile_text import exec_form as exec_words
-from ..dockerfile_text import read as read_dockerfile
+from ..catalog.matrix import load_matrix
 from ..errors import ConfigError, OutputError, RenderError, show
 from ..fsutil import cache_dir, consult, read_text, write_atomic
 from ..launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
-from ..matrix import load_matrix
 from ..resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
+from ..sources.dockerfile import Instruction
+from ..sources.dockerfile import exec_form as exec_words
+from ..sources.dockerfile import read as read_dockerfile
 from ..version import __version__
 from .names import EXTENSIONS_STAGE
 from .plan import Plan

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from ..catalog.matrix import version_key
 from ..config import Config, FrameworkRequest
 from ..errors import ConfigError, OutputError, ResolutionError, show
 from ..fsutil import cache_dir, read_whole, write_atomic
-from ..matrix import version_key
 from ..patterns import lazy_pattern
-from ..requirements_file import requirement_name, resolver_input
+from ..sources.requirements import requirement_name, resolver_input
 from .plan import Plan, make_plan
 from .uv import platform_of
 
@@ -92,7 +92,7 @@ def _run(config: Config, plan: Plan, platform: str, framework: str | None = None
          ) -> _Outcome:
     """uv on the plan's package set (the framework as `framework` says where given); a resolution is kept by the
     digest of its inputs, a refusal is not. kept_only: a kept resolution or nothing (no resolver call)."""
-    from ..indexes import without_credentials
+    from ..sources.pip_config import without_credentials
     from .uv import Compile, compile_requirements, index_urls_of, pip_conf_text
 
     try:
@@ -266,7 +266,7 @@ def _remembered(memo: Path, config: Config, plan: Plan, platform: str, *, kept_o
 def _moves(config: Config, plan: Plan) -> list[str | None]:
     """What the resolution may change where the plan does not resolve: None for an older framework release (the
     release is the resolution's to choose), then each other Python the base can have (none is pinned), older first."""
-    from ..matrix import gpu_python, load_matrix, usable_python
+    from ..catalog.matrix import gpu_python, load_matrix, usable_python
 
     fw = plan.framework
     moves: list[str | None] = [None] if fw is not None and fw.relaxed() is not None else []
@@ -379,7 +379,7 @@ def _failure(said: str, declared: Sequence[tuple[str, str]], plan: Plan, platfor
 def declared_in(config: Config, plan: Plan) -> list[tuple[str, str]]:
     """(requirement, where) of what a config declares for its image: the `pip` entries and the requirements file's
     lines, for an error's position."""
-    from ..requirements_file import included_lines
+    from ..sources.requirements import included_lines
 
     found = [(p, f"{config.source}: pip") for p in plan.pip]
     if plan.requirements_export:  # another tool's lock: where each package is in it

@@ -15,12 +15,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..catalog.matrix import UNRECORDED
 from ..config import Config, default_ca_bundle
 from ..errors import BuildError, ConfigError, show
 from ..fsutil import read_text, write_private
-from ..indexes import without_credentials
-from ..matrix import UNRECORDED
 from ..patterns import lazy_pattern
+from ..sources.pip_config import without_credentials
 from .plan import Plan
 
 # The wheels uv may pick for an image: the platform's architecture, and the base's glibc (Plan.glibc) as the manylinux tag.
@@ -70,7 +70,7 @@ def uv_binary() -> str:
 def pip_conf_text(config: Config) -> str | None:
     """The index settings the build and resolver use: pip_index_url as a pip.conf, or the pip_conf file."""
     if config.pip_index_url:
-        from ..indexes import index_pip_conf
+        from ..sources.pip_config import index_pip_conf
 
         return index_pip_conf(config.pip_index_url)
     return read_text(config.pip_conf, "pip.conf") if config.pip_conf else None
@@ -78,7 +78,7 @@ def pip_conf_text(config: Config) -> str | None:
 
 def _user_indexes(pip_conf: str | None) -> list[str]:
     """The indexes a pip.conf names (PyPI unless it replaces it), without credentials."""
-    from ..indexes import index_urls, uv_config
+    from ..sources.pip_config import index_urls, uv_config
 
     settings = uv_config(pip_conf or "", "pip.conf")
     replaced = any(line.startswith(("index-url", "no-index")) for line in settings.splitlines())
@@ -88,7 +88,7 @@ def _user_indexes(pip_conf: str | None) -> list[str]:
 def index_urls_of(plan: Plan, pip_conf: str | None) -> list[str]:
     """The indexes uv reads for the plan's package set, without credentials: the framework's, the pip.conf's (PyPI
     unless it replaces it), the requirements file's index options."""
-    from ..indexes import option_urls
+    from ..sources.pip_config import option_urls
 
     fw = plan.framework
     return ([without_credentials(fw.index_url)] if fw and fw.index_url else []) + _user_indexes(pip_conf) + \
@@ -122,7 +122,7 @@ def compile_requirements(config: Config, plan: Plan, platform: str, work: Path, 
     constraints: list[tuple[str, str]] = []
     if plan.requirements and not exported:
         # The lines buildkit-py read and checked, never the file: uv would follow its includes wherever they lead.
-        from ..requirements_file import resolver_input
+        from ..sources.requirements import resolver_input
 
         requirements, constraints = resolver_input(config.root, plan.requirements)
         lines += requirements + ([("-c constraints.txt", plan.requirements)] if constraints else [])
@@ -142,7 +142,7 @@ def compile_requirements(config: Config, plan: Plan, platform: str, work: Path, 
         args += ["--extra-index-url", fw.index_url, "--index-strategy", "unsafe-best-match"]
     pip_conf = pip_conf_text(config)
     if pip_conf is not None:
-        from ..indexes import uv_config
+        from ..sources.pip_config import uv_config
 
         write_private(work / "uv.toml", uv_config(pip_conf, str(config.pip_conf or "pip_index_url")).encode())
         args += ["--config-file", "uv.toml"]
@@ -153,7 +153,7 @@ def compile_requirements(config: Config, plan: Plan, platform: str, work: Path, 
     ca = config.ca_cert or default_ca_bundle()
     if ca:
         env["SSL_CERT_FILE"] = str(ca)
-    from ..indexes import google_logins, logins_netrc, refusal_hint, url_credentials
+    from ..sources.pip_config import google_logins, logins_netrc, refusal_hint, url_credentials
 
     credentials = url_credentials(config.pip, "pip")
     logins = google_logins(plan.google_indexes)  # minted here: only a run of uv needs them

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import Config
-from ...errors import ConfigError, ResolutionError
-from ...launcher.gpu import arch_supports
-from ...matrix import (
+from ...catalog.matrix import (
     SHIPPED,
     UNRECORDED,
     Accelerator,
@@ -22,6 +19,9 @@ from ...matrix import (
     minor,
     version_key,
 )
+from ...config import Config
+from ...errors import ConfigError, ResolutionError
+from ...launcher.gpu import arch_supports
 from .assemble import Chosen, assembled, framework_install
 from .choice import (
     Release,

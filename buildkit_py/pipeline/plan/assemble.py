@@ -7,10 +7,19 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ...catalog.matrix import (
+    AMD64,
+    Framework,
+    Matrix,
+    minor,
+    version_key,
+)
 from ...config import Config, ImportScope
 from ...errors import ConfigError
 from ...fsutil import read_text
-from ...indexes import (
+from ...patterns import lazy_pattern
+from ...resources import LAUNCHER_MODULE
+from ...sources.pip_config import (
     first_credentials_line,
     google_index_hosts,
     index_options,
@@ -20,21 +29,12 @@ from ...indexes import (
     uv_config,
     without_credentials,
 )
-from ...matrix import (
-    AMD64,
-    Framework,
-    Matrix,
-    minor,
-    version_key,
-)
-from ...patterns import lazy_pattern
-from ...resources import LAUNCHER_MODULE
 from .choice import Release
 from .cuda import wheel_cudnn
 from .model import WORKDIR, FrameworkInstall, Plan
 
 if TYPE_CHECKING:
-    from ...lockfiles import Exported
+    from ...sources.lockfiles import Exported
 
 
 def framework_install(config: Config, release: Release, gpu: bool, cuda: str | None, bundled: bool) -> FrameworkInstall:
@@ -163,7 +163,7 @@ def _hypertune(config: Config, matrix: Matrix, requirements: _Requirements) -> s
         return None
     from packaging.utils import canonicalize_name
 
-    from ...requirements_file import requirement_name
+    from ...sources.requirements import requirement_name
 
     wanted = requirement_name(matrix.tools.hypertune_requirement)
     named = {canonicalize_name(n) for n in requirements.names} | {
@@ -203,8 +203,8 @@ class _Requirements:
 def _requirements_file(config: Config, python: str, platform: str | None) -> _Requirements:
     if not config.requirements:
         return _Requirements()
-    from ...lockfiles import export, is_lock_file  # here: it reads requirements and markers (start-up time)
-    from ...requirements_file import hash_checked, requirement_lines, requirement_name, requirement_names
+    from ...sources.lockfiles import export, is_lock_file  # here: it reads requirements and markers (start-up time)
+    from ...sources.requirements import hash_checked, requirement_lines, requirement_name, requirement_names
 
     if is_lock_file(config.requirements):
         exported = export(config.root, config.requirements, python, platform or AMD64, config.requirements_extras,
@@ -235,7 +235,7 @@ def _wheel_libraries(config: Config, requirements: _Requirements, fw: Framework 
                      ubuntu: str | None, base: str) -> _Libraries:
     """The system packages that the wheels of the image's distributions load at import and the base lacks
     (base_images/system_libraries.yaml), for the system-packages layer, each with a note."""
-    from ...requirements_file import requirement_name
+    from ...sources.requirements import requirement_name
 
     # A URL line names no distribution before it is downloaded: it brings no system package. Only the framework's
     # release is known here.
@@ -244,7 +244,7 @@ def _wheel_libraries(config: Config, requirements: _Requirements, fw: Framework 
     wanted = list(dict.fromkeys((n, v) for n, v in names if n))
     if not wanted:
         return _Libraries()
-    from ...syslibs import system_libraries
+    from ...catalog.syslibs import system_libraries
 
     if ubuntu is None and config.base_image:  # a custom base names its release in its tag, if anywhere
         found = _UBUNTU_TAG.search(base)

@@ -7,9 +7,7 @@ from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
-from ...config import Config
-from ...errors import ConfigError, ResolutionError, show
-from ...matrix import (
+from ...catalog.matrix import (
     AMD64,
     ARM64,
     UNRECORDED,
@@ -25,6 +23,8 @@ from ...matrix import (
     usable_python,
     version_key,
 )
+from ...config import Config
+from ...errors import ConfigError, ResolutionError, show
 
 
 def _nearest(wanted: str, known: list[str], count: int = 5) -> list[str]:

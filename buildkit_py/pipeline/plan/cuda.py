@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import Config
-from ...errors import ResolutionError
-from ...launcher.gpu import arch_supports
-from ...matrix import (
+from ...catalog.matrix import (
     ARM64,
     Accelerator,
     CudaRelease,
@@ -20,7 +17,10 @@ from ...matrix import (
     minor,
     version_key,
 )
-from ...refs import parse_ref
+from ...config import Config
+from ...errors import ResolutionError
+from ...launcher.gpu import arch_supports
+from ...oci.refs import parse_ref
 from .choice import Release, accelerator_named, has_cudnn, instead_of, or_list, tpu_named
 from .model import Plan, PythonSetup
 

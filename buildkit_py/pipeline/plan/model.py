@@ -7,6 +7,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...catalog.matrix import (
+    ARM64,
+    SHIPPED,
+    arch,
+)
 from ...config import ImportScope, TrainerPackage
 from ...launcher.constants import (
     COMPAT_DRIVER_ENV,
@@ -16,17 +21,12 @@ from ...launcher.constants import (
     TPU_RUNTIME_ENV,
     TPU_TYPE_ENV,
 )
-from ...matrix import (
-    ARM64,
-    SHIPPED,
-    arch,
-)
 from ...notebook import HtmlRepr
 from ...version import __version__
 from ..names import LABEL_PREFIX
 
 if TYPE_CHECKING:
-    from ...lockfiles import Exported
+    from ...sources.lockfiles import Exported
 
 
 VENV = "/opt/venv"
@@ -141,7 +141,7 @@ class Plan(HtmlRepr):
     # only of what it installs, and the framework step installed some of them (with their dependencies) unchecked.
     requirements_hashed: bool = False
     # The requirements file is another tool's lock (uv.lock, pylock.toml, poetry.lock, Pipfile.lock): its packages
-    # for this image, exported as hash-pinned lines (lockfiles.py), are what the requirements layer installs.
+    # for this image, exported as hash-pinned lines (sources/lockfiles.py), are what the requirements layer installs.
     requirements_export: Exported | None = None
     # The requirements file's index lines (--extra-index-url URL, -f URL, --no-index): a locked install's
     # requirements file starts with them, for it replaces the file that had them.

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import re
 
-from ...config import Config
-from ...errors import ResolutionError, show
-from ...matrix import (
+from ...catalog.matrix import (
     Framework,
     Matrix,
     Tpu,
     TpuBuild,
     version_key,
 )
+from ...config import Config
+from ...errors import ResolutionError, show
 from ...patterns import lazy_pattern
 from .assemble import Chosen, assembled
 from .choice import chosen_framework, default_python

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
-from ...dockerfile_text import exec_form, instructions
 from ...errors import shown_name
 from ...patterns import lazy_pattern
+from ..dockerfile import exec_form, instructions
 from ..shell import Script, Simple, Word
 from .commands import follow, interpreter_for, kept_command, runs, shell_script
 from .model import MAX_COMMAND_BYTES, SAYS_TRAIN, SHELLS, WORKDIR, Context, Declared, Evidence, files_in, in_directory, text_of

@@ -7,8 +7,8 @@ import os
 import re
 from pathlib import Path
 
-from .errors import shown_name
-from .patterns import lazy_pattern
+from ..errors import shown_name
+from ..patterns import lazy_pattern
 
 MAX_INCLUDES = 16  # requirements files in one chain of -r / -c includes; real projects chain two or three
 INCLUDES = ("-r", "--requirement", "-c", "--constraint")
@@ -23,7 +23,7 @@ _HASH_CHECKED = lazy_pattern(r"(?:^|\s)--(?:hash(?:=|\s)|require-hashes(?:\s|$))
 def parse_problem(exc: Exception) -> str:
     """packaging's refusal of a requirement on one line (it quotes the text and a caret on lines of their own), with
     any character a terminal would act on escaped (the quoted text is the user's)."""
-    from .errors import terminal_line
+    from ..errors import terminal_line
 
     return terminal_line(" ".join(str(exc).split())[:200], lines=False)
 
@@ -93,8 +93,8 @@ def included_lines(root: Path, name: str, follow: tuple[str, ...] = INCLUDES
     included files. Each file is read inside ROOT, so that what a tool is handed holds no line buildkit-py has not
     read; an include leading outside ROOT, missing, in a loop or past MAX_INCLUDES deep is a ConfigError naming the
     line. Iterative: a long chain costs no stack."""
-    from .errors import ConfigError, show
-    from .fsutil import leads_outside, read_text
+    from ..errors import ConfigError, show
+    from ..fsutil import leads_outside, read_text
 
     real_root = root.resolve()
     lines: list[tuple[str, str, bool]] = []
@@ -159,7 +159,7 @@ def resolver_input(root: Path, name: str) -> tuple[list[tuple[str, str]], list[t
     its lines and its includes', read inside ROOT (the trainer directory), each with where it is ("file:line", for
     the resolver's messages); an option only where the image's installer honours it, never a path on this machine
     (the resolver would read or build it). Anything else is a ConfigError naming the line."""
-    from .errors import ConfigError, show
+    from ..errors import ConfigError, show
 
     requirements: list[tuple[str, str]] = []
     constraints: list[tuple[str, str]] = []

@@ -10,11 +10,11 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .errors import ConfigError, PackageIndexError
-from .patterns import lazy_pattern
+from ..errors import ConfigError, PackageIndexError
+from ..patterns import lazy_pattern
 
 if TYPE_CHECKING:
-    from .adc import Identity
+    from ..google.adc import Identity
 
 # A URL's userinfo, up to its last "@" before the path (as URL parsers read it: a password may hold a raw "@").
 # Bounded, and a scheme starts a word: a 900 KB line without "://" is read once, not once per character.
@@ -105,7 +105,7 @@ def index_urls(uv_toml: str) -> tuple[str, ...]:
 def index_options(lines: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """A requirements file's index lines (-i, --index-url, --extra-index-url, -f, --find-links, --no-index), each as
     OPTION VALUE."""
-    from .requirements_file import option
+    from .requirements import option
 
     return tuple(f"{key} {value}".strip() for line in lines if line.startswith("-")
                  for key, value in [option(line)] if key in _URL_OPTIONS or key == "--no-index")
@@ -137,7 +137,7 @@ def google_logins(hosts: tuple[str, ...]) -> GoogleLogins | None:
     which identity needs the reader role."""
     if not hosts:
         return None
-    from . import adc
+    from ..google import adc
 
     where = ", ".join(hosts)
     credentials, _ = adc.default(PackageIndexError, f"{adc.LOGIN_HINT} for an identity with {READER_ROLE} on the "

@@ -10,8 +10,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from .errors import ConfigError, show
-from .patterns import lazy_pattern
+from ..errors import ConfigError, show
+from ..patterns import lazy_pattern
 
 DIRECTIVES = ("syntax", "escape", "check")  # any other `# key=value` ends the directives, as a plain comment does
 _DIRECTIVE = lazy_pattern(r"([a-zA-Z][a-zA-Z0-9]*)[\t\n\f\r ]*=[\t\n\f\r ]*(.+?)[\t\n\f\r ]*\Z", re.S)

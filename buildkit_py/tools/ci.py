@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .config import Config
+from ..config import Config
+from ..pipeline.lock import LOCK_NAME
+from ..pipeline.render import environment
 from .makefile import config_path, word
-from .pipeline.lock import LOCK_NAME
-from .pipeline.render import environment
 
 CI_FLAVOURS = {"github": "ci/github.yml.j2", "cloudbuild": "ci/cloudbuild.yaml.j2", "gitlab": "ci/gitlab-ci.yml.j2"}
 CACHE_TAG = "buildcache"  # BuildKit: REPO:buildcache carries the inline cache; buildah: REPO-cache holds layers

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BuildError, ConfigError, ImportCheckError, shown_name
-from .fsutil import parse_python
-from .launcher.constants import IMPORT_CHECKING_MARKER, IMPORT_FAILED_MARKER, IMPORTS_CONTEXT_FILE
-from .patterns import lazy_pattern
+from ..errors import BuildError, ConfigError, ImportCheckError, shown_name
+from ..fsutil import parse_python
+from ..launcher.constants import IMPORT_CHECKING_MARKER, IMPORT_FAILED_MARKER, IMPORTS_CONTEXT_FILE
+from ..patterns import lazy_pattern
 
 # An import inside `try:` whose handler catches one of these is optional: the code runs without it.
 _CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
@@ -44,7 +44,7 @@ class ImportNames:
 
 
 def import_names() -> ImportNames:
-    from .resources import read_data, resource_dir
+    from ..resources import read_data, resource_dir
 
     data = read_data(resource_dir("base_images") / "import_names.yaml", "base_images/import_names.yaml")
     return ImportNames(dict(data["names"]), frozenset(data["same"]), dict(data["python2"]), dict(data["backends"]))
@@ -269,7 +269,7 @@ def import_failure(exc: BuildError, imports: ImportSet | None, ubuntu: str | Non
 
 
 def _fix(module: str, error: str, found: Needed | None, ubuntu: str | None) -> str:
-    from .syslibs import library_named, system_libraries
+    from ..catalog.syslibs import library_named, system_libraries
 
     library = library_named(error)
     if library is not None:

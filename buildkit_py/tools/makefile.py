@@ -10,10 +10,10 @@ import os
 import re
 from pathlib import Path
 
-from .config import Config, find_config
-from .errors import ConfigError, show
-from .patterns import lazy_pattern
-from .pipeline.render import environment
+from ..config import Config, find_config
+from ..errors import ConfigError, show
+from ..patterns import lazy_pattern
+from ..pipeline.render import environment
 
 TEMPLATE = "make/buildkit.mk.j2"
 # Safe in Make (no $ # ; \\ or space), in a POSIX shell word, and in YAML and JSON strings.

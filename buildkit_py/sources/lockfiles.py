@@ -19,11 +19,11 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from .errors import ConfigError, StaleLockError, show
-from .fsutil import consult, inside, kept_text, parse_toml
-from .indexes import without_credentials
-from .patterns import lazy_pattern
-from .requirements_file import parse_problem
+from ..errors import ConfigError, StaleLockError, show
+from ..fsutil import consult, inside, kept_text, parse_toml
+from ..patterns import lazy_pattern
+from .pip_config import without_credentials
+from .requirements import parse_problem
 
 # The names each tool writes, in the order autopackage prefers them when a directory has several.
 LOCK_FILES = ("uv.lock", "pylock.toml", "poetry.lock", "Pipfile.lock")

@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from ..errors import ConfigError, ServiceError, show
+from ..errors import quoted as _clean  # the services' text on one line
+from ..oci.refs import is_loopback_host
+from ..patterns import lazy_pattern
 from . import adc
-from .errors import ConfigError, ServiceError, show
-from .errors import quoted as _clean  # the services' text on one line
-from .patterns import lazy_pattern
-from .refs import is_loopback_host
 
 _URL = lazy_pattern(r"(https?)://([A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:]{2,45}\])(?::([0-9]{1,5}))?/?", re.ASCII)
 

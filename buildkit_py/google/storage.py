@@ -15,9 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError, StageError, show
-from .fsutil import path_problem
-from .patterns import lazy_pattern
+from ..errors import ConfigError, StageError, show
+from ..fsutil import path_problem
+from ..patterns import lazy_pattern
 
 DIGEST_CHARS = 16  # of the sha256, as in the images' content tags
 RETRY_SECONDS = 60.0  # transient GCS errors (5xx, dropped connections) are retried this long

@@ -18,8 +18,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import ConfigError, show
-from .patterns import lazy_pattern
+from ..errors import ConfigError, show
+from ..patterns import lazy_pattern
 
 DOCKER_HUB = "docker.io"
 LEGACY_DOCKER_HUB = "index.docker.io"  # normalize.go: canonicalized to docker.io

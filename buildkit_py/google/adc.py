@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import BuildkitError, quoted
+from ..errors import BuildkitError, quoted
 
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # Artifact Registry (Docker and Python repositories) and gcr.io take an access token as this user's password.

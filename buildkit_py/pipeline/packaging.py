@@ -34,15 +34,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .config import Config, Trainer, distribution_name
-from .errors import BuildError, ConfigError, OutputError, show
-from .fsutil import cache_dir, leads_outside, read_text, read_toml, write_atomic
-from .lockfiles import is_lock_file, locked
-from .matrix import load_matrix
-from .patterns import lazy_pattern
-from .pipeline.context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
-from .pipeline.render import render_project_dockerignore
-from .requirements_file import local_path, requirement_lines
+from ..catalog.matrix import load_matrix
+from ..config import Config, Trainer, distribution_name
+from ..errors import BuildError, ConfigError, OutputError, show
+from ..fsutil import cache_dir, leads_outside, read_text, read_toml, write_atomic
+from ..patterns import lazy_pattern
+from ..sources.lockfiles import is_lock_file, locked
+from ..sources.requirements import local_path, requirement_lines
+from .context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
+from .render import render_project_dockerignore
 
 # The generated pyproject's backend, pinned: the sdist's bytes (PKG-INFO, SOURCES.txt) depend on its version.
 SETUPTOOLS_REQUIREMENT = "setuptools==80.9.0"
@@ -389,8 +389,8 @@ def _hook_in_container(root: Path, files: list[str]) -> tuple[str, str]:
     read-only and only a copy of the trainer's files, runs the hook. Nothing of this machine is mounted into either."""
     from docker.errors import DockerException
 
-    from .config import default_ca_bundle
-    from .engine import engine_client
+    from ..config import default_ca_bundle
+    from ..engine import engine_client
 
     requires, backend, paths = _build_system(root)
     matrix = load_matrix()

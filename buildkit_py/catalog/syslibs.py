@@ -9,8 +9,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .errors import DataError
-from .patterns import lazy_pattern
+from ..errors import DataError
+from ..patterns import lazy_pattern
 
 _LIBRARY = lazy_pattern(r"(lib[A-Za-z0-9_+.-]*?\.so(?:\.[0-9]+)*)", re.ASCII)
 
@@ -57,7 +57,7 @@ def library_named(error: str) -> str | None:
 
 
 def system_libraries() -> SystemLibraries:
-    from .resources import read_data, resource_dir
+    from ..resources import read_data, resource_dir
 
     where = "base_images/system_libraries.yaml"
     data = read_data(resource_dir("base_images") / "system_libraries.yaml", where)
