@@ -172,8 +172,8 @@ def env_of(pool) -> dict[str, str]:
 def test_a_v5e_job_is_one_pool_one_replica_with_its_topology(project):
     job = make_job(project, f"framework: jax\naccelerator: TPU_V5_LITEPOD\njob:\n  image: {IMAGE}\n"
                             "  machine_type: ct5lp-hightpu-4t\n",
-                   check_accelerator=lambda a: check_accelerator(make_plan(configure(project, "framework: jax\n"
-                                                                             "accelerator: TPU_V5_LITEPOD\n")), a))
+                   built=vertex.Built(check_accelerator=lambda a: check_accelerator(make_plan(configure(
+                       project, "framework: jax\naccelerator: TPU_V5_LITEPOD\n")), a)))
     parsed = parse(job.resource)
     (pool,) = parsed.job_spec.worker_pool_specs
     assert pool.replica_count == 1
@@ -283,7 +283,8 @@ def test_preflight_reports_the_tpu_pairing(project):
 
     text = "framework: jax\naccelerator: TPU_V6E\n"
     checked = make_job(project, text + f"job:\n  image: {IMAGE}\n",
-                       check_accelerator=lambda a: check_accelerator(make_plan(configure(project, text)), a))
+                       built=vertex.Built(check_accelerator=lambda a: check_accelerator(make_plan(configure(project, text)),
+                                                                                        a)))
     unchecked = make_job(project, text + f"job:\n  image: {IMAGE}\n")  # an image not resolved from this config
     for job, ok, fragment in ((checked, True, "the image is resolved for TPU_V6E"),
                               (unchecked, None, "TPU build for TPU_V6E is not checked")):

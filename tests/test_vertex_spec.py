@@ -78,7 +78,7 @@ job:
   tensorboard: projects/proj/locations/us-central1/tensorboards/123
   enable_web_access: true
   labels: {{team: ml, cost-center: "42"}}
-""", revision="abc123def456-dirty")
+""", built=vertex.Built(revision="abc123def456-dirty"))
     assert job.kind == "customJobs"
     typed = parse(job.resource)
     pools = typed.job_spec.worker_pool_specs
@@ -380,10 +380,10 @@ def test_a_job_pinned_to_its_digest_is_the_job_made_from_the_image_by_digest(pro
     now = dt.datetime(2026, 11, 28, 12, 0, tzinfo=dt.UTC)
     image = "us-docker.pkg.dev/proj-1/repo/trainer:v1"
     made = make(project, "framework: none\naccelerator: NVIDIA_L4\njob:\n" + pools.format(image=image),
-                now=now, revision="abc123")
+                now=now, built=vertex.Built(revision="abc123"))
     pinned = vertex.pin(made, digest)
     by_digest = make(project, "framework: none\naccelerator: NVIDIA_L4\njob:\n" + pools.format(image=f"{image}@{digest}"),
-                     now=now, revision="abc123")
+                     now=now, built=vertex.Built(revision="abc123"))
     assert pinned == by_digest
     assert json.dumps(pinned.resource) == json.dumps(by_digest.resource)  # the labels in the same order too
     assert vertex.pin(pinned, "sha256:" + "c" * 64) == pinned  # named by digest: stays

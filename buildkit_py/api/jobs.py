@@ -325,9 +325,9 @@ def draft_job(config: Config, settings: JobConfig, options: JobOptions, planned:
     # The plan of the config's image: its lock (none for an image not built from it, or built unlocked), its platform.
     image = planned() if check is not None else None
     locked = image.lock if image else None
-    return JobDraft(vertex.build_job(config, settings, target=options.target, revision=git_revision(config.root),
-                                     check_accelerator=check, lock_digest=locked.digest if locked else None,
-                                     fallback=fallback, image_platform=image.platform if image else None), planned)
+    built = vertex.Built(image.platform if image else None, check, git_revision(config.root),
+                         locked.digest if locked else None)
+    return JobDraft(vertex.build_job(config, settings, target=options.target, fallback=fallback, built=built), planned)
 
 
 def _finished(config: Config, settings: JobConfig, options: JobOptions, made: vertex.VertexJob,

@@ -24,7 +24,8 @@ from ..config import POOL_ORDER, JobConfig, Pool, check_hyperparameters, check_j
 from ..errors import ConfigError, show, shown_name
 from ..flags import job_flag_name
 from .aiplatform import _SCALES, Conversion, braced, field_kind, placeholders, substituted, written
-from .vertex import REDUCTION_SERVER_IMAGE, check_pool
+from .machines import check_pool
+from .vertex import REDUCTION_SERVER_IMAGE
 
 FLAG = "--job-config"
 # What each part of the file may hold: a known key not converted says why; any other key is refused.

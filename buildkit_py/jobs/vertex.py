@@ -12,23 +12,23 @@ import copy
 import datetime as _dt
 import ipaddress
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..catalog.matrix import Tpu, arch, load_machines, load_matrix
+from ..catalog.matrix import Tpu, arch, load_machines
 from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
 from ..errors import ConfigError, ResolutionError, show
 from ..launcher import launchers
 from ..launcher.constants import AUTO_PROCESSES, EXPECT_GPUS_ENV, EXPECT_TPU_ENV, PROCESSES_ENV
 from ..oci.refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
 from ..patterns import lazy_pattern
-from ..pipeline.plan import tpu_named
 from ..resources import LAUNCHER_MODULE
 from ..version import __version__
+from .machines import inherit, machine_spec, resolve_pool, resolve_tpu_pool, tpu_of
 
 TARGETS = ("vertex", "loopback")  # loopback: an API on this machine (a fake, an emulator): loopback images allowed
 DEFAULT_REGION = "us-central1"
-CPU_MACHINE = "n1-standard-4"
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 REDUCTION_SERVER_MACHINE = "n1-highcpu-16"
 MAX_NAME = 128
@@ -37,74 +37,6 @@ LABEL_VERSION, LABEL_DIGEST, LABEL_GIT = "buildkit-py-version", "image-sha256", 
 LABEL_LOCK = "buildkit-lock-sha256"  # the buildkit.lock section the image was built from
 _SCALES = {"linear": "UNIT_LINEAR_SCALE", "log": "UNIT_LOG_SCALE", "reverse_log": "UNIT_REVERSE_LOG_SCALE"}
 _LOOPBACK_NAMES = ("localhost", "host.docker.internal")
-
-
-def _vcpus(machine_type: str) -> int | None:
-    last = machine_type.rsplit("-", 1)[-1]
-    return int(last) if last.isdigit() else None
-
-
-def check_machine(machine_type: str, accelerator: str | None, count: int, field: str) -> None:
-    """Does Vertex AI offer this machine with this many of these GPUs? ConfigError (exit 2) if not."""
-    m = load_machines()
-    source = "(base_images/machines.yaml)"
-    if machine_type in m.fixed:
-        gpu, built_in = m.fixed[machine_type]
-        if accelerator is None or count == 0:
-            raise ConfigError(f"{machine_type} comes with {built_in} {gpu}: set accelerator_type {gpu} and "
-                              f"accelerator_count {built_in} {source}", field=field)
-        if accelerator != gpu or count != built_in:
-            others = [t for t, (g, _) in m.fixed.items() if g == accelerator] + \
-                     (list(m.n1_types[:1]) if accelerator in m.attached else [])
-            hint = f"; {accelerator} runs on {', '.join(others)}" if others else ""
-            raise ConfigError(f"{machine_type} has {built_in} {gpu}, not {count} {show(accelerator)}{hint} {source}",
-                              field=field)
-        return
-    if accelerator is not None and count > 0:
-        if machine_type not in m.n1_types or accelerator not in m.attached:
-            fits = [t for t, (g, _) in m.fixed.items() if g == accelerator]
-            where = f"on {', '.join(fits)}" if fits else ("on N1 machines (" + ", ".join(m.n1_types[:3]) + ", ...)"
-                                                          if accelerator in m.attached else "nowhere we know of")
-            raise ConfigError(f"{show(machine_type)} takes no {show(accelerator)}: it runs {where} {source}", field=field)
-        counts = m.attached[accelerator]
-        if count not in counts:
-            raise ConfigError(f"{count} x {accelerator} is not offered: counts {', '.join(map(str, counts))} {source}",
-                              field=field)
-        vcpus = _vcpus(machine_type)
-        if vcpus is not None and vcpus > counts[count]:
-            fewer = [c for c, most in counts.items() if most >= vcpus]
-            raise ConfigError(f"{machine_type} has {vcpus} vCPUs: with {accelerator} that needs "
-                              f"{' or '.join(map(str, fewer)) or 'more'} GPUs, not {count} {source}", field=field)
-        return
-    if machine_type.split("-", 1)[0] not in m.cpu_families and machine_type not in m.n1_types:
-        raise ConfigError(f"{show(machine_type)} is not a machine type for custom training without GPUs: families "
-                          f"{', '.join(m.cpu_families)} {source}", field=field)
-
-
-def default_machine(accelerator: str | None, count: int, field: str) -> str:
-    m = load_machines()
-    if accelerator is None or count == 0:
-        return CPU_MACHINE
-    fixed = [t for t, spec in m.fixed.items() if spec == (accelerator, count)]
-    if fixed:
-        return fixed[0]
-    offered = [f"{t} ({n})" for t, (g, n) in m.fixed.items() if g == accelerator]
-    if offered:
-        raise ConfigError(f"{count} x {accelerator} is not offered; machines with it: {', '.join(offered)} "
-                          "(base_images/machines.yaml)", field=field)
-    if accelerator in m.attached and count in m.attached[accelerator]:
-        # the biggest standard N1 the count allows, up to 8 vCPUs per GPU (a usual data-loading need)
-        limit = min(m.attached[accelerator][count], 8 * count)
-        return max((t for t in m.n1_types if t.startswith("n1-standard-") and (_vcpus(t) or 0) <= limit),
-                   key=lambda t: _vcpus(t) or 0)
-    return CPU_MACHINE  # check_machine then says where the accelerator runs
-
-
-def default_count(machine_type: str | None, accelerator: str | None) -> int:
-    fixed = load_machines().fixed.get(machine_type or "")
-    if fixed:
-        return fixed[1]
-    return 1 if accelerator else 0
 
 
 def display_name(base: str, now: _dt.datetime) -> str:
@@ -178,88 +110,66 @@ def _prune(value: Any) -> Any:
     return value
 
 
-def _machine_spec(pool: Pool, reservation: dict | None) -> dict:
-    return {"machineType": pool.machine_type, "acceleratorType": pool.accelerator_type if pool.accelerator_count else None,
-            "acceleratorCount": pool.accelerator_count or None, "tpuTopology": pool.tpu_topology,
-            "reservationAffinity": reservation}
+@dataclass(frozen=True)
+class Built:
+    """What the image built from this config tells its job: the platform it is for (its plan's: GB200's make it
+    linux/arm64; None: the config's), the check of an accelerator against its kernels (check_accelerator(name) ->
+    notes, raising when the image has none for the GPU), and the lineage the job's labels record."""
+
+    platform: str | None = None
+    check_accelerator: Callable[[str], tuple[str, ...]] | None = None
+    revision: str | None = None  # the trainer directory's git revision
+    lock_digest: str | None = None  # the buildkit.lock section the image was built from
 
 
-def _resolve_pool(pool: Pool, field: str) -> Pool:
-    """Defaults filled in (machine from the accelerator; accelerator and count from the machine), then checked."""
-    fixed = load_machines().fixed.get(pool.machine_type or "")
-    if fixed and pool.accelerator_type is None and pool.accelerator_count is None:
-        pool = replace(pool, accelerator_type=fixed[0], accelerator_count=fixed[1])
-    count = pool.accelerator_count if pool.accelerator_count is not None else default_count(pool.machine_type,
-                                                                                            pool.accelerator_type)
-    machine = pool.machine_type or default_machine(pool.accelerator_type, count, f"{field}.accelerator_count")
-    if count and pool.accelerator_type is None:
-        raise ConfigError(f"accelerator_count {count} needs an accelerator_type", field=f"{field}.accelerator_type")
-    check_machine(machine, pool.accelerator_type, count, f"{field}.machine_type")
-    return replace(pool, machine_type=machine, accelerator_count=count)
-
-
-def check_pool(pool: Pool, field: str) -> None:
-    """ConfigError (exit 2) unless Vertex AI offers the pool's machine with its accelerators, TPU or GPU, as the job
-    will be checked: for a job file, said where the file wrote them."""
-    tpu = _tpu_of(pool)
-    if tpu is not None:
-        _resolve_tpu_pool(pool, tpu, field)
-    else:
-        _resolve_pool(pool, field)
-
-
-def _tpu_of(pool: Pool) -> Tpu | None:
-    """The TPU a pool asks for: its accelerator_type, else the TPU its machine type comes with."""
-    matrix = load_matrix()
-    if pool.accelerator_type is not None:
-        return tpu_named(matrix, pool.accelerator_type, "job.accelerator_type")
-    return next((t for t in matrix.tpus.values() if pool.machine_type in t.machines), None)
-
-
-def _resolve_tpu_pool(pool: Pool, tpu: Tpu, field: str) -> tuple[Pool, int]:
-    """A TPU VM pool checked against base_images/tpus.yaml: (the pool with its machine type,
-    topology and count filled in, the chips of its machine)."""
-    source = "(base_images/tpus.yaml)"
-    offered = ", ".join(f"{m.name} ({m.chips} chip{'s' if m.chips > 1 else ''}"
-                        f"{', topology ' + m.topology if m.topology else ''})"
-                        for m in tpu.machines.values())
-    name = pool.machine_type or min(tpu.machines.values(), key=lambda m: m.chips).name
-    machine = tpu.machines.get(name)
-    if machine is None:
-        raise ConfigError(f"{show(name)} is not a machine type for {tpu.name}: {offered} {source}",
-                          field=f"{field}.machine_type")
-    if pool.replica_count not in (None, 1):
-        raise ConfigError(f"replica_count {pool.replica_count}: a TPU VM job runs exactly one replica on Vertex AI "
-                          f"(one {name}); drop replica_count or set it to 1", field=f"{field}.replica_count")
-    count = pool.accelerator_count
-    if machine.accelerator_count is None and count:
-        raise ConfigError(f"accelerator_count {count}: {name} comes with {machine.chips} {tpu.name} chip(s) and Vertex AI "
-                          f"takes no acceleratorCount for it; drop accelerator_count {source}",
-                          field=f"{field}.accelerator_count")
-    if machine.accelerator_count is not None and count not in (None, machine.accelerator_count):
-        raise ConfigError(f"accelerator_count {count}: {name} with {tpu.name} takes accelerator_count "
-                          f"{machine.accelerator_count} {source}", field=f"{field}.accelerator_count")
-    topology = pool.tpu_topology or machine.topology
-    if topology != machine.topology:
-        allowed = f"its topology is {machine.topology}" if machine.topology else "it takes none"
-        raise ConfigError(f"tpu_topology {show(pool.tpu_topology)} does not fit {name}: {allowed} (one host; larger "
-                          f"slices need several replicas, which a TPU VM job cannot have); machine types: {offered} "
-                          f"{source}", field=f"{field}.tpu_topology")
-    return replace(pool, machine_type=name, accelerator_type=tpu.name, accelerator_count=machine.accelerator_count,
-                   tpu_topology=topology), machine.chips
+@dataclass(frozen=True)
+class _Chief:
+    pool: Pool  # resolved: machine type, accelerators
+    strategy: str | None
+    tpu: Tpu | None
+    chips: int  # a TPU VM's chips, which the launcher checks are visible
 
 
 def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _dt.datetime | None = None,
-              revision: str | None = None, check_accelerator=None,
-              fallback: Fallback | None = None, lock_digest: str | None = None,
-              image_platform: str | None = None) -> VertexJob:
-    """The job resource. check_accelerator(accelerator) -> notes raises when the image has no kernels
-    for the GPU; fallback replaces the chief's accelerator, machine, region or strategy; image_platform: the
-    platform of the image built from this config (its plan's: GB200's make it linux/arm64), else the config's."""
+              fallback: Fallback | None = None, built: Built = Built()) -> VertexJob:
+    """The job resource. fallback replaces the chief's accelerator, machine, region or strategy; built: what the image
+    built from this config tells the job."""
     if target not in TARGETS:
         raise ConfigError(f"{show(target)} is not allowed: one of {', '.join(TARGETS)}", field="--target")
-    now = now or _dt.datetime.now(_dt.UTC)
-    notes: list[str] = []
+    chief = _chief(config, job, fallback)
+    ref = _job_image(config, job, chief, target, fallback, built.platform)
+    notes = _accelerator_notes(job, chief, built.check_accelerator) + _secret_notes(job.env, job.args or ())
+    pools = _Pools(config, job, chief, ref)
+    if pools.per_node > 1 or pools.machines > 1:
+        notes.append(f"world size {pools.machines * pools.per_node}: {pools.machines} machine(s) x {pools.per_node} "
+                     "trainer process(es)")
+    scheduling = {"timeout": _duration(job.timeout), "restartJobOnWorkerRestart": job.restart_job_on_worker_restart,
+                  "strategy": chief.strategy, "maxWaitDuration": _duration(job.max_wait_duration),
+                  "disableRetries": job.disable_retries}
+    custom = {"workerPoolSpecs": pools.specs(), "scheduling": scheduling, "serviceAccount": job.service_account,
+              "network": job.network, "baseOutputDirectory": {"outputUriPrefix": job.base_output_directory}
+              if job.base_output_directory else None, "tensorboard": job.tensorboard,
+              "enableWebAccess": job.enable_web_access}
+    labels = _labels(job, ref, built)
+    name = job.name or display_name(_name_base(config), now or _dt.datetime.now(_dt.UTC))
+    if config.hyperparameters is not None:
+        resource = {"displayName": name, **_study(config.hyperparameters), "trialJobSpec": custom, "labels": labels}
+        kind = "hyperparameterTuningJobs"
+    else:
+        resource = {"displayName": name, "jobSpec": custom, "labels": labels}
+        kind = "customJobs"
+    pool, tpu = chief.pool, chief.tpu
+    if tpu is not None:
+        return VertexJob(kind, _prune(resource), ref, tpu.name, chief.chips, pool.machine_type, chief.strategy,
+                         tuple(notes))
+    return VertexJob(kind, _prune(resource), ref, pool.accelerator_type if pool.accelerator_count else None,
+                     pool.accelerator_count or 0, pool.machine_type, chief.strategy, tuple(notes), pools.machines,
+                     pools.per_node)
+
+
+def _chief(config: Config, job: JobConfig, fallback: Fallback | None) -> _Chief:
+    """The chief's pool, resolved (the fallback's accelerator, machine and strategy in place of the job's; a TPU's
+    topology), and the job's scheduling strategy."""
     chief = replace(job.chief, accelerator_type=job.chief.accelerator_type or config.accelerator)
     strategy = job.strategy
     if fallback is not None:
@@ -268,7 +178,7 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
                         accelerator_count=fallback.accelerator_count or (None if switched else chief.accelerator_count),
                         machine_type=fallback.machine_type or (None if switched else chief.machine_type))
         strategy = fallback.strategy or strategy
-    tpu = _tpu_of(chief)
+    tpu = tpu_of(chief)
     chips = 0
     if tpu is not None:
         # Vertex AI runs a TPU VM job as one worker pool with one replica.
@@ -276,17 +186,23 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
             if getattr(job, key) is not None:
                 raise ConfigError(f"a TPU VM job ({tpu.name}) has exactly one worker pool with one replica on Vertex AI: "
                                   f"drop job.{key}", field=f"job.{key}")
-        chief, chips = _resolve_tpu_pool(chief, tpu, "job")
+        chief, chips = resolve_tpu_pool(chief, tpu, "job")
     elif chief.tpu_topology is not None:
         raise ConfigError(f"tpu_topology {show(chief.tpu_topology)} goes with a TPU machine type; this job has no TPU "
                           "(set accelerator_type to a TPU, e.g. TPU_V5_LITEPOD)", field="job.tpu_topology")
     else:
-        chief = _resolve_pool(chief, "job")
+        chief = resolve_pool(chief, "job")
     if job.max_wait_duration is not None and strategy != "FLEX_START":
         raise ConfigError("max_wait_duration goes with strategy FLEX_START (how long to wait for capacity)",
                           field="job.max_wait_duration")
+    return _Chief(chief, strategy, tpu, chips)
 
-    package = job.python_package
+
+def _job_image(config: Config, job: JobConfig, chief: _Chief, target: str, fallback: Fallback | None,
+               platform: str | None) -> ImageRef:
+    """The trainer image (or a Python package's executor, a catalog one resolved for the machine and region), where
+    the job may pull it from, built for a platform the chief's machine runs."""
+    package, tpu = job.python_package, chief.tpu
     image_text = package.executor if package else job.image
     if package and "==" in package.executor:
         from ..catalog.executors import resolve_executor  # the catalog is read only for catalog executors
@@ -295,7 +211,7 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
             raise ConfigError(f"the prebuilt executors are for CPUs and GPUs; on {tpu.name} give an executor image built "
                               f"with accelerator: {tpu.name}", field="job.python_package.executor")
         try:
-            image_text = resolve_executor(package.executor, gpu=bool(chief.accelerator_count),
+            image_text = resolve_executor(package.executor, gpu=bool(chief.pool.accelerator_count),
                                           region=(fallback and fallback.region) or job.region).uri
         except (ConfigError, ResolutionError) as exc:  # restated under the config key
             raise ConfigError(str(exc).removeprefix("--executor: "), field="job.python_package.executor") from None
@@ -303,114 +219,117 @@ def build_job(config: Config, job: JobConfig, *, target: str = "vertex", now: _d
         raise ConfigError("no image: pass --image (the pushed trainer image, e.g. from `buildkit-py build --push`) or set "
                           "job.image", field="--image")
     ref = pullable(image_text, target, "job.python_package.executor" if package else "--image")
-    wanted = load_machines().platform(chief.machine_type)
+    wanted = load_machines().platform(chief.pool.machine_type)
     # A multi-platform image (an index) runs where any of its platforms does.
-    built_for = config.platforms or tuple(filter(None, (image_platform or config.platform,)))
+    built_for = config.platforms or tuple(filter(None, (platform or config.platform,)))
     if built_for and not package and wanted not in {arch(p) for p in built_for}:
-        raise ConfigError(f"the image is built for {', '.join(built_for)}; {chief.machine_type} runs {wanted}",
+        raise ConfigError(f"the image is built for {', '.join(built_for)}; {chief.pool.machine_type} runs {wanted}",
                           field="platform")
-    if (chief.accelerator_count or tpu) and check_accelerator is not None and not package:
-        notes.extend(check_accelerator(chief.accelerator_type))
+    return ref
+
+
+def _accelerator_notes(job: JobConfig, chief: _Chief, check: Callable[[str], tuple[str, ...]] | None) -> list[str]:
+    """What the chief's accelerators say of the image: its kernels checked for them, NCCL's shared memory."""
+    pool, tpu, notes = chief.pool, chief.tpu, []
+    if (pool.accelerator_count or tpu) and check is not None and not job.python_package:
+        notes.extend(check(pool.accelerator_type))
     elif tpu:
         notes.append(f"the image is not resolved from this config: its TPU build for {tpu.name} is not checked")
-    if chief.accelerator_count and chief.accelerator_count > 1 and not tpu:
-        notes.append(f"{chief.accelerator_count} GPUs on one machine: NCCL passes data between them through /dev/shm, "
+    if pool.accelerator_count and pool.accelerator_count > 1 and not tpu:
+        notes.append(f"{pool.accelerator_count} GPUs on one machine: NCCL passes data between them through /dev/shm, "
                      "which a CustomJob cannot size; if NCCL fails with shared-memory errors, set env NCCL_SHM_DISABLE=1 "
                      "(slower, over sockets)")
+    return notes
 
-    notes += _secret_notes(job.env, job.args or ())
 
-    def container(pool: Pool, ranked: bool = False) -> dict:
+class _Pools:
+    """The job's worker pools: the chief, the workers (the ranked machines, each running per_node trainer
+    processes), then parameter servers or a reduction server, and evaluators, each in its fixed place."""
+
+    def __init__(self, config: Config, job: JobConfig, chief: _Chief, ref: ImageRef) -> None:
+        self.job, self.chief, self.ref = job, chief, ref
+        total = chief.pool.replica_count or 1
+        workers = job.workers
+        if workers is not None and workers.replica_count is not None and chief.pool.replica_count is not None \
+                and workers.replica_count != total - 1:
+            raise ConfigError(f"replica_count {total} means {total - 1} workers, but workers.replica_count is "
+                              f"{workers.replica_count}: give one of them", field="job.workers.replica_count")
+        self.workers = workers.replica_count if workers is not None and workers.replica_count is not None else total - 1
+        self.worker_pool = resolve_pool(inherit(workers, chief.pool), "job.workers") if self.workers else None
+        package = job.python_package
+        self.processes, field = asked_processes(config, job.processes_per_node, "--processes-per-node")
+        if self.processes is not None and package is not None and "==" in package.executor:
+            raise ConfigError(f"Google's prebuilt executor {package.executor} runs one process per machine, without "
+                              "buildkit-py's launcher: build an executor with it (buildkit-py executor build) or drop "
+                              f"{field}", field=field)
+        self.gpus = min(p.accelerator_count or 0 for p in (chief.pool, self.worker_pool) if p is not None)
+        self.machines = 1 + self.workers
+        self.per_node = processes_per_node(config, self.processes, field, job.command, self.machines, self.gpus,
+                                           chief.tpu, chief.pool.machine_type)
+        r = job.reservation
+        self.reservation = {"reservationAffinityType": r.type, "key": r.key, "values": list(r.values)} if r else None
+
+    def container(self, pool: Pool, ranked: bool = False) -> dict:
+        job, tpu = self.job, self.chief.tpu
         env = [{"name": k, "value": v} for k, v in job.env if k not in (EXPECT_GPUS_ENV, EXPECT_TPU_ENV, PROCESSES_ENV)]
         env.append({"name": EXPECT_GPUS_ENV, "value": "0" if tpu else str(pool.accelerator_count or 0)})
         if tpu:  # the launcher checks that this many TPU chips are visible
-            env.append({"name": EXPECT_TPU_ENV, "value": str(chips)})
-        if ranked and processes is not None:  # the launcher starts them (servers and evaluators run one)
-            env.append({"name": PROCESSES_ENV, "value": str(processes)})
+            env.append({"name": EXPECT_TPU_ENV, "value": str(self.chief.chips)})
+        if ranked and self.processes is not None:  # the launcher starts them (servers and evaluators run one)
+            env.append({"name": PROCESSES_ENV, "value": str(self.processes)})
+        package = job.python_package
         if package:
-            return {"pythonPackageSpec": {"executorImageUri": str(ref), "packageUris": list(package.package_uris),
+            return {"pythonPackageSpec": {"executorImageUri": str(self.ref), "packageUris": list(package.package_uris),
                                           "pythonModule": package.module, "args": list(job.args or ()), "env": env}}
         # A command replaces the image's ENTRYPOINT (the launcher): keep the launcher in front so its checks run.
         command = ["python", "-m", LAUNCHER_MODULE, "--", *job.command] if job.command else None
-        return {"containerSpec": {"imageUri": str(ref), "command": command,
+        return {"containerSpec": {"imageUri": str(self.ref), "command": command,
                                   "args": list(job.args) if job.args is not None else None, "env": env}}
 
-    reservation = None
-    if job.reservation:
-        reservation = {"reservationAffinityType": job.reservation.type, "key": job.reservation.key,
-                       "values": list(job.reservation.values)}
-
-    def spec(pool: Pool, replicas: int, runs: dict) -> dict:
+    def spec(self, pool: Pool, replicas: int, runs: dict) -> dict:
         disk = {"bootDiskType": pool.boot_disk_type, "bootDiskSizeGb": pool.boot_disk_size_gb}
-        return {"machineSpec": _machine_spec(pool, reservation), "replicaCount": str(replicas), "diskSpec": disk, **runs}
+        return {"machineSpec": machine_spec(pool, self.reservation), "replicaCount": str(replicas), "diskSpec": disk,
+                **runs}
 
-    total = chief.replica_count or 1
-    workers = job.workers
-    if workers is not None and workers.replica_count is not None and chief.replica_count is not None \
-            and workers.replica_count != total - 1:
-        raise ConfigError(f"replica_count {total} means {total - 1} workers, but workers.replica_count is "
-                          f"{workers.replica_count}: give one of them", field="job.workers.replica_count")
-    n_workers = workers.replica_count if workers is not None and workers.replica_count is not None else total - 1
-    worker_pool = _resolve_pool(_inherit(workers, chief), "job.workers") if n_workers else None
-    processes, field = asked_processes(config, job.processes_per_node, "--processes-per-node")
-    if processes is not None and package is not None and "==" in package.executor:
-        raise ConfigError(f"Google's prebuilt executor {package.executor} runs one process per machine, without "
-                          "buildkit-py's launcher: build an executor with it (buildkit-py executor build) or drop "
-                          f"{field}", field=field)
-    gpus = min(p.accelerator_count or 0 for p in (chief, worker_pool) if p is not None)
-    per_node = processes_per_node(config, processes, field, job.command, 1 + n_workers, gpus, tpu, chief.machine_type)
-    if per_node > 1 or 1 + n_workers > 1:
-        notes.append(f"world size {(1 + n_workers) * per_node}: {1 + n_workers} machine(s) x {per_node} trainer "
-                     "process(es)")
-    pools: list[dict] = [spec(chief, 1, container(chief, ranked=True))]
-    if worker_pool is not None:
-        pools.append(spec(worker_pool, n_workers, container(worker_pool, ranked=True)))
-    second = job.parameter_servers or job.reduction_server
-    if second is not None or job.evaluators is not None:
-        pools += [{}] * (2 - len(pools))
-    if job.parameter_servers is not None:
-        pool = _resolve_pool(_inherit(job.parameter_servers, chief, gpus=False), "job.parameter_servers")
-        pools.append(spec(pool, pool.replica_count or 1, container(pool)))
-    elif job.reduction_server is not None:
-        pool = replace(job.reduction_server, machine_type=job.reduction_server.machine_type or REDUCTION_SERVER_MACHINE)
-        pool = _resolve_pool(pool, "job.reduction_server")
-        if pool.accelerator_count:
-            raise ConfigError("reduction servers run on CPUs: drop accelerator_type and accelerator_count",
-                              field="job.reduction_server")
-        pools.append(spec(pool, pool.replica_count or 1, {"containerSpec": {"imageUri": REDUCTION_SERVER_IMAGE}}))
-    if job.evaluators is not None:
-        pools += [{}] * (3 - len(pools))
-        pool = _resolve_pool(_inherit(job.evaluators, chief), "job.evaluators")
-        pools.append(spec(pool, pool.replica_count or 1, container(pool)))
+    def specs(self) -> list[dict]:
+        job, chief = self.job, self.chief.pool
+        pools: list[dict] = [self.spec(chief, 1, self.container(chief, ranked=True))]
+        if self.worker_pool is not None:
+            pools.append(self.spec(self.worker_pool, self.workers, self.container(self.worker_pool, ranked=True)))
+        second = job.parameter_servers or job.reduction_server
+        if second is not None or job.evaluators is not None:
+            pools += [{}] * (2 - len(pools))
+        if job.parameter_servers is not None:
+            pool = resolve_pool(inherit(job.parameter_servers, chief, gpus=False), "job.parameter_servers")
+            pools.append(self.spec(pool, pool.replica_count or 1, self.container(pool)))
+        elif job.reduction_server is not None:
+            pool = replace(job.reduction_server, machine_type=job.reduction_server.machine_type or REDUCTION_SERVER_MACHINE)
+            pool = resolve_pool(pool, "job.reduction_server")
+            if pool.accelerator_count:
+                raise ConfigError("reduction servers run on CPUs: drop accelerator_type and accelerator_count",
+                                  field="job.reduction_server")
+            pools.append(self.spec(pool, pool.replica_count or 1, {"containerSpec": {"imageUri": REDUCTION_SERVER_IMAGE}}))
+        if job.evaluators is not None:
+            pools += [{}] * (3 - len(pools))
+            pool = resolve_pool(inherit(job.evaluators, chief), "job.evaluators")
+            pools.append(self.spec(pool, pool.replica_count or 1, self.container(pool)))
+        return pools
 
-    scheduling = {"timeout": _duration(job.timeout), "restartJobOnWorkerRestart": job.restart_job_on_worker_restart,
-                  "strategy": strategy, "maxWaitDuration": _duration(job.max_wait_duration),
-                  "disableRetries": job.disable_retries}
-    custom = {"workerPoolSpecs": pools, "scheduling": scheduling, "serviceAccount": job.service_account,
-              "network": job.network, "baseOutputDirectory": {"outputUriPrefix": job.base_output_directory}
-              if job.base_output_directory else None, "tensorboard": job.tensorboard,
-              "enableWebAccess": job.enable_web_access}
+
+def _labels(job: JobConfig, ref: ImageRef, built: Built) -> dict[str, str]:
+    """The job's labels, with buildkit-py's lineage beside them: its version, the image's digest, the git revision
+    and the lock's digest (each cut to the 63 characters a label value holds)."""
     labels = dict(job.labels)
     labels.setdefault(LABEL_VERSION, __version__.replace(".", "-"))
     if ref.digest and ref.digest.startswith("sha256:"):
-        labels.setdefault(LABEL_DIGEST, ref.digest.removeprefix("sha256:")[:63])  # a label value holds 63 characters
-    if revision:
-        labels.setdefault(LABEL_GIT, revision.lower()[:63])
-    if lock_digest:
-        labels.setdefault(LABEL_LOCK, lock_digest.removeprefix("sha256:")[:63])
+        labels.setdefault(LABEL_DIGEST, ref.digest.removeprefix("sha256:")[:63])
+    if built.revision:
+        labels.setdefault(LABEL_GIT, built.revision.lower()[:63])
+    if built.lock_digest:
+        labels.setdefault(LABEL_LOCK, built.lock_digest.removeprefix("sha256:")[:63])
     if len(labels) > 64:
         raise ConfigError("with buildkit-py's lineage labels there are more than 64 labels: drop some", field="job.labels")
-    name = job.name or display_name(_name_base(config), now)
-    if config.hyperparameters is not None:
-        resource = {"displayName": name, **_study(config.hyperparameters), "trialJobSpec": custom, "labels": labels}
-        kind = "hyperparameterTuningJobs"
-    else:
-        resource = {"displayName": name, "jobSpec": custom, "labels": labels}
-        kind = "customJobs"
-    if tpu is not None:
-        return VertexJob(kind, _prune(resource), ref, tpu.name, chips, chief.machine_type, strategy, tuple(notes))
-    return VertexJob(kind, _prune(resource), ref, chief.accelerator_type if chief.accelerator_count else None,
-                     chief.accelerator_count or 0, chief.machine_type, strategy, tuple(notes), 1 + n_workers, per_node)
+    return labels
 
 
 # A variable named for a secret, with a value that is not a Secret Manager name nor a file's path.
@@ -494,18 +413,6 @@ def pin(job: VertexJob, digest: str) -> VertexJob:
                               field="job.labels")
         resource["labels"] = labels
     return replace(job, resource=resource, image=pinned)
-
-
-def _inherit(pool: Pool | None, chief: Pool, *, gpus: bool = True) -> Pool:
-    """A pool's machines default to the chief's (parameter servers: without its GPUs)."""
-    pool = pool or Pool()
-    if pool.machine_type or pool.accelerator_type:
-        return pool
-    return replace(pool, machine_type=chief.machine_type if gpus else CPU_MACHINE,
-                   accelerator_type=chief.accelerator_type if gpus else None,
-                   accelerator_count=chief.accelerator_count if gpus else 0,
-                   boot_disk_type=pool.boot_disk_type or chief.boot_disk_type,
-                   boot_disk_size_gb=pool.boot_disk_size_gb or chief.boot_disk_size_gb)
 
 
 def _name_base(config: Config) -> str:
