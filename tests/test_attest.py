@@ -74,7 +74,7 @@ def recipe(root: Path, section: LockedImage | None, *, variant: str | None = Non
         plan["lock"] = {"base_digest": section.base_digest, "digest": section.digest, "requirements": LOCKED_REQUIREMENTS,
                         "source": str(source)}
     (root / "buildkit.yaml").write_text("framework: none\n")
-    return Recipe(root=root, dockerfile="FROM base\nCOPY . /app\n", ignore="", plan=plan, plan_pickle=b"", notes=(),
+    return Recipe(root=root, dockerfile="FROM base\nCOPY . /app\n", ignore="", plan=plan, notes=(),
                   image=None, tags=(), variant=variant, builder="buildkit", remote=False, platform="linux/amd64",
                   index="", allow_secrets=(), allow_large=(), extras=())
 

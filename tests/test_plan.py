@@ -504,3 +504,31 @@ def test_torch_and_xgboost_releases_older_than_the_cuda_11_era_build_for_cpu_and
         plan_for("xgboost==0.81")
     with pytest.raises(ResolutionError, match=r"xgboost==0\.71 is not a known release; nearest known: 0\.72\.1"):
         plan_for("xgboost==0.71", gpu=False)  # sdist only on PyPI: not in the data
+
+
+@pytest.mark.parametrize("made", [
+    lambda: plan_for("torch==2.5.1"), lambda: plan_for("tensorflow==2.15.1"),
+    lambda: plan_for("jax", accelerator="TPU_V5_LITEPOD"), lambda: plan_for("torch==2.5.1", gpu=False, python="3.10"),
+    lambda: plan_for("none", gpu=True, cuda="12.4"), lambda: plan_for("torch==2.7.0", accelerator="NVIDIA_GB200"),
+    lambda: plan_for("xgboost", base_image="nvidia/cuda:12.4.1-runtime-ubuntu22.04"),
+])
+def test_a_plan_made_again_from_its_json_is_the_same_plan(made):
+    """A kept recipe holds the plan once, as to_dict() through JSON; BuildResult.plan makes the value again from it.
+    Every kind of field comes back typed: tuples, nested values, paths, the lock, another tool's exported lock."""
+    import json
+    from dataclasses import replace
+
+    from buildkit_py.config import ImportScope, TrainerPackage
+    from buildkit_py.pipeline.plan import PlanLock
+    from buildkit_py.pipeline.plan.model import plan_from_dict
+    from buildkit_py.sources.lockfiles import Exported
+
+    plan = replace(made(), env=(("A", "1"), ("B", "two")),
+                   lock=PlanLock("sha256:" + "a" * 64, "sha256:" + "b" * 64, ".buildkit-py/req.txt", Path("/tmp/req.txt")),
+                   requirements_export=Exported("uv.lock", ".buildkit-py/exported.txt", Path("/tmp/e.txt"),
+                                                (("torch==2.5.1", "uv.lock:88"),)),
+                   trainer_package=TrainerPackage("trainer", "0.1", (("console_scripts", ("train = trainer.task:main",)),)),
+                   import_check=ImportScope("trainer.task", None, "src"))
+    again = plan_from_dict(json.loads(json.dumps(plan.to_dict(), default=str)))
+    assert again == plan
+    assert isinstance(again.env, tuple) and isinstance(again.lock.source, Path) and again.python == plan.python

@@ -10,7 +10,6 @@ import contextvars
 import hashlib
 import json
 import os
-import pickle
 import platform as _host
 import tempfile
 import time
@@ -143,7 +142,7 @@ def make_recipe(config: Config, plan: Plan, own_dockerfile: str | None = None) -
     remote = backend.remote  # builds and pushes where it runs, with the secrets found there
     return Recipe(
         root=config.root, dockerfile=text, ignore=ignore, plan=json.loads(json.dumps(plan.to_dict(), default=str)),
-        plan_pickle=pickle.dumps(plan), notes=plan.said + tuple(n for n in plan.notes if n.startswith(STALE_LOCK)),
+        notes=plan.said + tuple(n for n in plan.notes if n.startswith(STALE_LOCK)),
         image=config.image, tags=tuple(config.tags), variant=config.variant, builder=config.builder, remote=remote,
         # A lock's wheels are for its platform (linux/amd64 unless the plan names one): the build targets the same.
         platform=plan.platform or ("linux/amd64" if plan.gpu or plan.lock else None),

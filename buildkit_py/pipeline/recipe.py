@@ -10,11 +10,9 @@ its process spent before the append itself (yaml, the config's and the matrix's 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
-import pickle
 import re
 import sys
 from collections.abc import Sequence
@@ -31,7 +29,7 @@ from .context import ContextListing, list_context
 if TYPE_CHECKING:
     from .plan import Plan
 
-RECIPE_SCHEME = 3
+RECIPE_SCHEME = 4  # 4: the plan kept once, as JSON (no pickle)
 KEPT_RECIPES = 64  # one per project, flags and environment used lately; the oldest go first
 _SHELL = frozenset({"_", "OLDPWD", "SHLVL"})  # set by the shell per command: `make` and a terminal differ
 _PACKAGE = Path(__file__).resolve().parents[1]  # buildkit_py/, of which pipeline/ is a part
@@ -44,8 +42,9 @@ class Recipe:
     root: Path  # the trainer directory: the build context
     dockerfile: str
     ignore: str  # the .dockerignore rules
-    plan: dict  # plan.to_dict() as JSON holds it: the --json output, and through its digest the fast path's record
-    plan_pickle: bytes  # the Plan itself, for BuildResult.plan: a kept recipe's is unpickled only when asked for
+    # plan.to_dict() as JSON holds it, the plan's one form here: the --json output, through its digest the fast path's
+    # record, and the Plan itself for BuildResult.plan, made again only when asked for (plan_from_dict).
+    plan: dict
     notes: tuple[str, ...]  # what every build of it says (a stale lock)
     image: ImageRef | None  # the config's image: the repository of the content tag
     tags: tuple[ImageRef, ...]  # the config's tags
@@ -62,7 +61,9 @@ class Recipe:
     import_check: tuple[str, str, str] | None = None
 
     def resolved(self) -> Plan:
-        return pickle.loads(self.plan_pickle)  # noqa: S301 (made by this process or kept in the user's own cache)
+        from .plan.model import plan_from_dict
+
+        return plan_from_dict(self.plan)
 
     def refs(self, content_tag: str, revision: str | None) -> list[ImageRef]:
         return image_refs(self.image, self.tags, self.root, self.variant, content_tag, revision)
@@ -147,7 +148,7 @@ def kept(digest: str, tags: tuple[str, ...] | None) -> Recipe | None:
     (a variant's own tags) and differ."""
     path = _path(digest)
     try:
-        # Its Dockerfile is built and its plan unpickled: only a file this user wrote and nobody else may change (a
+        # Its Dockerfile is built: only a file this user wrote and nobody else may change (a
         # cache directory shared through BUILDKIT_PY_CACHE_DIR must not let another user's file in).
         st = os.stat(path)
         if st.st_uid != os.getuid() or st.st_mode & 0o022:
@@ -165,7 +166,7 @@ def kept(digest: str, tags: tuple[str, ...] | None) -> Recipe | None:
             if tags is None or made_with is None or not data["tags_follow"]:
                 return None
             recipe_tags = tuple(parse_ref(t, field="--tag", allow_digest=False) for t in tags)  # as config reads them
-        return Recipe(Path(r["root"]), r["dockerfile"], r["ignore"], r["plan"], base64.b64decode(r["plan_pickle"]),
+        return Recipe(Path(r["root"]), r["dockerfile"], r["ignore"], r["plan"],
                       tuple(r["notes"]), parse_ref(r["image"]) if r["image"] else None,
                       recipe_tags, r["variant"], r["builder"], bool(r["remote"]),
                       r["platform"], r["index"], tuple(r["allow_secrets"]), tuple(r["allow_large"]),
@@ -180,7 +181,7 @@ def keep(digest: str, recipe: Recipe, consulted: dict[str, str], tags: tuple[str
     command the stages again. tags: the command's --tag values (kept() says what they are for)."""
     record: dict[str, Any] = {
         "root": str(recipe.root), "dockerfile": recipe.dockerfile, "ignore": recipe.ignore, "plan": recipe.plan,
-        "plan_pickle": base64.b64encode(recipe.plan_pickle).decode(), "notes": list(recipe.notes),
+        "notes": list(recipe.notes),
         "image": str(recipe.image) if recipe.image else None, "tags": list(map(str, recipe.tags)),
         "variant": recipe.variant, "builder": recipe.builder,
         "remote": recipe.remote, "platform": recipe.platform, "index": recipe.index,

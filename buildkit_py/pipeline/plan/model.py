@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import types
+import typing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -234,6 +237,34 @@ class Plan(HtmlRepr):
         if self.requirements_export:
             out["requirements_export"]["source"] = str(self.requirements_export.source)
         return out
+
+
+def plan_from_dict(data: dict) -> Plan:
+    """The Plan whose to_dict() is DATA, as JSON holds it (lists for tuples, strings for paths): a kept recipe holds
+    the plan once, in that form, and gives back the value only when asked."""
+    from ...sources.lockfiles import Exported  # the one name the annotations leave to type checkers
+
+    return _typed(Plan, data, {"Exported": Exported})
+
+
+def _typed(kind, raw, names: dict):
+    """RAW as the annotation KIND holds it: dataclasses field by field, tuples from lists (or from a dict's items:
+    to_dict writes env as a mapping), paths from strings."""
+    if raw is None:
+        return None
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        return _typed(next(a for a in args if a is not type(None)), raw, names)
+    if origin is tuple:
+        items = list(raw.items()) if isinstance(raw, dict) else raw
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_typed(args[0], item, names) for item in items)
+        return tuple(_typed(a, item, names) for a, item in zip(args, items, strict=True))
+    if dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind, localns=names)
+        return kind(**{f.name: _typed(hints[f.name], raw[f.name], names) for f in dataclasses.fields(kind)
+                       if f.init and f.name in raw})
+    return Path(raw) if kind is Path else raw
 
 
 @dataclass(frozen=True)
