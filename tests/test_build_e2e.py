@@ -231,7 +231,7 @@ def test_registry_down_is_retried_then_reported(testenv, quickstart):
     import io
     import os
 
-    from buildkit_py.builders.engine_push import push
+    from buildkit_py.builders.engine_push import Retry, push
     from buildkit_py.engine import engine_client
     from buildkit_py.errors import RegistryError
     from buildkit_py.oci.refs import parse_ref
@@ -245,7 +245,7 @@ def test_registry_down_is_retried_then_reported(testenv, quickstart):
     os.environ["DOCKER_HOST"] = testenv["DOCKER_HOST"]
     try:
         with pytest.raises(RegistryError) as err:
-            push(down, Reporter(stream), client=engine_client(), providers=[], attempts=3, backoff=0.05)
+            push(down, Reporter(stream), client=engine_client(), providers=[], retry=Retry(attempts=3, backoff=0.05))
     finally:
         os.environ.pop("DOCKER_HOST") if old is None else os.environ.__setitem__("DOCKER_HOST", old)
     assert "after 3 attempt(s)" in str(err.value) and "connection refused" in str(err.value)

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from buildkit_py.builders.engine_push import AUTH, FATAL, TRANSIENT, classify_push_error, push
+from buildkit_py.builders.engine_push import AUTH, FATAL, TRANSIENT, Retry, classify_push_error, push
 from buildkit_py.errors import RegistryError
 from buildkit_py.google import adc
 from buildkit_py.oci.client import retry_delay
@@ -428,7 +428,7 @@ def test_rate_limit_is_retried_after_the_wait_it_asks_for(engine):
             as registry:
         ref = tagged(engine, f"{registry.host}/registry-test/limited:v1")
         out, sleeps = io.StringIO(), Sleeps()
-        result = push(ref, Reporter(out), client=engine[0], providers=[], sleep=sleeps)
+        result = push(ref, Reporter(out), client=engine[0], providers=[], retry=Retry(sleep=sleeps))
     assert result.digest.startswith("sha256:") and registry.manifest_puts == 2
     assert len(sleeps) == 1 and sleeps[0] >= 2.0
     assert "toomanyrequests: too many requests, retry after 2 seconds); retry 1/3" in out.getvalue()
@@ -439,8 +439,8 @@ def test_server_errors_are_retried_then_reported(engine):
         ref = tagged(engine, f"{registry.host}/registry-test/down:v1")
         out, sleeps = io.StringIO(), Sleeps()
         with pytest.raises(RegistryError) as err:
-            push(ref, Reporter(out), client=engine[0], providers=[], attempts=4, backoff=1.0, max_delay=3.0,
-                 sleep=sleeps)
+            push(ref, Reporter(out), client=engine[0], providers=[],
+                 retry=Retry(attempts=4, backoff=1.0, max_delay=3.0, sleep=sleeps))
     assert registry.manifest_puts == 4
     assert str(err.value) == f"could not push {ref} after 4 attempt(s): received unexpected HTTP status: 503 Service Unavailable"
     assert len(sleeps) == 3 and 0.5 <= sleeps[0] <= 1.0 and 1.0 <= sleeps[1] <= 2.0 and 1.5 <= sleeps[2] <= 3.0
@@ -466,7 +466,7 @@ def test_refusals_stop_at_the_first_attempt(engine, status, answer, puts, expect
         ref = tagged(engine, f"{registry.host}/registry-test/refused:v1")
         sleeps = Sleeps()
         with pytest.raises(RegistryError) as err:
-            push(ref, Reporter(io.StringIO()), client=engine[0], providers=[], sleep=sleeps)
+            push(ref, Reporter(io.StringIO()), client=engine[0], providers=[], retry=Retry(sleep=sleeps))
     assert expected in str(err.value)
     assert (registry.manifest_puts, sleeps) == (puts, [])
 
@@ -484,7 +484,7 @@ def test_push_of_a_tag_that_is_not_local_fails_at_once(engine, testenv):
     ref = parse_ref(f"{testenv['BUILDKIT_TEST_REGISTRY']}/registry-test/absent:never-built")
     sleeps = Sleeps()
     with pytest.raises(RegistryError, match="does not exist locally") as err:
-        push(ref, Reporter(io.StringIO()), client=engine[0], providers=[], sleep=sleeps)
+        push(ref, Reporter(io.StringIO()), client=engine[0], providers=[], retry=Retry(sleep=sleeps))
     assert sleeps == [] and "after" not in str(err.value)
 
 
@@ -503,7 +503,7 @@ def test_auth_registry_refuses_an_anonymous_push_at_once(engine, testenv, tmp_pa
     sleeps = Sleeps()
     with pytest.raises(RegistryError) as err:
         push(ref, Reporter(io.StringIO()), client=engine[0], providers=[EnvProvider({}), DockerConfigProvider()],
-             sleep=sleeps)
+             retry=Retry(sleep=sleeps))
     assert str(err.value) == (f"{ref.registry} refused an anonymous push (no credentials found): "
                               "no basic auth credentials")
     assert sleeps == []

@@ -191,19 +191,21 @@ def _push_once(client, ref: ImageRef, creds: Credentials | None, reporter: Repor
     return result
 
 
-def push(
-    ref: ImageRef,
-    reporter: Reporter,
-    *,
-    client=None,
-    providers: Iterable[AuthProvider] | None = None,
-    attempts: int = 4,
-    backoff: float = 1.0,
-    max_delay: float = 30.0,
-    sleep: Callable[[float], None] = time.sleep,
-) -> PushResult:
+@dataclass(frozen=True)
+class Retry:
+    """How a push tries again: ATTEMPTS in all, with capped exponential back-off (and jitter), waiting with SLEEP."""
+
+    attempts: int = 4
+    backoff: float = 1.0
+    max_delay: float = 30.0
+    sleep: Callable[[float], None] = time.sleep
+
+
+def push(ref: ImageRef, reporter: Reporter, *, client=None, providers: Iterable[AuthProvider] | None = None,
+         retry: Retry = Retry()) -> PushResult:
     """Push a local image by its tag. Auth failures and refusals stop at once; rate limits, 5xx
-    and network failures are retried, ATTEMPTS in all, with capped exponential back-off."""
+    and network failures are retried as RETRY says."""
+    attempts = retry.attempts
     if not ref.tag:
         raise RegistryError(f"{ref} has no tag to push")
     client = client or engine_client()
@@ -224,7 +226,7 @@ def push(
         if outcome.retry_after is not None and outcome.retry_after > MAX_RETRY_AFTER:
             raise RegistryError(f"could not push {ref}: {ref.registry} asks to retry after {outcome.retry_after:.0f} s, "
                                 f"longer than buildkit-py waits ({MAX_RETRY_AFTER:.0f} s): {outcome.message}")
-        delay = retry_delay(attempt, backoff, max_delay, outcome.retry_after)
+        delay = retry_delay(attempt, retry.backoff, retry.max_delay, outcome.retry_after)
         reporter.message(f"push of {ref} failed ({outcome.message}); retry {attempt}/{attempts - 1} in {delay:.3g} s")
-        sleep(delay)
+        retry.sleep(delay)
     raise RegistryError(f"could not push {ref} after {attempt} attempt(s): {outcome.message}")
