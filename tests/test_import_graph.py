@@ -215,7 +215,7 @@ OVER_FUNCTION = {"jobs.aiplatform.convert", "sources.shell._run",
                  "sources.lockfiles._uv", "pipeline.build.build_platforms", "inference.requirements.declared_requirements",
                  "jobs.local.run_local"}
 OVER_PARAMETERS = {"inference.infer", "jobs.tune.run_study", "api.jobs.submit_planned",
-                   "inference.imported.undeclared_imports", "jobs.vertex.processes_per_node", "launcher.__main__._spread",
+                   "inference.imported.undeclared_imports", "launcher.__main__._spread",
                    "pipeline.build.build_staged", "pipeline.packaging._container"}
 
 

@@ -95,10 +95,10 @@ def _run(project: Project, options: RunOptions, reporter: Reporter) -> RunResult
 def local_processes(config: Config, given: int | str | None, workers: int, gpus: int) -> int | str | None:
     """What each container's launcher is asked to start, checked as a job's would be (--processes-per-node, else
     trainer.processes_per_node): against the command's own launcher and the GPUs each container gets."""
-    from ..jobs.vertex import asked_processes, processes_per_node
+    from ..jobs.vertex import Machines, asked_processes, processes_per_node
 
     asked, field = asked_processes(config, given, "--processes-per-node")
-    processes_per_node(config, asked, field, (), 1 + workers, gpus, machine=f"each container (--gpus {gpus})")
+    processes_per_node(config, asked, field, (), Machines(1 + workers, gpus, name=f"each container (--gpus {gpus})"))
     return asked
 
 

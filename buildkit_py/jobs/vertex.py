@@ -264,8 +264,8 @@ class _Pools:
                               f"{field}", field=field)
         self.gpus = min(p.accelerator_count or 0 for p in (chief.pool, self.worker_pool) if p is not None)
         self.machines = 1 + self.workers
-        self.per_node = processes_per_node(config, self.processes, field, job.command, self.machines, self.gpus,
-                                           chief.tpu, chief.pool.machine_type)
+        self.per_node = processes_per_node(config, self.processes, field, job.command,
+                                           Machines(self.machines, self.gpus, chief.tpu, chief.pool.machine_type))
         r = job.reservation
         self.reservation = {"reservationAffinityType": r.type, "key": r.key, "values": list(r.values)} if r else None
 
@@ -364,16 +364,28 @@ def asked_processes(config: Config, given: int | str | None, flag: str) -> tuple
     return (trainer.processes_per_node if trainer is not None else None), "trainer.processes_per_node"
 
 
+@dataclass(frozen=True)
+class Machines:
+    """The ranked machines of a job (or the containers of a local run): how many, the GPUs of the one with fewest, the
+    TPU they are, and how a message names one."""
+
+    count: int
+    gpus: int
+    tpu: Tpu | None = None
+    name: str = "the machine"
+
+
 def processes_per_node(config: Config, asked: int | str | None, field: str, command: tuple[str, ...],
-                       machines: int, gpus: int, tpu: Tpu | None = None, machine: str = "the machine") -> int:
-    """How many trainer processes each of `machines` runs: asked (a number or auto, from field), else what the
-    command's own distributed launcher starts (command: the job's, else the trainer's), else one. Refused where the
-    command's launcher contradicts the job, or where a machine has fewer GPUs (gpus: the fewest of any machine)."""
+                       machines: Machines) -> int:
+    """How many trainer processes each machine runs: asked (a number or auto, from field), else what the command's
+    own distributed launcher starts (command: the job's, else the trainer's), else one. Refused where the command's
+    launcher contradicts the job, or where a machine has fewer GPUs."""
+    gpus, tpu, machine = machines.gpus, machines.tpu, machines.name
     trainer = config.trainer
     words = command or (trainer.command if trainer is not None and trainer.command else ())
     launch = launchers.find(words, root=str(config.root))
     if launch is not None:
-        problem = launchers.contradiction(launch, machines, asked)
+        problem = launchers.contradiction(launch, machines.count, asked)
         if problem:
             raise ConfigError(problem, field="job.command" if command else "trainer.command")
     if tpu is not None:
