@@ -291,7 +291,7 @@ class _Found:
 
 
 def _infer_stage(project: Project, options: AutopackageOptions, stages: Stages, reporter: Reporter) -> _Found:
-    from ..inference import config_text, infer
+    from ..inference import Asked, config_text, infer
 
     directory = project.directory or (project.config.parent if project.config else Path.cwd())
     conversion = None
@@ -302,12 +302,10 @@ def _infer_stage(project: Project, options: AutopackageOptions, stages: Stages, 
         conversion = aiplatform.convert(options.job.from_aiplatform, aiplatform.Given(autopackage=True))
     with stages.stage("infer") as out:
         runtime = conversion.runtime if conversion is not None else None
-        inferred = infer(directory, project.config, dict(project.overrides), strict=options.strict,
-                         dockerfile=options.dockerfile, with_launcher=options.with_launcher,
-                         prefer=runtime.preferred if runtime else (),
-                         module=conversion.module if conversion is not None else None,
-                         legacy_gpu=aiplatform.master_gpus(conversion) if conversion is not None else None,
-                         run_hooks=not options.dry_run)
+        asked = Asked(options.strict, options.dockerfile, options.with_launcher,
+                      tuple(runtime.preferred) if runtime else (), conversion.module if conversion is not None else None,
+                      aiplatform.master_gpus(conversion) if conversion is not None else None, not options.dry_run)
+        inferred = infer(directory, project.config, dict(project.overrides), asked)
         out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
         out[1] = not inferred.overrides
     for note in inferred.notes:

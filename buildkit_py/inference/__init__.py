@@ -6,7 +6,6 @@ job's module and runtime. `infer` calls one step for each, and each step takes t
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,26 +61,39 @@ def masked_credentials(data: dict) -> dict:
     return json.loads(mask_credentials(json.dumps(data)))
 
 
-def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], *, strict: bool = False,
-          dockerfile: bool = False, with_launcher: bool = False, prefer: Sequence[tuple[str, str]] = (),
-          module: str | None = None, legacy_gpu: str | None = None, run_hooks: bool = False) -> Inferred:
+@dataclass(frozen=True)
+class Asked:
+    """What a command asks of inference beside the directory.
+    strict: an import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
+    own Dockerfile is built as it is, so nothing else is inferred (with_launcher: the launcher in front of its
+    ENTRYPOINT/CMD). prefer: (NAME==VERSION, why) the releases a legacy runtimeVersion ran, each taken where the
+    trainer's requirements and imports leave that release open (an import nothing declares gets it as its pin); (NAME,
+    why) where the runtime shipped NAME in a release not recorded. module: the legacy file's pythonModule, the trainer
+    where the config names none. legacy_gpu: the GPUs a legacy job's master asks for ("NVIDIA_TESLA_T4 x1"), refused
+    beside a CPU-only framework build unless a flag sets gpu or accelerator. run_hooks: a computed install_requires is
+    read by running the trainer's metadata hook in a container; without it (a dry run) nothing of the trainer runs and
+    Inferred.metadata says "not computed"."""
+
+    strict: bool = False
+    dockerfile: bool = False
+    with_launcher: bool = False
+    prefer: tuple[tuple[str, str], ...] = ()
+    module: str | None = None
+    legacy_gpu: str | None = None
+    run_hooks: bool = False
+
+
+def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], asked: Asked = Asked()) -> Inferred:
     """What the directory says about the keys neither the config file nor a flag sets. A framework pin in
-    the requirements that disagrees with the config's (or --framework): exit 2 naming both. strict: an
-    import that no declared requirement covers exits 2 instead of being added. dockerfile: the directory's
-    own Dockerfile is built as it is, so nothing else is inferred. prefer: (NAME==VERSION, why) the releases a
-    legacy runtimeVersion ran, each taken where the trainer's requirements and imports leave that release open (an import
-    nothing declares gets it as its pin); (NAME, why) where the runtime shipped NAME in a release not recorded. module: the
-    legacy file's pythonModule, the trainer where the config names none. legacy_gpu: the GPUs a legacy job's master
-    asks for ("NVIDIA_TESLA_T4 x1"), refused beside a CPU-only framework build unless a flag sets gpu or accelerator.
-    run_hooks: a computed install_requires is read by running the trainer's metadata hook in a container; without it
-    (a dry run) nothing of the trainer runs and Inferred.metadata says "not computed"."""
+    the requirements that disagrees with the config's (or --framework): exit 2 naming both."""
+    strict, prefer, module, legacy_gpu = asked.strict, asked.prefer, asked.module, asked.legacy_gpu
     given = read_given(directory, config_path, flags)
-    if dockerfile:
-        return _as_it_is(directory, given.config_file, with_launcher)
+    if asked.dockerfile:
+        return _as_it_is(directory, given.config_file, asked.with_launcher)
     # A legacy job's module that is not here refuses before the trainer's own package is read (its metadata hook run).
     legacy = legacy_trainer(directory, module) if "trainer" not in given and module is not None else None
     # The trainer's own package (what gcloud's `pip install .` installed): its console scripts may name the trainer.
-    own = declared_package(directory, run_hooks)
+    own = declared_package(directory, asked.run_hooks)
     trainer = legacy or trainer_of(directory, given, own.entry_points or {})
     matrix = load_matrix()
     declared = declared_requirements(directory, given, own, matrix)
