@@ -214,7 +214,7 @@ OVER_MODULE = {"catalog.index_metadata", "sources.shell", "sources.lockfiles", "
 OVER_FUNCTION = {"jobs.aiplatform.convert", "sources.shell._run",
                  "sources.lockfiles._uv", "pipeline.build.build_platforms", "inference.requirements.declared_requirements",
                  "jobs.local.run_local"}
-OVER_PARAMETERS = {"jobs.tune.run_study", "api.jobs.submit_planned",
+OVER_PARAMETERS = {"api.jobs.submit_planned",
                    "inference.imported.undeclared_imports", "launcher.__main__._spread",
                    "pipeline.build.build_staged", "pipeline.packaging._container"}
 

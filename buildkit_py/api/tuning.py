@@ -71,7 +71,8 @@ def tune(source: Source = None, /, options: TuneOptions | None = None, *, progre
         else:
             image = build_config(replace(config, network=network), options.build, reporter).tags[0]
         output = (options.output or runs_dir(config, "study")).resolve()
-        return jobs_tune.run_study(image, config.hyperparameters, args=options.args, output=output, reporter=reporter,
-                                   network=network, gpus=options.gpus, seed=options.seed,
-                                   timeout=timeout if timeout is not None else (config.job.timeout if config.job else None),
-                                   processes_per_node=local_processes(config, None, 0, options.gpus))
+        trial = jobs_tune.TrialRun(network, options.args, options.gpus,
+                                   timeout if timeout is not None else (config.job.timeout if config.job else None),
+                                   local_processes(config, None, 0, options.gpus))
+        return jobs_tune.run_study(image, config.hyperparameters, trial, output=output, reporter=reporter,
+                                   seed=options.seed)

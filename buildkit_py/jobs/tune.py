@@ -180,11 +180,25 @@ def metric_value(result: RunResult, tag: str) -> float | None:
     return None
 
 
-def run_study(image: str, hp: Hyperparameters, *, args: tuple[str, ...], output: Path, reporter: Reporter,
-              network: str, gpus: int = 0, timeout: float | None = None, seed: int | None = None,
-              processes_per_node: int | str | None = None) -> Study:
+@dataclass(frozen=True)
+class TrialRun:
+    """How each trial's container runs: the trainer's arguments (the parameters are appended to them; none: the
+    image's CMD, as the service does), its network and GPUs, the seconds it may take, and the trainer processes its
+    launcher starts."""
+
+    network: str
+    args: tuple[str, ...] = ()
+    gpus: int = 0
+    timeout: float | None = None
+    processes_per_node: int | str | None = None
+
+
+def run_study(image: str, hp: Hyperparameters, trial: TrialRun, *, output: Path, reporter: Reporter,
+              seed: int | None = None) -> Study:
     """Run up to max_trials trials, parallel_trials at once; stop scheduling when more than max_failed_trials
     have failed. On Ctrl-C every trial container of the study is removed, then KeyboardInterrupt goes on."""
+    args, network, gpus, timeout = trial.args, trial.network, trial.gpus, trial.timeout
+    processes_per_node = trial.processes_per_node
     suggester = _Suggester(hp, seed)
     if not args:  # the service appends the parameters to the container's args: the image's CMD by default
         from docker.errors import ImageNotFound
