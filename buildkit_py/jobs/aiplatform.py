@@ -383,7 +383,24 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
         job["name"] = data["jobId"]
     if "labels" in data:
         job["labels"] = data["labels"]
+    job.update(_machines(conv, ti, given))
+    _master(conv, ti, job)
+    runtime = _runtime(conv, raw, ti)
+    _package(conv, raw, ti, job, given, runtime)
+    _settings(conv, ti, job)
+    values = {"job": job}
+    if ti.get("hyperparameters") == {}:  # every field commented out: no study
+        conv.notes.append("trainingInput.hyperparameters: empty: a job, not a tuning job")
+    elif "hyperparameters" in ti:
+        values["hyperparameters"] = _hyperparameters(conv, raw, conv.mapping(ti["hyperparameters"],
+                                                                             "trainingInput.hyperparameters"))
+    module = data.get("trainingInput", {}).get("pythonModule") if isinstance(data.get("trainingInput"), dict) else None
+    return Conversion(validate_keys(values, raw.source), tuple(conv.left), tuple(conv.notes), runtime,
+                      module if isinstance(module, str) else None)
 
+
+def _machines(conv: _Converter, ti: dict, given: Given) -> dict[str, Any]:
+    """The scale tier (or a CUSTOM tier's machine types and counts) as the job's chief and pools."""
     master = ti.get("masterType", given.machine_type)
     tier = ti.get("scaleTier", "BASIC" if master is None else "CUSTOM")
     if tier == "CUSTOM":
@@ -412,9 +429,11 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
     else:
         raise conv.bad("trainingInput.scaleTier", tier, f"one of {', '.join(SCALE_TIERS)} or CUSTOM (TPU tiers have no "
                                                         "GPU job equivalent)")
-    job.update(chief)
-    job.update(pools)
+    return {**chief, **pools}
 
+
+def _master(conv: _Converter, ti: dict, job: dict[str, Any]) -> None:
+    """The master's image, command and arguments (with --job-dir, which the trainer keeps reading)."""
     master_config = ti.get("masterConfig") if isinstance(ti.get("masterConfig"), dict) else {}
     for key in master_config:
         if key not in ("acceleratorConfig", "imageUri", "containerCommand", "containerArgs"):
@@ -430,7 +449,11 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
         job["base_output_directory"] = ti["jobDir"]
     if args:
         job["args"] = args
-    runtime = _runtime(conv, raw, ti)
+
+
+def _package(conv: _Converter, raw: Any, ti: dict, job: dict[str, Any], given: Given, runtime: Runtime | None) -> None:
+    """A package job (packageUris, pythonModule): the prebuilt image of its runtime version runs it, unless an image
+    of the trainer does (--image, autopackage)."""
     packaged = "packageUris" in ti or "pythonModule" in ti
     if packaged and (given.image is not None or given.autopackage):
         # gcloud's --master-image-uri: the image (e.g. autopackage's build of the trainer) runs the trainer itself.
@@ -450,6 +473,10 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
                                  "module": ti.get("pythonModule")}
         conv.notes.append(f"runtimeVersion {version} -> the prebuilt TensorFlow {version} training image; name another "
                           "executor (job.python_package.executor) for scikit-learn or XGBoost trainers")
+
+
+def _settings(conv: _Converter, ti: dict, job: dict[str, Any]) -> None:
+    """Region, service account, network, web access and the time limit; what has no Vertex AI equivalent is said."""
     for key, target in (("region", "region"), ("serviceAccount", "service_account"), ("network", "network"),
                         ("enableWebAccess", "enable_web_access")):
         if key in ti:
@@ -468,16 +495,6 @@ def convert(path: Path, given: Given = Given()) -> Conversion:
     for key in ti:
         if key not in known:
             conv.leave(f"trainingInput.{shown_name(key)}", why.get(key, "no Vertex AI equivalent buildkit-py sets"))
-    values = {"job": job}
-    if ti.get("hyperparameters") == {}:  # every field commented out: no study
-        conv.notes.append("trainingInput.hyperparameters: empty: a job, not a tuning job")
-    elif "hyperparameters" in ti:
-        values["hyperparameters"] = _hyperparameters(conv, raw, conv.mapping(ti["hyperparameters"],
-                                                                             "trainingInput.hyperparameters"))
-    module = data.get("trainingInput", {}).get("pythonModule") if isinstance(data.get("trainingInput"), dict) else None
-    return Conversion(validate_keys(values, raw.source), tuple(conv.left), tuple(conv.notes), runtime,
-                      module if isinstance(module, str) else None)
-
 
 def _runtime(conv: _Converter, raw: Any, ti: dict) -> Runtime | None:
     """runtimeVersion and pythonVersion as the framework release and Python the runtime gave the trainer."""
