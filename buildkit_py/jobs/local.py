@@ -166,39 +166,17 @@ class LocalRun:
 
 def run_local(run: LocalRun, reporter: Reporter) -> RunResult:
     """Run the chief (and the workers), stream their logs, and always remove the containers."""
-    image, workers, gpus, args, network, package, legacy, timeout = (
-        run.image, run.workers, run.gpus, run.args, run.network, run.package, run.legacy, run.timeout)
-    import requests
     from docker.errors import APIError, ImageNotFound
-    from docker.types import DeviceRequest
 
+    image, args, legacy = run.image, run.args, run.legacy
     client = engine_client()
     job_id = f"local_{time.strftime('%Y%m%d_%H%M%S')}_{time.time_ns() % 10**6:06d}"
-    out = run.output.resolve()
-    try:
-        make_output_dir(out)
-        for sub in ("model", "checkpoints", "logs", "hypertune"):
-            (out / sub).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from None
-    tasks = legacy_tasks(workers, run.parameter_servers) if legacy else [Task("workerpool0", 0)] + [
-        Task("workerpool1", i) for i in range(workers)]
+    out = _output_dir(run)
+    tasks = legacy_tasks(run.workers, run.parameter_servers) if legacy else [Task("workerpool0", 0)] + [
+        Task("workerpool1", i) for i in range(run.workers)]
     ports = dict(zip([t.name for t in tasks], free_ports(len(tasks)), strict=True))
+    shared = _Shared.of(run, out)
     containers = []
-    volumes = {str(out): {"bind": MOUNT, "mode": "rw"}}
-    extra_env: dict[str, str] = dict(run.env)
-    if run.processes_per_node is not None:
-        extra_env[PROCESSES_ENV] = str(run.processes_per_node)
-    kwargs = {}
-    if package:
-        volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in package.mounts})
-        extra_env.update({PACKAGE_URIS_ENV: ",".join(package.package_uris), PYTHON_MODULE_ENV: package.python_module,
-                          **dict(package.env)})
-        if package.entrypoint:
-            kwargs["entrypoint"] = list(package.entrypoint)
-    if gpus:
-        kwargs["device_requests"] = [DeviceRequest(count=gpus, capabilities=[["gpu"]])]
-        kwargs["shm_size"] = LOCAL_SHM_SIZE  # NCCL between GPUs; tmpfs takes memory only as it is used
     try:
         if legacy:  # the service appended the job directory to the trainer's arguments (the image's CMD by default)
             args = (*(args or client.images.get(image).attrs["Config"].get("Cmd") or ()), f"--job-dir={MOUNT}/")
@@ -206,9 +184,9 @@ def run_local(run: LocalRun, reporter: Reporter) -> RunResult:
             # Created, then started: a start the engine refuses (no GPU runtime) leaves a container that the
             # finally below removes, where containers.run would raise before handing it over.
             settings = dict(name=f"{job_id}-{task.name}".replace("_", "-"),
-                            environment={**task_env(tasks, ports, task, job_id, gpus, legacy), **extra_env},
-                            network_mode=network, volumes=volumes,
-                            labels={**dict(run.labels), "dev.buildkit-py.job": job_id}, **kwargs)
+                            environment={**task_env(tasks, ports, task, job_id, run.gpus, legacy), **shared.env},
+                            network_mode=run.network, volumes=shared.volumes,
+                            labels={**dict(run.labels), "dev.buildkit-py.job": job_id}, **shared.kwargs)
             try:
                 container = client.containers.create(image, list(args) or None, **settings)
             except ImageNotFound:  # an image only in its registry: pulled, as containers.run pulls it
@@ -217,32 +195,7 @@ def run_local(run: LocalRun, reporter: Reporter) -> RunResult:
             containers.append((task, container))
             container.start()
             reporter.message(f"started {task.name} of {job_id}")
-        threads = [threading.Thread(target=_stream, args=(c, t.name, reporter), daemon=True) for t, c in containers]
-        for thread in threads:
-            thread.start()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        codes, timed_out = {}, False
-        # Parameter servers serve until the job ends: AI Platform ended it when the master and workers had.
-        for t, c in sorted(containers, key=lambda tc: tc[0].pool == "ps"):
-            if t.pool == "ps" and not any(codes.values()):
-                c.reload()
-                if c.status == "running":
-                    c.kill()
-                    codes[t.name] = 0
-                    reporter.message(f"stopped {t.name}: the master and workers are done")
-                    continue
-            try:
-                codes[t.name] = c.wait(timeout=None if deadline is None else max(deadline - time.monotonic(), 0.01))["StatusCode"]
-            except requests.exceptions.RequestException:  # the engine's wait outlived the timeout
-                timed_out = True
-                for _, other in containers:
-                    try:
-                        other.kill()
-                    except APIError:
-                        pass  # already ended
-                codes[t.name] = c.wait()["StatusCode"]
-        for thread in threads:
-            thread.join(timeout=5)
+        ended = _wait(containers, run.timeout, reporter)
     except ImageNotFound:
         raise RunError(f"image {image!r} is not in the engine; build it first (buildkit-py build)") from None
     except APIError as exc:
@@ -253,7 +206,91 @@ def run_local(run: LocalRun, reporter: Reporter) -> RunResult:
                 container.remove(force=True)
             except APIError:
                 pass
-    return RunResult(job_id, str(out), codes, read_metrics(out / "hypertune" / "output.metrics", reporter), timed_out)
+    return RunResult(job_id, str(out), ended.codes, read_metrics(out / "hypertune" / "output.metrics", reporter),
+                     ended.timed_out)
+
+
+def _output_dir(run: LocalRun) -> Path:
+    """The run's output directory, made with the folders the job's AIP_* variables name."""
+    out = run.output.resolve()
+    try:
+        make_output_dir(out)
+        for sub in ("model", "checkpoints", "logs", "hypertune"):
+            (out / sub).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What every container of the run gets: the mounts, the environment beside each task's, the engine's other
+    settings (a package run's entrypoint, GPUs with NCCL's shared memory)."""
+
+    volumes: dict
+    env: dict[str, str]
+    kwargs: dict
+
+    @classmethod
+    def of(cls, run: LocalRun, out: Path) -> _Shared:
+        from docker.types import DeviceRequest
+
+        volumes = {str(out): {"bind": MOUNT, "mode": "rw"}}
+        env: dict[str, str] = dict(run.env)
+        if run.processes_per_node is not None:
+            env[PROCESSES_ENV] = str(run.processes_per_node)
+        kwargs: dict = {}
+        package = run.package
+        if package:
+            volumes.update({host: {"bind": inside, "mode": "ro"} for host, inside in package.mounts})
+            env.update({PACKAGE_URIS_ENV: ",".join(package.package_uris), PYTHON_MODULE_ENV: package.python_module,
+                        **dict(package.env)})
+            if package.entrypoint:
+                kwargs["entrypoint"] = list(package.entrypoint)
+        if run.gpus:
+            kwargs["device_requests"] = [DeviceRequest(count=run.gpus, capabilities=[["gpu"]])]
+            kwargs["shm_size"] = LOCAL_SHM_SIZE  # NCCL between GPUs; tmpfs takes memory only as it is used
+        return cls(volumes, env, kwargs)
+
+
+@dataclass(frozen=True)
+class _Ended:
+    codes: dict[str, int]  # each task's exit code
+    timed_out: bool
+
+
+def _wait(containers: list, timeout: float | None, reporter: Reporter) -> _Ended:
+    """Each container's exit code, their logs streamed meanwhile; past the timeout every container is killed."""
+    import requests
+    from docker.errors import APIError
+
+    threads = [threading.Thread(target=_stream, args=(c, t.name, reporter), daemon=True) for t, c in containers]
+    for thread in threads:
+        thread.start()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    codes, timed_out = {}, False
+    # Parameter servers serve until the job ends: AI Platform ended it when the master and workers had.
+    for t, c in sorted(containers, key=lambda tc: tc[0].pool == "ps"):
+        if t.pool == "ps" and not any(codes.values()):
+            c.reload()
+            if c.status == "running":
+                c.kill()
+                codes[t.name] = 0
+                reporter.message(f"stopped {t.name}: the master and workers are done")
+                continue
+        try:
+            codes[t.name] = c.wait(timeout=None if deadline is None else max(deadline - time.monotonic(), 0.01))["StatusCode"]
+        except requests.exceptions.RequestException:  # the engine's wait outlived the timeout
+            timed_out = True
+            for _, other in containers:
+                try:
+                    other.kill()
+                except APIError:
+                    pass  # already ended
+            codes[t.name] = c.wait()["StatusCode"]
+    for thread in threads:
+        thread.join(timeout=5)
+    return _Ended(codes, timed_out)
 
 
 def read_metrics(path: Path, reporter: Reporter) -> list[dict]:
