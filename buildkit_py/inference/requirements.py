@@ -257,6 +257,35 @@ class Requirements:
     overrides: tuple[tuple[str, Any], ...]
 
 
+@dataclass(frozen=True)
+class _Locked:
+    requirements: str | None  # None: the lock is stale, and the project's requirements are resolved instead
+    read: _RequirementsFile | None  # its pins as requirement lines
+    notes: tuple[str, ...]
+    overrides: tuple[tuple[str, Any], ...]  # the config keys the lock's chosen extras and groups set
+
+
+def _from_lock(directory: Path, given: Given, requirements: str, matrix: Matrix, declares: bool) -> _Locked:
+    """Another tool's lock: its pins (for the default Python: the plan exports them for the image's) decide the
+    framework. declares: the trainer package declares dependencies, which the lock holds."""
+    chosen = installed_sets(directory, requirements, given)
+    platform = str(given.flags.get("platform") or given.data.get("platform") or "linux/amd64")
+    try:
+        pins, chosen, said = _locked_with(directory, requirements, matrix.distros.default_python, platform, chosen)
+    except StaleLockError as exc:
+        if "requirements" in given:
+            raise
+        # What `pip install .` would install: the project file's requirements, resolved now.
+        return _Locked(None, None, (f"{exc.detail.split('; run')[0]}: the image installs what the project declares "
+                                    f"instead, resolved now (`{'poetry lock' if 'poetry' in requirements else 'uv lock'}` "
+                                    "makes the lock current, and the image then installs exactly what it locks)",), ())
+    notes = [*said, *([f"the trainer package's dependencies are installed as {requirements} locks them"] if declares
+                      else []), *chosen.notes,
+             f"{requirements}: the image installs exactly the {len(pins)} packages it locks (hashes checked)"]
+    return _Locked(requirements, _RequirementsFile(tuple((p.requirement, p.where) for p in pins), (), None, ()),
+                   tuple(notes), chosen.overrides)
+
+
 def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matrix) -> Requirements:
     """The requirements file (requirements.txt, else another tool's lock) where the config names none, its lines and
     the trainer package's dependencies. A file that cannot be installed as it is, copied alone (it installs the
@@ -266,29 +295,10 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
     requirements, notes = _requirements_file(directory, given)
     lock_overrides: tuple[tuple[str, Any], ...] = ()
     if requirements and is_lock_file(requirements) and (directory / requirements).is_file():
-        # Another tool's lock: its pins (for the default Python: the plan exports them for the image's) decide the
-        # framework; what the project file declares is in the lock.
-        chosen = installed_sets(directory, requirements, given)
-        platform = str(given.flags.get("platform") or given.data.get("platform") or "linux/amd64")
-        try:
-            pins, chosen, said = _locked_with(directory, requirements, matrix.distros.default_python, platform, chosen)
-            notes += said
-        except StaleLockError as exc:
-            if "requirements" in given:
-                raise
-            # What `pip install .` would install: the project file's requirements, resolved now.
-            notes.append(f"{exc.detail.split('; run')[0]}: the image installs what the project declares instead, "
-                         f"resolved now (`{'poetry lock' if 'poetry' in requirements else 'uv lock'}` makes the lock "
-                         "current, and the image then installs exactly what it locks)")
-            requirements, read = None, None
-        else:
-            read = _RequirementsFile(tuple((p.requirement, p.where) for p in pins), (), None, ())
-            if declared:
-                notes.append(f"the trainer package's dependencies are installed as {requirements} locks them")
-                declared = []
-            notes += chosen.notes
-            lock_overrides = chosen.overrides
-            notes.append(f"{requirements}: the image installs exactly the {len(pins)} packages it locks (hashes checked)")
+        locked = _from_lock(directory, given, requirements, matrix, bool(declared))
+        requirements, read, lock_overrides = locked.requirements, locked.read, locked.overrides
+        notes += locked.notes
+        declared = declared if locked.read is None else []  # what the project file declares is in the lock
     else:
         read = _read_requirements(directory, requirements) if requirements and (directory / requirements).is_file() else None
     # Names known not to install (base_images/requirement_names.yaml) are replaced, each said; the file's own lines
