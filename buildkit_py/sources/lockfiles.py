@@ -335,28 +335,26 @@ def _uv(root: Path, name: str, env: dict[str, str], extras: tuple[str, ...] = ()
             if not isinstance(extra, list) or not all(isinstance(e, str) for e in extra):
                 raise ConfigError(f"{at}: the extras of {show(edge.get('name'))} must be a list of names")
             todo.append((candidate, tuple(extra)))
-    out = []
-    for index in sorted(chosen):
-        at = where.get(index, name)
-        package, source = packages[index], sources[index]
-        version = _version(package.get("version"), at)
-        files = ([_table(package["sdist"], at, "sdist")] if "sdist" in package else []) + \
-            _tables(package.get("wheels"), at, "wheels")
-        hashes = _hashes([f["hash"] for f in files if "hash" in f], at)
-        pkg = _name(package.get("name"), at)
-        if "git" in source:
-            url, _, commit = _text(source["git"], at, "source.git").partition("#")
-            out.append(Locked(pkg, version, (), _direct(f"git+{url.split('?')[0]}@{commit}", at), at))
-        elif "url" in source:
-            out.append(Locked(pkg, version, hashes, _direct(_text(source["url"], at, "source.url"), at), at))
-        elif "registry" in source:
-            registry = _text(source["registry"], at, "source.registry")
-            out.append(Locked(pkg, version, hashes, None, at, None if _PYPI.fullmatch(registry) else
-                              _direct(registry, at)))
-        else:
-            raise ConfigError(f"{at}: {pkg} comes from {show(source)}, a local path the image cannot install from the "
-                              "lock; publish it to an index, or make it part of the trainer directory")
-    return out
+    return [_uv_package(packages[index], sources[index], where.get(index, name)) for index in sorted(chosen)]
+
+
+def _uv_package(package: dict, source: dict, at: str) -> Locked:
+    """One chosen [[package]] of a uv lock: its version, hashes and where it comes from (an index, a URL, git)."""
+    version = _version(package.get("version"), at)
+    files = ([_table(package["sdist"], at, "sdist")] if "sdist" in package else []) + \
+        _tables(package.get("wheels"), at, "wheels")
+    hashes = _hashes([f["hash"] for f in files if "hash" in f], at)
+    pkg = _name(package.get("name"), at)
+    if "git" in source:
+        url, _, commit = _text(source["git"], at, "source.git").partition("#")
+        return Locked(pkg, version, (), _direct(f"git+{url.split('?')[0]}@{commit}", at), at)
+    if "url" in source:
+        return Locked(pkg, version, hashes, _direct(_text(source["url"], at, "source.url"), at), at)
+    if "registry" in source:
+        registry = _text(source["registry"], at, "source.registry")
+        return Locked(pkg, version, hashes, None, at, None if _PYPI.fullmatch(registry) else _direct(registry, at))
+    raise ConfigError(f"{at}: {pkg} comes from {show(source)}, a local path the image cannot install from the "
+                      "lock; publish it to an index, or make it part of the trainer directory")
 
 
 def _locked_candidate(edge: dict, packages: list[dict], names: list[str], sources: list[dict], env: dict[str, str],
