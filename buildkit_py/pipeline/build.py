@@ -13,7 +13,7 @@ import os
 import platform as _host
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -387,7 +387,6 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
     digest."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..oci.client import PushResult
     from ..oci.remote import put_index
 
     started = time.perf_counter()
@@ -457,11 +456,20 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
         result = attested(result, refs if indexed else (), options, reporter, staged[0].revision)
         if not indexed:
             return result
-        # Each platform's manifest gets its own too: its packages and base are its own (the index's are the first's).
-        each: list[Attached] = []
-        for recipe, image, stage in zip(recipes, ordered, staged, strict=True):
-            tag = platform_tag(refs[0], image.platform)
-            one = BuildResult(image.image_id, (str(tag),), image.built, image.content_digest, recipe,
-                              (PushResult(f"{tag.repository}@{image.digest}", tag.tag or "", image.digest or "", None),))
-            each += attested(one, [tag], options, reporter, stage.revision).attestations
-        return replace(result, attestations=result.attestations + tuple(each))
+        each = _attest_each(zip(recipes, ordered, staged, strict=True), refs[0], options, reporter)
+        return replace(result, attestations=result.attestations + each)
+
+
+def _attest_each(platforms: Iterable[tuple[Recipe, PlatformImage, Staged]], index: ImageRef, options: BuildOptions,
+                 reporter: Reporter) -> tuple[Attached, ...]:
+    """Each platform's manifest gets attestations of its own too: its packages and base are its own (the index's are
+    the first platform's)."""
+    from ..oci.client import PushResult
+
+    each: list[Attached] = []
+    for recipe, image, stage in platforms:
+        tag = platform_tag(index, image.platform)
+        one = BuildResult(image.image_id, (str(tag),), image.built, image.content_digest, recipe,
+                          (PushResult(f"{tag.repository}@{image.digest}", tag.tag or "", image.digest or "", None),))
+        each += attested(one, [tag], options, reporter, stage.revision).attestations
+    return tuple(each)
