@@ -50,7 +50,7 @@ def print_resolved(plan: api.Plan) -> None:
         ("hypertune", plan.hypertune or "no"),
         ("entrypoint", json.dumps(list(plan.entrypoint + plan.cmd)) if plan.entrypoint else "none"),
     ]
-    if plan.gpu and plan.base_kind == "cuda":
+    if plan.gpu and plan.base_kind == "cuda":  # BaseKind is a str enum: compared without loading the plan module
         rows[1:1] = [("flavour", plan.cuda_flavor), ("GPU archs", ", ".join(plan.cuda_archs) or "not recorded")]
     if plan.accelerator:
         rows.insert(1, ("accelerator", plan.accelerator))

@@ -34,11 +34,12 @@ from .choice import (
     tpu_named,
 )
 from .cuda import check_accelerator, custom_base_cuda, gpu_base, no_kernels, tagged_releases, ubuntu_with_python, wheel_cudnn
-from .model import VENV, WORKDIR, FrameworkInstall, Plan, PlanLock, PlatformPlans, PythonSetup
+from .model import VENV, WORKDIR, BaseKind, FrameworkInstall, Plan, PlanLock, PlatformPlans, PythonSetup
 from .tpu import tpu_plan, tpu_releases
 
-__all__ = ["VENV", "WORKDIR", "FrameworkInstall", "Plan", "PlanLock", "PlatformPlans", "PythonSetup", "accelerator_named",
-           "check_accelerator", "closest_python", "make_plan", "make_plans", "tpu_named", "tpu_releases"]
+__all__ = ["VENV", "WORKDIR", "BaseKind", "FrameworkInstall", "Plan", "PlanLock", "PlatformPlans", "PythonSetup",
+           "accelerator_named", "check_accelerator", "closest_python", "make_plan", "make_plans", "tpu_named",
+           "tpu_releases"]
 
 
 def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
@@ -66,13 +67,13 @@ def make_plan(config: Config, matrix: Matrix | None = None) -> Plan:
         config, matrix, chosen,
         base_kind=kind,
         template=f"{kind}.Dockerfile.j2",
-        driver_env=matrix.driver_env if kind == "wheels" else (),
+        driver_env=matrix.driver_env if kind == BaseKind.WHEELS else (),
         gpu=runtime.gpu,
         cuda=cuda,
         cudnn=base.cudnn,
         min_driver=base.min_driver,
         compat_driver=matrix.compat_driver.get(cuda.split(".")[0]) if cuda else None,
-        forward_compat_branches=matrix.forward_compat_branches if cuda and kind == "cuda" else (),  # cuda-compat's
+        forward_compat_branches=matrix.forward_compat_branches if cuda and kind == BaseKind.CUDA else (),  # cuda-compat's
         python=base.python,
         framework=framework_install(config, release, runtime.gpu, cuda, base.bundled) if fw else None,
         cuda_flavor=base.flavor,
@@ -154,7 +155,7 @@ class _Base:
     """The image's base and what it brings: its kind (names the template), CUDA and cuDNN, the Ubuntu release, how
     the Python gets there."""
 
-    kind: str  # "custom" | "wheels" | "cuda" | "cpu"
+    kind: BaseKind
     image: str
     python: PythonSetup
     bundled: bool  # the framework's wheels bring the CUDA libraries
@@ -179,7 +180,7 @@ def _base(matrix: Matrix, config: Config, release: Release, python: str, runtime
             if accelerator and archs and arch_supports(archs, accelerator.capability) is None:
                 raise no_kernels(fw, series, version, accelerator, tagged_releases(matrix, platform), [minor(cuda)],
                                  platform)
-        return _Base("custom", config.base_image, PythonSetup(
+        return _Base(BaseKind.CUSTOM, config.base_image, PythonSetup(
             python, "auto", apt_packages=(f"python{python}", f"python{python}-venv"),
             uv_requirement=matrix.tools.uv_requirement, mirror=config.python_mirror), bundled, cuda, archs=archs)
     if runtime.wheel_gpu:
@@ -189,7 +190,7 @@ def _base(matrix: Matrix, config: Config, release: Release, python: str, runtime
     if python not in matrix.distros.cpu_python:
         raise ResolutionError(
             f"python: no CPU base image for Python {python}; supported: {', '.join(matrix.distros.cpu_python)}")
-    return _Base("cpu", matrix.distros.cpu_image.format(python=python), PythonSetup(python, "present"), bundled)
+    return _Base(BaseKind.CPU, matrix.distros.cpu_image.format(python=python), PythonSetup(python, "present"), bundled)
 
 
 def _wheels_base(matrix: Matrix, release: Release, python: str, accelerator: Accelerator | None) -> _Base:
@@ -203,7 +204,7 @@ def _wheels_base(matrix: Matrix, release: Release, python: str, accelerator: Acc
                          platform)
     known = next((r for r in matrix.cuda if minor(r.cuda) == minor(cuda)), None)
     base = matrix.distros.cpu_image.format(python=python)
-    return _Base("wheels", base, PythonSetup(python, "present"), True, cuda, series.cudnn,
+    return _Base(BaseKind.WHEELS, base, PythonSetup(python, "present"), True, cuda, series.cudnn,
                  min_driver=known.min_driver if known else None, archs=archs,
                  notes=(f"{release.label} on a GPU with Python {python}: no nvidia/cuda image has that Python, and the "
                         f"framework's wheels bring CUDA {cuda} and cuDNN themselves, so the image is {base} with the "
@@ -218,7 +219,7 @@ def _cuda_base(matrix: Matrix, config: Config, release: Release, python: str, ac
     cudnn = release_.cudnn if with_cudnn else (wheel_cudnn(series, release_.cuda) if series and choice.bundled else None)
     ubuntu, python_setup = ubuntu_with_python(matrix, release_.ubuntu_for(with_cudnn), python, config.python_mirror)
     tag_flavor = flavor.replace("cudnn-", f"{release_.cudnn_flavour}-")
-    return _Base("cuda", f"{matrix.cuda_repository}:{release_.cuda}-{tag_flavor}-ubuntu{ubuntu}", python_setup,
+    return _Base(BaseKind.CUDA, f"{matrix.cuda_repository}:{release_.cuda}-{tag_flavor}-ubuntu{ubuntu}", python_setup,
                  choice.bundled, release_.cuda, cudnn, ubuntu, release_.min_driver, flavor, choice.archs, choice.notes)
 
 

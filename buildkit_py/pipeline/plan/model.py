@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import types
 import typing
@@ -36,6 +37,16 @@ VENV = "/opt/venv"
 
 
 WORKDIR = "/app"
+
+
+class BaseKind(enum.StrEnum):
+    """What the image starts from, which names its template (templates/KIND.Dockerfile.j2)."""
+
+    CUDA = "cuda"  # an nvidia/cuda image
+    CPU = "cpu"  # the Python base
+    CUSTOM = "custom"  # the config's base_image
+    WHEELS = "wheels"  # the Python base on a GPU, CUDA from the framework's wheels, the driver from the host
+    TPU = "tpu"  # the Python base with the framework's TPU build
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,7 @@ class Plan(HtmlRepr):
     """The resolved build: base image, CUDA, cuDNN, Python, the framework wheel and its index, hypertune."""
 
     base_image: str
-    base_kind: str  # "cuda" | "cpu" | "custom"
+    base_kind: BaseKind
     template: str  # the variant template in templates/
     user_template: str | None
     gpu: bool
@@ -264,6 +275,8 @@ def _typed(kind, raw, names: dict):
         hints = typing.get_type_hints(kind, localns=names)
         return kind(**{f.name: _typed(hints[f.name], raw[f.name], names) for f in dataclasses.fields(kind)
                        if f.init and f.name in raw})
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return kind(raw)
     return Path(raw) if kind is Path else raw
 
 

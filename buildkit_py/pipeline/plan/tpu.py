@@ -16,7 +16,7 @@ from ...errors import ResolutionError, show
 from ...patterns import lazy_pattern
 from .assemble import Chosen, assembled
 from .choice import chosen_framework, default_python
-from .model import VENV, FrameworkInstall, Plan, PythonSetup
+from .model import VENV, BaseKind, FrameworkInstall, Plan, PythonSetup
 
 # A GPU build named on a TPU: a CUDA wheel variant, a CUDA extra, or CUDA libraries from PyPI.
 _CUDA_BUILD = lazy_pattern(r".*(?:\+cu[0-9]+|\[[^\]]*(?:cuda|and-cuda)[^\]]*\]).*|(?:jax-cuda|nvidia-).*", re.ASCII | re.IGNORECASE)
@@ -80,7 +80,7 @@ def tpu_plan(matrix: Matrix, config: Config, tpu: Tpu) -> Plan:
                     (build.companion,) if build.companion else ())  # PyTorch/XLA resolves with torch, in one step
     return assembled(
         config, matrix, chosen,
-        base_kind="tpu",
+        base_kind=BaseKind.TPU,
         template="tpu.Dockerfile.j2",
         gpu=False,
         cuda=None,
