@@ -33,7 +33,7 @@ from ..sources.pip_config import google_logins, logins_netrc, netrc, refusal_hin
 from .attest import attested
 from .buildtypes import BuildOptions, BuildResult, PlatformImage, platform_suffix
 from .context import hash_context
-from .fastbuild import Staged, appended_result, attempt, checked, git_revision, staging
+from .fastbuild import Attempt, Staged, appended_result, attempt, checked, git_revision, staging
 from .lock import STALE_LOCK, config_key
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
@@ -269,9 +269,10 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
                 "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
                 "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
             )
-        appended, parts, _ = attempt(staged, options, record, reporter, said=fast_path_said)
-        if appended is not None:
-            return attested(appended_result(staged, appended), staged.refs, options, reporter, staged.revision)
+        tried = attempt(staged, options, record, reporter, said=fast_path_said)
+        parts = tried.parts
+        if tried.appended is not None:
+            return attested(appended_result(staged, tried.appended), staged.refs, options, reporter, staged.revision)
         engine = builder().bound(remote)
         image_id = None if options.no_cache else engine.image_id(refs[0]) or _pull_appended(engine, record, refs[0],
                                                                                              reporter)
@@ -418,7 +419,8 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
             tag = platform_tag(refs[0], platform)
             alone_stage = replace(stage, refs=(tag,))
             record = _platform_record(recipe, one, options)
-            appended, parts, _ = attempt(alone_stage, options, record, reporter) if options.push else (None, None, None)
+            tried = attempt(alone_stage, options, record, reporter) if options.push else Attempt()
+            appended, parts = tried.appended, tried.parts
             if appended is not None:
                 images[platform] = PlatformImage(platform, str(tag), appended.image_id, stage.context.snapshot.digest,
                                                  True, appended.pushed[0].digest)

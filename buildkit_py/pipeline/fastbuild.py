@@ -94,29 +94,38 @@ def checked(imports: ImportSet | None) -> tuple[str, ...] | None:
     return tuple(n.module for n in imports.needed) if imports is not None else None
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """What the fast path made of a build: the appended image (None: a full build), the record parts the full build
+    keeps for the next edit (None where it cannot have a record), and why the build is a full one."""
+
+    appended: fastpath.Appended | None = None
+    parts: tuple | None = None
+    why: str | None = None
+
+
 def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | None, reporter: Reporter,
-            said: str | None = None) -> tuple[fastpath.Appended | None, tuple | None, str | None]:
-    """The appended image when only the code changed; else None, the record parts to keep after the full build
-    (None where this build cannot have a record) and why the build is a full one (said here). said: why, as an
-    earlier attempt with the same recipe said: not tried again."""
+            said: str | None = None) -> Attempt:
+    """The appended image when only the code changed; else why the build is a full one (said here). said: why, as
+    an earlier attempt with the same recipe said: not tried again."""
     from ..oci.client import Unreachable
     from ..oci.image import PartlyTagged, Refused
     from . import fastpath
 
     recipe, refs, imports = staged.recipe, staged.refs, staged.imports
 
-    def full(why: str, parts: tuple | None) -> tuple[None, tuple | None, str]:
+    def full(why: str, parts: tuple | None) -> Attempt:
         reporter.message(f"{why}: full build")
-        return None, parts, why
+        return Attempt(None, parts, why)
 
     if not options.push or recipe.remote:
-        return None, None, None
+        return Attempt()
     step = fastpath.code_step(recipe.dockerfile)
     if isinstance(step, str):
         return full(step, None)
     parts = fastpath.record_parts(recipe, step, staged.context.snapshot)
     if said is not None:
-        return None, parts, said
+        return Attempt(None, parts, said)
     if not options.fast_path or options.no_cache:
         return full("--no-fast-path" if not options.fast_path else "--no-cache", parts)
     same = [r for r in refs if r.repository == refs[0].repository]
@@ -155,7 +164,7 @@ def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | Non
                 reporter.message(untagged)
     fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or "",
                                  imports=checked(imports)), reporter)
-    return appended, parts, None
+    return Attempt(appended, parts)
 
 
 def appended_result(staged: Staged, appended: fastpath.Appended) -> BuildResult:
@@ -173,9 +182,9 @@ def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, start
         return None
     describing = in_background(git_revision, recipe.root)  # a git run or two, while the files are copied
     with staging(recipe, describing, reporter, started) as staged:
-        appended, _, why = attempt(staged, options, record, reporter)
-        return why if appended is None else attested(appended_result(staged, appended), staged.refs, options,
-                                                      reporter, staged.revision)
+        tried = attempt(staged, options, record, reporter)
+        return tried.why if tried.appended is None else attested(appended_result(staged, tried.appended), staged.refs,
+                                                                  options, reporter, staged.revision)
 
 
 def _engine_tags(refs: Sequence[ImageRef]) -> dict[ImageRef, str | None]:
