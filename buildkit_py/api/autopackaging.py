@@ -306,8 +306,8 @@ def _infer_stage(project: Project, options: AutopackageOptions, stages: Stages, 
                       tuple(runtime.preferred) if runtime else (), conversion.module if conversion is not None else None,
                       aiplatform.master_gpus(conversion) if conversion is not None else None, not options.dry_run)
         inferred = infer(directory, project.config, dict(project.overrides), asked)
-        out[0] = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
-        out[1] = not inferred.overrides
+        out.detail = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
+        out.reused = not inferred.overrides
     for note in inferred.notes:
         reporter.message(f"note: {note}")
     written = None
@@ -354,11 +354,11 @@ def _render_stage(config: Config, planned: Plan, found: _Found, options: Autopac
         else:  # nothing of this recipe is built: its files hashed for the content tag, nothing copied
             image = planned_refs(recipe, git=False)[0][0]
         fw = planned.framework
-        out[0] = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
+        out.detail = (f"{planned.base_image}, framework {fw.requirement if fw else 'none'}"
                   f"{' from ' + fw.index_url if fw and fw.index_url else ''}, "
                   + (f"image {image}" if options.mode == "container" else "an executor image and an sdist of the trainer"))
         if found.own_dockerfile is not None:
-            out[0] = (f"{found.inferred.dockerfile} as it is{' with the launcher' if options.with_launcher else ''}, "
+            out.detail = (f"{found.inferred.dockerfile} as it is{' with the launcher' if options.with_launcher else ''}, "
                       f"image {image}")
     if options.mode == "package":
         from ..pipeline.packaging import refuse_function
@@ -420,7 +420,7 @@ def _resolve_stage(config: Config, found: _Found, options: AutopackageOptions, s
         resolution = prepared.resolution
         if resolution is None:  # a remote builder resolves where it builds
             resolution = Resolution(False, f"the {config.builder} builder resolves the requirements where it builds")
-        out[:] = [resolution.note + (" (kept from an earlier run)" if resolution.cached else ""), resolution.cached]
+        out.says(resolution.note + (" (kept from an earlier run)" if resolution.cached else ""), resolution.cached)
     return prepared, resolution
 
 
@@ -451,8 +451,8 @@ def _build_stage(config: Config, options: AutopackageOptions, target: str, rende
             built = build_staged(config, build_options, reporter, rendered.staged, last_record(rendered.recipe,
                                  build_options), lambda: backend.create(options.build.docker),
                                  lambda: None)  # resolved by the resolve stage
-        out[:] = [f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
-                  not built.built]
+        out.says(f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
+                 not built.built)
     return built
 
 
@@ -462,14 +462,14 @@ def _push_stage(config: Config, options: AutopackageOptions, image: ImageRef, bu
         pushed = built.pushed  # the build's own push (a code-only edit: appended in the registry)
         # --skip-image-check: this machine's requests do not reach the registry (the engine's may): no lookup.
         if not pushed and not options.submit.skip_image_check and _in_registry(image):
-            out[:] = [f"image {image} already in the registry: not pushed", True]
+            out.says(f"image {image} already in the registry: not pushed", True)
             return
         if not pushed:
             builder = builder_class(config.builder).create(options.build.docker)
             refs = [parse_ref(t, field="--tag") for t in built.tags]
             pushed = push_image(builder.push, refs, reporter)
             attested(replace(built, pushed=pushed), refs, options.build, reporter, git_revision(config.root))
-        out[0] = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
+        out.detail = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
 
 
 def _submit_stage(job: _Job, options: AutopackageOptions, stages: Stages, reporter: Reporter) -> SubmitResult:
@@ -479,7 +479,7 @@ def _submit_stage(job: _Job, options: AutopackageOptions, stages: Stages, report
                                    plan_job(job.config, job.settings, job.options, options.submit, job.draft),
                                    lambda state, spec: reporter.job_state(str(spec.get("name", "")), state),
                                    on_line=reporter.job_log)
-        out[0] = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
+        out.detail = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
             f"; model {submitted.model}" if submitted.model else "")
     return submitted
 
@@ -495,7 +495,7 @@ def _run_stage(loaded: Config, config: Config, options: AutopackageOptions, buil
 
         with stages.stage("package") as out:
             sdist = build_sdist(config, cache_dir() / "sdists")  # byte-identical for the same files: left as it is
-            out[0] = f"sdist {sdist.path} ({sdist.size} bytes, sha256 {sdist.sha256[:16]}), module {sdist.module}"
+            out.detail = f"sdist {sdist.path} ({sdist.size} bytes, sha256 {sdist.sha256[:16]}), module {sdist.module}"
     with stages.stage("run") as out:
         run_options = RunOptions(gpus=options.gpus, output=options.output or runs_dir(config), args=options.args,
                                  build=options.build, processes_per_node=options.job.processes_per_node,
@@ -509,7 +509,7 @@ def _run_stage(loaded: Config, config: Config, options: AutopackageOptions, buil
             processes = local_processes(config, options.job.processes_per_node, workers, options.gpus)
             ran = run_local(LocalRun(built.tags[0], run_options.output, gpus=options.gpus, args=options.args,
                                      network=config.network, workers=workers, processes_per_node=processes), reporter)
-        out[0] = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
+        out.detail = f"job {ran.job_id}: exit code {ran.exit_code}; outputs in {ran.output_dir}"
     return ran
 
 

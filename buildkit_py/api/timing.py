@@ -25,6 +25,17 @@ class Stage:
 
 
 @dataclass
+class Ending:
+    """What a running stage says when it ends: what it did, and whether it reused an earlier result."""
+
+    detail: str
+    reused: bool = False
+
+    def says(self, detail: str, reused: bool = False) -> None:
+        self.detail, self.reused = detail, reused
+
+
+@dataclass
 class Stages:
     """The pipeline's stages as they finish, each reported the moment it ends."""
 
@@ -32,12 +43,12 @@ class Stages:
     done: list[Stage] = field(default_factory=list)
 
     @contextmanager
-    def stage(self, name: str) -> Iterator[list]:
-        """`with stages.stage("build") as out: ... out[:] = [detail, reused]`."""
-        out: list = [name, False]
+    def stage(self, name: str) -> Iterator[Ending]:
+        """`with stages.stage("build") as out: ... out.says(detail, reused)`."""
+        out = Ending(name)
         start = time.monotonic()
         yield out
         # A stage's detail may quote an inferred requirement: a URL's credentials are masked in it.
-        done = Stage(name, time.monotonic() - start, mask_credentials(str(out[0])), bool(out[1]))
+        done = Stage(name, time.monotonic() - start, mask_credentials(str(out.detail)), bool(out.reused))
         self.done.append(done)
         self.reporter.message(f"[{done.name} {done.seconds:.2f}s] {done.detail}")
