@@ -522,45 +522,9 @@ def _run(tokens: list[_Token], scope: _Scope, commands: list[Simple], *, depth: 
         if (len(words) >= 3 and words[0].kind == "word" and words[1].kind == "op" and words[1].text == "("
                 and words[2].kind == "op" and words[2].text == ")") or (words[0].text == "function" and len(words) >= 2):
             fname = words[1].text if words[0].text == "function" else words[0].text
-            body: list[_Token] = []
-            opened = 0
-            rest = [t for t in words[(2 if words[0].text == "function" else 3):]]
-            pending = [(rest, ends)]
-            while True:
-                part, part_end = pending.pop(0)
-                for t in part:
-                    if t.kind == "word" and t.text == "{":
-                        opened += 1
-                        if opened == 1:
-                            continue
-                    if t.kind == "word" and t.text == "}":
-                        opened -= 1
-                        if opened == 0:
-                            break
-                    body.append(t)
-                else:
-                    if opened > 0 and k < len(statements):
-                        body.append(_Token("op", ";", 0, 0, 0))
-                        pending.append(statements[k])
-                        k += 1
-                        continue
-                break
-            scope.functions[fname] = body
+            scope.functions[fname], k = _function_body(words[(2 if words[0].text == "function" else 3):], statements, k)
             continue
-        redirect_free: list[_Token] = []
-        skip = False
-        for t in words:
-            if skip:
-                skip = False
-                continue
-            if t.kind == "op" and t.text in _REDIRECTIONS:
-                skip = True
-                if redirect_free and redirect_free[-1].kind == "word" and redirect_free[-1].text.isdigit() \
-                        and redirect_free[-1].end == t.start:
-                    redirect_free.pop()  # 2>file: the descriptor belongs to the redirection
-                continue
-            if t.kind == "word":
-                redirect_free.append(t)
+        redirect_free = _without_redirections(words)
         env: list[tuple[str, str | None]] = []
         i = 0
         while i < len(redirect_free) and _assignment(redirect_free[i]) is not None:
@@ -578,19 +542,7 @@ def _run(tokens: list[_Token], scope: _Scope, commands: list[Simple], *, depth: 
         if not expanded:
             continue
         head = expanded[0].value
-        if head in ("export", "readonly", "local", "declare", "typeset"):
-            for t in rest_tokens[1:]:
-                assigned = _assignment(t)
-                if assigned is not None:
-                    scope.variables[assigned] = _assigned_value(t, scope)
-        elif head == "unset":
-            for w in expanded[1:]:
-                scope.variables.pop(w.value or "", None)
-        elif head == "set" and len(expanded) > 1 and expanded[1].value == "--":
-            scope.args = [w.value for w in expanded[2:]]
-        elif head == "shift" and scope.args is not None:
-            count = int(expanded[1].value) if len(expanded) > 1 and (expanded[1].value or "").isdigit() else 1
-            scope.args = scope.args[count:]
+        _builtin(head, expanded, rest_tokens, scope)
         simple = Simple(tuple(expanded), rest_tokens[0].line, tuple(env), ends, bool(conditional) or after_or, function)
         if head in scope.functions and depth < MAX_DEPTH and function != head:
             inner = _Scope(scope.variables, [w.value for w in expanded[1:]], scope.name)
@@ -602,6 +554,68 @@ def _run(tokens: list[_Token], scope: _Scope, commands: list[Simple], *, depth: 
         if head == "exit" and not simple.conditional:
             return
         after_or = ends == "||"
+
+
+
+def _function_body(rest: list[_Token], statements: list, k: int) -> tuple[list[_Token], int]:
+    """A function's body: the tokens between its braces, REST first and then statements from index K on, as far
+    as the closing brace; and the index of the first statement after it."""
+    body: list[_Token] = []
+    opened = 0
+    pending = [rest]
+    while True:
+        for t in pending.pop(0):
+            if t.kind == "word" and t.text == "{":
+                opened += 1
+                if opened == 1:
+                    continue
+            if t.kind == "word" and t.text == "}":
+                opened -= 1
+                if opened == 0:
+                    break
+            body.append(t)
+        else:
+            if opened > 0 and k < len(statements):
+                body.append(_Token("op", ";", 0, 0, 0))
+                pending.append(statements[k][0])
+                k += 1
+                continue
+        return body, k
+
+
+def _without_redirections(words: list[_Token]) -> list[_Token]:
+    """A statement's words without its redirections (`> file`, `2>&1`: the descriptor belongs to the redirection)."""
+    kept: list[_Token] = []
+    skip = False
+    for t in words:
+        if skip:
+            skip = False
+            continue
+        if t.kind == "op" and t.text in _REDIRECTIONS:
+            skip = True
+            if kept and kept[-1].kind == "word" and kept[-1].text.isdigit() and kept[-1].end == t.start:
+                kept.pop()
+            continue
+        if t.kind == "word":
+            kept.append(t)
+    return kept
+
+
+def _builtin(head: str | None, expanded: list[Word], tokens: list[_Token], scope: _Scope) -> None:
+    """What the shell's own commands change in the scope: variables set or unset, the positional arguments."""
+    if head in ("export", "readonly", "local", "declare", "typeset"):
+        for t in tokens[1:]:
+            assigned = _assignment(t)
+            if assigned is not None:
+                scope.variables[assigned] = _assigned_value(t, scope)
+    elif head == "unset":
+        for w in expanded[1:]:
+            scope.variables.pop(w.value or "", None)
+    elif head == "set" and len(expanded) > 1 and expanded[1].value == "--":
+        scope.args = [w.value for w in expanded[2:]]
+    elif head == "shift" and scope.args is not None:
+        count = int(expanded[1].value) if len(expanded) > 1 and (expanded[1].value or "").isdigit() else 1
+        scope.args = scope.args[count:]
 
 
 def text_of(words: list[str]) -> str:
