@@ -117,11 +117,16 @@ def cmd_print(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_package(args: argparse.Namespace) -> int:
+def _directory(args: argparse.Namespace, name: str) -> None:
+    """The trainer directory given as the positional NAME stands for --dir; both at once are refused."""
     if args.path is not None and args.dir is not None:
-        raise ConfigError("give the trainer directory as PATH or --dir, not both", field="PATH")
+        raise ConfigError(f"give the trainer directory as {name} or --dir, not both", field=name)
     if args.path is not None:
         args.dir = args.path
+
+
+def cmd_package(args: argparse.Namespace) -> int:
+    _directory(args, "PATH")
     options = api.PackageOptions(module=args.module, script=args.script, name=args.name, version=args.version,
                                  out=args.out, stage=args.stage)
     result = api.package(_project(args), options)
@@ -323,10 +328,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_autopackage(args: argparse.Namespace) -> int:
-    if args.path is not None and args.dir is not None:
-        raise ConfigError("give the trainer directory as DIR or --dir, not both", field="DIR")
-    if args.path is not None:
-        args.dir = args.path
+    _directory(args, "DIR")
     options = api.AutopackageOptions(target=args.target, mode=args.mode, dry_run=args.dry_run, write_config=args.write_config,
                                      strict=args.strict, dockerfile=args.dockerfile, with_launcher=args.with_launcher,
                                      build=_build_options(args),
