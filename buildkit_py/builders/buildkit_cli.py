@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import EngineError
+from ..errors import BuildError, EngineError
 from ..oci.refs import ImageRef
 from ..patterns import lazy_pattern
 from ..progress import Reporter
@@ -46,6 +46,9 @@ def _candidates(explicit: str | None) -> list[str]:
 
 
 PROBE_TIMEOUT = 20.0
+# The engine's BuildKit drops a build's gRPC stream now and then under load: the build itself is not at fault, and a
+# second run takes what the first finished from the cache.
+SESSION_DROPPED = ("rpc error: code = Internal desc = unexpected EOF", "rpc error: code = Unavailable desc = error reading")
 
 
 def _start(args: list[str]) -> subprocess.Popen | None:
@@ -146,5 +149,13 @@ class BuildkitCliBuilder(EngineImages, Builder):
             pool.submit(getattr, self, "client")  # a failure shows again, and is reported, where the client is used
             iidfile = Path(tmp) / "iid"
             args = self._args(request, "tty" if live else "plain", iidfile)
-            run_build_tool(args, reporter, tool="docker", env=self.docker.env(), live=live)
+            for attempt in (1, 2):
+                try:
+                    run_build_tool(args, reporter, tool="docker", env=self.docker.env(), live=live)
+                    break
+                except BuildError as exc:
+                    if attempt == 2 or not any(said in str(exc) for said in SESSION_DROPPED):
+                        raise
+                    reporter.message("the engine's BuildKit dropped the build's connection (rpc error: unexpected "
+                                     "EOF): the build runs once more, the steps it finished cached")
             return iidfile.read_text().strip()
