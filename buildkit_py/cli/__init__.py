@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 
 from ..errors import BuildkitError, show, terminal_line
 from .output import VERSION
-from .parser import build_parser, parse
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug of ours, not the user's input
 
 __all__ = ["INTERNAL_ERROR", "VERSION", "autopackage_main", "build_parser", "main", "parse"]
+
+
+def __getattr__(name: str):
+    """The parser and the flag tables it is built from load with the first command that parses: `--version` needs
+    neither."""
+    if name in ("build_parser", "parse"):
+        from . import parser
+
+        return getattr(parser, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def autopackage_main(argv: list[str] | None = None) -> int:
@@ -27,6 +35,8 @@ def autopackage_main(argv: list[str] | None = None) -> int:
 def _report(exc: BaseException, debug: bool) -> None:
     if not debug:
         return
+    import traceback  # --debug's only
+
     chain, seen = [], set()
     while exc is not None and id(exc) not in seen:  # __context__ too: `from None` hides it, --debug shows it
         seen.add(id(exc))
@@ -42,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     if "--version" in argv and set(argv) <= {"--version", "--debug"}:  # argparse's answer, without building the parser
         print(VERSION)
         return 0
+    from .parser import parse
+
     args = parse(argv)
     debug = getattr(args, "debug", False)
     try:
