@@ -37,6 +37,7 @@ from .jobs import (
     JobOptions,
     SubmitOptions,
     SubmitResult,
+    Watchers,
     check_poll,
     check_submit_options,
     draft_job,
@@ -477,8 +478,8 @@ def _submit_stage(job: _Job, options: AutopackageOptions, stages: Stages, report
         check_poll(options.submit)
         submitted = submit_planned(job.config, job.settings, job.options, options.submit, job.draft,
                                    plan_job(job.config, job.settings, job.options, options.submit, job.draft),
-                                   lambda state, spec: reporter.job_state(str(spec.get("name", "")), state),
-                                   on_line=reporter.job_log)
+                                   Watchers(lambda state, spec: reporter.job_state(str(spec.get("name", "")), state),
+                                            reporter.job_log))
         out.detail = f"{submitted.name} {submitted.state}: {submitted.console_url}" + (
             f"; model {submitted.model}" if submitted.model else "")
     return submitted

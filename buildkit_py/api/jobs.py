@@ -459,9 +459,9 @@ def submit(source: Source = None, /, options: JobOptions | None = None, submit_o
     draft = draft_job(config, job_settings, options, image_plan(config))
     planned = plan_job(config, job_settings, options, submit_options, draft)
     with reporting(progress) as reporter:
-        return submit_planned(config, job_settings, options, submit_options, draft, planned,
-                              on_state or (lambda state, job: reporter.job_state(str(job.get("name", "")), state)),
-                              on_line=on_line or reporter.job_log)
+        return submit_planned(config, job_settings, options, submit_options, draft, planned, Watchers(
+            on_state or (lambda state, job: reporter.job_state(str(job.get("name", "")), state)),
+            on_line or reporter.job_log))
 
 
 def _fallback_job(config: Config, settings: JobConfig, options: JobOptions, draft: JobDraft, fallback: Fallback,
@@ -479,11 +479,19 @@ def check_poll(submit_options: SubmitOptions) -> None:
         raise ConfigError("poll interval and timeout: seconds, more than 0 (at most 3600 and 600)", field="--poll")
 
 
+@dataclass(frozen=True)
+class Watchers:
+    """What is told while submit waits on the job: each change of its state (state, job resource), each log line."""
+
+    on_state: Callable[[str, dict], None] | None = None
+    on_line: Callable[[LogLine], None] | None = None
+
+
 def submit_planned(config: Config, settings: JobConfig, options: JobOptions, submit_options: SubmitOptions,
-                   draft: JobDraft, planned: PlanResult, on_state: Callable[[str, dict], None] | None = None, *,
-                   on_line: Callable[[LogLine], None] | None = None) -> SubmitResult:
+                   draft: JobDraft, planned: PlanResult, watchers: Watchers = Watchers()) -> SubmitResult:
     """submit() once its plan is made: nothing is loaded or planned again (a fallback's job is made from the draft's
     image plan)."""
+    on_state, on_line = watchers.on_state, watchers.on_line
     from ..jobs import submit as jobs_submit
     from ..jobs import vertex
 
