@@ -58,7 +58,7 @@ def test_an_image_read_then_its_top_layer_replaced():
     image = read_image(manifest, OCI_MANIFEST, config)
     assert [layer.digest for layer in image.layers] == [sha(b) for b, _ in made]
     assert all(layer.blob is None for layer in image.layers)  # read: the registry has them
-    assert json.loads(image.manifest())["layers"] == manifest["layers"]  # descriptors kept whole, annotations too
+    assert json.loads(image.manifest)["layers"] == manifest["layers"]  # descriptors kept whole, annotations too
 
     blob, diff_id = layer_of("new code")
     new = replace_top(image, blob, diff_id, (("owned", "new"), ("added", "2")), dropped=("keep",))
@@ -68,7 +68,7 @@ def test_an_image_read_then_its_top_layer_replaced():
     assert settings["rootfs"]["diff_ids"] == [made[0][1], diff_id]
     assert settings["config"]["Labels"] == {"owned": "new", "added": "2"} and settings["config"]["Env"] == ["A=1"]
     assert settings["history"] == json.loads(config)["history"]  # the rest of the config as it was
-    assert new.digest == sha(new.manifest()) != image.digest and new.config_digest == sha(new.config)
+    assert new.digest == sha(new.manifest) != image.digest and new.config_digest == sha(new.config)
     assert image.layers[-1].digest == sha(made[1][0])  # values: the image read is unchanged
 
 
@@ -76,7 +76,7 @@ def test_a_docker_image_keeps_its_media_types():
     manifest, config, _ = two_layers(DOCKER_MANIFEST)
     blob, diff_id = layer_of("x")
     new = replace_top(read_image(manifest, DOCKER_MANIFEST, config), blob, diff_id, ())
-    written = json.loads(new.manifest())
+    written = json.loads(new.manifest)
     assert written["mediaType"] == DOCKER_MANIFEST
     assert written["layers"][-1]["mediaType"] == LAYER_TYPES[DOCKER_MANIFEST]
 

@@ -5,25 +5,21 @@ image."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..errors import RegistryError, show
 from ..fsutil import in_background
 from .client import PushResult, RegistryClient, check_answer, json_object, refusal, send, upload_blob
-from .media import IMAGE_TYPES, LAYER_TYPES
+from .media import IMAGE_TYPES, LAYER_TYPES, digest_of
 from .refs import ImageRef
 
 LAYER_CHECKS = 4  # connections that ask at once whether the layers the registry should have are still there
 _TAGGED = (201, 200)  # a manifest PUT that stored and tagged
-
-
-def _digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 class Refused(RegistryError):
@@ -57,7 +53,7 @@ class Layer:
 
     @classmethod
     def of(cls, blob: bytes, diff_id: str, media_type: str) -> Layer:
-        return cls(media_type, _digest(blob), len(blob), diff_id, blob)
+        return cls(media_type, digest_of(blob), len(blob), diff_id, blob)
 
     def descriptor(self) -> dict[str, Any]:
         return dict(self.as_read) or {"mediaType": self.media_type, "size": self.size, "digest": self.digest}
@@ -73,22 +69,24 @@ class Image:
     config: bytes
     layers: tuple[Layer, ...]
 
-    @property
+    # Worked out once per value (write, the fast path's record and its message all ask): the value never changes.
+    @cached_property
     def config_digest(self) -> str:
-        return _digest(self.config)
+        return digest_of(self.config)
 
     def config_json(self) -> dict:
         return json_object(self.config, "the image config")
 
+    @cached_property
     def manifest(self) -> bytes:
         return json.dumps({"schemaVersion": 2, "mediaType": self.media_type,
                            "config": {"mediaType": self.config_media_type, "size": len(self.config),
                                       "digest": self.config_digest},
                            "layers": [layer.descriptor() for layer in self.layers]}, indent=3).encode()
 
-    @property
+    @cached_property
     def digest(self) -> str:
-        return _digest(self.manifest())
+        return digest_of(self.manifest)
 
 
 def read_image(manifest: dict, media_type: str, config: bytes, what: str = "the image") -> Image:
@@ -170,7 +168,7 @@ def write(client: RegistryClient, image: Image, refs: Sequence[ImageRef],
         raise LostLayer(missing)
 
     started = time.perf_counter()
-    body, digest = image.manifest(), image.digest
+    body, digest = image.manifest, image.digest
     headers = {"Content-Type": image.media_type}
     # Every tag at once, each on its own connection: a registry checks the manifest whole (media type, every blob)
     # before it tags, so a manifest it refuses is refused under every name and no tag is written.

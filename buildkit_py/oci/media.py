@@ -3,6 +3,7 @@ digest form: each defined here once."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ..patterns import lazy_pattern
@@ -23,3 +24,8 @@ EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
 EMPTY_BLOB = b"{}"
 
 DIGEST = lazy_pattern(r"sha256:[0-9a-f]{64}", re.ASCII)
+
+
+def digest_of(data: bytes) -> str:
+    """The content digest that names a blob or a manifest: sha256:HEX."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()

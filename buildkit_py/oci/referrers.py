@@ -12,7 +12,6 @@ tree) look in the same two places.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -25,16 +24,12 @@ from ..patterns import lazy_pattern
 from ..progress import Reporter
 from .client import RegistryClient, check_answer, send, upload_blob
 from .credentials import AuthProvider, default_providers
-from .media import DIGEST, EMPTY_BLOB, EMPTY_MEDIA_TYPE, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
+from .media import DIGEST, EMPTY_BLOB, EMPTY_MEDIA_TYPE, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST, digest_of
 from .refs import ImageRef
 
 MAX_ARTIFACT = 32 << 20  # an SBOM of a CUDA image is a few MiB; a larger answer is not ours
 MAX_PAGES = 32  # pages of a referrers list followed (Link: rel="next")
 _NEXT = lazy_pattern(r'<([^>]+)>\s*;\s*rel="?next"?')
-
-
-def _digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def _canonical(value: dict) -> bytes:
@@ -70,8 +65,8 @@ class Artifact:
     annotations: tuple[tuple[str, str], ...] = ()
 
     def manifest(self, subject: Subject) -> bytes:
-        layer = {"mediaType": self.media_type, "digest": _digest(self.data), "size": len(self.data)}
-        empty = {"mediaType": EMPTY_MEDIA_TYPE, "digest": _digest(EMPTY_BLOB), "size": len(EMPTY_BLOB)}
+        layer = {"mediaType": self.media_type, "digest": digest_of(self.data), "size": len(self.data)}
+        empty = {"mediaType": EMPTY_MEDIA_TYPE, "digest": digest_of(EMPTY_BLOB), "size": len(EMPTY_BLOB)}
         body = {"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": self.artifact_type, "config": empty,
                 "layers": [layer], "subject": subject.descriptor()}
         if self.annotations:
@@ -109,7 +104,7 @@ def subject_of(client: RegistryClient, ref: ImageRef, reference: str) -> Subject
         raise RegistryError(f"{ref.repository}{'@' if DIGEST.fullmatch(reference) else ':'}{reference} is not in "
                             f"{ref.registry}")
     check_answer(client, got, ref, f"the read of manifest {reference}", (200,))
-    digest = _digest(got.content)
+    digest = digest_of(got.content)
     if DIGEST.fullmatch(reference) and digest != reference:
         raise RegistryError(f"{ref.registry} gave back another manifest than {reference}")
     try:
@@ -142,11 +137,11 @@ def config_labels(client: RegistryClient, ref: ImageRef, digest: str) -> dict[st
         config = manifest["config"]["digest"]
     except (ValueError, KeyError, TypeError):
         return None
-    if _digest(got.content) != digest or not isinstance(config, str) or not DIGEST.fullmatch(config):
+    if digest_of(got.content) != digest or not isinstance(config, str) or not DIGEST.fullmatch(config):
         return None
     blob = send(client, "GET", f"blobs/{config}", {})
     check_answer(client, blob, ref, f"the read of the image config {config}", (200,))
-    if _digest(blob.content) != config:
+    if digest_of(blob.content) != config:
         raise RegistryError(f"{ref.registry} gave back other bytes than the image config {config}")
     try:
         labels = (json.loads(blob.content).get("config") or {}).get("Labels") or {}
@@ -161,13 +156,13 @@ def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], repor
     processed the subject (no OCI-Subject header), the referrers tag schema's index lists them. Pushing the same
     artifacts again changes nothing (each is named by its content; an index that lists them all is not rewritten)."""
     client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
-    upload_blob(client, ref, _digest(EMPTY_BLOB), EMPTY_BLOB)  # the config of every artifact; and the login
+    upload_blob(client, ref, digest_of(EMPTY_BLOB), EMPTY_BLOB)  # the config of every artifact; and the login
 
     def push(artifact: Artifact, own: RegistryClient) -> tuple[Artifact, bytes, bool]:
         # Its data names the subject, pushed just now: no registry has it yet, so it is not asked for first.
-        upload_blob(own, ref, _digest(artifact.data), artifact.data, new=subject.digest.encode() in artifact.data)
+        upload_blob(own, ref, digest_of(artifact.data), artifact.data, new=subject.digest.encode() in artifact.data)
         body = artifact.manifest(subject)
-        put = send(own, "PUT", f"manifests/{_digest(body)}", {"Content-Type": OCI_MANIFEST}, body)
+        put = send(own, "PUT", f"manifests/{digest_of(body)}", {"Content-Type": OCI_MANIFEST}, body)
         check_answer(own, put, ref, f"the {artifact.artifact_type} artifact of {subject.digest}", (200, 201))
         return artifact, body, put.headers.get("OCI-Subject", "") == subject.digest
 
@@ -176,7 +171,7 @@ def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], repor
     pending = [(a, body) for a, body, processed in sent if not processed]
     if pending:
         _list_in_tag(client, ref, subject, pending, reporter)
-    attached = tuple(Attached(a.artifact_type, _digest(body), _digest(a.data),
+    attached = tuple(Attached(a.artifact_type, digest_of(body), digest_of(a.data),
                               "referrers API" if processed else "tag schema") for a, body, processed in sent)
     for item in attached:
         reporter.message(f"attached {item.artifact_type} {item.digest} to {ref.repository}@{subject.digest} "
@@ -207,9 +202,9 @@ def _list_in_tag(client: RegistryClient, ref: ImageRef, subject: Subject, pendin
     have = {e["digest"] for e in entries}
     new = []
     for artifact, body in pending:
-        if _digest(body) in have:
+        if digest_of(body) in have:
             continue
-        entry = {"mediaType": OCI_MANIFEST, "digest": _digest(body), "size": len(body),
+        entry = {"mediaType": OCI_MANIFEST, "digest": digest_of(body), "size": len(body),
                  "artifactType": artifact.artifact_type}
         if artifact.annotations:
             entry["annotations"] = dict(artifact.annotations)
@@ -276,7 +271,7 @@ def fetch(client: RegistryClient, ref: ImageRef, digest: str) -> Fetched:
         raise RegistryError(f"{ref.registry} lists an artifact by {show(digest)}, which is not a sha256 digest")
     got = send(client, "GET", f"manifests/{digest}", {"Accept": OCI_MANIFEST})
     check_answer(client, got, ref, f"the read of artifact {digest}", (200,))
-    if _digest(got.content) != digest:
+    if digest_of(got.content) != digest:
         raise RegistryError(f"{ref.registry} gave back another artifact manifest than {digest}")
     try:
         manifest = json.loads(got.content)
@@ -292,6 +287,6 @@ def fetch(client: RegistryClient, ref: ImageRef, digest: str) -> Fetched:
         raise RegistryError(f"artifact {digest}'s layer has size {show(size)}: at most {MAX_ARTIFACT} bytes are read")
     data = send(client, "GET", f"blobs/{blob}", {})
     check_answer(client, data, ref, f"the read of blob {blob}", (200,))
-    if len(data.content) != size or _digest(data.content) != blob:
+    if len(data.content) != size or digest_of(data.content) != blob:
         raise RegistryError(f"{ref.registry} gave back other bytes than blob {blob} of artifact {digest}")
     return Fetched(digest, manifest, str(layers[0].get("mediaType", "")), blob, data.content)

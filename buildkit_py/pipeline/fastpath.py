@@ -35,7 +35,7 @@ from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..oci.client import PushResult, RegistryClient, check_answer, json_object, send
 from ..oci.credentials import AuthProvider, default_providers
 from ..oci.image import Image, LostLayer, Refused, read_image, replace_top, write
-from ..oci.media import DIGEST, INDEX_TYPES, MANIFEST_TYPES
+from ..oci.media import DIGEST, INDEX_TYPES, MANIFEST_TYPES, digest_of
 from ..oci.refs import ImageRef
 from ..progress import Reporter
 from ..sources.dockerfile import exec_form, instructions
@@ -245,12 +245,12 @@ def code_layer(directory: Path, dest: str) -> tuple[bytes, str]:
 
         walk(directory, top)
     tar_bytes = raw.getvalue()
-    return gzip.compress(tar_bytes, compresslevel=GZIP_LEVEL, mtime=0), "sha256:" + _sha(tar_bytes)
+    return gzip.compress(tar_bytes, compresslevel=GZIP_LEVEL, mtime=0), digest_of(tar_bytes)
 
 
 def _json_body(response, what: str, digest: str | None = None) -> dict:
     body = response.content
-    if digest and "sha256:" + _sha(body) != digest:
+    if digest and digest_of(body) != digest:
         raise RegistryError(f"the registry gave back another {what} than {digest}")
     return json_object(body, f"the registry's {what}")
 
@@ -269,7 +269,7 @@ def _kept_bytes(digest: str) -> bytes | None:
         data = path.read_bytes() if path else b""
     except OSError:
         return None
-    return data if "sha256:" + _sha(data) == digest else None
+    return data if digest_of(data) == digest else None
 
 
 def _kept(digest: str) -> dict | None:
@@ -283,7 +283,7 @@ def _kept(digest: str) -> dict | None:
 
 def _keep(digest: str, data: bytes) -> None:
     path = _kept_path(digest)
-    if path is None or "sha256:" + _sha(data) != digest:
+    if path is None or digest_of(data) != digest:
         return
     try:
         write_atomic(path, data.decode("utf-8"))
@@ -423,7 +423,7 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
             raise Refused(f"the previous image {ref.repository}@{record.manifest} is gone from the registry") from None
         raise RegistryError(f"{ref.registry} has lost layer {exc.digest} of the previous image {ref.repository}@"
                             f"{record.manifest}; run with --no-fast-path to build and push every layer again") from None
-    _keep(image.digest, image.manifest())  # the next edit appends to this image: it reads nothing back
+    _keep(image.digest, image.manifest)  # the next edit appends to this image: it reads nothing back
     _keep(image.config_digest, image.config)
     top = image.layers[-1]
     reporter.message(f"appended the code layer ({top.size} bytes"
