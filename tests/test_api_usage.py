@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from buildkit_py.api_usage import find_removed, notes, removed_uses
+from buildkit_py.inference.api_usage import find_removed, notes, removed_uses
 
 
 def _apis(uses):

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from buildkit_py.builders.engine_images import EngineImages
-from buildkit_py.engine import image_path, socket_call
+from buildkit_py.clients.engine import image_path, socket_call
 from buildkit_py.errors import EngineError
 from buildkit_py.oci.refs import parse_ref
 

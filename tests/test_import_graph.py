@@ -24,17 +24,17 @@ PACKAGE = REPO / "buildkit_py"
 # config -> plan -> render -> lock -> stage -> build or append -> push -> job, the API that composes the stages, and
 # the command line.
 FLOORS: list[tuple[str, set[str]]] = [
-    # Imported by every floor: the version, the errors and their exit codes, flags' names, files, shipped data,
-    # progress, patterns compiled on first use, and the in-container launcher (standard library only).
+    # Imported by every floor: the version, the errors and their exit codes, flags' names, files,
+    # progress (display/), patterns compiled on first use, and the in-container launcher (standard library only).
     # (pipeline/__init__.py holds a docstring alone: its modules have floors of their own, below.)
-    ("ground", {"version", "errors", "flags", "fsutil", "resources", "notebook", "progress", "launcher", "patterns",
+    ("ground", {"version", "errors", "flags", "fsutil", "display", "launcher", "patterns",
                 "pipeline"}),
     # What the tool talks to: HTTP, the Docker engine, Google Cloud (credentials, REST APIs, staging buckets), and
     # registries with the images they hold (oci/, image references included).
-    ("clients", {"transport", "engine", "google", "oci"}),
+    ("clients", {"clients", "google", "oci"}),
     # The formats and tables the stages read: requirements and lock files, index settings, the version matrix,
     # executors, system libraries, a trainer's imports and entry points, what a build is asked and gives back.
-    ("formats", {"sources", "catalog", "api_usage", "pipeline.buildtypes", "pipeline.names"}),
+    ("formats", {"sources", "catalog", "pipeline.buildtypes", "pipeline.names"}),
     # The config package (config/: the document read, each section's keys checked) and the builder names it may
     # choose (builders/names.py: a table, loading none).
     ("config", {"config", "builders.names"}),

@@ -8,8 +8,8 @@ import json
 
 import yaml
 
+from buildkit_py.catalog.resources import resource_dir
 from buildkit_py.inference.distribution import _setuptools_name, _setuptools_version
-from buildkit_py.resources import resource_dir
 from conftest import run_cli
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from gcs_loopback import GcsServer
 
+from buildkit_py.catalog.resources import launcher_sources
 from buildkit_py.launcher.constants import (
     PACKAGE_CACHE_ENV,
     PACKAGE_FETCH_FAILED,
@@ -32,7 +33,6 @@ from buildkit_py.launcher.constants import (
 )
 from buildkit_py.launcher.packages import MARKER
 from buildkit_py.pipeline.packaging import SETUPTOOLS_REQUIREMENT
-from buildkit_py.resources import launcher_sources
 from conftest import run_cli
 
 TRAINER = """import os, sys

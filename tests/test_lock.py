@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from buildkit_py import cli, resources
+from buildkit_py import cli
+from buildkit_py.catalog import resources
 from buildkit_py.config import load_config
 from buildkit_py.pipeline import lock, render, uv
 from buildkit_py.pipeline.plan import make_plan

@@ -24,10 +24,10 @@ import yaml
 
 from buildkit_py.catalog.index_metadata import Index, IndexFile, _pythons, _releases, run
 from buildkit_py.catalog.matrix import load_matrix, overlay_path
+from buildkit_py.catalog.resources import read_data, resource_dir
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ConfigError, DataError, PackageIndexError
 from buildkit_py.pipeline.plan import make_plan
-from buildkit_py.resources import read_data, resource_dir
 from conftest import REPO, run_cli
 
 RECORDED = json.loads((REPO / "tests" / "data" / "index" / "pypi-recorded.json").read_text())["projects"]

@@ -174,7 +174,7 @@ def test_nvidias_tensorflow_stands_for_the_tensorflow_requirements_in_the_resolu
 
 
 def test_an_index_nobody_answers_is_known_at_once_through_its_proxy_too(monkeypatch):
-    from buildkit_py.transport import unreachable
+    from buildkit_py.clients.transport import unreachable
 
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"):
         monkeypatch.delenv(name, raising=False)

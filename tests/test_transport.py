@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from buildkit_py.transport import USER_AGENT, Transport, TransportError
+from buildkit_py.clients.transport import USER_AGENT, Transport, TransportError
 
 
 class Handler(http.server.BaseHTTPRequestHandler):

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from buildkit_py import cli
+from buildkit_py.catalog.resources import LAUNCHER_MODULE
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError, ResolutionError
 from buildkit_py.jobs import pipeline, vertex
 from buildkit_py.launcher.constants import EXPECT_GPUS_ENV
-from buildkit_py.resources import LAUNCHER_MODULE
 
 IMAGE = "us-central1-docker.pkg.dev/proj/repo/trainer:v1"
 SERVING = "us-central1-docker.pkg.dev/proj/repo/serve:v1"

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..display.notebook import HtmlRepr
 from ..errors import ConfigError, show
 from ..fsutil import reads_once
-from ..notebook import HtmlRepr
 from ..oci.refs import parse_ref
 from .project import Progress, checked, refuse_unknown, reporting
 

@@ -11,18 +11,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..builders import builder_class
+from ..catalog.resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 from ..config import Config
+from ..display.notebook import HtmlRepr
+from ..display.progress import Reporter
 from ..errors import ConfigError
 from ..fsutil import reads_once, write_atomic
-from ..notebook import HtmlRepr
 from ..oci.refs import parse_ref
 from ..pipeline import lock as _lock
 from ..pipeline.buildtypes import BuildOptions, BuildResult, platform_suffix
 from ..pipeline.plan import make_plan
 from ..pipeline.render import render_dockerfile, render_project_dockerignore
 from ..pipeline.resolution import check_resolution, declared_in, remembered, resolve_plan
-from ..progress import Reporter
-from ..resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 from .builds import check_build_options
 from .project import (
     Progress,

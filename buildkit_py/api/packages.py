@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import distribution_name, pep440_version
+from ..display.notebook import HtmlRepr
 from ..errors import ConfigError
 from ..fsutil import reads_once
-from ..notebook import HtmlRepr
 from ..pipeline import lock as _lock
 from ..pipeline.plan import make_plan
 from .project import Source, arguments, load, options_of

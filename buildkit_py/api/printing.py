@@ -52,7 +52,7 @@ def _digest(config: Config) -> str:
         return f"{ref.repository}@{preflight.manifest(ref).digest}"
     from docker.errors import ImageNotFound
 
-    from ..engine import engine_client
+    from ..clients.engine import engine_client
 
     try:
         digests = engine_client().images.get(str(ref)).attrs.get("RepoDigests") or []

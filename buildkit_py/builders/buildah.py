@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..display.progress import Reporter
 from ..errors import BuildError, EngineError, RegistryError
 from ..fsutil import write_private
 from ..oci.refs import ImageRef, is_loopback_host, registry_host
-from ..progress import Reporter
 from ..sources.dockerfile import instructions
 from .base import Builder, BuildRequest, dockerfile_build_args, run_build_tool
 
@@ -92,9 +92,9 @@ class BuildahBuilder(Builder):
             raise BuildError(f"buildah refused to tag {image_id}: {proc.stderr.strip()[-2000:]}")
 
     def push(self, ref: ImageRef, reporter: Reporter) -> PushResult:
+        from ..clients.transport import basic_token
         from ..oci.client import PushResult
         from ..oci.credentials import credentials_for  # a push's only: choosing a backend does not load it
-        from ..transport import basic_token
 
         with tempfile.TemporaryDirectory(prefix="buildkit-py-push-") as tmp:
             digestfile = Path(tmp) / "digest"

@@ -10,8 +10,8 @@ from typing import Any
 
 from ..errors import ConfigError, DataError, ResolutionError, show
 from ..patterns import lazy_pattern
-from ..resources import read_data, resource_dir
 from .matrix import load_matrix
+from .resources import read_data, resource_dir
 
 CATALOG = "executors.yaml"
 _SPEC = lazy_pattern(r"(?P<name>[a-z][a-z0-9-]{0,31})==(?P<version>[0-9]{1,3}(?:\.[0-9]{1,4}){0,2})", re.ASCII)

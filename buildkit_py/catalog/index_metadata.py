@@ -35,12 +35,12 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from ..clients.transport import USER_AGENT, basic_token
 from ..errors import ConfigError, OutputError, PackageIndexError, ResolutionError, show
 from ..fsutil import write_atomic
 from ..patterns import lazy_pattern
-from ..resources import resource_dir
-from ..transport import USER_AGENT, basic_token
 from .matrix import OVERLAY_ENV, SHIPPED, Framework, FrameworkSeries, Matrix, load_matrix, overlay_path, version_key
+from .resources import resource_dir
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 TIMEOUT = 20.0  # seconds per request

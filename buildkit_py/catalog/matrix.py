@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import DataError, show
 from ..fsutil import consult
 from ..patterns import lazy_pattern
-from ..resources import read_data, resource_dir
+from .resources import read_data, resource_dir
 
 OVERLAY_ENV = "BUILDKIT_PY_MATRIX_OVERLAY"  # another overlay file (tests, shared CI caches)
 OVERLAY_NAME = "matrix-overlay.yaml"

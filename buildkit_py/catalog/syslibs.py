@@ -57,7 +57,7 @@ def library_named(error: str) -> str | None:
 
 
 def system_libraries() -> SystemLibraries:
-    from ..resources import read_data, resource_dir
+    from .resources import read_data, resource_dir
 
     where = "base_images/system_libraries.yaml"
     data = read_data(resource_dir("base_images") / "system_libraries.yaml", where)

@@ -14,10 +14,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..api_usage import RemovedUse
-from ..api_usage import notes as removed_notes
 from ..catalog.matrix import Framework, Matrix, usable_python, version_key
 from ..errors import ConfigError, show
+from .api_usage import RemovedUse
+from .api_usage import notes as removed_notes
 from .given import Given
 from .layout import Python
 from .requirements import parses
@@ -163,7 +163,7 @@ def _cpu_only(matrix: Matrix, chosen: str, parsed: Sequence[tuple[str, Requireme
               options: Sequence[tuple[str, str, str]]) -> list[str]:
     """Where the trainer declares the CPU-only build of the framework that decides the base, each as
     "where: what" (base_images/cpu_builds.yaml; an index option naming the framework's CPU index)."""
-    from ..resources import read_data, resource_dir
+    from ..catalog.resources import read_data, resource_dir
 
     data = read_data(resource_dir("base_images") / "cpu_builds.yaml", "base_images/cpu_builds.yaml")
     rules = data["frameworks"].get(chosen) or {}

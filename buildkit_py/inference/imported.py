@@ -15,11 +15,11 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ..api_usage import RemovedUse, removed_uses
 from ..catalog.matrix import Framework, Matrix
 from ..errors import ConfigError, show, shown_name
 from ..fsutil import PYTHON_NESTING, parse_python, read_text, too_deep
 from ..sources.imports import Needed, closure, import_names, statements
+from .api_usage import RemovedUse, removed_uses
 from .frameworks import declared_frameworks, framework_of
 from .given import Given
 from .layout import MAX_SCANNED, TEST_FILE, Python

@@ -153,8 +153,8 @@ class _BadName:
 
 
 def _bad_names() -> dict[str, _BadName]:
+    from ..catalog.resources import read_data, resource_dir
     from ..errors import DataError
-    from ..resources import read_data, resource_dir
 
     data = read_data(resource_dir("base_images") / "requirement_names.yaml", "base_images/requirement_names.yaml")
     names = data.get("names") if isinstance(data, dict) else None

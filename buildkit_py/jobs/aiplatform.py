@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..catalog.resources import read_data, resource_dir
 from ..config import METRIC_TAG, field_name, load_raw, param_name, validate_keys
 from ..errors import ConfigError, show, shown_name
 from ..flags import job_flag_name
 from ..patterns import lazy_pattern
-from ..resources import read_data, resource_dir
 
 # Legacy machine names (AI Platform "legacy machine types") -> Compute Engine type and GPUs.
 # K80s are gone from Vertex AI: those map to T4 and are reported.

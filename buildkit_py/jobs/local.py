@@ -11,14 +11,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engine import engine_client
+from ..catalog.resources import LAUNCHER_MODULE, launcher_sources
+from ..clients.engine import engine_client
+from ..display.notebook import HtmlRepr
+from ..display.progress import Reporter
 from ..errors import RunError
 from ..fsutil import make_output_dir
 from ..launcher.constants import EXPECT_GPUS_ENV, PACKAGE_URIS_ENV, PROCESSES_ENV, PYTHON_MODULE_ENV
-from ..notebook import HtmlRepr
 from ..pipeline.build import CA_SECRET, PIP_CONF_SECRET
-from ..progress import Reporter
-from ..resources import LAUNCHER_MODULE, launcher_sources
 
 MOUNT = "/buildkit-output"
 LOCAL_SHM_SIZE = "16g"

@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..clients.engine import engine_client
 from ..config import Hyperparameters, Param
-from ..engine import engine_client
+from ..display.notebook import HtmlRepr
+from ..display.progress import Reporter
 from ..errors import ConfigError, RunError
 from ..fsutil import make_output_dir
-from ..notebook import HtmlRepr
-from ..progress import Reporter
 from .local import LocalRun, RunResult, run_local
 
 STUDY_LABEL = "dev.buildkit-py.study"

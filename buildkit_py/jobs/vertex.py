@@ -17,13 +17,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..catalog.matrix import Tpu, arch, load_machines
+from ..catalog.resources import LAUNCHER_MODULE
 from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
 from ..errors import ConfigError, ResolutionError, show
 from ..launcher import launchers
 from ..launcher.constants import AUTO_PROCESSES, EXPECT_GPUS_ENV, EXPECT_TPU_ENV, PROCESSES_ENV
 from ..oci.refs import DOCKER_HUB, ImageRef, parse_ref, registry_host
 from ..patterns import lazy_pattern
-from ..resources import LAUNCHER_MODULE
 from ..version import __version__
 from .machines import inherit, machine_spec, resolve_pool, resolve_tpu_pool, tpu_of
 

@@ -13,10 +13,10 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from ..display.notebook import HtmlRepr
+from ..display.progress import Reporter
 from ..errors import BuildkitError, RegistryError, show
-from ..notebook import HtmlRepr
 from ..patterns import lazy_pattern
-from ..progress import Reporter
 from .credentials import AuthProvider, Credentials, credentials_for, default_providers
 from .media import MANIFEST_TYPES
 from .refs import DOCKER_HUB, ImageRef, is_loopback_host, registry_host
@@ -49,7 +49,7 @@ _CHALLENGE = lazy_pattern(r'([A-Za-z_]+)="([^"]*)"', re.ASCII)
 
 
 def _basic(creds: Credentials) -> dict[str, str]:
-    from ..transport import basic_token
+    from ..clients.transport import basic_token
 
     return {"Authorization": "Basic " + basic_token(creds.username, creds.password)}
 
@@ -63,7 +63,7 @@ class RegistryClient:
     challenge asks (the scope it names: pull, or pull and push), with the credentials this module finds."""
 
     def __init__(self, ref: ImageRef, providers: Iterable[AuthProvider] | None = None):
-        from ..transport import Transport
+        from ..clients.transport import Transport
 
         self.ref, self.providers = ref, providers
         self.transport = Transport(HTTP_TIMEOUT)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..notebook import HtmlRepr
+from ..display.notebook import HtmlRepr
 
 if TYPE_CHECKING:
     from ..oci.client import PushResult

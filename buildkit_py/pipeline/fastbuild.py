@@ -12,12 +12,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..engine import engine_may_answer
+from ..clients.engine import engine_may_answer
+from ..display.progress import Reporter
 from ..errors import BuildkitError, RegistryError
 from ..fsutil import asked_once, in_background
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..oci.refs import ImageRef
-from ..progress import Reporter
 from .attest import attested
 from .buildtypes import BuildOptions, BuildResult
 from .context import BuildContext, add_generated, staged

@@ -18,9 +18,9 @@ from pathlib import Path
 import yaml
 
 from ..config import Config, read_yaml
+from ..display.notebook import HtmlRepr
 from ..errors import BuildError, ConfigError, RegistryError, show, shown_name
 from ..fsutil import consult, kept_text, read_whole, write_atomic
-from ..notebook import HtmlRepr
 from ..oci.refs import parse_ref
 from ..patterns import lazy_pattern
 from ..sources.pip_config import without_credentials

@@ -389,8 +389,8 @@ def _hook_in_container(root: Path, files: list[str]) -> tuple[str, str]:
     read-only and only a copy of the trainer's files, runs the hook. Nothing of this machine is mounted into either."""
     from docker.errors import DockerException
 
+    from ..clients.engine import engine_client
     from ..config import default_ca_bundle
-    from ..engine import engine_client
 
     requires, backend, paths = _build_system(root)
     matrix = load_matrix()

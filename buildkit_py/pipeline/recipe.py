@@ -114,7 +114,7 @@ def image_refs(image: ImageRef | None, tags: tuple[ImageRef, ...], root: Path, v
 def _own_files() -> list[tuple[str, int, int]]:
     """This buildkit-py's code, templates and data, by name, size and mtime: a source checkout edited in place
     keeps its version number, and must not be served recipes its older code made."""
-    from ..resources import resource_dir
+    from ..catalog.resources import resource_dir
 
     found = []
     for top in (_PACKAGE, resource_dir("templates"), resource_dir("base_images")):

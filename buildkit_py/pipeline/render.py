@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..catalog.matrix import load_matrix
+from ..catalog.resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
 from ..errors import ConfigError, OutputError, RenderError, show
 from ..fsutil import cache_dir, consult, read_text, write_atomic
 from ..launcher.constants import IMPORTS_CONTEXT_FILE, IMPORTS_IMAGE_FILE
-from ..resources import LAUNCHER_CONTEXT_DIR, LAUNCHER_MODULE, resource_dir
 from ..sources.dockerfile import Instruction
 from ..sources.dockerfile import exec_form as exec_words
 from ..sources.dockerfile import read as read_dockerfile

@@ -105,7 +105,7 @@ def _run(config: Config, plan: Plan, platform: str, framework: str | None = None
     except (OSError, ValueError, TypeError):
         if kept_only:
             return _Outcome(unchecked="not resolved yet")
-    from ..transport import unreachable
+    from ..clients.transport import unreachable
 
     # No index taking a connection is known at once; uv would say the same after its retries (5 s and more).
     nobody = unreachable(index_urls_of(plan, pip_conf_text(config)), PROBE_SECONDS)

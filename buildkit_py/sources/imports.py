@@ -44,7 +44,7 @@ class ImportNames:
 
 
 def import_names() -> ImportNames:
-    from ..resources import read_data, resource_dir
+    from ..catalog.resources import read_data, resource_dir
 
     data = read_data(resource_dir("base_images") / "import_names.yaml", "base_images/import_names.yaml")
     return ImportNames(dict(data["names"]), frozenset(data["same"]), dict(data["python2"]), dict(data["backends"]))

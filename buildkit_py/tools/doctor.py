@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from ..builders.buildkit_cli import find_buildkit_client
-from ..engine import engine_client, engine_host
+from ..clients.engine import engine_client, engine_host
 from ..errors import BuildkitError
 from ..launcher import cluster, gpu
 from ..launcher.constants import BAD_CLUSTER, EXPECT_GPUS_ENV

@@ -14,11 +14,11 @@ from ...catalog.matrix import (
     minor,
     version_key,
 )
+from ...catalog.resources import LAUNCHER_MODULE
 from ...config import Config, ImportScope
 from ...errors import ConfigError
 from ...fsutil import read_text
 from ...patterns import lazy_pattern
-from ...resources import LAUNCHER_MODULE
 from ...sources.pip_config import (
     first_credentials_line,
     google_index_hosts,

@@ -17,6 +17,7 @@ from ...catalog.matrix import (
     arch,
 )
 from ...config import ImportScope, TrainerPackage
+from ...display.notebook import HtmlRepr
 from ...launcher.constants import (
     COMPAT_DRIVER_ENV,
     CUDA_ARCHS_ENV,
@@ -25,7 +26,6 @@ from ...launcher.constants import (
     TPU_RUNTIME_ENV,
     TPU_TYPE_ENV,
 )
-from ...notebook import HtmlRepr
 from ...version import __version__
 from ..names import LABEL_PREFIX
 

@@ -11,10 +11,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError
-from .fsutil import cache_dir
+from ..errors import DataError
+from ..fsutil import cache_dir
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # buildkit_py/, of which catalog/ is a part
 
 
 def resource_dir(name: str) -> Path:

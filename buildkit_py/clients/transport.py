@@ -12,7 +12,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from .version import __version__
+from ..version import __version__
 
 USER_AGENT = f"buildkit-py/{__version__}"  # every request this tool makes says who sends it
 MAX_REDIRECTS = 5

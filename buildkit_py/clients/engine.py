@@ -6,7 +6,7 @@ import json
 import os
 import urllib.parse
 
-from .errors import EngineError
+from ..errors import EngineError
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"  # where Docker's clients look when DOCKER_HOST is unset
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .errors import ConfigError, DataError, shown_name
-from .fsutil import parse_python
-from .resources import read_data, resource_dir
+from ..catalog.resources import read_data, resource_dir
+from ..errors import ConfigError, DataError, shown_name
+from ..fsutil import parse_python
 
 
 @dataclass(frozen=True)

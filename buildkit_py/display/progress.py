@@ -11,10 +11,10 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, TextIO
 
-from .errors import ConfigError, show, terminal_line
+from ..errors import ConfigError, show, terminal_line
 
 if TYPE_CHECKING:
-    from .jobs.logs import LogLine
+    from ..jobs.logs import LogLine
 
 
 class Reporter:
@@ -219,7 +219,7 @@ def reporter(mode: str | Reporter | None = "auto", stream: TextIO | None = None)
     if mode is None:
         mode = "auto"
     if not isinstance(mode, str) or mode not in MODES:
-        raise ConfigError(f"{show(mode)} is not allowed: one of {', '.join(MODES)}, or a buildkit_py.progress.Reporter",
+        raise ConfigError(f"{show(mode)} is not allowed: one of {', '.join(MODES)}, or a buildkit_py.display.progress.Reporter",
                           field="--progress")
     stream = stream or sys.stderr
     if mode == "auto":
