@@ -1,5 +1,5 @@
 """The Python API's reference, generated from the docstrings with pdoc: the public modules only (buildkit_py,
-buildkit_py.api, buildkit_py.errors, buildkit_py.display.progress), as HTML. tests/test_public_api.py runs it with every
+buildkit_py.api, buildkit_py.errors, buildkit_py.progress), as HTML. tests/test_public_api.py runs it with every
 warning an error, so that a name that stops resolving or documenting fails the tests (and CI).
 
     python3 scripts/api_reference.py [OUTPUT_DIR]    # default: docs/api (not kept in git)
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PUBLIC = ("buildkit_py", "buildkit_py.api", "buildkit_py.errors", "buildkit_py.display.progress")
+PUBLIC = ("buildkit_py", "buildkit_py.api", "buildkit_py.errors", "buildkit_py.progress")
 
 
 def generate(output: Path) -> list[Path]:

@@ -22,9 +22,9 @@ import buildkit_py as bk
 from buildkit_py import api, cli
 from buildkit_py.api import autopackaging
 from buildkit_py.config import KEYS
-from buildkit_py.display.progress import QuietReporter
 from buildkit_py.errors import BuildkitError, ConfigError, terminal_line
 from buildkit_py.fsutil import MAX_NESTING, PYTHON_NESTING
+from buildkit_py.progress import QuietReporter
 
 SECRET = "tok3nS3cr3t"
 CREDENTIAL_URLS = [f"https://user:{SECRET}@127.0.0.1:1/simple", f"https://{SECRET}@example.com/x",

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from buildkit_py import api
-from buildkit_py.display.progress import Reporter
 from buildkit_py.errors import AttestationError, BuildkitError
 from buildkit_py.oci.client import PushResult, RegistryClient, send, upload_blob
 from buildkit_py.oci.media import EMPTY_MEDIA_TYPE, OCI_INDEX, OCI_MANIFEST
@@ -31,6 +30,7 @@ from buildkit_py.pipeline import attest
 from buildkit_py.pipeline.buildtypes import BuildOptions, BuildResult
 from buildkit_py.pipeline.lock import LOCKED_REQUIREMENTS, Lock, LockedImage, LockedPackage
 from buildkit_py.pipeline.recipe import Recipe
+from buildkit_py.progress import Reporter
 from conftest import run_cli
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))

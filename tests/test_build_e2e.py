@@ -233,9 +233,9 @@ def test_registry_down_is_retried_then_reported(testenv, quickstart):
 
     from buildkit_py.builders.engine_push import Retry, push
     from buildkit_py.clients.engine import engine_client
-    from buildkit_py.display.progress import Reporter
     from buildkit_py.errors import RegistryError
     from buildkit_py.oci.refs import parse_ref
+    from buildkit_py.progress import Reporter
 
     ref = json.loads(build(testenv, quickstart).stdout)["tags"][0]
     down = parse_ref("127.0.0.1:5999/e2e/down:v1")
@@ -343,7 +343,7 @@ def test_a_file_deleted_between_listing_and_reading_is_left_out_with_a_note(test
     from buildkit_py.pipeline import fastbuild
 
     build_module = importlib.import_module("buildkit_py.pipeline.build")  # bk.build is the API's call of that name
-    from buildkit_py.display.progress import Reporter
+    from buildkit_py.progress import Reporter
 
     for key, value in testenv.items():
         monkeypatch.setenv(key, value)

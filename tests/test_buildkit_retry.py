@@ -11,8 +11,8 @@ import pytest
 
 from buildkit_py.builders.base import BuildRequest
 from buildkit_py.builders.buildkit_cli import BuildkitCliBuilder, DockerClient
-from buildkit_py.display.progress import Reporter
 from buildkit_py.errors import BuildError
+from buildkit_py.progress import Reporter
 
 DROPPED = "#5 ERROR: rpc error: code = Internal desc = unexpected EOF"
 

@@ -194,7 +194,7 @@ def _manifests(kept: Path) -> set[str]:
 
 
 def test_a_record_that_cannot_be_written_is_a_note_not_a_failure(tmp_path, monkeypatch):
-    from buildkit_py.display.progress import Reporter
+    from buildkit_py.progress import Reporter
 
     (tmp_path / "build-records").write_text("a file where the directory goes")
     monkeypatch.setenv("BUILDKIT_PY_CACHE_DIR", str(tmp_path))

@@ -419,8 +419,8 @@ def test_hostile_autopackage_input_exits_2_naming_it(tmp_path, capsys, flags, fi
 
 def test_autopackage_options_of_the_wrong_type_exit_2(tmp_path):
     from buildkit_py import api
-    from buildkit_py.display.progress import Reporter
     from buildkit_py.errors import ConfigError
+    from buildkit_py.progress import Reporter
 
     write(tmp_path, "trainer/task.py", "")
     for name in ("strict", "dockerfile", "with_launcher"):

@@ -24,10 +24,10 @@ PACKAGE = REPO / "buildkit_py"
 # config -> plan -> render -> lock -> stage -> build or append -> push -> job, the API that composes the stages, and
 # the command line.
 FLOORS: list[tuple[str, set[str]]] = [
-    # Imported by every floor: the version, the errors and their exit codes, flags' names, files,
-    # progress (display/), patterns compiled on first use, and the in-container launcher (standard library only).
+    # Imported by every floor: the version, the errors and their exit codes, flags' names, files, progress (and
+    # results as HTML in notebooks), patterns compiled on first use, and the in-container launcher (standard library only).
     # (pipeline/__init__.py holds a docstring alone: its modules have floors of their own, below.)
-    ("ground", {"version", "errors", "flags", "fsutil", "display", "launcher", "patterns",
+    ("ground", {"version", "errors", "flags", "fsutil", "progress", "launcher", "patterns",
                 "pipeline"}),
     # What the tool talks to: HTTP, the Docker engine, Google Cloud (credentials, REST APIs, staging buckets), and
     # registries with the images they hold (oci/, image references included).
@@ -202,6 +202,13 @@ def test_every_package_is_in_the_wheel():
     found = {".".join(path.parent.relative_to(REPO).parts) for path in PACKAGE.rglob("__init__.py")
              if "__pycache__" not in path.parts}
     assert found <= listed, f"packages pyproject.toml does not list: {', '.join(sorted(found - listed))}"
+
+
+def test_the_package_top_holds_the_ground_alone():
+    """Modules directly in buildkit_py/ are the ground floor and the public progress module; everything else lives in
+    the folder of its floor (issue 42: at most 8)."""
+    flat = sorted(path.stem for path in PACKAGE.glob("*.py"))
+    assert len(flat) <= 8, f"{len(flat)} modules directly in buildkit_py/: {', '.join(flat)}"
 
 
 # ---------------------------------------------------------------------------------------------

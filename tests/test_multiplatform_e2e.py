@@ -22,11 +22,11 @@ from google.cloud.devtools import cloudbuild_v1
 from test_build_e2e import build, docker
 from test_cloudbuild_e2e import cloud  # noqa: F401 - the Cloud Build stand-in's fixture
 
-from buildkit_py.display.progress import Reporter
 from buildkit_py.errors import RegistryError
 from buildkit_py.oci.media import DOCKER_LIST, MANIFEST_TYPES
 from buildkit_py.oci.refs import parse_ref
 from buildkit_py.oci.remote import manifest, put_index
+from buildkit_py.progress import Reporter
 from conftest import REPO, run_cli
 
 QUICKSTART = REPO / "examples" / "quickstart"

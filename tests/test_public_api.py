@@ -21,8 +21,8 @@ import pytest
 import buildkit_py as bk
 from buildkit_py import api, cli
 from buildkit_py.api.project import options_from
-from buildkit_py.display.progress import MODES, JsonReporter, NotebookReporter, QuietReporter, Reporter, reporter
 from buildkit_py.errors import BuildkitError, ConfigError
+from buildkit_py.progress import MODES, JsonReporter, NotebookReporter, QuietReporter, Reporter, reporter
 from conftest import REPO
 
 QUICKSTART = REPO / "examples" / "quickstart"
@@ -86,7 +86,7 @@ def test_the_api_reference_generates_without_a_warning(tmp_path):
         warnings.simplefilter("error")
         pages = api_reference.generate(tmp_path)
     assert {p.relative_to(tmp_path).as_posix() for p in pages} >= {"buildkit_py.html", "buildkit_py/api.html",
-                                                                   "buildkit_py/errors.html", "buildkit_py/display/progress.html"}
+                                                                   "buildkit_py/errors.html", "buildkit_py/progress.html"}
     page = (tmp_path / "buildkit_py" / "api.html").read_text()
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).replace("`", "").split())
     for name in CALLS:

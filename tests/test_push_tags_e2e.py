@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from buildkit_py.clients.transport import USER_AGENT
-from buildkit_py.display.progress import Reporter
 from buildkit_py.errors import RegistryError
 from buildkit_py.oci.client import PushResult, add_tags
 from buildkit_py.oci.credentials import EnvProvider
 from buildkit_py.oci.refs import parse_ref
+from buildkit_py.progress import Reporter
 from conftest import REPO, run_cli
 
 AUTH_USER, AUTH_PASSWORD = "tester", "s3cret-pass"

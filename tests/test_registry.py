@@ -14,7 +14,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from buildkit_py.builders.engine_push import AUTH, FATAL, TRANSIENT, Retry, classify_push_error, push
-from buildkit_py.display.progress import Reporter
 from buildkit_py.errors import RegistryError
 from buildkit_py.google import adc
 from buildkit_py.oci.client import retry_delay
@@ -29,6 +28,7 @@ from buildkit_py.oci.credentials import (
     is_google_registry,
 )
 from buildkit_py.oci.refs import ImageRef, parse_ref
+from buildkit_py.progress import Reporter
 from conftest import run_cli
 
 

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..display.notebook import HtmlRepr
 from ..errors import ConfigError, show
 from ..fsutil import reads_once
 from ..oci.refs import parse_ref
+from ..progress import HtmlRepr
 from .project import Progress, checked, refuse_unknown, reporting
 
 

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..builders import builder_class
 from ..catalog.matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
-from ..display.notebook import HtmlRepr
-from ..display.progress import Reporter
 from ..errors import ConfigError, RegistryError, show
 from ..flags import JOB_FLAGS
 from ..fsutil import cache_dir, read_text, reads_once, write_atomic
@@ -30,6 +28,7 @@ from ..pipeline.build import (
 )
 from ..pipeline.fastbuild import git_revision, staging
 from ..pipeline.plan import Plan, closest_python
+from ..progress import HtmlRepr, Reporter
 from .builds import check_build_options
 from .images import executor_build_for
 from .jobs import (

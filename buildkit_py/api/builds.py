@@ -10,12 +10,12 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..display.progress import Reporter
 from ..errors import ConfigError, show
 from ..fsutil import consulted, reads_once
 from ..oci.refs import parse_ref
 from ..pipeline import recipe as _recipe
 from ..pipeline.buildtypes import BuildOptions, BuildResult
+from ..progress import Reporter
 from .project import Progress, Project, Source, arguments, load, options_of, reporting
 
 

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from ..catalog.matrix import SHIPPED, load_matrix, version_key
 from ..config import default_ca_bundle
-from ..display.notebook import HtmlRepr
 from ..errors import ConfigError, ResolutionError, show
 from ..launcher.gpu import arch_supports
 from ..pipeline.plan import accelerator_named, tpu_named, tpu_releases
+from ..progress import HtmlRepr
 from .project import Project, checked, load, typed
 
 # Imported where used, for start-up time (see this package's docstring).

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..display.notebook import HtmlRepr
 from ..errors import ConfigError, show
 from ..fsutil import reads_once, write_atomic
+from ..progress import HtmlRepr
 from .project import Project, checked, load, output_file, project_from
 
 

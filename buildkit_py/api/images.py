@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 from ..builders import builder_class
 from ..catalog.resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 from ..config import Config
-from ..display.notebook import HtmlRepr
-from ..display.progress import Reporter
 from ..errors import ConfigError
 from ..fsutil import reads_once, write_atomic
 from ..oci.refs import parse_ref
@@ -23,6 +21,7 @@ from ..pipeline.buildtypes import BuildOptions, BuildResult, platform_suffix
 from ..pipeline.plan import make_plan
 from ..pipeline.render import render_dockerfile, render_project_dockerignore
 from ..pipeline.resolution import check_resolution, declared_in, remembered, resolve_plan
+from ..progress import HtmlRepr, Reporter
 from .builds import check_build_options
 from .project import (
     Progress,

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..config import Config, Fallback, JobConfig, job_flag, worker_pool_specs
-from ..display.notebook import HtmlRepr
 from ..errors import BuildkitError, ConfigError, ResolutionError, ServiceError, WaitInterrupted, show
 from ..flags import JOB_FLAGS, job_flag_name
 from ..fsutil import reads_once, write_atomic
 from ..pipeline.build import git_revision, prepare
 from ..pipeline.plan import Plan, check_accelerator
+from ..progress import HtmlRepr
 from .project import (
     Progress,
     Project,

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import distribution_name, pep440_version
-from ..display.notebook import HtmlRepr
 from ..errors import ConfigError
 from ..fsutil import reads_once
 from ..pipeline import lock as _lock
 from ..pipeline.plan import make_plan
+from ..progress import HtmlRepr
 from .project import Source, arguments, load, options_of
 
 # Imported where used, for start-up time (see this package's docstring).

@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..display.progress import Reporter, reporter
 from ..errors import ConfigError, ResolutionError, show
 from ..fsutil import cache_dir, nesting_problem, path_problem, reads_once
 from ..pipeline.recipe import slug
+from ..progress import Reporter, reporter
 
 # The config and the plan load where a call uses them: a kept recipe's build uses neither (recipe.py).
 if TYPE_CHECKING:

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config, job_flag
-from ..display.progress import Reporter
 from ..errors import ConfigError, show
 from ..fsutil import reads_once
 from ..oci.refs import parse_ref
 from ..pipeline.build import BuildOptions, _secrets, build_config, secret_sources
+from ..progress import Reporter
 from .builds import check_build_options
 from .project import MAX_GPUS, MAX_WORKERS, Progress, Project, Source, arguments, check_count, load, options_of, reporting, runs_dir
 

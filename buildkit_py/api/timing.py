@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from ..display.progress import Reporter
 from ..errors import mask_credentials
+from ..progress import Reporter
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from ..display.progress import Reporter
 from ..errors import BuildError
 from ..oci.refs import ImageRef
 from ..patterns import lazy_pattern
+from ..progress import Reporter
 
 if TYPE_CHECKING:  # the registry client loads where a push happens, not with every build backend
     from ..oci.client import PushResult

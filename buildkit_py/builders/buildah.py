@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..display.progress import Reporter
 from ..errors import BuildError, EngineError, RegistryError
 from ..fsutil import write_private
 from ..oci.refs import ImageRef, is_loopback_host, registry_host
+from ..progress import Reporter
 from ..sources.dockerfile import instructions
 from .base import Builder, BuildRequest, dockerfile_build_args, run_build_tool
 

@@ -10,10 +10,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..display.progress import Reporter
 from ..errors import BuildError, EngineError
 from ..oci.refs import ImageRef
 from ..patterns import lazy_pattern
+from ..progress import Reporter
 from .base import Builder, BuildRequest, dockerfile_build_args, run_build_tool
 from .engine_images import EngineImages
 

@@ -27,7 +27,6 @@ from typing import Any
 
 from ..config import Config
 from ..config.job import _PROJECT  # job.project's rule
-from ..display.progress import Reporter
 from ..errors import BuildError, ConfigError, RegistryError, ServiceError, StageError, show
 from ..errors import quoted as _clean
 from ..google.adc import TOKEN_LOGIN, Identity
@@ -35,6 +34,7 @@ from ..google.rest import SERVER_ERRORS, access_token, default_credentials, erro
 from ..oci.client import PushResult, add_tags
 from ..oci.refs import ImageRef, is_loopback_host, registry_host
 from ..oci.remote import manifest
+from ..progress import Reporter
 from .base import QEMU_HANDLERS, Builder, BuildRequest, build_failure, dockerfile_build_args
 
 ENDPOINT_ENV = "BUILDKIT_PY_CLOUDBUILD_ENDPOINT"

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..clients.engine import engine_client, image_path, socket_call
-from ..display.progress import Reporter
 from ..errors import BuildError, EngineError, show
 from ..oci.refs import ImageRef
+from ..progress import Reporter
 
 if TYPE_CHECKING:
     from ..oci.client import PushResult

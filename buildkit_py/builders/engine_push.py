@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..clients.engine import engine_client
-from ..display.progress import Reporter
 from ..errors import EngineError, RegistryError
 from ..oci.client import PushResult, retry_delay
 from ..oci.credentials import AuthProvider, Credentials, credentials_for, default_providers
 from ..oci.refs import ImageRef
 from ..patterns import lazy_pattern
+from ..progress import Reporter
 
 AUTH, TRANSIENT, FATAL = "auth", "transient", "fatal"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import collections
 import re
 
-from ..display.progress import Reporter
 from ..errors import BuildError
+from ..progress import Reporter
 from .base import Builder, BuildRequest, build_failure
 from .engine_images import EngineImages
 

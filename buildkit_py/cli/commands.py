@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 
-from ..display.progress import reporter
 from ..errors import ConfigError
 from ..flags import CLOUDBUILD_HELP, OVERRIDES
+from ..progress import reporter
 from .output import (
     api,
     print_build,

@@ -8,9 +8,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..display.progress import MODES
 from ..errors import SHOWN_CHARS, terminal_line
 from ..flags import CLOUDBUILD_HELP, FLAGS, JOB_FLAGS, cloudbuild_flag_name
+from ..progress import MODES
 from .commands import (
     cmd_autopackage,
     cmd_build,

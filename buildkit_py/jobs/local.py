@@ -13,12 +13,11 @@ from pathlib import Path
 
 from ..catalog.resources import LAUNCHER_MODULE, launcher_sources
 from ..clients.engine import engine_client
-from ..display.notebook import HtmlRepr
-from ..display.progress import Reporter
 from ..errors import RunError
 from ..fsutil import make_output_dir
 from ..launcher.constants import EXPECT_GPUS_ENV, PACKAGE_URIS_ENV, PROCESSES_ENV, PYTHON_MODULE_ENV
 from ..pipeline.build import CA_SECRET, PIP_CONF_SECRET
+from ..progress import HtmlRepr, Reporter
 
 MOUNT = "/buildkit-output"
 LOCAL_SHM_SIZE = "16g"

@@ -22,10 +22,9 @@ from typing import Any
 
 from ..clients.engine import engine_client
 from ..config import Hyperparameters, Param
-from ..display.notebook import HtmlRepr
-from ..display.progress import Reporter
 from ..errors import ConfigError, RunError
 from ..fsutil import make_output_dir
+from ..progress import HtmlRepr, Reporter
 from .local import LocalRun, RunResult, run_local
 
 STUDY_LABEL = "dev.buildkit-py.study"

@@ -13,10 +13,9 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..display.notebook import HtmlRepr
-from ..display.progress import Reporter
 from ..errors import BuildkitError, RegistryError, show
 from ..patterns import lazy_pattern
+from ..progress import HtmlRepr, Reporter
 from .credentials import AuthProvider, Credentials, credentials_for, default_providers
 from .media import MANIFEST_TYPES
 from .refs import DOCKER_HUB, ImageRef, is_loopback_host, registry_host

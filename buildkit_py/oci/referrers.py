@@ -17,11 +17,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..display.notebook import HtmlRepr
-from ..display.progress import Reporter
 from ..errors import RegistryError, show
 from ..fsutil import in_background
 from ..patterns import lazy_pattern
+from ..progress import HtmlRepr, Reporter
 from .client import RegistryClient, check_answer, send, upload_blob
 from .credentials import AuthProvider, default_providers
 from .media import DIGEST, EMPTY_BLOB, EMPTY_MEDIA_TYPE, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST, digest_of

@@ -9,8 +9,8 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..display.progress import Reporter
 from ..errors import RegistryError, show
+from ..progress import Reporter
 from .client import PushResult, RegistryClient, check_answer, json_object, send
 from .credentials import AuthProvider
 from .media import DIGEST, DOCKER_LIST, DOCKER_MANIFEST, IMAGE_TYPES, INDEX_TYPES, MANIFEST_TYPES, OCI_INDEX

@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..display.progress import Reporter
 from ..errors import AttestationError, RegistryError, mask_credentials, show
 from ..fsutil import MAX_TEXT_FILE, read_small
 from ..oci.refs import ImageRef, parse_ref
+from ..progress import Reporter
 from ..sources.pip_config import without_credentials
 from ..sources.requirements import pinned, requirement_name
 from ..version import __version__

@@ -23,11 +23,11 @@ from ..builders import builder_class
 from ..builders.base import QEMU_HANDLERS, BuildRequest
 from ..catalog.resources import launcher_sources
 from ..config import Config, default_ca_bundle
-from ..display.progress import Reporter
 from ..errors import BuildError, ConfigError, RegistryError, show
 from ..fsutil import read_whole, write_private
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..oci.refs import ImageRef, parse_ref
+from ..progress import Reporter
 from ..sources.imports import import_failure
 from ..sources.pip_config import google_logins, logins_netrc, netrc, refusal_hint, url_credentials, uv_config
 from .attest import attested

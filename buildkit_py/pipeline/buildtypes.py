@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..display.notebook import HtmlRepr
+from ..progress import HtmlRepr
 
 if TYPE_CHECKING:
     from ..oci.client import PushResult

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..clients.engine import engine_may_answer
-from ..display.progress import Reporter
 from ..errors import BuildkitError, RegistryError
 from ..fsutil import asked_once, in_background
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..oci.refs import ImageRef
+from ..progress import Reporter
 from .attest import attested
 from .buildtypes import BuildOptions, BuildResult
 from .context import BuildContext, add_generated, staged

@@ -29,7 +29,6 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..display.progress import Reporter
 from ..errors import OutputError, RegistryError, show
 from ..fsutil import cache_dir, write_atomic
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
@@ -38,6 +37,7 @@ from ..oci.credentials import AuthProvider, default_providers
 from ..oci.image import Image, LostLayer, Refused, read_image, replace_top, write
 from ..oci.media import DIGEST, INDEX_TYPES, MANIFEST_TYPES, digest_of
 from ..oci.refs import ImageRef
+from ..progress import Reporter
 from ..sources.dockerfile import exec_form, instructions
 from .context import FIXED_MTIME, Snapshot
 from .names import EXTENSIONS_STAGE

@@ -18,11 +18,11 @@ from pathlib import Path
 import yaml
 
 from ..config import Config, read_yaml
-from ..display.notebook import HtmlRepr
 from ..errors import BuildError, ConfigError, RegistryError, show, shown_name
 from ..fsutil import consult, kept_text, read_whole, write_atomic
 from ..oci.refs import parse_ref
 from ..patterns import lazy_pattern
+from ..progress import HtmlRepr
 from ..sources.pip_config import without_credentials
 from .plan import Plan, PlanLock
 from .render import dockerfile_templates_digest

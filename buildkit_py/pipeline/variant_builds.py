@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..builders import cloudbuild
 from ..config import Config
-from ..display.progress import Reporter
 from ..errors import BuildError, BuildkitError
+from ..progress import Reporter
 from .build import BuildOptions, BuildResult, build_config
 
 

@@ -17,7 +17,6 @@ from ...catalog.matrix import (
     arch,
 )
 from ...config import ImportScope, TrainerPackage
-from ...display.notebook import HtmlRepr
 from ...launcher.constants import (
     COMPAT_DRIVER_ENV,
     CUDA_ARCHS_ENV,
@@ -26,6 +25,7 @@ from ...launcher.constants import (
     TPU_RUNTIME_ENV,
     TPU_TYPE_ENV,
 )
+from ...progress import HtmlRepr
 from ...version import __version__
 from ..names import LABEL_PREFIX
 

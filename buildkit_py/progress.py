@@ -1,20 +1,62 @@
-"""How long operations report progress: a live display on a terminal or in a Jupyter notebook, plain
-lines in CI, records of the `logging` module for pipelines (Airflow, Kubeflow), JSON lines for
-machines, or nothing (quiet). Producers call these methods; they never print themselves."""
+"""How the tool shows what it does. Long operations report progress: a live display on a terminal or in a Jupyter
+notebook, plain lines in CI, records of the `logging` module for pipelines (Airflow, Kubeflow), JSON lines for
+machines, or nothing (quiet); producers call a Reporter's methods and never print themselves. Results show in Jupyter
+as HTML tables in which every value is escaped, so that a hostile string (a trainer's output, a registry's error, a
+config value) shows as text and never becomes markup. Standard library only: every command imports the result classes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 import time
 from collections import deque
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Iterable, Mapping
+from html import escape
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import ConfigError, show, terminal_line
+from .errors import ConfigError, show, terminal_line
 
 if TYPE_CHECKING:
-    from ..jobs.logs import LogLine
+    from .jobs.logs import LogLine
+
+MAX_ITEMS = 50  # a list or mapping longer than this shows its first items and the count
+
+
+def html_value(value: Any, depth: int = 0) -> str:
+    """One value as escaped HTML: a mapping as a nested table, a list as lines."""
+    if isinstance(value, Mapping) and depth < 3:
+        return html_table(value.items(), depth=depth + 1)
+    if isinstance(value, (list, tuple)) and depth < 3:
+        items = [html_value(v, depth + 1) for v in value[:MAX_ITEMS]]
+        more = [f"... ({len(value)} items)"] if len(value) > MAX_ITEMS else []
+        return "<br>".join(items + more) or "<i>none</i>"
+    if value is None:
+        return "<i>none</i>"
+    return escape(str(value))
+
+
+def html_table(rows: Iterable[tuple[Any, Any]], caption: str | None = None, depth: int = 0) -> str:
+    """Rows of (name, value) as an escaped HTML table."""
+    rows = list(rows)
+    body = "".join(f"<tr><th style='text-align:left'>{escape(str(k))}</th><td style='text-align:left'>"
+                   f"{html_value(v, depth)}</td></tr>" for k, v in rows[:MAX_ITEMS])
+    if len(rows) > MAX_ITEMS:
+        body += f"<tr><td colspan='2'>... ({len(rows)} entries)</td></tr>"
+    head = f"<caption style='text-align:left'><b>{escape(caption)}</b></caption>" if caption else ""
+    return f"<table>{head}{body}</table>"
+
+
+class HtmlRepr:
+    """Mixed into result dataclasses: Jupyter shows the result as a table of what its to_dict() (or its fields) holds."""
+
+    def _repr_html_(self) -> str:
+        to_dict = getattr(self, "to_dict", None)
+        data = to_dict() if to_dict is not None else dataclasses.asdict(self)  # type: ignore[call-overload]
+        rows = data.items() if isinstance(data, Mapping) else [("value", data)]
+        return html_table(rows, caption=type(self).__name__)
+
 
 
 class Reporter:
@@ -174,8 +216,6 @@ class NotebookReporter(Reporter):
             self._show(now=True)
 
     def html(self) -> str:
-        from .notebook import html_table
-
         rows = [("steps", "\n".join(self.lines))] if self.lines else []
         rows += [(f"push {layer}", status) for layer, status in self.layers.items()]
         rows += [("job", f"{self.state[0]}: {self.state[1]}")] if self.state else []
@@ -219,7 +259,7 @@ def reporter(mode: str | Reporter | None = "auto", stream: TextIO | None = None)
     if mode is None:
         mode = "auto"
     if not isinstance(mode, str) or mode not in MODES:
-        raise ConfigError(f"{show(mode)} is not allowed: one of {', '.join(MODES)}, or a buildkit_py.display.progress.Reporter",
+        raise ConfigError(f"{show(mode)} is not allowed: one of {', '.join(MODES)}, or a buildkit_py.progress.Reporter",
                           field="--progress")
     stream = stream or sys.stderr
     if mode == "auto":
