@@ -11,7 +11,8 @@ from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 
 from buildkit_py import cli
-from buildkit_py.catalog.matrix import load_matrix, version_key
+from buildkit_py.catalog.matrix import load_matrix
+from buildkit_py.catalog.reading import version_key
 from buildkit_py.jobs.aiplatform import runtime_table
 from conftest import REPO
 

@@ -59,7 +59,7 @@ class Reached(Exception):
 # (module, name) of the first step of each call's work, replaced by Reached.
 STOPS = [("buildkit_py.api.builds", "build_project"), ("buildkit_py.api.runs", "_run"),
          ("buildkit_py.api.tuning", "build_config"), ("buildkit_py.api.jobs", "plan_job"),
-         ("buildkit_py.pipeline.build", "push_image"), ("buildkit_py.pipeline.packaging", "build_sdist"),
+         ("buildkit_py.pipeline.publish", "push_image"), ("buildkit_py.pipeline.packaging", "build_sdist"),
          ("buildkit_py.jobs.submit", "default_credentials"), ("buildkit_py.api.autopackaging", "_autopackage_with"),
          ("buildkit_py.pipeline.build", "build_config"), ("buildkit_py.api.images", "executor_build_for"),
          ("buildkit_py.pipeline.lock", "lock"), ("buildkit_py.catalog.index_metadata", "run"),

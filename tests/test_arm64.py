@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from buildkit_py import cli
-from buildkit_py.catalog.matrix import load_machines, load_matrix
+from buildkit_py.catalog.machines import load_machines
+from buildkit_py.catalog.matrix import load_matrix
 from buildkit_py.config import load_config
 from buildkit_py.errors import ConfigError, ResolutionError
 from buildkit_py.pipeline.plan import make_plan

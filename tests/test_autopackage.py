@@ -397,7 +397,8 @@ def test_a_framework_range_picks_the_newest_known_release_inside_it(project):
     root = project({"trainer/__init__.py": "", "trainer/task.py": "",
                     "requirements.txt": "torch>=1.13,<2.1\nnumpy\n"})
     out = dry(root)
-    from buildkit_py.catalog.matrix import load_matrix, version_key
+    from buildkit_py.catalog.matrix import load_matrix
+    from buildkit_py.catalog.reading import version_key
     known = [r for r in load_matrix().framework("torch").releases() if version_key("1.13") <= version_key(r) < version_key("2.1")]
     assert out["inferred"]["framework"] == f"torch=={max(known, key=version_key)}"
     assert out["inferred"]["framework_from"] == "requirements.txt:1"

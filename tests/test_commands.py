@@ -1,4 +1,4 @@
-"""The one reader of commands (buildkit_py/sources/shell.py) and what a command comes to (entrypoints.entry_of): a
+"""The one reader of commands (buildkit_py/sources/shell/) and what a command comes to (entrypoints.entry_of): a
 table of command lines in the forms real trainer repositories write (wrappers, chains, scripts with "$@", launchers,
 console scripts, variables, namespace packages), each with the entry it must give; and random shell text, which gives a
 value or a refusal, never a traceback or a hang."""

@@ -42,7 +42,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("render", {"pipeline.render"}),
     ("lock", {"pipeline.lock", "pipeline.uv", "pipeline.resolution"}),
     # The project staged: the build context (listed, copied, hashed), the recipe, the trainer as a package.
-    ("stage", {"pipeline.context", "pipeline.recipe", "pipeline.packaging"}),
+    ("stage", {"pipeline.context", "pipeline.recipe", "pipeline.packaging", "pipeline.backend"}),
     # What the trainer needs, inferred from its files (the inference package). First in the
     # data's story, it stands here because it reads the project through the floors below: the config file's reader,
     # the build context's file list and .dockerignore, the package's metadata. It can go down as those readers do.
@@ -50,7 +50,7 @@ FLOORS: list[tuple[str, set[str]]] = [
     # An image built by a backend, or a code-only edit appended in the registry.
     ("build/append", {"builders", "pipeline.fastpath"}),
     # (attest: the SBOM and provenance of what build and fastbuild pushed, attached and verified)
-    ("push", {"pipeline.attest", "pipeline.build", "pipeline.fastbuild", "pipeline.variant_builds"}),
+    ("push", {"pipeline.attest", "pipeline.build", "pipeline.fastbuild", "pipeline.publish", "pipeline.variant_builds"}),
     ("job", {"jobs"}),
     # Commands beside the pipeline: generated CI and Make files, the doctor, the matrix's maintenance.
     ("tools", {"tools", "catalog.index_metadata"}),
@@ -213,14 +213,12 @@ def test_the_package_top_holds_the_ground_alone():
 
 # ---------------------------------------------------------------------------------------------
 # Room sizes (issue 42): a module over 600 lines, a function over 80 or a signature over 7 parameters holds more
-# than one idea. What stands over a limit today is listed, each to be split along its ideas; the lists only
-# shrink: a new room over a limit fails, and so does a listed one that now fits (take it off the list).
+# than one idea: split it along its ideas. None is over today; a room that must stand over a limit for a while is
+# listed below, and a listed one that fits again fails until it is taken off the list.
 MAX_MODULE_LINES, MAX_FUNCTION_LINES, MAX_PARAMETERS = 600, 80, 7
-OVER_MODULE = {"catalog.index_metadata", "sources.shell", "sources.lockfiles", "pipeline.packaging", "api.jobs",
-               "catalog.matrix"}
+OVER_MODULE: set[str] = set()
 OVER_FUNCTION: set[str] = set()
-OVER_PARAMETERS = {"inference.imported.undeclared_imports", "launcher.__main__._spread",
-                   "pipeline.build.build_staged", "pipeline.packaging._container"}
+OVER_PARAMETERS: set[str] = set()
 
 
 def _rooms() -> tuple[dict[str, int], dict[str, int], dict[str, int]]:

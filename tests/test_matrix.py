@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from buildkit_py.catalog.index_metadata import Index, IndexFile, _pythons, _releases, run
+from buildkit_py.catalog.index_client import Index, IndexFile
+from buildkit_py.catalog.index_metadata import _pythons, _releases, run
 from buildkit_py.catalog.matrix import load_matrix, overlay_path
 from buildkit_py.catalog.resources import read_data, resource_dir
 from buildkit_py.config import Config, FrameworkRequest

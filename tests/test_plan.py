@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from buildkit_py.api import versions
-from buildkit_py.catalog.matrix import gpu_python, load_matrix, minor, version_key
+from buildkit_py.catalog.matrix import gpu_python, load_matrix, minor
+from buildkit_py.catalog.reading import version_key
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ResolutionError
 from buildkit_py.pipeline.plan import check_accelerator, make_plan

@@ -18,7 +18,7 @@ QUICKSTART = REPO / "examples" / "quickstart"
 # Top-level packages and our own modules that no fast command needs.
 HEAVY = ("docker", "requests", "urllib3", "google.auth", "google.cloud.aiplatform", "http.client",
          "buildkit_py.jobs", "buildkit_py.catalog.index_metadata", "buildkit_py.inference", "buildkit_py.pipeline.packaging",
-         "buildkit_py.tools.doctor", "buildkit_py.catalog.executors")
+         "buildkit_py.pipeline.backend", "buildkit_py.tools.doctor", "buildkit_py.catalog.executors")
 # What only building, pushing or writing CI/Make files needs: the commands that compute a tag or render do not load it.
 BUILD_ONLY = ("buildkit_py.oci.client", "buildkit_py.oci.credentials", "buildkit_py.oci.image", "buildkit_py.oci.remote",
               "buildkit_py.oci.referrers", "buildkit_py.google.storage", "buildkit_py.tools.ci", "buildkit_py.tools.makefile",

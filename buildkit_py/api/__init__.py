@@ -25,8 +25,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ".generated": ("GeneratedFile", "ci", "make"),
     ".packages": ("PackageOptions", "PackageResult", "package"),
     ".runs": ("RunOptions", "doctor", "run"),
-    ".jobs": ("CancelResult", "JobOptions", "JobResult", "LogsResult", "PlanResult", "SubmitOptions", "SubmitResult",
-              "cancel", "job", "logs", "plan", "submit"),
+    ".jobtypes": ("CancelResult", "JobOptions", "JobResult", "LogsResult", "PlanResult", "SubmitOptions", "SubmitResult"),
+    ".jobs": ("job", "plan", "submit"),
+    ".following": ("cancel", "logs"),
     ".autopackaging": ("AutopackageOptions", "AutopackageResult", "autopackage"),
     ".tuning": ("TuneOptions", "tune"),
     ".attestations": ("VerifyResult", "verify"),
@@ -76,22 +77,11 @@ if TYPE_CHECKING:
     from .autopackaging import AutopackageOptions, AutopackageResult, autopackage
     from .builds import build
     from .catalog import MatrixOptions, SeriesVersions, Versions, executors, matrix_check, matrix_refresh, versions
+    from .following import cancel, logs
     from .generated import GeneratedFile, ci, make
     from .images import DockerfileResult, VariantsResult, build_variants, dockerfile, executor_build, lock, push
-    from .jobs import (
-        CancelResult,
-        JobOptions,
-        JobResult,
-        LogsResult,
-        PlanResult,
-        SubmitOptions,
-        SubmitResult,
-        cancel,
-        job,
-        logs,
-        plan,
-        submit,
-    )
+    from .jobs import job, plan, submit
+    from .jobtypes import CancelResult, JobOptions, JobResult, LogsResult, PlanResult, SubmitOptions, SubmitResult
     from .packages import PackageOptions, PackageResult, package
     from .printing import PRINTABLE, print_value
     from .project import Project, load, resolve, variant_configs

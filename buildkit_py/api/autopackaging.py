@@ -10,41 +10,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..builders import builder_class
+from ..builders import Backend
 from ..catalog.matrix import Framework, FrameworkSeries, Matrix, gpu_python, load_matrix, usable_python
 from ..errors import ConfigError, RegistryError, show
 from ..flags import JOB_FLAGS
 from ..fsutil import cache_dir, read_text, reads_once, write_atomic
 from ..oci.refs import DOCKER_HUB, ImageRef, parse_ref
-from ..pipeline.attest import attested
-from ..pipeline.build import (
-    BuildOptions,
-    build_staged,
-    last_record,
-    make_recipe,
-    planned_refs,
-    prepare_resolved,
-    push_image,
-)
-from ..pipeline.fastbuild import git_revision, staging
+from ..pipeline.build import BuildOptions, build_staged, last_record, make_recipe, planned_refs, prepare_resolved
+from ..pipeline.fastbuild import Previous, git_revision, staging
 from ..pipeline.plan import Plan, closest_python
+from ..pipeline.publish import Made, publish
 from ..progress import HtmlRepr, Reporter
 from .builds import check_build_options
 from .images import executor_build_for
-from .jobs import (
-    JobDraft,
-    JobOptions,
-    SubmitOptions,
-    SubmitResult,
-    Watchers,
-    check_poll,
-    check_submit_options,
-    draft_job,
-    plan_job,
-    settings_for,
-    submit_planned,
-    vertex_job,
-)
+from .jobs import JobDraft, Watchers, draft_job, plan_job, settings_for, submit_planned, vertex_job
+from .jobtypes import JobOptions, SubmitOptions, SubmitResult, check_poll, check_submit_options
 from .project import MAX_GPUS, Progress, Project, Source, arguments, check_count, load, options_of, reporting, runs_dir
 from .runs import RunOptions, check_run_options, local_processes, run_sdists
 from .timing import Stage, Stages
@@ -238,10 +218,11 @@ def _autopackage_with(project: Project, options: AutopackageOptions, reporter: R
         job = _job_stage(loaded, options, target, rendered)
         if options.dry_run:
             return _dry_run(found, rendered, options, target, stages, resolution, job)
-        built = _build_stage(config, options, target, rendered, stages, reporter)
+        backend = Backend(config.builder, options.build.docker)  # the build's and the push's, made once
+        built = _build_stage(config, options, target, rendered, stages, backend, reporter)
     image = rendered.image if options.mode == "container" else parse_ref(built.tags[0], field="--tag")
     if _pushed(image):
-        _push_stage(config, options, image, built, stages, reporter)
+        _push_stage(config, options, image, built, stages, backend, reporter)
     if job is not None:
         submitted = _submit_stage(job, options, stages, reporter)
         return AutopackageResult(found.inferred, tuple(stages.done), built.tags[0], rendered.planned,
@@ -437,7 +418,7 @@ def _dry_run(found: _Found, rendered: _Rendered, options: AutopackageOptions, ta
 
 
 def _build_stage(config: Config, options: AutopackageOptions, target: str, rendered: _Rendered, stages: Stages,
-                 reporter: Reporter) -> BuildResult:
+                 backend: Backend, reporter: Reporter) -> BuildResult:
     with stages.stage("build") as out:
         if rendered.staged is None:  # --mode package: the executor image (network: host, as `run`)
             built = executor_build_for(config, replace(options.build, push=False), reporter)
@@ -447,17 +428,16 @@ def _build_stage(config: Config, options: AutopackageOptions, target: str, rende
             # a registry only the engine reaches (--skip-image-check): the engine pushes.
             through_build = _pushed(rendered.image) and target != "local" and not options.submit.skip_image_check
             build_options = replace(options.build, push=through_build)
-            backend = builder_class(config.builder)
-            built = build_staged(config, build_options, reporter, rendered.staged, last_record(rendered.recipe,
-                                 build_options), lambda: backend.create(options.build.docker),
-                                 lambda: None)  # resolved by the resolve stage
+            built = build_staged(config, build_options, reporter, rendered.staged, backend,
+                                 lambda: None,  # resolved by the resolve stage
+                                 Previous(last_record(rendered.recipe, build_options)))
         out.says(f"{built.tags[0]} built" if built.built else f"image {built.tags[0]} already built: not rebuilt",
                  not built.built)
     return built
 
 
 def _push_stage(config: Config, options: AutopackageOptions, image: ImageRef, built: BuildResult, stages: Stages,
-                reporter: Reporter) -> None:
+                backend: Backend, reporter: Reporter) -> None:
     with stages.stage("push") as out:
         pushed = built.pushed  # the build's own push (a code-only edit: appended in the registry)
         # --skip-image-check: this machine's requests do not reach the registry (the engine's may): no lookup.
@@ -465,10 +445,9 @@ def _push_stage(config: Config, options: AutopackageOptions, image: ImageRef, bu
             out.says(f"image {image} already in the registry: not pushed", True)
             return
         if not pushed:
-            builder = builder_class(config.builder).create(options.build.docker)
-            refs = [parse_ref(t, field="--tag") for t in built.tags]
-            pushed = push_image(builder.push, refs, reporter)
-            attested(replace(built, pushed=pushed), refs, options.build, reporter, git_revision(config.root))
+            refs = tuple(parse_ref(t, field="--tag") for t in built.tags)
+            pushed = publish(Made(built, refs, git_revision(config.root)), replace(options.build, push=True), reporter,
+                             backend.made()).pushed
         out.detail = f"pushed {pushed[0].image}" + "".join(f", tagged {p.tag}" for p in pushed[1:])
 
 

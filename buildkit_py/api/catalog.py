@@ -7,7 +7,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..catalog.matrix import SHIPPED, load_matrix, version_key
+from ..catalog.matrix import SHIPPED, load_matrix
+from ..catalog.reading import version_key
 from ..config import default_ca_bundle
 from ..errors import ConfigError, ResolutionError, show
 from ..launcher.gpu import arch_supports
@@ -17,7 +18,7 @@ from .project import Project, checked, load, typed
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
-    from ..catalog import index_metadata
+    from ..catalog import index_client, index_metadata
     from ..catalog.executors import Executor
 
 
@@ -105,20 +106,20 @@ class MatrixOptions:
     """Which frameworks `matrix check|refresh` reads from the package index, and its timeout per request."""
 
     frameworks: tuple[str, ...] = ()  # default: all
-    timeout: float | None = None  # seconds per request (None: index_metadata.TIMEOUT)
+    timeout: float | None = None  # seconds per request (None: index_client.TIMEOUT)
 
 
-def _package_index(project: Project, options: MatrixOptions) -> index_metadata.Index:
+def _package_index(project: Project, options: MatrixOptions) -> index_client.Index:
     """The config's pip_index_url (or --pip-index-url), else $PIP_INDEX_URL, else PyPI; the CA
     bundle of the build (--ca-cert, PIP_CERT...) verifies it."""
-    from ..catalog import index_metadata
+    from ..catalog import index_client
 
-    timeout = index_metadata.TIMEOUT if options.timeout is None else options.timeout
+    timeout = index_client.TIMEOUT if options.timeout is None else options.timeout
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 300:
         raise ConfigError(f"{show(timeout)} is not allowed: seconds, more than 0 and at most 300", field="--timeout")
     config = load(project)
-    url = config.pip_index_url or os.environ.get("PIP_INDEX_URL") or index_metadata.DEFAULT_INDEX
-    return index_metadata.Index(url, timeout=float(timeout), ca_file=config.ca_cert or default_ca_bundle())
+    url = config.pip_index_url or os.environ.get("PIP_INDEX_URL") or index_client.DEFAULT_INDEX
+    return index_client.Index(url, timeout=float(timeout), ca_file=config.ca_cert or default_ca_bundle())
 
 
 def matrix_check(project: Project, options: MatrixOptions) -> index_metadata.MatrixReport:

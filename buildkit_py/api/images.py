@@ -176,7 +176,7 @@ def push(ref: str, *, progress: Progress = None, **settings: Any) -> PushResult:
 
     parsed = parse_ref(checked(ref, "str", "REF"), field="REF", allow_digest=False)
     with reporting(progress) as reporter:
-        from ..pipeline.build import push_image
+        from ..pipeline.publish import push_image
 
         return push_image(EngineImages().push, [parsed], reporter)[0]
 

@@ -1,4 +1,5 @@
-"""Vertex AI jobs: the spec, the preflight plan, submission, cancellation."""
+"""Vertex AI jobs: the spec, the preflight plan, submission (their options and results: api/jobtypes.py; a
+submitted job followed, its log and its cancellation: api/following.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -18,171 +18,22 @@ from ..flags import JOB_FLAGS, job_flag_name
 from ..fsutil import reads_once, write_atomic
 from ..pipeline.build import git_revision, prepare
 from ..pipeline.plan import Plan, check_accelerator
-from ..progress import HtmlRepr
-from .project import (
-    Progress,
-    Project,
-    Source,
-    arguments,
-    checked,
-    load,
-    option_names,
-    options_from,
-    options_of,
-    output_file,
-    refuse_unknown,
-    reporting,
+from .following import follow_job
+from .jobtypes import (
+    JobOptions,
+    JobResult,
+    PlanResult,
+    SubmitOptions,
+    SubmitResult,
+    check_poll,
+    check_submit_options,
 )
+from .project import Progress, Project, Source, arguments, checked, load, options_of, output_file, reporting
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
-    from ..jobs import aiplatform, preflight, vertex
+    from ..jobs import aiplatform, vertex
     from ..jobs.logs import LogLine
-
-
-@dataclass(frozen=True)
-class JobOptions:
-    """The job's flags; each overrides the config key of the same name under `job:`."""
-
-    image: str | None = None
-    name: str | None = None
-    # The job settings of flags.JOB_FLAGS, named as their keys under `job:`, checked by the same validators.
-    machine_type: str | None = None
-    accelerator_type: str | None = None
-    accelerator_count: int | None = None
-    replica_count: int | None = None  # total: one chief (pool 0) and N-1 workers (pool 1)
-    worker_pool_specs: tuple[str, ...] = ()  # gcloud's --worker-pool-spec form, one per pool: replace the config's pools
-    processes_per_node: int | str | None = None  # a number, or auto: one per GPU
-    args: tuple[str, ...] | None = None
-    strategy: str | None = None
-    max_wait_duration: str | int | None = None  # seconds, or 30m, 2h...
-    timeout: str | int | None = None
-    service_account: str | None = None
-    network: str | None = None
-    base_output_directory: str | None = None
-    labels: dict[str, str] | None = None  # each overrides the config's label of its key
-    project: str | None = None
-    region: str | None = None
-    target: str = "vertex"  # or loopback: an API on this machine, where loopback images are allowed
-    from_aiplatform: Path | None = None  # a legacy AI Platform config.yaml instead of the config's job
-    job_config: Path | None = None  # gcloud's job config file (custom-jobs or hp-tuning-jobs create --config), the same
-    # A TrainingPipeline: the job, then the model uploaded to the Model Registry with a serving image.
-    pipeline: bool = False
-    serving_image: str | None = None  # overrides model.serving_image: an image, or NAME==VERSION of a prebuilt one
-    model_name: str | None = None  # overrides model.name
-
-
-@dataclass(frozen=True)
-class SubmitOptions:
-    """How plan, submit and cancel talk to the Vertex AI API: their flags (each keyword sets the field of its name)."""
-
-    api_endpoint: str | None = None  # default: $BUILDKIT_PY_API_ENDPOINT, else https://REGION-aiplatform.googleapis.com
-    wait: bool = False
-    poll_interval: float = 15.0  # seconds between state reads while waiting
-    timeout: float = 60.0  # seconds per request
-    # For a registry this machine cannot reach (VPC Service Controls, Google's network only): plan and submit skip
-    # the manifest HEAD, so the image is neither checked nor pinned by digest (the job names its tag); said as a warning.
-    skip_image_check: bool = False
-    # While waiting, the job's own lines from Cloud Logging as it runs (and a failed job's last lines).
-    stream_logs: bool = True
-    logging_endpoint: str | None = None  # default: $BUILDKIT_PY_LOGGING_ENDPOINT, else https://logging.googleapis.com
-
-
-def check_submit_options(options: SubmitOptions) -> None:
-    from ..jobs.preflight import SKIP_IMAGE_CHECK
-
-    if not isinstance(options.skip_image_check, bool):
-        raise ConfigError(f"{show(options.skip_image_check)} is not allowed: true or false", field=SKIP_IMAGE_CHECK)
-    if not isinstance(options.stream_logs, bool):
-        raise ConfigError(f"{show(options.stream_logs)} is not allowed: true or false", field="--no-logs")
-
-
-@dataclass(frozen=True)
-class JobResult(HtmlRepr):
-    """The job resource (a CustomJob or HyperparameterTuningJob), as text, and what a legacy file left behind."""
-
-    job: vertex.VertexJob
-    text: str  # the resource as JSON or YAML
-    not_converted: tuple[str, ...] = ()  # legacy fields left behind (--from-aiplatform)
-    notes: tuple[str, ...] = ()
-    written: Path | None = None
-
-    def to_dict(self) -> dict:
-        return self.job.resource  # the CustomJob / HyperparameterTuningJob itself
-
-
-@dataclass(frozen=True)
-class PlanResult(HtmlRepr):
-    """What submit would send (method, URL, the job) and each check with its result."""
-
-    job: vertex.VertexJob  # pinned to the image's digest when the registry gave one
-    method: str
-    url: str
-    project: str
-    region: str
-    checks: tuple[preflight.Check, ...]
-    warnings: tuple[str, ...] = ()  # what was not checked and why
-
-    @property
-    def failed(self) -> tuple[preflight.Check, ...]:
-        """The checks that failed: submit sends nothing while there is one."""
-        return tuple(c for c in self.checks if c.ok is False)
-
-    def to_dict(self) -> dict:
-        return {"request": {"method": self.method, "url": self.url, "body": self.job.resource},
-                "checks": [c.to_dict() for c in self.checks], "notes": list(self.job.notes), "ok": not self.failed,
-                "warnings": list(self.warnings)}
-
-
-@dataclass(frozen=True)
-class SubmitResult(HtmlRepr):
-    """The submitted job: its resource name, console URL and state (its last, with wait)."""
-
-    name: str  # projects/P/locations/R/customJobs/ID
-    console_url: str
-    state: str
-    tried: tuple[str, ...] = ()  # alternatives refused for capacity or quota before this one, with the reason
-    error: str | None = None  # the job's error, when it failed
-    model: str | None = None  # a pipeline's uploaded model (projects/P/locations/R/models/ID), once it succeeded
-    warnings: tuple[str, ...] = ()  # the plan's, and why the job's log could not be read while waiting
-    last_lines: tuple[LogLine, ...] = ()  # with wait: the job's last lines (what a failure shows)
-
-    @property
-    def failed(self) -> bool:
-        """The job (or pipeline) ended failed, cancelled or expired."""
-        return self.state in ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED", "PIPELINE_STATE_FAILED",
-                              "PIPELINE_STATE_CANCELLED")
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "console_url": self.console_url, "state": self.state, "tried": list(self.tried),
-                "error": self.error, "model": self.model, "warnings": list(self.warnings),
-                "last_lines": [line.to_dict() for line in self.last_lines]}
-
-
-@dataclass(frozen=True)
-class LogsResult(HtmlRepr):
-    """A job's log: its lines (with follow, the last ones: every line went to on_line as it came), its state and
-    its error when it failed."""
-
-    name: str
-    state: str
-    lines: tuple[LogLine, ...]
-    error: str | None = None
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "state": self.state, "error": self.error,
-                "lines": [line.to_dict() for line in self.lines]}
-
-
-@dataclass(frozen=True)
-class CancelResult(HtmlRepr):
-    """The job asked to cancel, and its state after the request."""
-
-    name: str
-    state: str
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "state": self.state}
 
 
 def _job_settings(project: Project, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
@@ -286,7 +137,7 @@ def job_platform(config: Config) -> Config:
     own platform's manifest from it."""
     if not config.multi_platform:
         return config
-    from ..catalog.matrix import arch, load_machines
+    from ..catalog.machines import arch, load_machines
 
     accelerator = (config.job.chief.accelerator_type if config.job else None) or config.accelerator
     wanted = (load_machines().accelerator_platform(accelerator) if accelerator else None) or "linux/amd64"
@@ -474,11 +325,6 @@ def _fallback_job(config: Config, settings: JobConfig, options: JobOptions, draf
                      fallback)
 
 
-def check_poll(submit_options: SubmitOptions) -> None:
-    if not 0 < submit_options.poll_interval <= 3600 or not 0 < submit_options.timeout <= 600:
-        raise ConfigError("poll interval and timeout: seconds, more than 0 (at most 3600 and 600)", field="--poll")
-
-
 @dataclass(frozen=True)
 class Watchers:
     """What is told while submit waits on the job: each change of its state (state, job resource), each log line."""
@@ -544,116 +390,3 @@ def submit_planned(config: Config, settings: JobConfig, options: JobOptions, sub
         result = replace(result, model=model)
     return result
 
-
-LAST_LINES = 40  # a failed job's last lines kept in the result
-
-
-def follow_job(client: Any, name: str, submit_options: SubmitOptions, on_state: Callable[[str, dict], None],
-               on_line: Callable[[LogLine], None] | None, *,
-               log_optional: bool = True) -> tuple[dict, tuple[LogLine, ...], tuple[str, ...]]:
-    """Follow the job to its end: its states to on_state and, unless stream_logs is off, its log lines to on_line as
-    they come. log_optional: a log that cannot be read (the Logging API off, no logs.viewer) stops the lines, not
-    the wait, and why is in the warnings; else it is raised. Answers the ended job, its last lines and the
-    warnings."""
-    from collections import deque
-
-    from ..jobs import logs as jobs_logs
-    from ..jobs import submit as jobs_submit
-
-    if not submit_options.stream_logs:
-        return client.wait(name, on_state, poll=submit_options.poll_interval), (), ()
-    read = client.watch(name, on_state)
-    # No retries inside a read: the next poll is the retry, and the job's state is not held up meanwhile.
-    follower = jobs_logs.Follower(_log_reader(client, submit_options, retries=0), None)
-    last: deque[LogLine] = deque(maxlen=LAST_LINES)
-    final: list[dict] = []
-    warned: list[str] = []
-
-    def finished() -> bool:
-        job, ended = read()
-        if follower.job_id is None:
-            follower.job_id = jobs_submit.logged_job_id(job)
-        if ended:
-            final.append(job)
-        return ended
-
-    def shown(line: LogLine) -> None:
-        last.append(line)
-        if on_line is not None:
-            on_line(line)
-
-    jobs_logs.follow(follower, finished, shown, poll=submit_options.poll_interval,
-                     on_error=(lambda exc: warned.append(f"the job's log cannot be shown: {exc}")) if log_optional
-                     else None)
-    return final[-1], tuple(last), tuple(warned)
-
-
-def _log_reader(client: Any, submit_options: SubmitOptions, retries: int | None = None) -> Any:
-    """Cloud Logging for the project and credentials of a Vertex AI client (a jobs.logs.LogReader)."""
-    from ..jobs import logs as jobs_logs
-
-    base = jobs_logs.logging_endpoint(submit_options.logging_endpoint, dict(os.environ))
-    return jobs_logs.LogReader(base, client.project, client.credentials, timeout=submit_options.timeout, retries=retries)
-
-
-def logs(job: str, submit_options: SubmitOptions | None = None, *, project: str | None = None,
-         region: str | None = None, follow: bool = False, on_line: Callable[[LogLine], None] | None = None,
-         **settings: Any) -> LogsResult:
-    """A job's log entries from Cloud Logging, oldest first, each labelled with its replica (workerpool0-0 is the
-    chief) and, in a tuning job, its trial. JOB is the job's resource name or console URL as submit prints them, or
-    its ID with project and region. follow: show the lines as the job writes them (to on_line) until it ends.
-
-    submit_options: SubmitOptions, or its fields as keywords (api_endpoint=, logging_endpoint=, poll_interval=,
-    timeout=).
-    """
-    from ..jobs import submit as jobs_submit
-
-    submit_options = options_from(options_of(submit_options, SubmitOptions, "submit_options"), settings)
-    refuse_unknown(settings, "logs", ["submit_options", "project", "region", "follow", "on_line",
-                                      *option_names(submit_options)])
-    job = checked(job, "str", "JOB")
-    project, region = checked(project, "str | None", "--project"), checked(region, "str | None", "--region")
-    follow = checked(follow, "bool", "--follow")
-    on_line = checked(on_line, "Callable[[LogLine], None] | None", "on_line")
-    check_poll(submit_options)
-    ref = jobs_submit.job_reference(job, project, region)
-    base = jobs_submit.api_endpoint(submit_options.api_endpoint, ref.region, dict(os.environ))
-    credentials, _ = jobs_submit.default_credentials()
-    client = jobs_submit.Client(base, ref.project, ref.region, credentials, timeout=submit_options.timeout)
-    found = client.lookup(ref)
-    name = str(found.get("name") or ref.name(ref.kind or "customJobs"))
-    if follow:
-        final, last, _ = follow_job(client, name, replace(submit_options, stream_logs=True), lambda state, job: None,
-                                    on_line, log_optional=False)
-        return LogsResult(name, str(final.get("state")), last, jobs_submit.job_error(final))
-    from ..jobs import logs as jobs_logs
-
-    lines = []
-    for line in jobs_logs.Follower(_log_reader(client, submit_options), jobs_submit.logged_job_id(found)).read():
-        lines.append(line)
-        if on_line is not None:
-            on_line(line)
-    return LogsResult(name, str(found.get("state")), tuple(lines), jobs_submit.job_error(found))
-
-
-def cancel(name: str, submit_options: SubmitOptions | None = None, *, project: str | None = None,
-           region: str | None = None, **settings: Any) -> CancelResult:
-    """Ask the service to cancel the job; it ends in JOB_STATE_CANCELLED (or had already ended). NAME is the
-    resource name or console URL submit prints, or the job's ID with project and region.
-
-    submit_options: SubmitOptions, or its fields as keywords (api_endpoint=, timeout=).
-    """
-    from ..jobs import submit as jobs_submit
-
-    submit_options = options_from(options_of(submit_options, SubmitOptions, "submit_options"), settings)
-    refuse_unknown(settings, "cancel", ["submit_options", "project", "region", *option_names(submit_options)])
-    name = checked(name, "str", "NAME")
-    project, region = checked(project, "str | None", "--project"), checked(region, "str | None", "--region")
-
-    ref = jobs_submit.job_reference(name, project, region, field="NAME")
-    base = jobs_submit.api_endpoint(submit_options.api_endpoint, ref.region, dict(os.environ))
-    credentials, _ = jobs_submit.default_credentials()
-    client = jobs_submit.Client(base, ref.project, ref.region, credentials, timeout=submit_options.timeout)
-    name = ref.name(ref.kind) if ref.kind else str(client.lookup(ref).get("name") or ref.name("customJobs"))
-    client.cancel(name)
-    return CancelResult(name, str(client.get(name).get("state")))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import threading
 from typing import TYPE_CHECKING, Any
 
 from .names import ALIASES, BACKENDS, BUILDERS
@@ -19,6 +20,24 @@ def builder_class(name: str = "auto") -> type[Builder]:
     return getattr(importlib.import_module(f".{module}", __package__), cls)
 
 
+class Backend:
+    """The builder a command chose, once: its class (probing nothing: what planning and the checks read) and the
+    builder `create` makes, made on the first `made()` (a background thread may start it early; a later call waits
+    for that one) and shared by every stage of the command: the build, the push, each platform's build."""
+
+    def __init__(self, name: str, docker: str | None):
+        self.cls = builder_class(name)
+        self._docker = docker
+        self._lock = threading.Lock()
+        self._made: Builder | None = None
+
+    def made(self) -> Builder:
+        with self._lock:
+            if self._made is None:
+                self._made = self.cls.create(self._docker)
+            return self._made
+
+
 def __getattr__(name: str) -> Any:
     """The backend classes by name (`from buildkit_py.builders import BuildahBuilder`), and the interface
     (Builder, BuildRequest), loaded on first use."""
@@ -32,5 +51,5 @@ def __getattr__(name: str) -> Any:
     return builder_class(backend)
 
 
-__all__ = ["BUILDERS", "BuildRequest", "Builder", "BuildahBuilder", "BuildkitCliBuilder", "CloudBuildBuilder",
+__all__ = ["BUILDERS", "Backend", "BuildRequest", "Builder", "BuildahBuilder", "BuildkitCliBuilder", "CloudBuildBuilder",
            "LegacyBuilder", "builder_class"]

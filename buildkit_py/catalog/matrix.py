@@ -1,7 +1,8 @@
 """The version tables of base_images/, loaded into frozen objects and checked once, plus the
 user's overlay that `buildkit-py matrix refresh` writes from the package index's metadata.
 
-This module only reads and indexes the data; choosing among it is the pipeline/plan package's job.
+This module only reads and indexes the data; choosing among it is the pipeline/plan package's job. The TPU tables
+are read by tpu.py, the GPUs and machine types by machines.py, with the checks of reading.py.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from ..errors import DataError, show
 from ..fsutil import consult
 from ..patterns import lazy_pattern
-from .resources import read_data, resource_dir
+from .machines import AMD64, ARM64, Accelerator, _accelerators, arch
+from .reading import _PYTHON, _RELEASE, _load, _need, _strings, _text, version_key
+from .resources import resource_dir
+from .tpu import Tpu, TpuSpec, _tpu_spec, _tpus
 
 OVERLAY_ENV = "BUILDKIT_PY_MATRIX_OVERLAY"  # another overlay file (tests, shared CI caches)
 OVERLAY_NAME = "matrix-overlay.yaml"
@@ -28,36 +30,19 @@ SHIPPED = "shipped"  # FrameworkSeries.origin of base_images/ data
 UNRECORDED = "unrecorded"
 FLAVOURS = ("base", "runtime", "cudnn-runtime", "devel")  # nvidia/cuda image flavours a config may ask for
 SYSTEM_CUDA = ("base", "runtime")  # what a framework whose wheels bring CUDA needs from the base
-# The overlay is user-side data that reaches requirement strings and labels: every value is
-# checked whole-string in ASCII, as config values are.
-_RELEASE = lazy_pattern(r"[0-9]+(?:\.[0-9]+){0,3}(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?", re.ASCII)
+# Whole-string ASCII patterns, as reading.py's: the overlay's values reach requirement strings and labels.
 _MINOR = lazy_pattern(r"[0-9]{1,2}\.[0-9]{1,2}", re.ASCII)
 _CUDA_KEY = lazy_pattern(r"[0-9]{1,2}(?:\.[0-9]{1,2})?", re.ASCII)
-_PYTHON = lazy_pattern(r"3\.[0-9]{1,2}", re.ASCII)
 _CUDNN = lazy_pattern(r"[0-9]{1,2}(?:\.[0-9]{1,3}){0,3}", re.ASCII)
 ARCH = lazy_pattern(r"(sm|compute)_([0-9]{2,3})([af]?)", re.ASCII)
 _PACKAGE = lazy_pattern(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
 _COMPANION = lazy_pattern(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:[<>=!~]=?[0-9][0-9a-z.*]{0,31})?", re.ASCII)
-_URL = lazy_pattern(r"https://[A-Za-z0-9.-]{1,253}(?:/[A-Za-z0-9._~/-]{0,200})?", re.ASCII)
 _PLATFORM = lazy_pattern(r"linux/[a-z0-9]{1,16}", re.ASCII)
-AMD64, ARM64 = "linux/amd64", "linux/arm64"
-
-
-def arch(platform: str | None) -> str | None:
-    """OS/ARCH of a platform, its variant dropped (linux/arm64/v8 is linux/arm64); None stays None."""
-    return "/".join(platform.split("/")[:2]) if platform else None
 
 
 def minor(version: str) -> str:
     """'12.4.1' -> '12.4'."""
     return ".".join(version.split(".")[:2])
-
-
-def version_key(version: str) -> Version:
-    try:
-        return Version(version)
-    except InvalidVersion:
-        raise DataError(f"base_images/: {version!r} is not a version") from None
 
 
 @dataclass(frozen=True)
@@ -75,68 +60,6 @@ class CudaRelease:
 
     def ubuntu_for(self, with_cudnn: bool) -> tuple[str, ...]:
         return (self.cudnn_ubuntu or self.ubuntu) if with_cudnn else self.ubuntu
-
-
-@dataclass(frozen=True)
-class Accelerator:
-    name: str  # Vertex AI's accelerator type, "NVIDIA_TESLA_V100"
-    capability: tuple[int, int]  # CUDA compute capability, (7, 0)
-    gpu: str
-
-    @property
-    def sm(self) -> str:
-        return f"sm_{self.capability[0]}{self.capability[1]}"
-
-
-@dataclass(frozen=True)
-class TpuMachine:
-    name: str  # Vertex AI machine type, "ct5lp-hightpu-4t"
-    chips: int  # TPU chips of one VM
-    topology: str | None  # machineSpec.tpuTopology; None: the type takes none
-    accelerator_count: int | None  # sent with acceleratorType; None: neither is sent
-
-
-@dataclass(frozen=True)
-class Tpu:
-    name: str  # "TPU_V5_LITEPOD"
-    generation: str  # "v5e"
-    in_client: bool  # in google-cloud-aiplatform's AcceleratorType
-    machines: dict[str, TpuMachine]
-    min: dict[str, str]  # framework (or "python") -> the oldest release the service documents
-    undocumented: tuple[str, ...] = ()  # frameworks the service's page does not name for it
-    why_not: str | None = None  # set when Vertex AI custom training does not take it
-
-
-@dataclass(frozen=True)
-class TpuBuild:
-    """One framework release's TPU build."""
-
-    requirement: str  # "jax[tpu]==0.8.1"
-    index_url: str | None
-    companion: str | None  # installed after it: "torch_xla[tpu]==2.8.1"
-    python: tuple[str, ...]
-    system_libtpu: bool  # the framework loads /lib/libtpu.so, not the wheel's libtpu/libtpu.so
-
-
-@dataclass(frozen=True)
-class TpuSpec:
-    """A framework's `tpu:` section."""
-
-    requirement: str  # what pip installs, ==RELEASE appended
-    index_url: str | None
-    system_libtpu: bool
-    first: str | None  # every release from this one on has a TPU build (`from`)
-    releases: dict[str, tuple[tuple[str, ...] | None, str | None]]  # release -> (python, companion)
-
-    def build(self, release: str, series_python: tuple[str, ...]) -> TpuBuild | None:
-        if release in self.releases:
-            python, companion = self.releases[release]
-        elif self.first is not None and release != "nightly" and version_key(release) >= version_key(self.first):
-            python, companion = None, None
-        else:
-            return None
-        return TpuBuild(f"{self.requirement}=={release}", self.index_url, companion, python or series_python,
-                        self.system_libtpu)
 
 
 @dataclass(frozen=True)
@@ -300,39 +223,8 @@ def gpu_python(matrix: Matrix, python: str) -> bool:
         version_key(python) >= version_key(matrix.distros.standalone_min_python)
 
 
-def _load(path: Path, what: str | None = None) -> dict:
-    data = read_data(path, what)
-    if not isinstance(data, dict):
-        raise DataError(f"{what or path}: the top level must be a mapping")
-    return data
-
-
-def _need(data: dict, key: str, kind: type, where: str) -> Any:
-    if key not in data or not isinstance(data[key], kind):
-        raise DataError(f"{where}: {key!r} must be a {kind.__name__}")
-    return data[key]
-
-
-def _strings(values: Any, where: str, pattern: re.Pattern | None = None) -> tuple[str, ...]:
-    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise DataError(f"{where}: expected a list of quoted strings, got {show(values)}")
-    for value in values:
-        if pattern is not None and not pattern.fullmatch(value):
-            raise DataError(f"{where}: {show(value)} is not allowed here")
-    return tuple(values)
-
-
 def _glibc(data: dict, key: str, where: str) -> str:
     return str(_text(_need(data, key, str, where) and data, key, where, _GLIBC))
-
-
-def _text(data: dict, key: str, where: str, pattern: re.Pattern, default: str | None = None) -> str | None:
-    value = data.get(key, default)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise DataError(f"{where}: {key} {show(value)} is not allowed here")
-    return value
 
 
 def _install(data: dict, defaults: InstallSpec | None, where: str) -> InstallSpec:
@@ -492,53 +384,6 @@ def _framework(path: Path) -> Framework:
     )
 
 
-_TPU_SPEC_KEYS = {"requirement", "index_url", "libtpu", "from", "releases"}
-_REQUIREMENT = lazy_pattern(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:\[[a-z0-9-]{1,32}\])?(?:==[0-9][0-9a-z.]{0,31})?",
-                          re.ASCII)
-_TOPOLOGY = lazy_pattern(r"[1-9][0-9]{0,2}(?:x[1-9][0-9]{0,2}){1,2}", re.ASCII)
-
-
-def _tpu_spec(data: Any, where: str) -> TpuSpec:
-    if not isinstance(data, dict) or set(data) - _TPU_SPEC_KEYS:
-        raise DataError(f"{where}: must be a mapping of {', '.join(sorted(_TPU_SPEC_KEYS))}")
-    if data.get("libtpu") not in ("venv", "system"):
-        raise DataError(f"{where}: libtpu must be venv (the wheel's libtpu/libtpu.so) or system (/lib/libtpu.so)")
-    releases = {}
-    for release, fields in (data.get("releases") or {}).items():
-        rw = f"{where}: releases.{release}"
-        if not isinstance(fields, dict) or set(fields) - {"python", "companion"}:
-            raise DataError(f"{rw}: must map python and companion")
-        python = _strings(fields["python"], rw, _PYTHON) if "python" in fields else None
-        releases[str(_text({"r": release}, "r", rw, _RELEASE))] = (python, _text(fields, "companion", rw, _REQUIREMENT))
-    first = _text(data, "from", where, _RELEASE)
-    if first is None and not releases:
-        raise DataError(f"{where}: give `from` or `releases`")
-    return TpuSpec(str(_text(data, "requirement", where, _REQUIREMENT)), _text(data, "index_url", where, _URL),
-                   data["libtpu"] == "system", first, releases)
-
-
-def _tpus(root: Path) -> dict[str, Tpu]:
-    data = _need(_load(root / "tpus.yaml"), "tpus", dict, "tpus.yaml")
-    out = {}
-    for name, item in data.items():
-        where = f"tpus.yaml: {name}"
-        machines = {}
-        for machine, spec in _need(item, "machines", dict, where).items():
-            mw = f"{where}: machines.{machine}"
-            chips, count = _need(spec, "chips", int, mw), spec.get("accelerator_count")
-            if count is not None and (type(count) is not int or count < 1):
-                raise DataError(f"{mw}: accelerator_count must be a whole number or null")
-            machines[machine] = TpuMachine(machine, chips, _text(spec, "topology", mw, _TOPOLOGY), count)
-        minimum = _need(item, "min", dict, where)
-        for key in minimum:
-            _text(minimum, key, f"{where}: min", _RELEASE)
-        offered = item.get("offered", True)
-        out[name] = Tpu(name, _need(item, "generation", str, where), bool(item.get("in_client")), machines,
-                        dict(minimum), _strings(item.get("undocumented", []), where),
-                        None if offered else _need(item, "why", str, where))
-    return out
-
-
 def _cuda_releases(cuda_data: dict) -> tuple[CudaRelease, ...]:
     cuda = []
     for i, item in enumerate(_need(cuda_data, "releases", list, "cuda.yaml")):
@@ -567,57 +412,6 @@ def _deleted(cuda_data: dict) -> dict[str, str]:
                                              for k, v in data.items()):
         raise DataError("cuda.yaml: 'deleted' must map quoted CUDA versions (\"10.2\") to the evidence")
     return dict(data)
-
-
-def _accelerators(root: Path) -> dict[str, Accelerator]:
-    data = _need(_load(root / "accelerators.yaml"), "accelerators", dict, "accelerators.yaml")
-    out = {}
-    for name, item in data.items():
-        where = f"accelerators.yaml: {name}"
-        capability = _need(item, "capability", str, where)
-        if not re.fullmatch(r"[0-9]{1,2}\.[0-9]", capability, re.ASCII):
-            raise DataError(f"{where}: capability must be a quoted \"major.minor\" like \"7.0\"")
-        major, minor_ = capability.split(".")
-        out[name] = Accelerator(name, (int(major), int(minor_)), _need(item, "gpu", str, where))
-    return out
-
-
-@dataclass(frozen=True)
-class Machines:
-    """base_images/machines.yaml: which machine types take which GPUs, and which run Arm CPUs."""
-
-    attached: dict[str, dict[int, int]]  # N1: accelerator -> count -> most vCPUs
-    n1_types: tuple[str, ...]
-    fixed: dict[str, tuple[str, int]]  # machine type -> (accelerator, count)
-    cpu_families: tuple[str, ...]
-    arm64: tuple[str, ...]
-
-    def platform(self, machine_type: str) -> str:
-        """The platform an image must have to run on this machine type."""
-        return ARM64 if machine_type in self.arm64 else AMD64
-
-    def machines_with(self, accelerator: str) -> tuple[str, ...]:
-        """The machine types that offer this GPU (N1 types for the GPUs they attach)."""
-        fixed = tuple(m for m, (gpu, _) in self.fixed.items() if gpu == accelerator)
-        return fixed + (self.n1_types if accelerator in self.attached else ())
-
-    def accelerator_platform(self, accelerator: str) -> str | None:
-        """The platform every machine type with this GPU runs (GB200: only A4X, Arm CPUs); None: no machine
-        type in the data offers it, or its machines differ."""
-        platforms = {self.platform(m) for m in self.machines_with(accelerator)}
-        return platforms.pop() if len(platforms) == 1 else None
-
-
-@lru_cache(maxsize=1)
-def load_machines() -> Machines:
-    path = resource_dir("base_images") / "machines.yaml"
-    data = read_data(path)
-    try:
-        attached = {a: {int(c): int(v) for c, v in counts.items()} for a, counts in data["attached"].items()}
-        fixed = {m: next(iter(spec.items())) for m, spec in data["fixed"].items()}
-        return Machines(attached, tuple(data["n1_types"]), fixed, tuple(data["cpu_families"]), tuple(data["arm64"]))
-    except (KeyError, TypeError, ValueError, AttributeError, StopIteration) as exc:
-        raise DataError(f"malformed {path}: {exc}") from None
 
 
 def overlay_path(env: dict[str, str] | None = None) -> Path:

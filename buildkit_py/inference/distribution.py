@@ -292,7 +292,7 @@ def declared_package(directory: Path, run_hook: bool) -> Own:
         return Own(name if isinstance(name, str) and name else None, [], notes, None, None, compiled, python_requires,
                    metadata="not computed")
     if computed:
-        from ..pipeline.packaging import declared_metadata
+        from ..pipeline.backend import declared_metadata
 
         meta = declared_metadata(directory)
         name, version, entry_points = meta.name, meta.version, _entry_points(meta.entry_points)

@@ -14,7 +14,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..catalog.matrix import Framework, Matrix, usable_python, version_key
+from ..catalog.matrix import Framework, Matrix, usable_python
+from ..catalog.reading import version_key
 from ..errors import ConfigError, show
 from .api_usage import RemovedUse
 from .api_usage import notes as removed_notes

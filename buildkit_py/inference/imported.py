@@ -15,7 +15,7 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from ..catalog.matrix import Framework, Matrix
+from ..catalog.matrix import Matrix
 from ..errors import ConfigError, show, shown_name
 from ..fsutil import PYTHON_NESTING, parse_python, read_text, too_deep
 from ..sources.imports import Needed, closure, import_names, statements
@@ -155,7 +155,7 @@ class Imports:
 
 
 def undeclared_imports(directory: Path, given: Given, trainer: Any, declared: Requirements, own: str | None,
-                       matrix: Matrix, configured: Framework | None, strict: bool) -> Imports:
+                       matrix: Matrix, strict: bool) -> Imports:
     """The code's imports against what is declared: the requirements, the config's pip entries and framework, and
     hypertune. An entry point that does not parse, or (strict) an import nothing declares: exit 2."""
     script = trainer.get("script") if isinstance(trainer, dict) else None
@@ -183,6 +183,7 @@ def undeclared_imports(directory: Path, given: Given, trainer: Any, declared: Re
     framework_names, said = declared_frameworks(matrix, parsed)
     declared_names = ({canonicalize_name(r.name) for _, r in parsed} | {canonicalize_name(t) for t in config_pip(given)}
                       | framework_names)
+    configured = matrix.framework(given.framework.partition("==")[0])  # as infer finds it: given and matrix tell it
     if configured is not None:  # the config's framework is installed: its import is declared
         declared_names |= {canonicalize_name(n) for n in (configured.name, configured.package)}
     if given.data.get("hypertune", True) is not False:

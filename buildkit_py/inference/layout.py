@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from ..catalog.matrix import Matrix, version_key
+from ..catalog.matrix import Matrix
+from ..catalog.reading import version_key
 from ..errors import ConfigError, show, shown_name
 from ..fsutil import read_text
 from ..patterns import lazy_pattern

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..catalog.matrix import Tpu, load_machines, load_matrix
+from ..catalog.machines import load_machines
+from ..catalog.matrix import load_matrix
+from ..catalog.tpu import Tpu
 from ..config import Pool
 from ..errors import ConfigError, show
 from ..pipeline.plan import tpu_named

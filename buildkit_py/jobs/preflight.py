@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..catalog.matrix import load_machines, load_matrix
+from ..catalog.machines import load_machines
+from ..catalog.matrix import load_matrix
 from ..errors import BuildkitError, ConfigError
 from ..oci.refs import ImageRef
 from ..oci.remote import Manifest

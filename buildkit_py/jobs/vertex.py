@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..catalog.matrix import Tpu, arch, load_machines
+from ..catalog.machines import arch, load_machines
 from ..catalog.resources import LAUNCHER_MODULE
+from ..catalog.tpu import Tpu
 from ..config import Config, Fallback, Hyperparameters, JobConfig, Pool
 from ..errors import ConfigError, ResolutionError, show
 from ..launcher import launchers

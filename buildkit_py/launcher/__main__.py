@@ -128,10 +128,7 @@ def prepare(command: list[str], env: dict[str, str]) -> Prepared:
         return failed(BAD_CLUSTER, str(exc))
     added.update(cluster.node_env(found, {**env, **added}, tpu_job))
     lines += notes
-    per_node, counted = group.counted(wanted, gpus or 0)
-    lines += [counted] if counted else []
-    command, processes, extra, problem = _spread(command, {**env, **added}, found, wanted, per_node, gpus or 0, lines,
-                                                 warnings)
+    command, processes, extra, problem = _spread(command, {**env, **added}, found, wanted, gpus or 0, lines, warnings)
     if problem:
         return failed(BAD_CLUSTER, problem)
     if processes:
@@ -156,11 +153,12 @@ def prepare(command: list[str], env: dict[str, str]) -> Prepared:
     return Prepared(0, "", lines, warnings, command, processes)
 
 
-def _spread(command: list[str], env: dict[str, str], found, wanted, per_node: int | None, gpus: int,
-            lines: list[str], warnings: list[str]):
+def _spread(command: list[str], env: dict[str, str], found, wanted, gpus: int, lines: list[str], warnings: list[str]):
     """How this machine's processes start: (command, each process's variables, variables for the one process, a
     contradiction). A distributed launcher in the command starts them itself, given the cluster; otherwise more than
-    one are started here."""
+    one are started here. How many per machine is counted here, from what was asked (`wanted`) and the visible GPUs."""
+    per_node, counted = group.counted(wanted, gpus)
+    lines += [counted] if counted else []
     ranked = found is None or found.rank is not None
     nodes, node_rank = (found.world_size, found.rank) if found is not None and ranked else (1, 0)
     master = found.master if found is not None and found.master else (

@@ -19,11 +19,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..builders import builder_class
+from ..builders import Backend, builder_class
 from ..builders.base import QEMU_HANDLERS, BuildRequest
 from ..catalog.resources import launcher_sources
 from ..config import Config, default_ca_bundle
-from ..errors import BuildError, ConfigError, RegistryError, show
+from ..errors import BuildError, ConfigError, show
 from ..fsutil import read_whole, write_private
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..oci.refs import ImageRef, parse_ref
@@ -33,17 +33,17 @@ from ..sources.pip_config import google_logins, logins_netrc, netrc, refusal_hin
 from .attest import attested
 from .buildtypes import BuildOptions, BuildResult, PlatformImage, platform_suffix
 from .context import hash_context
-from .fastbuild import Attempt, Staged, appended_result, attempt, checked, git_revision, staging
+from .fastbuild import Attempt, Previous, Staged, appended_result, attempt, git_revision, kept_record, staging
 from .lock import STALE_LOCK, config_key
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
+from .publish import Made, publish
 from .recipe import Recipe, index_digest
 from .render import render_dockerfile, render_project_dockerignore
 from .resolution import Resolution, Resolved, check_resolution, declared_in, remembered, resolve_plan
 from .uv import pip_conf_text
 
 if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
-    from ..builders.base import Builder
     from ..oci.client import PushResult
     from ..oci.referrers import Attached
     from . import fastpath
@@ -171,25 +171,6 @@ def resolve_requirements(config: Config, recipe: Recipe, options: BuildOptions, 
     reporter.message(resolution.note if resolution.checked else f"note: {resolution.note}")
 
 
-def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[ImageRef],
-               reporter: Reporter) -> tuple[PushResult, ...]:
-    """Push one image under every ref (all tags of one local image), the layers sent once: the first ref by
-    PUSH (a builder's or the engine's), its other tags in the same repository as manifests (about 10 ms each on
-    loopback, where an engine push that checks every layer again takes 50); a ref in another repository is
-    pushed. Every command that pushes comes here."""
-    from ..oci.client import add_tags
-
-    first = push(refs[0], reporter)
-    same = [r for r in refs[1:] if r.repository == refs[0].repository]
-    try:
-        added = dict(zip(map(str, same), add_tags(first, same, reporter), strict=True))
-    except RegistryError as exc:
-        # The engine's push says the same refusal with its retries and hints, or gets through where this did not.
-        reporter.message(f"adding the tags as manifests failed ({exc}); pushing them")
-        added = {}
-    return (first, *(added.get(str(r)) or push(r, reporter) for r in refs[1:]))
-
-
 def _pull_appended(builder, record: fastpath.Record | None, ref: ImageRef, reporter: Reporter) -> str | None:
     """The image the fast path pushed with this very content, pulled into the engine (which has the layers below
     the code layer from the full build, so only the code layer travels); None when there is none to pull."""
@@ -222,40 +203,37 @@ def last_record(recipe: Recipe, options: BuildOptions) -> fastpath.Record | None
 
 def build(config: Config, options: BuildOptions, reporter: Reporter, recipe: Recipe, *,
           fast_path_said: str | None = None, resolution: Resolution | None = None) -> BuildResult:
-    """stage -> build or append, for the render stage's recipe (api.build keeps it for the next command);
+    """stage -> build or append -> publish, for the render stage's recipe (api.build keeps it for the next command);
     fast_path_said: why the fast path of a kept recipe could not take this build (said already)."""
     from concurrent.futures import ThreadPoolExecutor
 
     started = time.perf_counter()
-    backend = builder_class(config.builder)
-    record = last_record(recipe, options)
+    backend = Backend(config.builder, options.docker)
+    previous = Previous(last_record(recipe, options), fast_path_said)
     # The builder's probes and git run (subprocesses: a Go client's start-up each) while the context is staged; an
     # error of the inputs still comes first. A push that may take the fast path needs no builder: it is made only if
     # the build turns out to be a full one.
-    eager = not (options.push and record) or fast_path_said is not None
+    eager = not (options.push and previous.record) or fast_path_said is not None
     with ThreadPoolExecutor(max_workers=2) as pool:
-        creating = pool.submit(backend.create, options.docker) if eager else None
+        if eager:
+            pool.submit(backend.made)  # its error, if any, is raised again where the build needs the builder
         # In the command's context: git is asked once per command (fsutil.asked_once).
         describing = pool.submit(contextvars.copy_context().run, git_revision, config.root)
         with staging(recipe, describing.result, reporter, started) as staged:
-            return build_staged(config, options, reporter, staged, record,
-                                creating.result if creating is not None else lambda: backend.create(options.docker),
-                                lambda: resolve_requirements(config, recipe, options, reporter, resolution),
-                                fast_path_said=fast_path_said)
+            return build_staged(config, options, reporter, staged, backend,
+                                lambda: resolve_requirements(config, recipe, options, reporter, resolution), previous)
 
 
-def build_staged(config: Config, options: BuildOptions, reporter: Reporter, staged: Staged,
-                 record: fastpath.Record | None, builder: Callable[[], Builder], resolve: Callable[[], object], *,
-                 fast_path_said: str | None = None) -> BuildResult:
-    """build or append -> push, for the staged context. record: last_record's; builder: the builder, made when a
-    full build needs it; resolve: the resolution stage, run once before the engine builds; fast_path_said: as build's."""
-    from . import fastpath
-
+def build_staged(config: Config, options: BuildOptions, reporter: Reporter, staged: Staged, backend: Backend,
+                 resolve: Callable[[], object], previous: Previous) -> BuildResult:
+    """build or append -> publish, for the staged context. backend: the command's builder, made when a full build
+    needs it; resolve: the resolution stage, run once before the engine builds; previous: what the fast path may
+    append to (last_record's) and why a kept recipe's append could not."""
     recipe, refs, imports, snapshot = staged.recipe, list(staged.refs), staged.imports, staged.context.snapshot
-    backend = builder_class(config.builder)
+    kind = backend.cls
     cache_ref = parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False) if options.cache_ref else None
     # A remote builder's settings, checked before anything is uploaded; its secrets come from where it runs.
-    remote = backend.settings(config, options.cloudbuild_endpoint) if recipe.remote else None
+    remote = kind.settings(config, options.cloudbuild_endpoint) if recipe.remote else None
 
     with tempfile.TemporaryDirectory(prefix="buildkit-py-secrets-") as tmp:
         # Every input is checked before the engine is reached; the Artifact Registry tokens are minted only for a
@@ -263,19 +241,19 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
         sources = () if remote else secret_sources(config)
         token_hosts = tuple(recipe.plan.get("google_indexes") or ())
         needed = [s for s, _ in sources] + ([NETRC_SECRET] if token_hosts and NETRC_SECRET not in dict(sources) else [])
-        if needed and not remote and not backend.supports_secrets:
+        if needed and not remote and not kind.supports_secrets:
             raise BuildError(
-                f"the {backend.name} builder cannot pass secrets ({', '.join(needed)}) without writing "
+                f"the {kind.name} builder cannot pass secrets ({', '.join(needed)}) without writing "
                 "them into a layer; use a BuildKit client (--builder buildkit), or unset PIP_CERT, "
                 "REQUESTS_CA_BUNDLE and SSL_CERT_FILE if no CA bundle is needed"
             )
-        tried = attempt(staged, options, record, reporter, said=fast_path_said)
-        parts = tried.parts
+        tried = attempt(staged, options, previous.record, reporter, said=previous.said)
         if tried.appended is not None:
-            return attested(appended_result(staged, tried.appended), staged.refs, options, reporter, staged.revision)
-        engine = builder().bound(remote)
-        image_id = None if options.no_cache else engine.image_id(refs[0]) or _pull_appended(engine, record, refs[0],
-                                                                                             reporter)
+            return publish(Made(appended_result(staged, tried.appended), staged.refs, staged.revision), options,
+                           reporter)
+        engine = backend.made().bound(remote)
+        image_id = None if options.no_cache else engine.image_id(refs[0]) or _pull_appended(engine, previous.record,
+                                                                                             refs[0], reporter)
         built = image_id is None
         if built:
             if not remote:
@@ -313,17 +291,12 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
     if cache_ref is not None and engine.inline_cache and options.push:
         engine.tag(image_id, [cache_ref])  # the inline cache travels in this image
 
-    pushed: tuple[PushResult, ...] = ()
-    if options.push:
-        # The inline cache's tag is the same image: one more manifest when it shares the repository.
-        cache = [cache_ref] if cache_ref is not None and engine.inline_cache else []
-        pushed = push_image(engine.push, refs + cache, reporter)[:len(refs)]
-        if parts is not None:  # what the next code-only edit appends to
-            fastpath.save_record(fastpath.Record(refs[0].repository, config.variant, parts, pushed[0].digest,
-                                                 refs[0].tag or "", checked(imports)), reporter)
-            fastpath.read_ahead(refs[0], pushed[0].digest, recipe.platform)
-    return attested(BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, pushed), refs,
-                    options, reporter, staged.revision)
+    # The inline cache's tag is the same image: one more manifest when it shares the repository.
+    cache = (cache_ref,) if cache_ref is not None and engine.inline_cache else ()
+    keep = kept_record(refs[0], config.variant, tried.parts, imports)
+    made = Made(BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe), staged.refs,
+                staged.revision, keep)
+    return publish(made, options, reporter, engine, extra=cache)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,11 +365,11 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
 
     started = time.perf_counter()
     configs = config.each_platform()
-    backend = builder_class(config.builder)
-    local = not backend.remote and _local_engine(backend.name)  # Cloud Build registers qemu where it runs
+    backend = Backend(config.builder, options.docker)
+    local = not backend.cls.remote and _local_engine(backend.cls.name)  # Cloud Build registers qemu where it runs
     notes = [n for n in (emulation(c.platform or "", local) for c in configs) if n]
     with ThreadPoolExecutor(max_workers=2) as pool, ExitStack() as stack:
-        creating = pool.submit(backend.create, options.docker)
+        pool.submit(backend.made)  # its error, if any, is raised again where a build needs the builder
         describing = pool.submit(contextvars.copy_context().run, git_revision, config.root)
         staged = [stack.enter_context(staging(r, describing.result, reporter, started)) for r in recipes]
         digest = index_content_digest([(c.platform or "", s.context.snapshot.digest) for c, s in zip(configs, staged,
@@ -413,7 +386,7 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
         # the others are built, each alone and pushing nothing: their pushes come after every build passed.
         alone = replace(options, push=False, attest=False)
         images: dict[str, PlatformImage] = {}
-        built: list[tuple[Config, ImageRef, BuildResult, tuple | None, Staged]] = []
+        built: list[tuple[str, Made]] = []
         for one, recipe, stage in zip(configs, recipes, staged, strict=True):
             platform = one.platform or ""
             tag = platform_tag(refs[0], platform)
@@ -426,25 +399,23 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
                                                  True, appended.pushed[0].digest)
                 continue
             # A remote builder pushes where it builds (one Cloud Build each): only the index waits for them all.
-            result = build_staged(one, replace(alone, push=True) if backend.remote else alone, reporter, alone_stage,
-                                  None, creating.result,
-                                  lambda one=one, recipe=recipe: resolve_requirements(one, recipe, options, reporter))
-            if backend.remote:
+            result = build_staged(one, replace(alone, push=True) if backend.cls.remote else alone, reporter, alone_stage,
+                                  backend, lambda one=one, recipe=recipe: resolve_requirements(one, recipe, options,
+                                                                                               reporter), Previous())
+            if backend.cls.remote:
                 images[platform] = PlatformImage(platform, str(tag), result.image_id, result.content_digest,
                                                  result.built, result.pushed[0].digest)
                 continue
-            built.append((one, tag, result, parts, stage))
-        for one, tag, result, parts, stage in built:
-            digest_p = push_image(creating.result().push, [tag], reporter)[0].digest if options.push else None
-            images[one.platform or ""] = PlatformImage(one.platform or "", str(tag), result.image_id,
-                                                       result.content_digest, result.built, digest_p)
-            if digest_p and parts is not None:  # what the platform's next code-only edit appends to
-                from . import fastpath
-
-                fastpath.save_record(fastpath.Record(tag.repository, config_key(one), parts, digest_p, tag.tag or "",
-                                                     checked(stage.imports)), reporter)
+            # What the platform's next code-only edit appends to: its own record, kept once it is pushed.
+            built.append((platform, Made(result, (tag,), stage.revision, kept_record(tag, config_key(one), parts,
+                                                                                      stage.imports))))
+        for platform, made in built:
+            # Each platform pushed alone; the attestations go to the index and each platform below.
+            result = publish(made, replace(options, attest=False), reporter, backend.made())
+            images[platform] = PlatformImage(platform, str(made.refs[0]), result.image_id, result.content_digest,
+                                             result.built, result.pushed[0].digest if result.pushed else None)
         ordered = tuple(images[c.platform or ""] for c in configs)
-        indexed = options.push or backend.remote
+        indexed = options.push or backend.cls.remote
         pushed: tuple[PushResult, ...] = ()
         if indexed:
             pushed, _ = put_index(refs, [(i.platform, i.digest or "") for i in ordered], reporter)

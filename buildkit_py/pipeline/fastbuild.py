@@ -18,10 +18,10 @@ from ..fsutil import asked_once, in_background
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..oci.refs import ImageRef
 from ..progress import Reporter
-from .attest import attested
 from .buildtypes import BuildOptions, BuildResult
 from .context import BuildContext, add_generated, staged
 from .names import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL
+from .publish import Made, publish
 from .recipe import Recipe
 
 if TYPE_CHECKING:  # the registry client loads with a push
@@ -92,6 +92,26 @@ def staging(recipe: Recipe, revision: Callable[[], str | None], reporter: Report
 def checked(imports: ImportSet | None) -> tuple[str, ...] | None:
     """What the build record keeps of the import check: the modules the image imports."""
     return tuple(n.module for n in imports.needed) if imports is not None else None
+
+
+def kept_record(ref: ImageRef, variant: str | None, parts: tuple | None, imports: ImportSet | None
+                ) -> fastpath.Record | None:
+    """What a full build keeps for the next code-only edit, once the publisher pushed it under REF (it fills in the
+    manifest); None where the build can have no record (parts: the attempt's)."""
+    if parts is None:
+        return None
+    from . import fastpath
+
+    return fastpath.Record(ref.repository, variant, parts, "", ref.tag or "", checked(imports))
+
+
+@dataclass(frozen=True)
+class Previous:
+    """What the fast path knows before a build: the record of the last push it may append to, and why a kept
+    recipe's append could not take this build (said already: not tried again)."""
+
+    record: fastpath.Record | None = None
+    said: str | None = None
 
 
 @dataclass(frozen=True)
@@ -183,8 +203,9 @@ def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, start
     describing = in_background(git_revision, recipe.root)  # a git run or two, while the files are copied
     with staging(recipe, describing, reporter, started) as staged:
         tried = attempt(staged, options, record, reporter)
-        return tried.why if tried.appended is None else attested(appended_result(staged, tried.appended), staged.refs,
-                                                                  options, reporter, staged.revision)
+        if tried.appended is None:
+            return tried.why
+        return publish(Made(appended_result(staged, tried.appended), staged.refs, staged.revision), options, reporter)
 
 
 def _engine_tags(refs: Sequence[ImageRef]) -> dict[ImageRef, str | None]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from ..catalog.matrix import version_key
+from ..catalog.reading import version_key
 from ..config import Config, FrameworkRequest
 from ..errors import ConfigError, OutputError, ResolutionError, show
 from ..fsutil import cache_dir, read_whole, write_atomic

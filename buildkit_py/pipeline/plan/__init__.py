@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...catalog.machines import Accelerator
 from ...catalog.matrix import (
     SHIPPED,
     UNRECORDED,
-    Accelerator,
     Framework,
     Matrix,
     gpu_python,
     load_matrix,
     minor,
-    version_key,
 )
+from ...catalog.reading import version_key
 from ...config import Config
 from ...errors import ConfigError, ResolutionError
 from ...launcher.gpu import arch_supports

@@ -7,13 +7,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ...catalog.machines import AMD64
 from ...catalog.matrix import (
-    AMD64,
     Framework,
     Matrix,
     minor,
-    version_key,
 )
+from ...catalog.reading import version_key
 from ...catalog.resources import LAUNCHER_MODULE
 from ...config import Config, ImportScope
 from ...errors import ConfigError

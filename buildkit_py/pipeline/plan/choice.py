@@ -7,22 +7,24 @@ from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
-from ...catalog.matrix import (
+from ...catalog.machines import (
     AMD64,
     ARM64,
-    UNRECORDED,
     Accelerator,
+    arch,
+    load_machines,
+)
+from ...catalog.matrix import (
+    UNRECORDED,
     CudaRelease,
     Framework,
     FrameworkSeries,
     Matrix,
-    Tpu,
-    arch,
     gpu_python,
-    load_machines,
     usable_python,
-    version_key,
 )
+from ...catalog.reading import version_key
+from ...catalog.tpu import Tpu
 from ...config import Config
 from ...errors import ConfigError, ResolutionError, show
 

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...catalog.matrix import (
+from ...catalog.machines import (
     ARM64,
     Accelerator,
+    arch,
+)
+from ...catalog.matrix import (
     CudaRelease,
     Framework,
     FrameworkSeries,
     Matrix,
-    arch,
     load_matrix,
     minor,
-    version_key,
 )
+from ...catalog.reading import version_key
 from ...config import Config
 from ...errors import ResolutionError
 from ...launcher.gpu import arch_supports

@@ -11,10 +11,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...catalog.matrix import (
+from ...catalog.machines import (
     ARM64,
-    SHIPPED,
     arch,
+)
+from ...catalog.matrix import (
+    SHIPPED,
 )
 from ...config import ImportScope, TrainerPackage
 from ...launcher.constants import (
@@ -155,7 +157,7 @@ class Plan(HtmlRepr):
     # only of what it installs, and the framework step installed some of them (with their dependencies) unchecked.
     requirements_hashed: bool = False
     # The requirements file is another tool's lock (uv.lock, pylock.toml, poetry.lock, Pipfile.lock): its packages
-    # for this image, exported as hash-pinned lines (sources/lockfiles.py), are what the requirements layer installs.
+    # for this image, exported as hash-pinned lines (sources/lockfiles/), are what the requirements layer installs.
     requirements_export: Exported | None = None
     # The requirements file's index lines (--extra-index-url URL, -f URL, --no-index): a locked install's
     # requirements file starts with them, for it replaces the file that had them.

@@ -7,9 +7,11 @@ import re
 from ...catalog.matrix import (
     Framework,
     Matrix,
+)
+from ...catalog.reading import version_key
+from ...catalog.tpu import (
     Tpu,
     TpuBuild,
-    version_key,
 )
 from ...config import Config
 from ...errors import ResolutionError, show

@@ -1,5 +1,5 @@
 """How a trainer repository runs its trainer, read without running anything. Every place a repository writes a command
-is read by one reader (sources/shell.py) and one interpreter of what the command runs (`follow`): a Dockerfile's
+is read by one reader (sources/shell/) and one interpreter of what the command runs (`follow`): a Dockerfile's
 ENTRYPOINT/CMD, job config files (`containerSpec.command`/`args`, `pythonPackageSpec`), pipeline component specs,
 `cloudbuild.yaml` steps, shell scripts, Makefile recipes, `tasks.py`/`noxfile.py`, README and other markdown code blocks,
 notebook cells, and Python submit code (Vertex AI SDK calls, job dicts). Wrappers are seen through (`sh -c`, `bash -lc`,
