@@ -19,13 +19,16 @@ from pathlib import Path
 
 from startup import code_arguments  # benchmarks/ is first on the path of a script run from there
 
-DEEP = (32, 64, 128, 256)  # 256: the deepest tree buildkit-py walks (context.MAX_DEPTH)
+DEEP = (32, 64, 128, 256)  # 256: the deepest tree buildkit-py walks (sources.walk.MAX_DEPTH)
 WIDE = (256, 1024, 4096, 16384)
 # Run in the checkout under test, so that an older one (without the limits) can be timed the same way.
 WALK = """
 import sys, time
 from pathlib import Path
-from buildkit_py.pipeline.context import included_files
+try:
+    from buildkit_py.sources.walk import included_files
+except ImportError:  # a checkout from before the walk moved to sources/
+    from buildkit_py.pipeline.context import included_files
 from buildkit_py.pipeline.render import render_project_dockerignore
 root = Path(sys.argv[1])
 ignore = render_project_dockerignore(root)  # the default list, as every command walks with

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from buildkit_py.pipeline.context import MAX_DEPTH, included_files
 from buildkit_py.pipeline.render import render_dockerignore
 from buildkit_py.sources.requirements import MAX_INCLUDES
+from buildkit_py.sources.walk import MAX_DEPTH, included_files
 from conftest import run_cli
 
 SECRET = "hunter2-secret-line"  # the outside file's content: it must appear in no output and no request

@@ -27,13 +27,13 @@ from buildkit_py.pipeline.context import (
     find_large_files,
     find_secrets,
     hash_context,
-    included_files,
     list_context,
     staged,
 )
 from buildkit_py.pipeline.context import stage as stage_module
-from buildkit_py.pipeline.context.ignore import MAX_PATTERN_CHARS
 from buildkit_py.pipeline.render import render_dockerignore
+from buildkit_py.sources.ignore import MAX_PATTERN_CHARS
+from buildkit_py.sources.walk import included_files
 from conftest import REPO
 
 DOCKERFILE = "FROM python:3.11-slim\nCOPY . /app\n"
@@ -699,7 +699,8 @@ def test_a_path_too_long_for_the_system_is_named(tmp_path):
 PERMISSION_PROBE = """
 import sys
 from pathlib import Path
-from buildkit_py.pipeline.context import find_secrets, included_files
+from buildkit_py.pipeline.context import find_secrets
+from buildkit_py.sources.walk import included_files
 from buildkit_py.errors import ContextError
 root = Path(sys.argv[1])
 for ignore in ("", "private/"):

@@ -292,6 +292,7 @@ def declared_package(directory: Path, run_hook: bool) -> Own:
         return Own(name if isinstance(name, str) and name else None, [], notes, None, None, compiled, python_requires,
                    metadata="not computed")
     if computed:
+        # up: computed metadata is what the trainer's own build backend says, run as packaging runs it
         from ..pipeline.backend import declared_metadata
 
         meta = declared_metadata(directory)

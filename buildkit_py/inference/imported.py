@@ -46,8 +46,9 @@ class _Code:
 
 
 def _read_code(directory: Path) -> _Code:
-    from ..pipeline.context import included_files
+    # up: the files the build context gets are the render stage's .dockerignore (a template) applied by the walk
     from ..pipeline.render import render_project_dockerignore
+    from ..sources.walk import included_files
 
     listed = tuple(included_files(directory, render_project_dockerignore(directory)))
     files = [f for f in listed if f.endswith(".py") and not TEST_FILE.search(f) and f != "setup.py"]

@@ -25,7 +25,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from ..catalog.matrix import load_matrix
 from ..errors import BuildError, ConfigError, show
 from ..fsutil import cache_dir, leads_outside, read_toml, write_atomic
-from .context import LARGE_FILE_BYTES, included_files
+from ..sources.walk import included_files
+from .context import LARGE_FILE_BYTES
 from .render import render_project_dockerignore
 
 SHOWN_LINES = 25  # of a failing backend's or pip's output

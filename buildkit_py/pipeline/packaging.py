@@ -39,8 +39,9 @@ from ..fsutil import read_text, read_toml
 from ..patterns import lazy_pattern
 from ..sources.lockfiles import is_lock_file, locked
 from ..sources.requirements import local_path, requirement_lines
+from ..sources.walk import included_files
 from .backend import backend_sdist
-from .context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets, included_files
+from .context import FIXED_MTIME, LARGE_FILE_BYTES, find_large_files, find_secrets
 from .render import render_project_dockerignore
 
 # The generated pyproject's backend, pinned: the sdist's bytes (PKG-INFO, SOURCES.txt) depend on its version.

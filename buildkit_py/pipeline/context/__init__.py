@@ -3,8 +3,9 @@
 BuildKit is handed a directory that holds only the included files, so the image never depends on how
 a builder reads .dockerignore, and the digest names exactly what was sent: it can tag the image.
 
-Its rooms: the ignore patterns (ignore), the walk of the trainer directory (walk), the secret and size checks
-(secrets), and the listing, digest and staged copy (stage)."""
+Its rooms: the secret and size checks (secrets), and the listing, digest and staged copy (stage); the ignore patterns
+and the walk of the trainer directory that choose the files are sources.ignore and sources.walk, which inference
+reads the same files with."""
 
 from .secrets import LARGE_FILE_BYTES, find_large_files, find_secrets, secret_reason
 from .stage import (
@@ -17,7 +18,6 @@ from .stage import (
     list_context,
     staged,
 )
-from .walk import MAX_DEPTH, included_files
 
-__all__ = ["FIXED_MTIME", "LARGE_FILE_BYTES", "MAX_DEPTH", "BuildContext", "ContextListing", "Snapshot", "add_generated",
-           "find_large_files", "find_secrets", "hash_context", "included_files", "list_context", "secret_reason", "staged"]
+__all__ = ["FIXED_MTIME", "LARGE_FILE_BYTES", "BuildContext", "ContextListing", "Snapshot", "add_generated",
+           "find_large_files", "find_secrets", "hash_context", "list_context", "secret_reason", "staged"]

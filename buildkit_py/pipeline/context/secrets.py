@@ -15,7 +15,7 @@ from pathlib import Path
 from ...errors import ContextError, shown_name
 from ...fsutil import KEPT_FILE_BYTES, keep, keeping, kept
 from ...patterns import lazy_pattern
-from .walk import GONE, open_regular
+from ...sources.walk import GONE, open_regular
 
 HEAD_BYTES = 64 * 1024  # secrets are recognised by a prefix: a 50 GB dataset costs one small read
 

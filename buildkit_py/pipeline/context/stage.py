@@ -18,8 +18,8 @@ from typing import BinaryIO
 
 from ...errors import ContextError, shown_name
 from ...fsutil import kept
+from ...sources.walk import GONE, included_files, open_regular
 from .secrets import LARGE_FILE_BYTES, find_large_files, find_secrets, large_problem, refuse
-from .walk import GONE, included_files, open_regular
 
 FIXED_MTIME = 315532800  # 1980-01-01, the earliest time every archive format (zip included) can hold
 

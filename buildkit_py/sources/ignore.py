@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...errors import ContextError, show
+from ..errors import ContextError, show
 
 MAX_PATTERN_CHARS = 64 * 1024  # Docker's line reader (a Go bufio.Scanner) stops there too; a path is 4096 bytes at most
 

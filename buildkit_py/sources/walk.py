@@ -10,8 +10,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from ...errors import ContextError, shown_name
-from ...fsutil import OUTPUT_MARKER, leads_outside
+from ..errors import ContextError, shown_name
+from ..fsutil import OUTPUT_MARKER, leads_outside
 from .ignore import IgnorePattern, is_excluded, matching_patterns, may_reinclude, parse_ignore
 
 # A checkout's code is a few levels deep and some thousands of files; past these it is data, or a trap.
