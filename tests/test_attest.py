@@ -76,7 +76,7 @@ def recipe(root: Path, section: LockedImage | None, *, variant: str | None = Non
     (root / "buildkit.yaml").write_text("framework: none\n")
     return Recipe(root=root, dockerfile="FROM base\nCOPY . /app\n", ignore="", plan=plan, notes=(),
                   image=None, tags=(), variant=variant, builder="buildkit", remote=False, platform="linux/amd64",
-                  index="", allow_secrets=(), allow_large=(), extras=())
+                  secrets_digest="", allow_secrets=(), allow_large=(), extras=())
 
 
 def push_image(registry: str, path: str, labels: dict[str, str]) -> str:

@@ -15,7 +15,7 @@ from buildkit_py import api
 from buildkit_py.pipeline import fastpath
 from buildkit_py.pipeline.build import make_recipe, prepare
 from buildkit_py.pipeline.context import FIXED_MTIME, list_context, staged
-from buildkit_py.pipeline.recipe import index_digest
+from buildkit_py.pipeline.recipe import secrets_digest
 from conftest import run_cli
 
 
@@ -72,7 +72,7 @@ def _parts(root: Path, dockerfile: str, secrets=()) -> tuple:
     step = fastpath.code_step(dockerfile)
     config = api.load(api.Project(directory=root))
     made = replace(make_recipe(config, prepare(config)), dockerfile=dockerfile,
-                   index=index_digest([(name, path.read_bytes()) for name, path in secrets]))
+                   secrets_digest=secrets_digest([(name, path.read_bytes()) for name, path in secrets]))
     with staged(list_context(root, dockerfile, "")) as ctx:
         return fastpath.record_parts(made, step, ctx.snapshot)
 

@@ -38,7 +38,7 @@ from .lock import STALE_LOCK, config_key
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
 from .publish import Made, publish
-from .recipe import Recipe, index_digest
+from .recipe import Recipe, secrets_digest
 from .render import render_dockerfile, render_project_dockerignore
 from .resolution import Resolution, Resolved, check_resolution, declared_in, remembered, resolve_plan
 from .uv import pip_conf_text
@@ -146,7 +146,7 @@ def make_recipe(config: Config, plan: Plan, own_dockerfile: str | None = None) -
         image=config.image, tags=tuple(config.tags), variant=config.variant, builder=config.builder, remote=remote,
         # A lock's wheels are for its platform (linux/amd64 unless the plan names one): the build targets the same.
         platform=plan.platform or ("linux/amd64" if plan.gpu or plan.lock else None),
-        index=index_digest(() if remote else secret_sources(config)), allow_secrets=tuple(config.allow_secrets),
+        secrets_digest=secrets_digest(() if remote else secret_sources(config)), allow_secrets=tuple(config.allow_secrets),
         allow_large=tuple(config.allow_large), extras=tuple(_extras(plan)),
         import_check=_import_check(plan, text))
 

@@ -55,7 +55,7 @@ _LAYERS = frozenset(("FROM", "RUN", "COPY", "ADD", "WORKDIR"))
 # Why each part of the record differs, as the output says it.
 _WHY = {"plan": "the plan changed (base image, Python, framework or packages)",
         "dockerfile": "the template changed (the Dockerfile is not the same)",
-        "index": "the package index settings or the CA bundle changed",
+        "secrets": "the package index settings or the CA bundle changed",
         "builder": "the builder or the platform changed"}
 
 
@@ -142,7 +142,7 @@ def record_parts(recipe: Recipe, step: CodeStep, snapshot: Snapshot) -> tuple[tu
         copied = [f"{rel}\0{kind}\0{content}" for rel, kind, content in snapshot.entries
                   if rel == source or rel.startswith(source + "/") or fnmatchcase(rel, source)]
         parts.append((f"input:{source}", _sha("\n".join(copied).encode())))
-    parts.append(("index", recipe.index))
+    parts.append(("secrets", recipe.secrets_digest))
     parts.append(("builder", _sha(f"{recipe.builder}\0{recipe.platform}".encode())))
     return tuple(parts)
 

@@ -29,7 +29,7 @@ from .context import ContextListing, list_context
 if TYPE_CHECKING:
     from .plan import Plan
 
-RECIPE_SCHEME = 4  # 4: the plan kept once, as JSON (no pickle)
+RECIPE_SCHEME = 5  # 4: the plan kept once, as JSON (no pickle); 5: secrets_digest
 KEPT_RECIPES = 64  # one per project, flags and environment used lately; the oldest go first
 _SHELL = frozenset({"_", "OLDPWD", "SHLVL"})  # set by the shell per command: `make` and a terminal differ
 _PACKAGE = Path(__file__).resolve().parents[1]  # buildkit_py/, of which pipeline/ is a part
@@ -52,7 +52,7 @@ class Recipe:
     builder: str
     remote: bool  # the builder builds and pushes where it runs: no fast path from here
     platform: str | None
-    index: str  # digest of the index settings and CA bundle the build passes as secrets, never their text
+    secrets_digest: str  # of the index settings and CA bundle the build passes as secrets, never their text
     allow_secrets: tuple[str, ...]
     allow_large: tuple[str, ...]
     extras: tuple[tuple[str, Path], ...]  # (path in the context, source): the launcher, the lock's requirements
@@ -78,7 +78,7 @@ class Recipe:
                             allow_large=self.allow_large, extras=self.extras)
 
 
-def index_digest(secrets: Sequence[tuple[str, bytes]]) -> str:
+def secrets_digest(secrets: Sequence[tuple[str, bytes]]) -> str:
     """The digest of the index settings and CA bundle a build passes as secrets ((id, content) each): the recipe
     and through it the fast path's record hold this, never the text."""
     def sha(data: bytes) -> str:
@@ -169,7 +169,7 @@ def kept(digest: str, tags: tuple[str, ...] | None) -> Recipe | None:
         return Recipe(Path(r["root"]), r["dockerfile"], r["ignore"], r["plan"],
                       tuple(r["notes"]), parse_ref(r["image"]) if r["image"] else None,
                       recipe_tags, r["variant"], r["builder"], bool(r["remote"]),
-                      r["platform"], r["index"], tuple(r["allow_secrets"]), tuple(r["allow_large"]),
+                      r["platform"], r["secrets_digest"], tuple(r["allow_secrets"]), tuple(r["allow_large"]),
                       tuple((rel, Path(src)) for rel, src in r["extras"]),
                       tuple(r["import_check"]) if r["import_check"] else None)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ConfigError):
@@ -184,7 +184,7 @@ def keep(digest: str, recipe: Recipe, consulted: dict[str, str], tags: tuple[str
         "notes": list(recipe.notes),
         "image": str(recipe.image) if recipe.image else None, "tags": list(map(str, recipe.tags)),
         "variant": recipe.variant, "builder": recipe.builder,
-        "remote": recipe.remote, "platform": recipe.platform, "index": recipe.index,
+        "remote": recipe.remote, "platform": recipe.platform, "secrets_digest": recipe.secrets_digest,
         "allow_secrets": list(recipe.allow_secrets), "allow_large": list(recipe.allow_large),
         "extras": [[rel, str(src)] for rel, src in recipe.extras],
         "import_check": list(recipe.import_check) if recipe.import_check else None,
