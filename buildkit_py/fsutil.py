@@ -265,8 +265,13 @@ def parse_toml(text: str, where: str) -> dict:
 
 
 def read_toml(path: Path, what: str, *, root: Path | None = None) -> dict:
-    """A TOML file read as read_text reads it (inside root, when given), parsed by parse_toml."""
-    return parse_toml(read_text(path, what, root=root), str(path))
+    """A TOML file read as read_text reads it (inside root, when given), parsed by parse_toml once a command (a
+    pyproject.toml is read by the config, inference, the lock files' checks and packaging): each caller gets its own
+    copy."""
+    import copy
+
+    text = read_text(path, what, root=root)
+    return copy.deepcopy(asked_once(("toml", str(path), text), lambda: parse_toml(text, str(path))))
 
 
 def parse_python(text: str | bytes, filename: str) -> ast.Module:

@@ -4,6 +4,7 @@ one-line edit (the fast path), and `submit --dry-run`. A stage that reads a file
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -19,8 +20,14 @@ from conftest import REPO, SESSION_CACHE
 
 # Runs buildkit-py in this interpreter with an audit hook; writes what it saw to the file named by argv[1].
 RUNNER = """
-import json, os, runpy, sys
-out, root, opens, runs = sys.argv[1], os.path.realpath(sys.argv[2]) + os.sep, [], []
+import hashlib, json, os, runpy, sys, tomllib, yaml
+out, root, opens, runs, parsed = sys.argv[1], os.path.realpath(sys.argv[2]) + os.sep, [], [], []
+def counted(parse):
+    def parse_counted(text, *args, **kwargs):
+        parsed.append(hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest())
+        return parse(text, *args, **kwargs)
+    return parse_counted
+yaml.compose, tomllib.loads = counted(yaml.compose), counted(tomllib.loads)  # the config's YAML, pyproject's TOML
 def hook(event, args):
     if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
         path, mode = os.fsdecode(args[0]), args[1]
@@ -38,11 +45,13 @@ except SystemExit as exc:
 else:
     code = 0
 with open(out, "w") as handle:
-    json.dump({"code": code, "opens": opens, "runs": runs}, handle)
+    json.dump({"code": code, "opens": opens, "runs": runs, "parsed": parsed}, handle)
 """
 
 
 def traced(tmp_path: Path, root: Path, *args: str, env: dict | None = None) -> tuple[Counter, list[list[str]], str]:
+    """(opens of each file under root, the processes started, stderr); each parse of a file under root as YAML or
+    TOML counts as an open of "parsed:PATH"."""
     out = tmp_path / f"trace-{uuid.uuid4().hex[:6]}.json"
     proc = subprocess.run([sys.executable, "-c", RUNNER, str(out), str(root), *args], capture_output=True, text=True,
                           env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -54,7 +63,10 @@ def traced(tmp_path: Path, root: Path, *args: str, env: dict | None = None) -> t
     assert proc.returncode == 0 and out.exists(), proc.stderr[-3000:]
     seen = json.loads(out.read_text())
     assert seen["code"] in (0, None), (seen["code"], proc.stderr[-3000:])
-    return Counter(seen["opens"]), seen["runs"], proc.stderr
+    digests = {hashlib.sha256(p.read_bytes()).hexdigest(): p.relative_to(root).as_posix() for p in root.rglob("*")
+               if p.is_file() and ".git" not in p.parts and p.suffix in (".yaml", ".yml", ".toml")}
+    parses = [f"parsed:{digests[d]}" for d in seen["parsed"] if d in digests]
+    return Counter(seen["opens"] + parses), seen["runs"], proc.stderr
 
 
 def read_once(opens: Counter, runs: list[list[str]], expected: set[str]) -> None:
@@ -85,14 +97,26 @@ INPUTS = {"buildkit.yaml", "requirements.txt", os.path.join("trainer", "task.py"
 
 def test_autopackage_dry_run_reads_each_input_once(checkout, tmp_path):
     opens, runs, _ = traced(tmp_path, checkout, "autopackage", str(checkout), "--dry-run", "--json")
-    read_once(opens, runs, INPUTS)
+    read_once(opens, runs, INPUTS | {"parsed:buildkit.yaml"})  # inference and the config stage: one parse
+
+
+def test_a_pyproject_config_is_parsed_once(checkout, tmp_path):
+    """The config in pyproject.toml's [tool.buildkit-py], beside the project's own table: the config stage, inference
+    (the trainer's distribution) and the lock files' checks read one parse of it."""
+    (checkout / "buildkit.yaml").unlink()
+    (checkout / "pyproject.toml").write_text(
+        '[project]\nname = "quick"\nversion = "1.0"\ndependencies = ["six"]\n\n'
+        '[tool.buildkit-py]\nframework = "none"\npython = "3.11"\ngpu = false\nrequirements = "requirements.txt"\n\n'
+        '[tool.buildkit-py.trainer]\nmodule = "trainer.task"\n')
+    opens, runs, _ = traced(tmp_path, checkout, "autopackage", str(checkout), "--dry-run", "--json")
+    read_once(opens, runs, {"pyproject.toml", "parsed:pyproject.toml", "requirements.txt"})
 
 
 def test_submit_dry_run_reads_each_input_once(checkout, tmp_path):
     opens, runs, _ = traced(tmp_path, checkout, "submit", "--dir", str(checkout), "--dry-run", "--image",
                             "us-docker.pkg.dev/proj-123/r/i:1", "--project", "proj-123", "--region", "us-central1",
                             "--skip-image-check")
-    read_once(opens, runs, {"buildkit.yaml", "requirements.txt"})
+    read_once(opens, runs, {"buildkit.yaml", "parsed:buildkit.yaml", "requirements.txt"})
 
 
 def test_build_push_reads_each_input_once_cold_and_after_an_edit(testenv, checkout, tmp_path):
@@ -104,7 +128,7 @@ def test_build_push_reads_each_input_once_cold_and_after_an_edit(testenv, checko
         handle.write("ca_cert: ca.pem\n")
     build = ("build", "--dir", str(checkout), "--image", image, "--push", "--network", "host", "--progress", "plain")
     opens, runs, said = traced(tmp_path, checkout, *build, env=env)
-    read_once(opens, runs, INPUTS | {"ca.pem"})
+    read_once(opens, runs, INPUTS | {"ca.pem", "parsed:buildkit.yaml"})
     assert "pushed" in said, said[-2000:]
 
     with open(checkout / "trainer" / "task.py", "a") as handle:

@@ -3,6 +3,7 @@ and the errors that name a value by its field and file:line."""
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError, show
-from ..fsutil import MAX_NESTING, consult, inside, read_text, read_toml, too_deep
+from ..fsutil import MAX_NESTING, asked_once, consult, inside, read_text, read_toml, too_deep
 from ..patterns import lazy_pattern
 
 CONFIG_FILES = ("buildkit.yaml", "buildkit.yml")
@@ -131,7 +132,14 @@ def read_yaml(path: Path, what: str) -> tuple[Any, dict[tuple, str]]:
 
 
 def _read_yaml(path: Path, what: str = "config file") -> _Raw:
+    """The document parsed once a command (inference reads it for the keys it leaves alone, the config stage for
+    their values): each caller gets its own copy, which load_config's flag overrides may change."""
     text = read_text(path, what)
+    raw: _Raw = asked_once(("yaml", str(path), text), lambda: _parse_yaml(text, path))  # type: ignore[assignment]
+    return _Raw(copy.deepcopy(raw.data), raw.source, dict(raw.positions), dict(raw.scalars))
+
+
+def _parse_yaml(text: str, path: Path) -> _Raw:
     try:
         _check_events(text, str(path))
         node = yaml.compose(text, Loader=yaml.SafeLoader)
