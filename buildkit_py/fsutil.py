@@ -105,12 +105,19 @@ def keep(path: str | os.PathLike[str], mode: int, data: bytes) -> None:
             reads.size += len(data)
 
 
+TREE = "tree"  # asked_once keys (TREE, a directory's real path, ...): an answer about the files under that directory
+
+
 def forget(path: str | os.PathLike[str]) -> None:
-    """The command wrote PATH: a later read of it reads the new file."""
+    """The command wrote PATH: a later read of it reads the new file, and a later walk of a directory above it sees
+    it."""
     reads = _READS.get()
     if reads is not None:
-        found = reads.files.pop(os.path.realpath(path), None)
+        real = os.path.realpath(path)
+        found = reads.files.pop(real, None)
         reads.size -= len(found[1]) if found else 0
+        for key in [k for k in reads.answers if k[0] == TREE and real.startswith(k[1].rstrip(os.sep) + os.sep)]:
+            del reads.answers[key]
 
 
 def asked_once(key: tuple, ask: Callable[[], object]) -> object:

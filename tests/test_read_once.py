@@ -28,6 +28,12 @@ def counted(parse):
         return parse(text, *args, **kwargs)
     return parse_counted
 yaml.compose, tomllib.loads = counted(yaml.compose), counted(tomllib.loads)  # the config's YAML, pyproject's TOML
+from buildkit_py.sources import walk
+def walked(tree, *args, walk_tree=walk._walk):
+    if os.path.realpath(tree) + os.sep == root:
+        opens.append("walked:.")  # a walk of the whole trainer directory (shallow globs of it are not walks)
+    return walk_tree(tree, *args)
+walk._walk = walked
 def hook(event, args):
     if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
         path, mode = os.fsdecode(args[0]), args[1]
@@ -97,7 +103,8 @@ INPUTS = {"buildkit.yaml", "requirements.txt", os.path.join("trainer", "task.py"
 
 def test_autopackage_dry_run_reads_each_input_once(checkout, tmp_path):
     opens, runs, _ = traced(tmp_path, checkout, "autopackage", str(checkout), "--dry-run", "--json")
-    read_once(opens, runs, INPUTS | {"parsed:buildkit.yaml"})  # inference and the config stage: one parse
+    # Inference and the config stage: one parse; inference's imports and the build context's listing: one walk.
+    read_once(opens, runs, INPUTS | {"parsed:buildkit.yaml", "walked:."})
 
 
 def test_a_pyproject_config_is_parsed_once(checkout, tmp_path):
@@ -109,7 +116,7 @@ def test_a_pyproject_config_is_parsed_once(checkout, tmp_path):
         '[tool.buildkit-py]\nframework = "none"\npython = "3.11"\ngpu = false\nrequirements = "requirements.txt"\n\n'
         '[tool.buildkit-py.trainer]\nmodule = "trainer.task"\n')
     opens, runs, _ = traced(tmp_path, checkout, "autopackage", str(checkout), "--dry-run", "--json")
-    read_once(opens, runs, {"pyproject.toml", "parsed:pyproject.toml", "requirements.txt"})
+    read_once(opens, runs, {"pyproject.toml", "parsed:pyproject.toml", "requirements.txt", "walked:."})
 
 
 def test_submit_dry_run_reads_each_input_once(checkout, tmp_path):
@@ -128,7 +135,7 @@ def test_build_push_reads_each_input_once_cold_and_after_an_edit(testenv, checko
         handle.write("ca_cert: ca.pem\n")
     build = ("build", "--dir", str(checkout), "--image", image, "--push", "--network", "host", "--progress", "plain")
     opens, runs, said = traced(tmp_path, checkout, *build, env=env)
-    read_once(opens, runs, INPUTS | {"ca.pem", "parsed:buildkit.yaml"})
+    read_once(opens, runs, INPUTS | {"ca.pem", "parsed:buildkit.yaml", "walked:."})
     assert "pushed" in said, said[-2000:]
 
     with open(checkout / "trainer" / "task.py", "a") as handle:
@@ -136,3 +143,19 @@ def test_build_push_reads_each_input_once_cold_and_after_an_edit(testenv, checko
     opens, runs, said = traced(tmp_path, checkout, *build, env=env)
     read_once(opens, runs, INPUTS)
     assert "appended the code layer" in said, said[-2000:]  # the fast path, which reads the code to append it
+
+
+def test_a_file_the_command_writes_is_in_the_next_walk(tmp_path):
+    """The walk is kept for the command, until the command writes under the directory (autopackage --write-config
+    writes buildkit.yaml after inference walked the tree, before the build context lists it)."""
+    from buildkit_py.fsutil import one_read, write_atomic
+    from buildkit_py.sources.walk import included_files
+
+    (tmp_path / "train.py").write_text("")
+    with one_read():
+        assert included_files(tmp_path, "") == ["train.py"]
+        (tmp_path / "late.py").write_text("")  # not by the command: the kept walk stands
+        assert included_files(tmp_path, "") == ["train.py"]
+        write_atomic(tmp_path / "buildkit.yaml", "framework: none\n")
+        assert included_files(tmp_path, "") == ["buildkit.yaml", "late.py", "train.py"]
+        assert included_files(tmp_path, "late.py\n") == ["buildkit.yaml", "train.py"]  # another ignore list: walked

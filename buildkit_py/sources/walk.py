@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ContextError, shown_name
-from ..fsutil import OUTPUT_MARKER, leads_outside
+from ..fsutil import OUTPUT_MARKER, TREE, asked_once, leads_outside
 from .ignore import IgnorePattern, is_excluded, matching_patterns, may_reinclude, parse_ignore
 
 # A checkout's code is a few levels deep and some thousands of files; past these it is data, or a trap.
@@ -98,13 +98,24 @@ def _os_error(exc: OSError) -> ContextError:
 
 def included_files(root: Path, ignore_text: str, notes: list[str] | None = None) -> list[str]:
     """Regular files and symlinks the ignore list keeps, sorted; a kept symlink leading out of root is refused.
-    What else is left out (buildkit-py's outputs, a directory deleted meanwhile) is added to notes."""
+    What else is left out (buildkit-py's outputs, a directory deleted meanwhile) is added to notes. The tree is walked
+    once a command for the same ignore list (inference's imports, the build context, the trainer's package): a
+    file the command writes under root (fsutil.forget) makes the next call walk again."""
+    key = (TREE, os.path.realpath(root), ignore_text)
+    files, said = asked_once(key, lambda: _included(root, ignore_text))  # type: ignore[misc]
+    if notes is not None:
+        notes.extend(said)
+    return list(files)
+
+
+def _included(root: Path, ignore_text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    notes: list[str] = []
     patterns = parse_ignore(ignore_text)
     files: list[str] = []
     escaping: list[str] = []
     try:
         real_root = root.resolve()
-        for rel, entry in _walk(real_root, patterns, [] if notes is None else notes):
+        for rel, entry in _walk(real_root, patterns, notes):
             if entry.is_symlink() and leads_outside(entry.path, real_root):
                 escaping.append(f"  {shown_name(rel)} -> {shown_name(os.readlink(entry.path))}")
             files.append(rel)
@@ -118,7 +129,7 @@ def included_files(root: Path, ignore_text: str, notes: list[str] | None = None)
             + more
             + "\nAdd them to .dockerignore, or replace them with the files they point to."
         )
-    return sorted(files)
+    return tuple(sorted(files)), tuple(notes)
 
 
 def open_regular(path: Path) -> BinaryIO | None:
