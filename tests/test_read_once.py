@@ -28,7 +28,8 @@ def counted(parse):
         return parse(text, *args, **kwargs)
     return parse_counted
 yaml.compose, tomllib.loads = counted(yaml.compose), counted(tomllib.loads)  # the config's YAML, pyproject's TOML
-from buildkit_py.sources import walk
+from buildkit_py.sources import requirements, walk
+requirements._logical_lines = counted(requirements._logical_lines)  # a requirements file's lines, as pip reads them
 def walked(tree, *args, walk_tree=walk._walk):
     if os.path.realpath(tree) + os.sep == root:
         opens.append("walked:.")  # a walk of the whole trainer directory (shallow globs of it are not walks)
@@ -56,8 +57,8 @@ with open(out, "w") as handle:
 
 
 def traced(tmp_path: Path, root: Path, *args: str, env: dict | None = None) -> tuple[Counter, list[list[str]], str]:
-    """(opens of each file under root, the processes started, stderr); each parse of a file under root as YAML or
-    TOML counts as an open of "parsed:PATH"."""
+    """(opens of each file under root, the processes started, stderr); each parse of a file under root as YAML,
+    TOML or a requirements file counts as an open of "parsed:PATH", each walk of root as one of "walked:."."""
     out = tmp_path / f"trace-{uuid.uuid4().hex[:6]}.json"
     proc = subprocess.run([sys.executable, "-c", RUNNER, str(out), str(root), *args], capture_output=True, text=True,
                           env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -70,7 +71,7 @@ def traced(tmp_path: Path, root: Path, *args: str, env: dict | None = None) -> t
     seen = json.loads(out.read_text())
     assert seen["code"] in (0, None), (seen["code"], proc.stderr[-3000:])
     digests = {hashlib.sha256(p.read_bytes()).hexdigest(): p.relative_to(root).as_posix() for p in root.rglob("*")
-               if p.is_file() and ".git" not in p.parts and p.suffix in (".yaml", ".yml", ".toml")}
+               if p.is_file() and ".git" not in p.parts and p.suffix in (".yaml", ".yml", ".toml", ".txt")}
     parses = [f"parsed:{digests[d]}" for d in seen["parsed"] if d in digests]
     return Counter(seen["opens"] + parses), seen["runs"], proc.stderr
 
@@ -98,7 +99,8 @@ def checkout(tmp_path) -> Path:
     return root
 
 
-INPUTS = {"buildkit.yaml", "requirements.txt", os.path.join("trainer", "task.py"), os.path.join("trainer", "__init__.py")}
+INPUTS = {"buildkit.yaml", "requirements.txt", "parsed:requirements.txt", os.path.join("trainer", "task.py"),
+          os.path.join("trainer", "__init__.py")}
 
 
 def test_autopackage_dry_run_reads_each_input_once(checkout, tmp_path):
@@ -116,14 +118,15 @@ def test_a_pyproject_config_is_parsed_once(checkout, tmp_path):
         '[tool.buildkit-py]\nframework = "none"\npython = "3.11"\ngpu = false\nrequirements = "requirements.txt"\n\n'
         '[tool.buildkit-py.trainer]\nmodule = "trainer.task"\n')
     opens, runs, _ = traced(tmp_path, checkout, "autopackage", str(checkout), "--dry-run", "--json")
-    read_once(opens, runs, {"pyproject.toml", "parsed:pyproject.toml", "requirements.txt", "walked:."})
+    read_once(opens, runs, {"pyproject.toml", "parsed:pyproject.toml", "requirements.txt", "parsed:requirements.txt",
+                            "walked:."})
 
 
 def test_submit_dry_run_reads_each_input_once(checkout, tmp_path):
     opens, runs, _ = traced(tmp_path, checkout, "submit", "--dir", str(checkout), "--dry-run", "--image",
                             "us-docker.pkg.dev/proj-123/r/i:1", "--project", "proj-123", "--region", "us-central1",
                             "--skip-image-check")
-    read_once(opens, runs, {"buildkit.yaml", "parsed:buildkit.yaml", "requirements.txt"})
+    read_once(opens, runs, {"buildkit.yaml", "parsed:buildkit.yaml", "requirements.txt", "parsed:requirements.txt"})
 
 
 def test_build_push_reads_each_input_once_cold_and_after_an_edit(testenv, checkout, tmp_path):
@@ -141,7 +144,7 @@ def test_build_push_reads_each_input_once_cold_and_after_an_edit(testenv, checko
     with open(checkout / "trainer" / "task.py", "a") as handle:
         handle.write("# a one-line edit\n")
     opens, runs, said = traced(tmp_path, checkout, *build, env=env)
-    read_once(opens, runs, INPUTS)
+    read_once(opens, runs, INPUTS - {"parsed:requirements.txt"})  # the kept recipe: nothing of the plan is made again
     assert "appended the code layer" in said, said[-2000:]  # the fast path, which reads the code to append it
 
 

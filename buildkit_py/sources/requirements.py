@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from ..errors import shown_name
+from ..fsutil import asked_once
 from ..patterns import lazy_pattern
 
 MAX_INCLUDES = 16  # requirements files in one chain of -r / -c includes; real projects chain two or three
@@ -30,8 +31,17 @@ def parse_problem(exc: Exception) -> str:
 
 def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
     """(requirement, "file:line") for each requirement of a requirements file; continuations joined,
-    comments dropped, as pip reads them."""
-    out: list[tuple[str, str]] = []
+    comments dropped, as pip reads them. A text is parsed once a command (inference, the plan, the resolution, the
+    lock, packaging and the SBOM all read the same file)."""
+    shown = shown_name(source)
+    parsed: tuple[tuple[str, int], ...] = asked_once(("requirement lines", text),  # type: ignore[assignment]
+                                                     lambda: _logical_lines(text))
+    return [(line, f"{shown}:{start}") for line, start in parsed]
+
+
+def _logical_lines(text: str) -> tuple[tuple[str, int], ...]:
+    """(logical line, the number of its first physical line)."""
+    out: list[tuple[str, int]] = []
     pending, start = "", 0
     for number, raw in enumerate(text.split("\n"), 1):
         line = raw.rstrip("\r")
@@ -43,8 +53,8 @@ def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
         line = re.sub(r"(^|\s)#.*", "", pending + line).strip()
         pending = ""
         if line:
-            out.append((line, f"{shown_name(source)}:{start}"))
-    return out
+            out.append((line, start))
+    return tuple(out)
 
 
 _PIN = lazy_pattern(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.ASCII)
