@@ -377,7 +377,8 @@ def _job_stage(loaded: Config, options: AutopackageOptions, target: str, rendere
         raise ConfigError(f"trainer arguments after `--` are for a local run; a job's are `job.args` "
                           f"(got {show(list(options.args))})", field="ARGS")
     job_options = replace(options.job, image=str(rendered.image), target=target)
-    job_config, settings, _, _ = settings_for(loaded, job_options)
+    found = settings_for(loaded, job_options)
+    job_config, settings = found.config, found.job
     draft = draft_job(job_config, settings, job_options, lambda: rendered.planned)
     return _Job(job_options, job_config, settings, draft, vertex_job(job_config, settings, job_options, draft))
 

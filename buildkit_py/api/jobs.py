@@ -36,12 +36,23 @@ if TYPE_CHECKING:
     from ..jobs.logs import LogLine
 
 
-def _job_settings(project: Project, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
+@dataclass(frozen=True)
+class JobSettings:
+    """The config and its job with the flags (and a job file's job) applied; of a job file, what was left out of the
+    conversion and the notes it made."""
+
+    config: Config
+    job: JobConfig
+    left: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _job_settings(project: Project, options: JobOptions) -> JobSettings:
     """The config, and its job with the flags applied (each checked by its config key's validator)."""
     return settings_for(load(project), options)
 
 
-def settings_for(config: Config, options: JobOptions) -> tuple[Config, JobConfig, tuple[str, ...], tuple[str, ...]]:
+def settings_for(config: Config, options: JobOptions) -> JobSettings:
     """_job_settings for a config already loaded: the job with the flags (and a legacy file's job) applied."""
     left: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
@@ -63,7 +74,7 @@ def settings_for(config: Config, options: JobOptions) -> tuple[Config, JobConfig
         flags["labels"] = tuple({**dict(settings.labels), **dict(flags["labels"])}.items())
     if pools:
         settings = replace(settings, reduction_server=None, **pools)
-    return config, replace(settings, chief=replace(settings.chief, **chief), **flags), left, notes
+    return JobSettings(config, replace(settings, chief=replace(settings.chief, **chief), **flags), left, notes)
 
 
 # What a legacy file decides as a whole: its cluster (every pool's machines and GPUs) and what runs on it.
@@ -215,12 +226,13 @@ def job(source: Source = None, /, options: JobOptions | None = None, output: str
                                  takes=("options", "output", "as_json"))
     output = output_file(output, "output")
     as_json = checked(as_json, "bool", "as_json")
-    config, job_settings, left, notes = _job_settings(project, options)
+    found = _job_settings(project, options)
+    config, job_settings = found.config, found.job
     made = vertex_job(config, job_settings, options, draft_job(config, job_settings, options, image_plan(config)))
     text = json.dumps(made.resource, indent=2) + "\n" if as_json else yaml.safe_dump(made.resource, sort_keys=False)
     if output is not None:
         write_atomic(output, text)
-    return JobResult(made, text, left, notes, output)
+    return JobResult(made, text, found.left, found.notes, output)
 
 
 def _project_id(settings: JobConfig) -> str:
@@ -254,7 +266,8 @@ def plan(source: Source = None, /, options: JobOptions | None = None, submit_opt
                                                  options_of(submit_options, SubmitOptions, "submit_options"),
                                                  takes=("options", "submit_options"))
     check_submit_options(submit_options)
-    config, job_settings, _, _ = _job_settings(project, options)
+    found = _job_settings(project, options)
+    config, job_settings = found.config, found.job
     return plan_job(config, job_settings, options, submit_options,
                     draft_job(config, job_settings, options, image_plan(config)))
 
@@ -306,7 +319,8 @@ def submit(source: Source = None, /, options: JobOptions | None = None, submit_o
     on_line = checked(on_line, "Callable[[LogLine], None] | None", "on_line")
     check_poll(submit_options)
     check_submit_options(submit_options)
-    config, job_settings, _, _ = _job_settings(project, options)
+    found = _job_settings(project, options)
+    config, job_settings = found.config, found.job
     draft = draft_job(config, job_settings, options, image_plan(config))
     planned = plan_job(config, job_settings, options, submit_options, draft)
     with reporting(progress) as reporter:
