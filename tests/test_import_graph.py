@@ -8,6 +8,7 @@ saying why (a lazy import that keeps start-up fast is a fair reason)."""
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,6 +206,36 @@ def test_every_package_is_in_the_wheel():
     found = {".".join(path.parent.relative_to(REPO).parts) for path in PACKAGE.rglob("__init__.py")
              if "__pycache__" not in path.parts}
     assert found <= listed, f"packages pyproject.toml does not list: {', '.join(sorted(found - listed))}"
+
+
+# Where each kind of shared name is defined; anywhere else, a literal one is a second definition.
+NAME_HOMES = {"oci.media": ("application/vnd.oci.", "application/vnd.docker."),
+              "pipeline.names": ("dev.buildkit-py.", "org.opencontainers.image.")}
+_NAME_LIKE = re.compile(r"[a-z0-9.+/-]+")
+
+
+def test_media_types_and_label_names_are_defined_once():
+    """An OCI or Docker media type is oci/media.py's, a label or annotation name pipeline/names.py's: a literal one
+    (or f"{LABEL_PREFIX}.x") elsewhere is a copy that can drift."""
+    prefixes = {p: home for home, ps in NAME_HOMES.items() for p in ps}
+    copies = []
+    for name, path in sorted(_modules().items()):
+        module = _relative(name)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        for node in ast.walk(tree):
+            text = None
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                text = node.value
+            elif isinstance(node, ast.JoinedStr) and len(node.values) > 1 and isinstance(node.values[0], ast.FormattedValue) \
+                    and isinstance(node.values[0].value, ast.Name) and node.values[0].value.id == "LABEL_PREFIX" \
+                    and isinstance(node.values[1], ast.Constant) and str(node.values[1].value).startswith("."):
+                text = "dev.buildkit-py" + str(node.values[1].value)
+            home = next((h for p, h in prefixes.items() if text and text.startswith(p) and _NAME_LIKE.fullmatch(text)),
+                        None)
+            if home is not None and module != home:
+                copies.append(f"{module}:{node.lineno}: {text} (defined in {home})")
+    assert not copies, "names defined twice:\n" + "\n".join(copies)
 
 
 def test_the_package_top_holds_the_ground_alone():

@@ -17,6 +17,7 @@ from ..errors import RunError
 from ..fsutil import make_output_dir
 from ..launcher.constants import EXPECT_GPUS_ENV, PACKAGE_URIS_ENV, PROCESSES_ENV, PYTHON_MODULE_ENV
 from ..pipeline.build import CA_SECRET, PIP_CONF_SECRET
+from ..pipeline.names import JOB_LABEL
 from ..progress import HtmlRepr, Reporter
 
 MOUNT = "/buildkit-output"
@@ -185,7 +186,7 @@ def run_local(run: LocalRun, reporter: Reporter) -> RunResult:
             settings = dict(name=f"{job_id}-{task.name}".replace("_", "-"),
                             environment={**task_env(tasks, ports, task, job_id, run.gpus, legacy), **shared.env},
                             network_mode=run.network, volumes=shared.volumes,
-                            labels={**dict(run.labels), "dev.buildkit-py.job": job_id}, **shared.kwargs)
+                            labels={**dict(run.labels), JOB_LABEL: job_id}, **shared.kwargs)
             try:
                 container = client.containers.create(image, list(args) or None, **settings)
             except ImageNotFound:  # an image only in its registry: pulled, as containers.run pulls it

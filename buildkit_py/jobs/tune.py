@@ -24,10 +24,10 @@ from ..clients.engine import engine_client
 from ..config import Hyperparameters, Param
 from ..errors import ConfigError, RunError
 from ..fsutil import make_output_dir
+from ..pipeline.names import STUDY_LABEL
 from ..progress import HtmlRepr, Reporter
 from .local import LocalRun, RunResult, run_local
 
-STUDY_LABEL = "dev.buildkit-py.study"
 TRIAL_ENV = "CLOUD_ML_TRIAL_ID"
 
 

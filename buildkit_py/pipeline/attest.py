@@ -30,7 +30,7 @@ from ..sources.pip_config import without_credentials
 from ..sources.requirements import pinned, requirement_name
 from ..version import __version__
 from .buildtypes import BuildOptions, BuildResult
-from .names import CONTENT_LABEL, LABEL_PREFIX
+from .names import ATTESTATION_ANNOTATION, CONTENT_LABEL, LABEL_PREFIX, LOCK_LABEL
 
 if TYPE_CHECKING:
     from ..oci.referrers import Attached
@@ -42,10 +42,8 @@ PROVENANCE_TYPE = "application/vnd.in-toto+json"  # an in-toto Statement, as Bui
 STATEMENT = "https://in-toto.io/Statement/v1"
 SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
 PREDICATE_ANNOTATION = "in-toto.io/predicate-type"  # BuildKit's annotation of an in-toto layer
-KIND_ANNOTATION = f"{LABEL_PREFIX}.attestation"  # "sbom" or "provenance": ours among what other tools attach
 BUILD_TYPE = "https://buildkit-py.dev/attestations/build/v1"  # docs/attestations.md describes its parameters
 BUILDER_ID = "https://buildkit-py.dev/attestations/builder"
-LOCK_LABEL = f"{LABEL_PREFIX}.lock-digest"
 _SERIAL_NAMESPACE = uuid.UUID("5d8f1f6e-6a43-4c1e-9a55-6b2f1c0e7d11")  # the SBOM's serial number: a UUID of its content
 
 
@@ -246,9 +244,9 @@ def attach(recipe: Recipe, built: Built, reporter: Reporter) -> tuple[Attached, 
     document = sbom(recipe, ref.repository, built.digest)
     statement = provenance(recipe, built, "sha256:" + _sha(document))
     return attach_artifacts(ref, subject, [
-        Artifact(SBOM_TYPE, SBOM_TYPE, document, ((KIND_ANNOTATION, "sbom"),)),
+        Artifact(SBOM_TYPE, SBOM_TYPE, document, ((ATTESTATION_ANNOTATION, "sbom"),)),
         Artifact(PROVENANCE_TYPE, PROVENANCE_TYPE, statement,
-                 ((KIND_ANNOTATION, "provenance"), (PREDICATE_ANNOTATION, SLSA_PROVENANCE))),
+                 ((ATTESTATION_ANNOTATION, "provenance"), (PREDICATE_ANNOTATION, SLSA_PROVENANCE))),
     ], reporter)
 
 
@@ -353,7 +351,7 @@ def verify(ref: ImageRef, lock: Lock | None, reporter: Reporter) -> Verified:
     subject = subject_of(client, ref, ref.digest or ref.tag or "latest")
     image = f"{ref.repository}@{subject.digest}"
     found, listed = referrers(client, ref, subject.digest)
-    ours = [r for r in found if dict(r.annotations).get(KIND_ANNOTATION) in ("sbom", "provenance")]
+    ours = [r for r in found if dict(r.annotations).get(ATTESTATION_ANNOTATION) in ("sbom", "provenance")]
     reporter.message(f"{image}: {len(found)} referrer(s) ({listed}), {len(ours)} of buildkit-py")
     checks: list[str] = []
     sboms: dict[str, dict] = {}  # blob digest -> document
@@ -365,7 +363,7 @@ def verify(ref: ImageRef, lock: Lock | None, reporter: Reporter) -> Verified:
         if named != subject.digest:
             raise AttestationError(f"artifact {referrer.digest} names {show(named)} as its subject, not the image "
                                    f"{subject.digest}")
-        kind = dict(referrer.annotations)[KIND_ANNOTATION]
+        kind = dict(referrer.annotations)[ATTESTATION_ANNOTATION]
         if kind == "sbom":
             sboms[fetched.blob] = _document(fetched.data, "SBOM", fetched.blob)
         else:

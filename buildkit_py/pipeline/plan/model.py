@@ -29,7 +29,19 @@ from ...launcher.constants import (
 )
 from ...progress import HtmlRepr
 from ...version import __version__
-from ..names import LABEL_PREFIX
+from ..names import (
+    BASE_DIGEST_LABEL,
+    BASE_NAME_LABEL,
+    CUDA_ARCHS_LABEL,
+    CUDA_LABEL,
+    CUDNN_LABEL,
+    FRAMEWORK_LABEL,
+    LOCK_LABEL,
+    PLAN_LABEL,
+    PYTHON_LABEL,
+    TPU_LABEL,
+    VERSION_LABEL,
+)
 
 if TYPE_CHECKING:
     from ...sources.lockfiles import Exported
@@ -207,21 +219,21 @@ class Plan(HtmlRepr):
     def labels(self) -> tuple[tuple[str, str], ...]:
         fw = self.framework
         values = {
-            "org.opencontainers.image.base.name": self.base_image,
-            f"{LABEL_PREFIX}.version": __version__,
-            f"{LABEL_PREFIX}.python": self.python.version,
-            f"{LABEL_PREFIX}.framework": f"{fw.name}=={fw.version}" if fw else "none",
-            f"{LABEL_PREFIX}.cuda": self.cuda or "none",
-            f"{LABEL_PREFIX}.cudnn": self.cudnn or "none",
+            BASE_NAME_LABEL: self.base_image,
+            VERSION_LABEL: __version__,
+            PYTHON_LABEL: self.python.version,
+            FRAMEWORK_LABEL: f"{fw.name}=={fw.version}" if fw else "none",
+            CUDA_LABEL: self.cuda or "none",
+            CUDNN_LABEL: self.cudnn or "none",
         }
         if self.gpu:  # the architectures the launcher checks the GPUs against (also BUILDKIT_PY_CUDA_ARCHS)
-            values[f"{LABEL_PREFIX}.cuda-archs"] = ",".join(self.cuda_archs) or "not recorded"
+            values[CUDA_ARCHS_LABEL] = ",".join(self.cuda_archs) or "not recorded"
         if self.tpu:  # the TPU type a job's spec is checked against
-            values[f"{LABEL_PREFIX}.tpu"] = self.tpu
+            values[TPU_LABEL] = self.tpu
         if self.lock:
-            values["org.opencontainers.image.base.digest"] = self.lock.base_digest
-            values[f"{LABEL_PREFIX}.lock-digest"] = self.lock.digest
-        values[f"{LABEL_PREFIX}.plan"] = json.dumps(self.summary(), sort_keys=True, separators=(",", ":"))
+            values[BASE_DIGEST_LABEL] = self.lock.base_digest
+            values[LOCK_LABEL] = self.lock.digest
+        values[PLAN_LABEL] = json.dumps(self.summary(), sort_keys=True, separators=(",", ":"))
         return tuple(values.items())
 
     def summary(self) -> dict:
