@@ -13,7 +13,7 @@ import os
 import platform as _host
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -30,22 +30,19 @@ from ..oci.refs import ImageRef, parse_ref
 from ..progress import Reporter
 from ..sources.imports import import_failure
 from ..sources.pip_config import google_logins, logins_netrc, netrc, refusal_hint, url_credentials, uv_config
-from .attest import attested
 from .buildtypes import BuildOptions, BuildResult, PlatformImage, platform_suffix
 from .context import hash_context
 from .fastbuild import Attempt, Previous, Staged, appended_result, attempt, git_revision, kept_record, staging
 from .lock import STALE_LOCK, config_key
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
-from .publish import Made, publish
+from .publish import Made, publish, publish_index
 from .recipe import Recipe, secrets_digest
 from .render import render_dockerfile, render_project_dockerignore
 from .resolution import Resolution, Resolved, check_resolution, declared_in, remembered, resolve_plan
 from .uv import pip_conf_text
 
 if TYPE_CHECKING:  # the registry client, the fast path, threads and INI parser load with the build or push
-    from ..oci.client import PushResult
-    from ..oci.referrers import Attached
     from . import fastpath
 
 CA_SECRET = "buildkit-ca"
@@ -361,8 +358,6 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
     digest."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..oci.remote import put_index
-
     started = time.perf_counter()
     configs = config.each_platform()
     backend = Backend(config.builder, options.docker)
@@ -415,34 +410,26 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
             images[platform] = PlatformImage(platform, str(made.refs[0]), result.image_id, result.content_digest,
                                              result.built, result.pushed[0].digest if result.pushed else None)
         ordered = tuple(images[c.platform or ""] for c in configs)
-        indexed = options.push or backend.cls.remote
-        pushed: tuple[PushResult, ...] = ()
-        if indexed:
-            pushed, _ = put_index(refs, [(i.platform, i.digest or "") for i in ordered], reporter)
-        else:
-            reporter.message("a multi-platform image is an index in a registry: --push pushes each platform and its "
-                             "index; each platform is tagged here as " + ", ".join(i.tag for i in ordered))
         # The index's recipe is its first platform's, naming every platform (the provenance's `platform`).
         whole = replace(recipes[0], platform=",".join(i.platform for i in ordered))
-        result = BuildResult("", tuple(str(r) for r in refs) if indexed else tuple(i.tag for i in ordered),
-                             any(i.built for i in ordered), digest, whole, pushed, platforms=ordered)
-        result = attested(result, refs if indexed else (), options, reporter, staged[0].revision)
-        if not indexed:
-            return result
-        each = _attest_each(zip(recipes, ordered, staged, strict=True), refs[0], options, reporter)
-        return replace(result, attestations=result.attestations + each)
+        built_any = any(i.built for i in ordered)
+        if not (options.push or backend.cls.remote):
+            reporter.message("a multi-platform image is an index in a registry: --push pushes each platform and its "
+                             "index; each platform is tagged here as " + ", ".join(i.tag for i in ordered))
+            return BuildResult("", tuple(i.tag for i in ordered), built_any, digest, whole, platforms=ordered)
+        index = Made(BuildResult("", tuple(str(r) for r in refs), built_any, digest, whole, platforms=ordered),
+                     tuple(refs), staged[0].revision)
+        return publish_index(index, [_platform_made(recipe, image, refs[0], stage.revision)
+                                     for recipe, image, stage in zip(recipes, ordered, staged, strict=True)],
+                             options, reporter)
 
 
-def _attest_each(platforms: Iterable[tuple[Recipe, PlatformImage, Staged]], index: ImageRef, options: BuildOptions,
-                 reporter: Reporter) -> tuple[Attached, ...]:
-    """Each platform's manifest gets attestations of its own too: its packages and base are its own (the index's are
-    the first platform's)."""
+def _platform_made(recipe: Recipe, image: PlatformImage, index: ImageRef, revision: str | None) -> Made:
+    """A platform's image of an index, pushed: its attestations are its own too (its packages and base are its own;
+    the index's are the first platform's)."""
     from ..oci.client import PushResult
 
-    each: list[Attached] = []
-    for recipe, image, stage in platforms:
-        tag = platform_tag(index, image.platform)
-        one = BuildResult(image.image_id, (str(tag),), image.built, image.content_digest, recipe,
-                          (PushResult(f"{tag.repository}@{image.digest}", tag.tag or "", image.digest or "", None),))
-        each += attested(one, [tag], options, reporter, stage.revision).attestations
-    return tuple(each)
+    tag = platform_tag(index, image.platform)
+    pushed = (PushResult(f"{tag.repository}@{image.digest}", tag.tag or "", image.digest or "", None),)
+    return Made(BuildResult(image.image_id, (str(tag),), image.built, image.content_digest, recipe, pushed), (tag,),
+                revision)

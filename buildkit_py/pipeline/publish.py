@@ -1,8 +1,8 @@
 """The one way from a build to the registry. A build hands over what it made (`Made`: an image in the engine, an edit
 appended in the registry, a remote builder's pushed image) and `publish` pushes it under every tag, keeps what the
-next code-only edit appends to, and attaches the SBOM and provenance. `build --push`, autopackage's push stage, the
-fast path, each platform of a multi-platform image and `buildkit-py push` all come here; the backend (which builder,
-made once a command) is the build's."""
+next code-only edit appends to, and attaches the SBOM and provenance; `publish_index` puts a multi-platform image's
+index over its platforms' images. `build --push`, autopackage's push stage, the fast path, each platform and its
+index, and `buildkit-py push` all come here; the backend (which builder, made once a command) is the build's."""
 
 from __future__ import annotations
 
@@ -51,6 +51,17 @@ def publish(made: Made, options: BuildOptions, reporter: Reporter, engine: Build
             fastpath.save_record(replace(made.keep, manifest=pushed[0].digest), reporter)
             fastpath.read_ahead(made.refs[0], pushed[0].digest, result.recipe.platform)
     return attested(result, made.refs, options, reporter, made.revision)
+
+
+def publish_index(index: Made, platforms: Sequence[Made], options: BuildOptions, reporter: Reporter) -> BuildResult:
+    """A multi-platform image: the index naming each platform's pushed manifest PUT under every ref, attested, and
+    each platform's image attested as well. platforms: each platform's image, pushed already."""
+    from ..oci.remote import put_index
+
+    pushed, _ = put_index(index.refs, [(p.platform, p.digest or "") for p in index.result.platforms], reporter)
+    result = publish(replace(index, result=replace(index.result, pushed=pushed)), options, reporter)
+    each = tuple(a for made in platforms for a in publish(made, options, reporter).attestations)
+    return replace(result, attestations=result.attestations + each)
 
 
 def push_image(push: Callable[[ImageRef, Reporter], PushResult], refs: Sequence[ImageRef],
