@@ -162,3 +162,25 @@ def test_a_file_the_command_writes_is_in_the_next_walk(tmp_path):
         write_atomic(tmp_path / "buildkit.yaml", "framework: none\n")
         assert included_files(tmp_path, "") == ["buildkit.yaml", "late.py", "train.py"]
         assert included_files(tmp_path, "late.py\n") == ["buildkit.yaml", "train.py"]  # another ignore list: walked
+
+
+def test_a_requirements_chain_is_followed_once_until_the_command_writes_under_it(tmp_path, monkeypatch):
+    """The plan, the resolution, the lock and the resolver's input each ask for the lines of requirements.txt and of
+    what it includes: followed once a command."""
+    from buildkit_py.fsutil import one_read, write_atomic
+    from buildkit_py.sources import requirements
+
+    (tmp_path / "requirements.txt").write_text("six\n-r more.txt\n")
+    (tmp_path / "more.txt").write_text("attrs==23.1.0  # pinned\n")
+    followed = []
+    real = requirements._followed
+    monkeypatch.setattr(requirements, "_followed", lambda *a: followed.append(a) or real(*a))
+    with one_read():
+        first = requirements.included_lines(tmp_path, "requirements.txt")
+        assert first == ([("six", "requirements.txt:1", False), ("attrs==23.1.0", "more.txt:1", False)], ("more.txt",))
+        first[0].clear()  # a caller's copy: the next one gets the lines whole
+        assert requirements.included_lines(tmp_path, "requirements.txt")[0][1] == ("attrs==23.1.0", "more.txt:1", False)
+        assert len(followed) == 1
+        write_atomic(tmp_path / "more.txt", "attrs==24.2.0\n")
+        assert requirements.included_lines(tmp_path, "requirements.txt")[0][1] == ("attrs==24.2.0", "more.txt:1", False)
+        assert len(followed) == 2

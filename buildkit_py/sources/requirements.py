@@ -102,7 +102,17 @@ def included_lines(root: Path, name: str, follow: tuple[str, ...] = INCLUDES
     (relative to ROOT, the trainer directory) and of the files its `follow` options include, in pip's order; and the
     included files. Each file is read inside ROOT, so that what a tool is handed holds no line buildkit-py has not
     read; an include leading outside ROOT, missing, in a loop or past MAX_INCLUDES deep is a ConfigError naming the
-    line. Iterative: a long chain costs no stack."""
+    line. The chain is followed once a command (the plan, the resolution, the lock and the resolver's input all ask):
+    a file the command writes under ROOT makes the next call follow it again."""
+    from ..fsutil import TREE
+
+    lines, included = asked_once((TREE, os.path.realpath(root), "requirements", name, follow),  # type: ignore[misc]
+                                 lambda: _followed(root, name, follow))
+    return list(lines), included
+
+
+def _followed(root: Path, name: str, follow: tuple[str, ...]) -> tuple[tuple[tuple[str, str, bool], ...], tuple[str, ...]]:
+    """included_lines' work. Iterative: a long chain costs no stack."""
     from ..errors import ConfigError, show
     from ..fsutil import leads_outside, read_text
 
@@ -136,7 +146,7 @@ def included_lines(root: Path, name: str, follow: tuple[str, ...] = INCLUDES
         included.append(rel)
         stack.append((iter(requirement_lines(read_text(real_root / rel, "requirements file", root=root), rel)),
                       constraint or key in ("-c", "--constraint")))
-    return lines, tuple(included)
+    return tuple(lines), tuple(included)
 
 
 _NAME = lazy_pattern(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=\s*(?:\[|[<>=!~;@]|$))", re.ASCII)
