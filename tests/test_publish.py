@@ -48,6 +48,26 @@ def test_the_backend_makes_its_builder_once_whoever_asks_first(monkeypatch, test
     assert len(made) == 4 and all(m is made[0] for m in made)
 
 
+def test_a_builder_that_cannot_be_made_is_tried_once(monkeypatch):
+    """The background start failed (no engine answers): the stage that needs the builder gets that error, without
+    probing again."""
+    from buildkit_py.errors import EngineError
+
+    cls = builder_class("legacy")
+    calls: list[str | None] = []
+
+    def create(klass, docker):
+        calls.append(docker)
+        raise EngineError("no Docker engine answers at unix:///nowhere")
+
+    monkeypatch.setattr(cls, "create", classmethod(create))
+    backend = Backend("legacy", "unix:///nowhere")
+    for _ in range(2):
+        with pytest.raises(EngineError, match="no Docker engine answers"):
+            backend.made()
+    assert calls == ["unix:///nowhere"]
+
+
 def test_a_result_in_the_registry_already_is_only_attested(tmp_path):
     """An appended edit (or a remote builder's image) is in the registry: the publisher pushes nothing and needs no
     engine; without --attest it hands the result back as it is."""

@@ -23,18 +23,27 @@ def builder_class(name: str = "auto") -> type[Builder]:
 class Backend:
     """The builder a command chose, once: its class (probing nothing: what planning and the checks read) and the
     builder `create` makes, made on the first `made()` (a background thread may start it early; a later call waits
-    for that one) and shared by every stage of the command: the build, the push, each platform's build."""
+    for that one) and shared by every stage of the command: the build, the push, each platform's build. A `create`
+    that failed is not tried again: every later call raises its error (an engine that does not answer is waited on
+    once)."""
 
     def __init__(self, name: str, docker: str | None):
         self.cls = builder_class(name)
         self._docker = docker
         self._lock = threading.Lock()
         self._made: Builder | None = None
+        self._failed: Exception | None = None
 
     def made(self) -> Builder:
         with self._lock:
+            if self._failed is not None:
+                raise self._failed
             if self._made is None:
-                self._made = self.cls.create(self._docker)
+                try:
+                    self._made = self.cls.create(self._docker)
+                except Exception as exc:
+                    self._failed = exc
+                    raise
             return self._made
 
 

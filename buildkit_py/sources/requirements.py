@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from ..errors import shown_name
-from ..fsutil import asked_once
+from ..fsutil import TREE, asked_once
 from ..patterns import lazy_pattern
 
 MAX_INCLUDES = 16  # requirements files in one chain of -r / -c includes; real projects chain two or three
@@ -104,8 +104,6 @@ def included_lines(root: Path, name: str, follow: tuple[str, ...] = INCLUDES
     read; an include leading outside ROOT, missing, in a loop or past MAX_INCLUDES deep is a ConfigError naming the
     line. The chain is followed once a command (the plan, the resolution, the lock and the resolver's input all ask):
     a file the command writes under ROOT makes the next call follow it again."""
-    from ..fsutil import TREE
-
     lines, included = asked_once((TREE, os.path.realpath(root), "requirements", name, follow),  # type: ignore[misc]
                                  lambda: _followed(root, name, follow))
     return list(lines), included
