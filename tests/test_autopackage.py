@@ -654,6 +654,19 @@ def test_module_named_by_a_submit_script_or_the_one_main_guard(project):
     assert dry(root)["inferred"]["trainer"] == "module trainer.flow (named by run.sh:3)"
 
 
+def test_module_or_script_flag_picks_the_trainer_the_refusal_names(project):
+    """Where the directory names several trainers (or none), the refusal says to pass --module or --script, and
+    autopackage takes them: the trainer is the flag's, nothing is inferred for it."""
+    root = project({"trainer/__init__.py": "", "trainer/a.py": "if __name__ == '__main__':\n    pass\n",
+                    "trainer/b.py": "if __name__ == '__main__':\n    pass\n", "tools/train_b.py": "print(2)\n"})
+    assert "pass --module or --script" in refused(root)
+    assert dry(root, "--module", "trainer.b")["plan"]["entrypoint"][-3:] == ["python", "-m", "trainer.b"]
+    out = dry(root, "--script", "tools/train_b.py")
+    assert out["plan"]["entrypoint"][-1] == "/app/tools/train_b.py" and "trainer" not in out["inferred"]["config_keys"]
+    assert "--script: give --module or --script, not both" in refused(root, "--module", "trainer.a", "--script", "x.py")
+    assert "--module" in refused(root, "--module", "no such")  # the config key's own check, named by the flag
+
+
 def test_python2_code_is_said_not_crashed_on(project):
     root = project({"trainer/__init__.py": "", "trainer/model.py": "import numpy\n",
                     "trainer/task.py": "import model\nfrom metadata import COLUMNS\nimport tensorflow as tf\n"

@@ -123,3 +123,31 @@ def test_autopackage_uploads_the_image_once_and_adds_the_git_tag_as_a_manifest(t
     tags = json.load(registry_get(registry, "quickstart/tags/list"))["tags"]
     # The image's two tags, and the referrers tag (sha256-<hex>) listing its attestations.
     assert len(tags) == 3 and {t.split("-")[0] for t in tags} == {"git", "bk", "sha256"}, tags
+
+
+def test_autopackage_moves_a_tag_to_an_image_already_in_the_registry(testenv, checkout, own_registry, tmp_path):
+    """A tag given with --tag names what this run made even when the image was pushed before (the content tag's
+    manifest is there: not pushed again): back to an earlier edit, v1 moves back to that image."""
+    registry, _ = own_registry
+    env = {**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    task = checkout / "trainer" / "task.py"
+    original = task.read_text()
+
+    def autopackage() -> str:
+        proc = run_cli("autopackage", str(checkout), "--target", "local", "--image", f"{registry}/moved", "--tag",
+                       f"{registry}/moved:v1", "--network", "host", "--no-attest", "--progress", "plain", env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return next(line for line in proc.stdout.splitlines() if line.startswith("push "))
+
+    def digest(tag: str) -> str:
+        return registry_get(registry, f"moved/manifests/{tag}", method="HEAD").headers["Docker-Content-Digest"]
+
+    autopackage()
+    first = digest("v1")
+    task.write_text(original + "# an edit\n")
+    autopackage()
+    assert digest("v1") != first
+    task.write_text(original)
+    line = autopackage()
+    assert "already in the registry: not pushed, tagged " in line and line.endswith(", tagged v1"), line
+    assert digest("v1") == first

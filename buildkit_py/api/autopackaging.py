@@ -15,6 +15,7 @@ from ..catalog.matrix import Framework, FrameworkSeries, Matrix, gpu_python, loa
 from ..errors import ConfigError, RegistryError, show
 from ..flags import JOB_FLAGS
 from ..fsutil import cache_dir, read_text, reads_once, write_atomic
+from ..oci.client import PushResult, add_tags
 from ..oci.refs import DOCKER_HUB, ImageRef, parse_ref
 from ..pipeline.build import BuildOptions, build_staged, last_record, make_recipe, planned_refs, prepare_resolved
 from ..pipeline.fastbuild import Previous, git_revision, staging
@@ -25,7 +26,19 @@ from .builds import check_build_options
 from .images import executor_build_for
 from .jobs import JobDraft, Watchers, draft_job, plan_job, settings_for, submit_planned, vertex_job
 from .jobtypes import JobOptions, SubmitOptions, SubmitResult, check_poll, check_submit_options
-from .project import MAX_GPUS, Progress, Project, Source, arguments, check_count, load, options_of, reporting, runs_dir
+from .project import (
+    MAX_GPUS,
+    Progress,
+    Project,
+    Source,
+    arguments,
+    check_count,
+    load,
+    options_of,
+    reporting,
+    runs_dir,
+    with_trainer,
+)
 from .runs import RunOptions, check_run_options, local_processes, run_sdists
 from .timing import Stage, Stages
 
@@ -36,6 +49,7 @@ if TYPE_CHECKING:
     from ..jobs import aiplatform
     from ..jobs.local import RunResult
     from ..jobs.vertex import VertexJob
+    from ..oci.remote import Manifest
     from ..pipeline.buildtypes import BuildResult
     from ..pipeline.fastbuild import Staged
     from ..pipeline.recipe import Recipe
@@ -59,6 +73,8 @@ class AutopackageOptions:
     strict: bool = False  # an import no declared requirement covers exits 2 instead of being added
     dockerfile: bool = False  # build the trainer directory's own Dockerfile as it is, instead of rendering one
     with_launcher: bool = False  # with dockerfile: the launcher runs first, then the Dockerfile's own command
+    module: str | None = None  # the trainer to run (python -m MODULE), where inference would look for one
+    script: str | None = None  # or a script of the directory
     build: BuildOptions = field(default_factory=BuildOptions)
     gpus: int = 0
     output: Path | None = None  # default: a directory under ~/.cache/buildkit-py/runs, outside the trainer directory
@@ -196,6 +212,7 @@ def autopackage(source: Source = None, /, options: AutopackageOptions | None = N
                                  takes=("options", "progress"), config_keys=("image",))
     if project.document is not None:  # inference reads the directory's own config: the dict's keys go over it
         project = replace(project, document=None, overrides=(*project.document.items(), *project.overrides))
+    project = with_trainer(project, options.module, options.script)
     with reporting(progress) as reporter:
         return _autopackage_with(project, options, reporter)
 
@@ -287,7 +304,8 @@ def _infer_stage(project: Project, options: AutopackageOptions, stages: Stages, 
                       tuple(runtime.preferred) if runtime else (), conversion.module if conversion is not None else None,
                       aiplatform.master_gpus(conversion) if conversion is not None else None, not options.dry_run)
         inferred = infer(directory, project.config, dict(project.overrides), asked)
-        out.detail = ", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides) or "nothing: the config says it all"
+        out.detail = (", ".join(f"{k} {json.dumps(v)}" for k, v in inferred.overrides)
+                      or "nothing: the config and the flags say it all")
         out.reused = not inferred.overrides
     for note in inferred.notes:
         reporter.message(f"note: {note}")
@@ -442,8 +460,13 @@ def _push_stage(config: Config, options: AutopackageOptions, image: ImageRef, bu
     with stages.stage("push") as out:
         pushed = built.pushed  # the build's own push (a code-only edit: appended in the registry)
         # --skip-image-check: this machine's requests do not reach the registry (the engine's may): no lookup.
-        if not pushed and not options.submit.skip_image_check and _in_registry(image):
-            out.says(f"image {image} already in the registry: not pushed", True)
+        there = None if pushed or options.submit.skip_image_check else _in_registry(image)
+        if there is not None:  # the content tag names the content: only the other tags (--tag) may have to move
+            more = tuple(parse_ref(t, field="--tag") for t in built.tags[1:])
+            tagged = add_tags(PushResult(f"{image.repository}@{there.digest}", image.tag or "latest", there.digest, None),
+                              more, reporter)
+            out.says(f"image {image} already in the registry: not pushed"
+                     + "".join(f", tagged {p.tag}" for p in tagged), True)
             return
         if not pushed:
             refs = tuple(parse_ref(t, field="--tag") for t in built.tags)
@@ -499,11 +522,10 @@ def _pushed(image: ImageRef) -> bool:
     return image.registry != DOCKER_HUB
 
 
-def _in_registry(ref: ImageRef) -> bool:
+def _in_registry(ref: ImageRef) -> Manifest | None:
     from ..jobs import preflight
 
     try:
-        preflight.manifest(ref)
+        return preflight.manifest(ref)
     except RegistryError:
-        return False  # not there, or not readable from here: pushed
-    return True
+        return None  # not there, or not readable from here: pushed

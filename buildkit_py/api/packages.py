@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import distribution_name, pep440_version
-from ..errors import ConfigError
 from ..fsutil import reads_once
 from ..pipeline import lock as _lock
 from ..pipeline.plan import make_plan
 from ..progress import HtmlRepr
-from .project import Source, arguments, load, options_of
+from .project import Source, arguments, load, options_of, with_trainer
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
@@ -61,13 +60,10 @@ def package(source: Source = None, /, options: PackageOptions | None = None, **s
 
     project, options = arguments("package", source, settings, options_of(options, PackageOptions, "options"), takes=("options",))
 
-    if options.module and options.script:
-        raise ConfigError("give --module or --script, not both", field="--script")
     name = distribution_name(options.name, "--name") if options.name is not None else None
     version = pep440_version(options.version, "--version") if options.version is not None else None
     where = parse_stage(options.stage) if options.stage is not None else None
-    trainer = {"module": options.module} if options.module else {"script": options.script} if options.script else None
-    config = load(replace(project, overrides=project.overrides + ((("trainer", trainer),) if trainer else ())))
+    config = load(with_trainer(project, options.module, options.script))
     pins = _lock.pins(config, make_plan(config)) if _lock.lock_path(config).is_file() else {}
     sdist = build_sdist(config, options.out or Path("dist"), name=name, version=version, pins=pins)
     return PackageResult(sdist, stage(sdist.path, sdist.sha256, where) if where else None)

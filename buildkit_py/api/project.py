@@ -63,6 +63,14 @@ def load(project: Project) -> Config:
     return found[0]
 
 
+def with_trainer(project: Project, module: str | None, script: str | None = None) -> Project:
+    """The project with `trainer:` set by --module or --script, the config keys those flags stand for."""
+    if module and script:
+        raise ConfigError("give --module or --script, not both", field="--script")
+    trainer = {"module": module} if module else {"script": script} if script else None
+    return replace(project, overrides=(*project.overrides, ("trainer", trainer))) if trainer else project
+
+
 def variant_configs(config: Config) -> list[Config]:
     """Each variant's config, every one checked to resolve: a variant that does not is named."""
     from ..config import Config

@@ -15,7 +15,20 @@ from ..oci.refs import parse_ref
 from ..pipeline.build import BuildOptions, _secrets, build_config, secret_sources
 from ..progress import Reporter
 from .builds import check_build_options
-from .project import MAX_GPUS, MAX_WORKERS, Progress, Project, Source, arguments, check_count, load, options_of, reporting, runs_dir
+from .project import (
+    MAX_GPUS,
+    MAX_WORKERS,
+    Progress,
+    Project,
+    Source,
+    arguments,
+    check_count,
+    load,
+    options_of,
+    reporting,
+    runs_dir,
+    with_trainer,
+)
 
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
@@ -131,8 +144,7 @@ def _run_packages(project: Project, options: RunOptions, reporter: Reporter) -> 
     if not options.packages:
         raise ConfigError("--executor needs at least one --package (an sdist: a path, file://, https:// or gs:// URI)",
                           field="--package")
-    overrides = project.overrides + ((("trainer", {"module": options.module}),) if options.module else ())
-    return run_sdists(load(replace(project, overrides=overrides)), options, reporter)
+    return run_sdists(load(with_trainer(project, options.module)), options, reporter)
 
 
 def run_sdists(config: Config, options: RunOptions, reporter: Reporter) -> RunResult:

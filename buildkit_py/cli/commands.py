@@ -331,7 +331,7 @@ def cmd_autopackage(args: argparse.Namespace) -> int:
     _directory(args, "DIR")
     options = api.AutopackageOptions(target=args.target, mode=args.mode, dry_run=args.dry_run, write_config=args.write_config,
                                      strict=args.strict, dockerfile=args.dockerfile, with_launcher=args.with_launcher,
-                                     build=_build_options(args),
+                                     module=args.module, script=args.script, build=_build_options(args),
                                      gpus=args.gpus, output=args.output,
                                      args=tuple(args.trainer_args), submit=_submit_options(args),
                                      job=api.JobOptions(project=args.project, region=args.region, pipeline=args.pipeline,

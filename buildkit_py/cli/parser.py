@@ -361,6 +361,8 @@ def _autopackage_commands(command: _Commands) -> None:
     p.add_argument("--poll", type=float, help=argparse.SUPPRESS)
     _api_flags(p)
     _skip_image_check_flag(p)
+    p.add_argument("--module", help="the trainer to run, python -m MODULE (default: inferred)")
+    p.add_argument("--script", help="a script of DIR to run as the trainer, e.g. train.py (default: inferred)")
     p.add_argument("--dry-run", action="store_true", help="infer and print the plan; build, push and run nothing")
     p.add_argument("--write-config", action="store_true", help="save what was inferred as buildkit.yaml in DIR")
     p.add_argument("--strict", action="store_true", help="exit 2 when the trainer imports what its requirements do not "

@@ -144,9 +144,12 @@ def _declared_trainer(directory: Path, chosen: Declared, others: list[Declared])
         notes.append(f"{chosen.where} passes {show(' '.join(chosen.args))} to the trainer: they are its default "
                      "arguments (trainer.args; a job's args replace them)")
     if chosen.also:
+        # --dockerfile builds the top-level Dockerfile only: another one is to be put there first
+        top = top_dockerfile(directory)
+        build_it = "(--dockerfile --with-launcher)" if top and chosen.where.split(":")[0] == top else \
+            f"(copy {chosen.where.split(':')[0]} to ./Dockerfile, then --dockerfile --with-launcher)"
         notes.append(f"{chosen.where} also runs {'; '.join(chosen.also)}, which the generated image does not: it "
-                     "installs at build time; do the rest in the trainer, or build that Dockerfile as it is "
-                     "(--dockerfile --with-launcher)")
+                     f"installs at build time; do the rest in the trainer, or build that Dockerfile as it is {build_it}")
     if others:
         notes.append("the repository names other trainers too, not used: "
                      + "; ".join(f"{d.name} ({d.where}; {d.flag} picks it)" for d in _distinct(others)[:5]))
