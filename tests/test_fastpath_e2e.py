@@ -685,3 +685,28 @@ def test_a_registry_only_the_engine_reaches_gets_the_full_build_and_the_engines_
     tag = result["tags"][0].rsplit(":", 1)[1]
     status, body, _ = fetch(testenv["BUILDKIT_TEST_REGISTRY"], f"{repo.split('/', 1)[1]}/manifests/{tag}")
     assert status == 200 and "sha256:" + hashlib.sha256(body).hexdigest() == result["pushed"][0]["digest"]
+
+
+def test_an_unchanged_push_keeps_the_image_and_a_new_commit_alone_changes_its_revision(testenv, tmp_path):
+    """Pushing again with nothing changed leaves the content tag on the image the engine built (a layer of ours
+    would differ in its tar bytes alone); an empty commit changes only the revision label: appended, as an edit is."""
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    root, cache = trainer(tmp_path, "make-trainer"), tmp_path / "cache"
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "trainer"]):
+        subprocess.run(git + args, check=True, capture_output=True)
+    repo = f"{registry}/fastpath-unchanged/trainer-{os.getpid()}"
+    first = build(testenv, root, cache, "--tag", repo)
+    assert first.returncode == 0, first.stderr[-3000:]
+    digest = json.loads(first.stdout)["pushed"][0]["digest"]
+    again = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert again.returncode == 0 and "unchanged since its last push" in again.stderr, again.stderr[-3000:]
+    assert "appended the code layer" not in again.stderr and json.loads(again.stdout)["pushed"][0]["digest"] == digest
+    subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", "nothing"], check=True, capture_output=True)
+    moved = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert moved.returncode == 0 and "appended the code layer" in moved.stderr, moved.stderr[-3000:]
+    result = json.loads(moved.stdout)
+    assert result["pushed"][0]["digest"] != digest
+    content = result["tags"][0].rsplit(":", 1)[1]
+    status, _, headers = fetch(registry, f"{repo.split('/', 1)[1]}/manifests/{content}")
+    assert status == 200 and headers["Docker-Content-Digest"] == result["pushed"][0]["digest"]
