@@ -308,17 +308,32 @@ def path_problem(value: str) -> str | None:
     return None
 
 
+@functools.cache
+def _new_file_mode() -> int:
+    """What open() gives a new file under this process's umask (mkstemp's 0600 would make every written file private):
+    read once, before any thread of ours creates files."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write beside the target, then rename over it: readers see the old or the new file."""
+    """Write beside the target, then rename over it: readers see the old or the new file, with the old file's mode
+    (else a new file's under the umask)."""
     try:
         if path.is_dir():
             raise OutputError(f"{show(str(path))} is a directory; give a file name")
         path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            mode = _new_file_mode()
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:64]}.", dir=path.parent)
     except (OSError, ValueError) as exc:  # ValueError: a name the system cannot encode
         raise OutputError(f"cannot write {show(str(path))}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), mode)
             handle.write(text)
         os.replace(tmp, path)
         forget(path)  # what this command read of the old file is not what the next stage must see

@@ -155,3 +155,51 @@ def test_external_links_are_well_formed():
             assert parts.scheme == "https" or parts.hostname in ("127.0.0.1", "localhost"), (path.name, url)
             assert parts.hostname and "." in parts.hostname or parts.hostname in ("localhost",), (path.name, url)
     assert seen > 5
+
+
+# The pages a user works from: each a task, a worked example the tests run (tests/test_docs_examples.py), the rules
+# in short, then what to do when it fails.
+TASK_PAGES = ("getting-started.md", "autopackage.md", "commands.md", "building.md", "locking.md", "attestations.md",
+              "packages.md", "jobs.md", "launcher.md", "python-api-guide.md", "benchmarks.md",
+              *(f"recipes/{p.name}" for p in sorted((REPO / "docs" / "recipes").glob("*.md"))))
+MOST_WORDS = 120
+
+
+def _prose(text: str) -> list[str]:
+    """A page's paragraphs and list items (fenced blocks, tables, headings and HTML comments left out), each joined
+    into one line."""
+    text = re.sub(r"(?ms)^(```+).*?^\1\s*$", "", text)
+    pieces, current = [], []
+    for line in text.splitlines() + [""]:
+        stripped = line.strip()
+        starts_item = re.match(r"^\s*([-*]|\d+\.)\s", line)
+        if not stripped or stripped.startswith(("#", "|", "<!--")) or starts_item:
+            if current:
+                pieces.append(" ".join(current))
+            current = [re.sub(r"^\s*([-*]|\d+\.)\s", "", line).strip()] if starts_item else []
+            continue
+        current.append(stripped)
+    return [p for p in pieces if p]
+
+
+def test_no_paragraph_or_list_item_runs_over_120_words():
+    long = []
+    for path in sorted((REPO / "docs").rglob("*.md")):
+        for piece in _prose(path.read_text(encoding="utf-8")):
+            if len(piece.split()) > MOST_WORDS:
+                long.append(f"{path.relative_to(REPO / 'docs')}: {len(piece.split())} words: {piece[:70]}...")
+    assert not long, "\n".join(long)
+
+
+def test_the_prose_counter_sees_paragraphs_and_items():
+    pieces = _prose("# T\n\nOne two\nthree.\n\n- a b\n  c\n- d\n\n```sh\nx y z\n```\n| a | b |\n")
+    assert pieces == ["One two three.", "a b c", "d"]
+
+
+@pytest.mark.parametrize("page", TASK_PAGES)
+def test_a_task_page_opens_with_its_task_and_ends_with_its_failures(page):
+    text = (REPO / "docs" / page).read_text(encoding="utf-8")
+    first = _prose(text.split("\n", 1)[1])[0]
+    assert len(re.findall(r"[.!?](\s|$)", first)) == 1 and len(first.split()) <= 40, f"{page}: task sentence: {first}"
+    assert re.search(r"(?m)^## When it fails\s*$", text), f"{page}: no '## When it fails' section"
+    assert re.search(r"(?m)^<!-- run: ", text), f"{page}: no worked example the tests run"

@@ -184,3 +184,27 @@ def test_a_requirements_chain_is_followed_once_until_the_command_writes_under_it
         write_atomic(tmp_path / "more.txt", "attrs==24.2.0\n")
         assert requirements.included_lines(tmp_path, "requirements.txt")[0][1] == ("attrs==24.2.0", "more.txt:1", False)
         assert len(followed) == 2
+
+
+def test_a_written_file_has_the_umask_mode_or_keeps_the_one_it_had(tmp_path):
+    """-o FILE (ci, make, dockerfile, job) is a file to commit and share, not a private one (mkstemp's 0600)."""
+    import os
+    import stat
+
+    from buildkit_py.fsutil import write_atomic
+
+    old = os.umask(0o027)
+    try:
+        from buildkit_py import fsutil
+
+        fsutil._new_file_mode.cache_clear()
+        write_atomic(tmp_path / "new.yml", "a: 1\n")
+        assert stat.S_IMODE((tmp_path / "new.yml").stat().st_mode) == 0o640
+        kept = tmp_path / "kept.mk"
+        kept.write_text("x\n")
+        kept.chmod(0o755)
+        write_atomic(kept, "y\n")
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o755 and kept.read_text() == "y\n"
+    finally:
+        os.umask(old)
+        fsutil._new_file_mode.cache_clear()
