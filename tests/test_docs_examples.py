@@ -10,7 +10,8 @@ The markers, an HTML comment on the line before a fenced block (invisible on the
 - The same before a ```` ```console ```` block: its `$ ` lines run there in order, through bash, with
   `buildkit-py` and `autopackage` on PATH; the lines after a command are the output it must print (stdout and
   stderr as a terminal shows them), compared in order, each a line of the output (spaces collapsed, `...`
-  standing for any text), lines the page leaves out allowed. Every command must exit 0, except the block's last when the marker says `exit=N`.
+  standing for any text), lines the page leaves out allowed. Every command must exit 0, except the block's last
+  when the marker says `exit=N`.
 - `<!-- illustration -->` before a console block that is not run (a cloud command, a GPU machine's output).
 
 BUILDKIT_DOCS_OUTPUTS=DIR saves what each command printed, whole, for writing the page from it.
