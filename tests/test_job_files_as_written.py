@@ -271,6 +271,10 @@ def test_an_unwrapped_package_job_keeps_its_runtime_and_python(capsys, tmp_path)
     ("", ["not an AI Platform Training config"]),
     ("workerPoolSpecs: [{machineSpec: {machineType: n1-standard-8}}]\n",
      ["not an AI Platform Training config", "--job-config"]),
+    # a Vertex AI job file with TrainingInput's names beside its own (args): refused, not read as a plain job
+    ("args: [--epochs, '3']\nworkerPoolSpecs:\n  - machineSpec: {machineType: a2-highgpu-1g}\n",
+     ["workerPoolSpecs is a Vertex AI job's field", "pass it as --job-config", "config.yaml:3:"]),
+    ("studySpec: {metrics: []}\nscaleTier: BASIC\n", ["studySpec is a Vertex AI job's field"]),
     ("trainingInput:\n  scaleTier: BASIC\nmasterType: n1-standard-8\n",
      ["trainingInput", "masterType stand at the top level beside trainingInput", "under trainingInput"]),
     ("trainingInput:\nscaleTier: CUSTOM\nmasterType: n1-standard-8\n",

@@ -341,12 +341,15 @@ def _shaped(conv: _Converter, raw: Any) -> None:
                               "ai-platform jobs submit training --config` takes)", field="--from-aiplatform",
                               where=raw.source)
         return
+    vertex = [key for key in ("workerPoolSpecs", "studySpec", "trialJobSpec") if key in data]
+    if vertex:  # its machines, disks and args would be left behind: a plain job, said as a conversion
+        raise ConfigError(f"not an AI Platform Training config: {vertex[0]} is a Vertex AI job's field (the file "
+                          "`gcloud ai custom-jobs create --config` takes): pass it as --job-config",
+                          field="--from-aiplatform", where=raw.where((vertex[0],)))
     if not loose:
-        hint = (" (a Vertex AI job's file? pass it as --job-config)" if "workerPoolSpecs" in data or "studySpec" in data
-                else "")
         raise ConfigError("not an AI Platform Training config: it has no trainingInput mapping (the file `gcloud "
                           "ai-platform jobs submit training --config` takes) nor any of TrainingInput's fields "
-                          f"(scaleTier, masterType, args...){hint}", field="--from-aiplatform", where=raw.source)
+                          "(scaleTier, masterType, args...)", field="--from-aiplatform", where=raw.source)
     job_keys = ("jobId", "labels")
     moved = {key for key in data if key not in job_keys}
     raw.data = {**{k: v for k, v in data.items() if k in job_keys},
