@@ -174,6 +174,13 @@ def test_a_legacy_gpu_job_is_judged_by_what_it_says(capsys, tmp_path, local):
     else:  # ...which only fills what the file leaves out, and its contradiction is a note
         assert job.job_spec.service_account == "trainer@census-project.iam.gserviceaccount.com"
         assert any("NVIDIA_TESLA_T4" in n and "gpu: false" in n for n in notes(err)), err
+        # and plan does not call the GPU fit "ok" beside that note
+        code = cli.main(["plan", "--dir", str(tmp_path), "--from-aiplatform", str(path), "--json",
+                         "--skip-image-check"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        (fit,) = [c for c in json.loads(out)["checks"] if c["name"] == "accelerator"]
+        assert fit["ok"] is None and "gpu: false" in fit["detail"], fit
 
 
 def test_runtime_versions_give_the_framework_and_python_they_ran(capsys):
