@@ -710,3 +710,7 @@ def test_an_unchanged_push_keeps_the_image_and_a_new_commit_alone_changes_its_re
     content = result["tags"][0].rsplit(":", 1)[1]
     status, _, headers = fetch(registry, f"{repo.split('/', 1)[1]}/manifests/{content}")
     assert status == 200 and headers["Docker-Content-Digest"] == result["pushed"][0]["digest"]
+    # the engine never had the appended image: `print digest` answers from this machine's record of the push
+    printed = run_cli("print", "digest", "--config", str(root / "buildkit.yaml"), "--tag", repo,
+                      env={**testenv, "BUILDKIT_PY_CACHE_DIR": str(cache)})
+    assert printed.returncode == 0 and printed.stdout.strip() == f"{repo}@{result['pushed'][0]['digest']}", printed.stderr

@@ -41,8 +41,10 @@ def _lock_digest(config: Config) -> str:
 
 
 def _digest(config: Config) -> str:
-    """repository@digest of the content tag as the engine recorded its push."""
+    """repository@digest of the content tag as this machine last pushed it: the push's record (a code edit the fast
+    path appended in the registry never was in the engine), else the engine's record of its push."""
     from ..builders import builder_class
+    from ..pipeline.fastpath import load_record
 
     ref = _planned(config)[0][0]
     # Pushed where it was built, or an index (assembled in the registry, never in the engine): the registry knows.
@@ -50,6 +52,9 @@ def _digest(config: Config) -> str:
         from ..jobs import preflight
 
         return f"{ref.repository}@{preflight.manifest(ref).digest}"
+    record = load_record(ref.repository, config.variant)
+    if record is not None and record.manifest and record.content_tag == ref.tag:
+        return f"{ref.repository}@{record.manifest}"
     from docker.errors import ImageNotFound
 
     from ..clients.engine import engine_client
