@@ -667,6 +667,15 @@ def test_module_or_script_flag_picks_the_trainer_the_refusal_names(project):
     assert "--module" in refused(root, "--module", "no such")  # the config key's own check, named by the flag
 
 
+def test_a_dry_run_with_write_config_says_what_it_would_write_and_writes_nothing(project):
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "print(1)\n"})
+    steps = dry(root, "--write-config")["next"]
+    assert steps[0] == f"write {root / 'buildkit.yaml'} (what was inferred)", steps
+    assert not (root / "buildkit.yaml").exists()
+    (root / "buildkit.yaml").write_text("framework: none\n")
+    assert "exists: autopackage writes a config only where there is none" in refused(root, "--write-config")
+
+
 def test_python2_code_is_said_not_crashed_on(project):
     root = project({"trainer/__init__.py": "", "trainer/model.py": "import numpy\n",
                     "trainer/task.py": "import model\nfrom metadata import COLUMNS\nimport tensorflow as tf\n"

@@ -315,10 +315,10 @@ def _infer_stage(project: Project, options: AutopackageOptions, stages: Stages, 
         from ..pipeline.render import render_with_launcher
 
         own_dockerfile = render_with_launcher(own_dockerfile, str(directory / inferred.dockerfile))
+    if options.write_config and inferred.config_file is not None:  # refused in a dry run too: it says what would be
+        raise ConfigError(f"{show(str(inferred.config_file))} exists: autopackage writes a config only where there "
+                          "is none", field="--write-config")
     if options.write_config and not options.dry_run:
-        if inferred.config_file is not None:
-            raise ConfigError(f"{show(str(inferred.config_file))} exists: autopackage writes a config only where there "
-                              "is none", field="--write-config")
         written = directory / "buildkit.yaml"
         write_atomic(written, config_text(inferred))
     legacy: tuple[tuple[str, Any], ...] = ()
@@ -430,8 +430,9 @@ def _dry_run(found: _Found, rendered: _Rendered, options: AutopackageOptions, ta
     what = "a training pipeline (the job, then the model's upload)" if options.job.pipeline else "it"
     last = ("run it here as Vertex AI runs it (CLUSTER_SPEC, AIP_* directories, hypertune metric file)"
             if target == "local" else f"submit {what} to the {target} API after `plan`'s checks")
-    steps = (f"build {image}", f"push {image}" if _pushed(image)
-             else "no push: the image names no registry (--image)", last)
+    steps = (*([f"write {found.project.directory / 'buildkit.yaml'} (what was inferred)"] if options.write_config else []),
+             f"build {image}", f"push {image}" if _pushed(image) else "no push: the image names no registry (--image)",
+             last)
     return AutopackageResult(found.inferred, tuple(stages.done), str(image), rendered.planned, steps,
                              written=found.written, resolution=resolution, job=job.spec if job else None)
 
