@@ -146,9 +146,13 @@ def test_the_readme_command_lines_parse_as_documented(line):
 
     from buildkit_py import cli
 
-    args = cli.parse(shlex.split(line)[1:])
+    lexer = shlex.shlex(line.rstrip("\\"), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words = list(lexer)
+    # the command's own words: a page's shell redirects or pipes its output (> job.json, | head)
+    words = words[:next((n for n, w in enumerate(words) if w[0] in "|&;<>"), len(words))]
+    args = cli.parse(words[1:])
     if args.command == "run":
-        words = shlex.split(line)
         trailing = words[words.index("--") + 1:] if "--" in words else []
         assert args.trainer_args == trailing
         if "--gpus" in words:

@@ -139,3 +139,26 @@ def test_a_code_edit_that_adds_an_import_leaves_the_fast_path_naming_it(testenv,
     assert ("the trainer now imports zz_new_dep (train.py:3), which the image was not checked for: full build"
             in refused.stderr), refused.stderr[-3000:]
     assert refused.returncode == 6 and "zz_new_dep (train.py:3): ModuleNotFoundError" in refused.stderr
+
+
+def test_a_requirements_file_that_includes_others_builds_with_them(testenv, index, tmp_path):
+    """requirements: FILE with -r and -c lines (a file in a folder, one above it): each file is copied at its path
+    beside it, so the install in the image reads them where the lines say."""
+    root = trainer(tmp_path / "app", index, "import bkpy_plain\nprint('PLAIN', bkpy_plain.VERSION)\n",
+                   "-r reqs/base.txt\n")
+    (root / "reqs").mkdir()
+    (root / "reqs" / "base.txt").write_text("-c ../constraints.txt\nbkpy-plain\n")
+    (root / "constraints.txt").write_text("bkpy-plain==1.0\n")
+    dockerfile = cli(testenv, "dockerfile", "--dir", str(root))
+    assert dockerfile.returncode == 0, dockerfile.stderr
+    for name in ("requirements.txt", "reqs/base.txt", "constraints.txt"):
+        assert f'COPY ["{name}", "/tmp/buildkit-py/requirements/{name}"]' in dockerfile.stdout, dockerfile.stdout
+    image = f"{testenv['BUILDKIT_TEST_REGISTRY']}/importcheck/included-{uuid.uuid4().hex[:8]}"
+    proc = cli(testenv, "build", "--dir", str(root), "--image", image, "--network", "host", "--progress", "plain",
+               "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = docker(testenv, "run", "--rm", "--network", "host", json.loads(proc.stdout)["tags"][0])
+    assert "PLAIN 1.0" in run.stdout + run.stderr
+    (root / "reqs" / "base.txt").write_text("bkpy-plain --index-url https://tester:s3cret@example.com/simple\n")
+    leaked = cli(testenv, "dockerfile", "--dir", str(root))
+    assert leaked.returncode == 2 and "reqs/base.txt:1" in leaked.stderr and "s3cret" not in leaked.stderr, leaked.stderr

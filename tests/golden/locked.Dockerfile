@@ -39,7 +39,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
-# The locked package set (buildkit.lock sha256:0dd261c16e6ae222734541492e3763b0a2851960a117a9eb96130b5dc7a6447a): the framework, hypertune, the config's
+# The locked package set (buildkit.lock sha256:546aec62c2021700134cf3b2e4533f839f5844e3684a84d89ad93c394a6e88ea): the framework, hypertune, the config's
 # packages and the requirements, each file checked against its sha256
 COPY [".buildkit-py/locked-requirements.txt", "/tmp/buildkit-py/locked-requirements.txt"]
 RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
@@ -79,7 +79,7 @@ LABEL org.opencontainers.image.base.name="127.0.0.1:5000/lock/base:1" \
     dev.buildkit-py.cuda="none" \
     dev.buildkit-py.cudnn="none" \
     org.opencontainers.image.base.digest="sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd" \
-    dev.buildkit-py.lock-digest="sha256:0dd261c16e6ae222734541492e3763b0a2851960a117a9eb96130b5dc7a6447a" \
+    dev.buildkit-py.lock-digest="sha256:546aec62c2021700134cf3b2e4533f839f5844e3684a84d89ad93c394a6e88ea" \
     dev.buildkit-py.plan="{\"accelerator\":null,\"base_image\":\"127.0.0.1:5000/lock/base:1\",\"cuda\":null,\"cuda_archs\":[],\"cuda_flavor\":null,\"cudnn\":null,\"framework\":null,\"gpu\":false,\"index_url\":null,\"python\":\"3.11\"}"
 ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "-m", "trainer.task"]
 CMD []

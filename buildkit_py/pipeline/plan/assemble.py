@@ -139,6 +139,7 @@ def assembled(config: Config, matrix: Matrix, chosen: Chosen, **specific: object
         requirements_hashed=requirements.hashed,
         requirements_export=requirements.export,
         requirements_index_options=requirements.index_options,
+        requirements_included=requirements.included,
         trainer_package=config.trainer_package,
         import_check=_import_scope(config),
         build_extensions=config.build_extensions and not config.executor,
@@ -198,13 +199,14 @@ class _Requirements:
     names: tuple[str, ...] = ()
     export: Exported | None = None
     index_options: tuple[str, ...] = ()  # its index lines (--extra-index-url URL, ...)
+    included: tuple[str, ...] = ()  # the files its -r/-c lines include, in the trainer directory
 
 
 def _requirements_file(config: Config, python: str, platform: str | None) -> _Requirements:
     if not config.requirements:
         return _Requirements()
     from ...sources.lockfiles import export, is_lock_file  # here: it reads requirements and markers (start-up time)
-    from ...sources.requirements import hash_checked, requirement_lines, requirement_name, requirement_names
+    from ...sources.requirements import hash_checked, included_lines, requirement_lines, requirement_name, requirement_names
 
     if is_lock_file(config.requirements):
         exported = export(config.root, config.requirements, python, platform or AMD64, config.requirements_extras,
@@ -212,14 +214,18 @@ def _requirements_file(config: Config, python: str, platform: str | None) -> _Re
         return _Requirements(True, tuple(n for r, _ in exported.pins if (n := requirement_name(r))), exported)
 
     text = read_text(config.root / config.requirements, "requirements file", root=config.root)
-    where = first_credentials_line(text, config.requirements)
-    if where:  # the file is copied into the image as it is: a password in it is in a layer anyone who pulls it reads
-        raise ConfigError("a URL with credentials (not shown); the file is copied into the image, where "
-                          "anyone who pulls it reads them: give the index as pip_index_url or pip_conf (the build "
-                          "passes them as secrets), or the requirement in pip:", where=where)
+    included = included_lines(config.root, config.requirements)[1]
+    for name, content in ((config.requirements, text), *((n, read_text(config.root / n, "requirements file",
+                                                                       root=config.root)) for n in included)):
+        where = first_credentials_line(content, name)
+        if where:  # the files are copied into the image as they are: a password is in a layer anyone who pulls reads
+            raise ConfigError("a URL with credentials (not shown); the file is copied into the image, where "
+                              "anyone who pulls it reads them: give the index as pip_index_url or pip_conf (the build "
+                              "passes them as secrets), or the requirement in pip:", where=where)
     return _Requirements(hash_checked(text, config.requirements) is not None,
                          requirement_names(text, config.requirements),
-                         index_options=index_options([line for line, _ in requirement_lines(text, config.requirements)]))
+                         index_options=index_options([line for line, _ in requirement_lines(text, config.requirements)]),
+                         included=included)
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,9 @@ class Plan(HtmlRepr):
     # The requirements file's index lines (--extra-index-url URL, -f URL, --no-index): a locked install's
     # requirements file starts with them, for it replaces the file that had them.
     requirements_index_options: tuple[str, ...] = ()
+    # The files the requirements file includes (-r, -c; relative to the trainer directory): copied beside it, each
+    # at its own path, so that the install finds them where the lines say.
+    requirements_included: tuple[str, ...] = ()
     # The trainer's own distribution, metadata only (config.TrainerPackage): installed before the code layer.
     trainer_package: TrainerPackage | None = None
     # Where the build's import check starts (the trainer's module or script); None: no check (no trainer code, or
