@@ -505,7 +505,8 @@ def test_arch_check_refuses_a_build_without_kernels_for_the_gpu(fake_nvml):
                            BUILDKIT_PY_EXPECT_GPUS="2"))
     assert proc.returncode == 14 and "trainer ran" not in proc.stdout
     assert ("error: GPU 0 (NVIDIA H100 80GB HBM3) is sm_90 (compute capability 9.0), but this image's framework build "
-            "carries sm_75, sm_80, sm_86, sm_100, sm_120") in proc.stderr
+            "carries sm_75, sm_80, sm_86, sm_100, sm_120: no cubin sm_90 and no PTX of compute capability 9.0 or lower "
+            "to JIT-compile") in proc.stderr
 
 
 @pytest.mark.parametrize("cc, name, archs, code", [
@@ -514,6 +515,7 @@ def test_arch_check_refuses_a_build_without_kernels_for_the_gpu(fake_nvml):
     ("8.9", "NVIDIA L4", TORCH_215, 0),
     ("12.0", "NVIDIA RTX PRO 6000 Blackwell Server Edition", "sm_80,sm_90,compute_90", 0),
     ("6.0", "Tesla P100-PCIE-16GB", "sm_75,sm_80,compute_80", 14),
+    ("8.6", "NVIDIA A10", "sm_87,sm_90,compute_90", 14),  # sm_87 does not run on 8.6: a cubin needs minor <= the GPU's
 ])
 def test_arch_check_per_gpu(fake_nvml, cc, name, archs, code):
     proc = launch(arch_env(fake_nvml, archs, cc=cc, name=name))
@@ -521,6 +523,8 @@ def test_arch_check_per_gpu(fake_nvml, cc, name, archs, code):
     if code:
         major, minor = cc.split(".")
         assert f"({name}) is sm_{major}{minor}" in proc.stderr
+        cubins = f"sm_{major}0" if minor == "0" else f"sm_{major}0 to sm_{major}{minor}"
+        assert f"no cubin {cubins} and no PTX of compute capability {cc} or lower" in proc.stderr, proc.stderr
 
 
 def test_arch_check_reads_what_the_dockerfile_sets(fake_nvml):

@@ -183,11 +183,13 @@ def _arch_check(archs: tuple[str, ...], devices: list[nvml.Device]) -> str:
         major, minor = device.capability
         entry = arch_supports(archs, device.capability)
         if entry is None:
+            # a cubin runs on its own major version at its minor or above: sm_X0 up to this GPU's sm_XY would do
+            cubins = "sm_{}0".format(major) if minor == 0 else "sm_{0}0 to sm_{0}{1}".format(major, minor)
             raise CheckFailed(
                 ARCH_UNSUPPORTED,
                 f"GPU {device.index} ({device.name}) is sm_{major}{minor} (compute capability {major}.{minor}), but this "
-                f"image's framework build carries {', '.join(archs)}: no cubin sm_{major}Y with Y <= {minor} and no PTX "
-                f"compute_XY <= {major}.{minor} to JIT-compile, so the GPU would not be used; build the image for this "
+                f"image's framework build carries {', '.join(archs)}: no cubin {cubins} and no PTX of compute capability "
+                f"{major}.{minor} or lower to JIT-compile, so the GPU would not be used; build the image for this "
                 "GPU (set accelerator in buildkit.yaml; buildkit-py versions FRAMEWORK --accelerator NAME lists the "
                 "releases that fit)",
             )
