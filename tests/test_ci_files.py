@@ -107,6 +107,15 @@ def test_a_project_with_a_lock_builds_only_from_a_current_lock_in_ci(project, tm
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_a_directory_without_a_config_gets_no_pipeline(project):
+    """The pipeline runs `buildkit-py build --config FILE`: without a file to commit, one naming buildkit.yaml would
+    fail at its first run."""
+    root = project({"trainer/task.py": ""})
+    proc = run_cli("ci", "github", "-o", str(root / "ci.yml"), cwd=root)
+    assert proc.returncode == 2 and "--config: no config in" in proc.stderr and "--write-config" in proc.stderr
+    assert not (root / "ci.yml").exists()
+
+
 def test_unknown_flavour_is_exit_2_with_what_is_allowed(project):
     root = project({"buildkit.yaml": CONFIG, "trainer/task.py": ""})
     proc = run_cli("ci", "jenkins", "--config", str(root / "buildkit.yaml"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.reading import DEFAULTS_SOURCE
 from ..errors import ConfigError, show
 from ..fsutil import reads_once, write_atomic
 from ..progress import HtmlRepr
@@ -49,4 +50,9 @@ def ci(project: Project, flavour: str, output: Path | None = None) -> GeneratedF
         raise ConfigError(f"{show(flavour)} is not a CI flavour buildkit-py writes; one of {', '.join(CI_FLAVOURS)}",
                           field="FLAVOUR")
     project = project_from(project, {}, "ci")
-    return _generated(render_ci(load(project), project.config, flavour), output)
+    config = load(project)
+    if config.source == DEFAULTS_SOURCE:  # the pipeline runs `buildkit-py build --config FILE`: a file to commit
+        raise ConfigError(f"no config in {show(str(config.root))} (buildkit.yaml, or pyproject.toml's "
+                          "[tool.buildkit-py]): the pipeline builds from one; write it (`autopackage DIR --write-config` "
+                          "saves what it infers) or pass --config", field="--config")
+    return _generated(render_ci(config, project.config, flavour), output)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..config import Config, Fallback, JobConfig, job_flag, worker_pool_specs
+from ..config.reading import DEFAULTS_SOURCE
 from ..errors import BuildkitError, ConfigError, ResolutionError, ServiceError, WaitInterrupted, show
 from ..flags import JOB_FLAGS, job_flag_name
 from ..fsutil import reads_once, write_atomic
@@ -171,7 +172,7 @@ def draft_job(config: Config, settings: JobConfig, options: JobOptions, planned:
     from ..jobs import vertex
 
     check = None
-    if config.source != "(defaults)" and config.trainer is not None:  # an image built from this config
+    if config.source != DEFAULTS_SOURCE and config.trainer is not None:  # an image built from this config
         def check(accelerator: str) -> tuple[str, ...]:
             try:
                 return check_accelerator(planned(), accelerator)

@@ -19,6 +19,7 @@ from ..patterns import lazy_pattern
 CONFIG_FILES = ("buildkit.yaml", "buildkit.yml")
 PYPROJECT_TABLE = "buildkit-py"
 DOCUMENT_SOURCE = "(config dict)"  # where the errors of a config given as a mapping (the Python API) point
+DEFAULTS_SOURCE = "(defaults)"  # the source of a config no file gives: every key its default
 _KEY = lazy_pattern(r"[A-Za-z_][A-Za-z0-9_-]{0,63}", re.ASCII)
 
 
@@ -200,7 +201,7 @@ def load_raw(config_path: Path | None, directory: Path, document: Mapping[str, A
         return _Raw(data=dict(document), source=DOCUMENT_SOURCE), directory.resolve()
     path = config_path or find_config(directory)
     if path is None:
-        return _Raw(data={}, source="(defaults)"), directory.resolve()
+        return _Raw(data={}, source=DEFAULTS_SOURCE), directory.resolve()
     if config_path is None:  # found, not named: a repository's link must not make buildkit-py read another file
         inside(directory, path, "config file")
     if path.name == "pyproject.toml":

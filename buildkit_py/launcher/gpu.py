@@ -184,7 +184,7 @@ def _arch_check(archs: tuple[str, ...], devices: list[nvml.Device]) -> str:
         entry = arch_supports(archs, device.capability)
         if entry is None:
             # a cubin runs on its own major version at its minor or above: sm_X0 up to this GPU's sm_XY would do
-            cubins = "sm_{}0".format(major) if minor == 0 else "sm_{0}0 to sm_{0}{1}".format(major, minor)
+            cubins = f"sm_{major}0" if minor == 0 else f"sm_{major}0 to sm_{major}{minor}"
             raise CheckFailed(
                 ARCH_UNSUPPORTED,
                 f"GPU {device.index} ({device.name}) is sm_{major}{minor} (compute capability {major}.{minor}), but this "

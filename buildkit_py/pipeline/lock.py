@@ -160,7 +160,9 @@ def _sha256_file(path: Path) -> str:
 
 def _config_file(config: Config) -> Path | None:
     source = config.source.split(" [tool.", 1)[0]  # pyproject.toml [tool.buildkit-py]
-    return None if source == "(defaults)" else Path(source)
+    from ..config.reading import DEFAULTS_SOURCE
+
+    return None if source == DEFAULTS_SOURCE else Path(source)
 
 
 def _template_digest(config: Config, plan: Plan) -> str:
