@@ -269,6 +269,16 @@ def test_an_sbom_that_is_not_the_locks_is_refused_naming_the_package(testenv, tm
     assert problems == ["numpy: the SBOM says version '2.2.0', the lock 2.1.0"]
 
 
+def test_an_unlocked_image_checked_against_a_lock_is_said_to_be_unlocked(testenv, tmp_path):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    _, repository = pushed(tmp_path, registry, None)
+    lock = tmp_path / "buildkit.lock"
+    lock.write_text(Lock(lock, (locked_image(PACKAGES),)).text())
+    with pytest.raises(AttestationError) as caught:
+        api.verify(f"{repository}:v1", lock=lock, progress="quiet")
+    assert "the image was built unlocked" in str(caught.value) and "None" not in str(caught.value)
+
+
 def test_an_image_whose_labels_are_not_the_provenances_is_refused(testenv, tmp_path):
     registry = testenv["BUILDKIT_TEST_REGISTRY"]
     result, repository = pushed(tmp_path, registry, None)

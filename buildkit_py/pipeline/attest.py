@@ -416,6 +416,10 @@ def _against_lock(lock: Lock, variant: str | None, said_lock: str | None, docume
         or lock.image(variant)
     if section is None:
         raise AttestationError(f"{path} has no section for {show(variant or '_base')}, the image's variant")
+    if said_lock is None:
+        raise AttestationError(f"the image was built unlocked (its provenance names no {LOCK_NAME}), {path} holds "
+                               f"{section.digest} for {variant or '_base'}: build it with --locked to check it against "
+                               "the lock")
     if said_lock != section.digest:
         raise AttestationError(f"the image was built from lock section {show(said_lock)}, {path} holds {section.digest}"
                                f" for {variant or '_base'}: not this {LOCK_NAME}")
