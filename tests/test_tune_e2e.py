@@ -121,6 +121,12 @@ def test_tune_without_a_study_or_without_local_exits_2(trainer, project):
     assert proc.returncode == 2 and "--local" in proc.stderr
     proc = run_cli("tune", "--local", "--dir", trainer("GRID_SEARCH", 2), "--trial-timeout", "0", "x/y:z")
     assert proc.returncode == 2 and "--trial-timeout" in proc.stderr
+    # a grid this machine cannot search is refused before the image is built (no engine here: it would fail later)
+    root = project({"trainer/task.py": "", "buildkit.yaml": STUDY.format(algorithm="GRID_SEARCH", max_trials=2, extra="")
+                    .replace("type: DISCRETE, values: [1, 2, 3, 4, 5]", "type: DOUBLE, min: 0.1, max: 1.0")})
+    proc = run_cli("tune", "--local", "--dir", str(root), env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert proc.returncode == 2 and "GRID_SEARCH cannot search DOUBLE parameters (x)" in proc.stderr, proc.stderr
+    assert "building" not in proc.stderr
 
 
 def test_ctrl_c_stops_every_trial_container(testenv, trainer, tmp_path):

@@ -64,6 +64,7 @@ def tune(source: Source = None, /, options: TuneOptions | None = None, *, progre
     if config.hyperparameters is None:
         raise ConfigError(f"{config.source} has no `hyperparameters:` study (metric, goal, max_trials, "
                           "parallel_trials, params) to run", field="hyperparameters")
+    jobs_tune.check_search(config.hyperparameters)
     network = config.network or "host"
     with reporting(progress) as reporter:
         if options.image is not None:

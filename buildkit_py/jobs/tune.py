@@ -97,6 +97,13 @@ def _grid_values(p: Param) -> list:
     return list(p.values)
 
 
+def check_search(hp: Hyperparameters) -> None:
+    """Refuse a study this machine cannot search (a grid over a DOUBLE or a huge range) before an image is built."""
+    if hp.algorithm == "GRID_SEARCH":
+        for p in hp.params:
+            _grid_values(p)
+
+
 def _sample(p: Param, rng: random.Random) -> Any:
     if p.type in ("CATEGORICAL", "DISCRETE"):
         return rng.choice(p.values)
