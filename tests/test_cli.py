@@ -163,3 +163,14 @@ def test_the_readme_command_lines_parse_as_documented(line):
 
 def test_readme_shows_run_with_options_after_the_image():
     assert any(f.startswith("buildkit-py run IMAGE") or "run 127.0.0.1" in f for f in README_FORMS), README_FORMS
+
+
+def test_resolve_says_a_cudnn_base_has_cudnn_even_where_its_release_is_not_recorded(tmp_path):
+    proc = run_cli("resolve", "--framework", "none", "--gpu", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = dict(line.split(None, 1) if " " in line else (line, "") for line in proc.stdout.splitlines())
+    plan = json.loads(run_cli("resolve", "--framework", "none", "--gpu", "--json", cwd=tmp_path).stdout)
+    assert "cudnn-runtime" in rows["base"] and plan["cuda_flavor"].startswith("cudnn")
+    # the newest CUDA's cuDNN is unverified in base_images/cuda.yaml (null) until someone checks it
+    want = plan["cudnn"] or "the base image's (release not recorded)"
+    assert rows["cuDNN"].strip() == want, rows

@@ -43,7 +43,9 @@ def print_resolved(plan: api.Plan) -> None:
     rows = [
         ("base image", plan.base_image),
         ("CUDA", plan.cuda or "none"),
-        ("cuDNN", plan.cudnn or "none"),
+        # a cuDNN flavour whose cuDNN release base_images/cuda.yaml has not verified: there, but not "none"
+        ("cuDNN", plan.cudnn or ("the base image's (release not recorded)" if (plan.cuda_flavor or "").startswith("cudnn")
+                                 else "none")),
         ("Python", f"{plan.python.version} ({plan.python.install})"),
         ("framework", fw.requirement if fw else "none"),
         ("index URL", (fw.index_url if fw else None) or "PyPI"),
