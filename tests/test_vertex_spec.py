@@ -118,6 +118,21 @@ job:
     assert pools[2].container_spec.image_uri == vertex.REDUCTION_SERVER_IMAGE and pools[2].replica_count == 4
 
 
+def test_a_python_package_job_gets_the_configs_trainer_args_and_env(project):
+    """An executor image has no CMD or ENV of the config's: the spec carries them, job.args and job.env winning."""
+    package = ('python_package: {executor: "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest", '
+               "package_uris: [gs://bkt/pkg/trainer-0.1.tar.gz], module: trainer.task}")
+    config = ("framework: none\ntrainer: {module: trainer.task, args: [--epochs, '5']}\n"
+              "env: {DATA_DIR: /data, SEED: '1'}\njob:\n  " + package + "\n")
+    spec = parse(make(project, config).resource).job_spec.worker_pool_specs[0].python_package_spec
+    assert list(spec.args) == ["--epochs", "5"]
+    env = {e.name: e.value for e in spec.env}
+    assert env["DATA_DIR"] == "/data" and env["SEED"] == "1" and env["BUILDKIT_PY_EXPECT_GPUS"] == "0"
+    spec = parse(make(project, config + "  args: [--epochs, '9']\n  env: {SEED: '2'}\n").resource
+                 ).job_spec.worker_pool_specs[0].python_package_spec
+    assert list(spec.args) == ["--epochs", "9"] and [e.value for e in spec.env if e.name == "SEED"] == ["2"]
+
+
 def test_evaluators_alone_keep_their_pool_index(project):
     job = make(project, f"framework: none\njob: {{image: {IMAGE}, evaluators: {{replica_count: 1}}}}\n")
     pools = job.resource["jobSpec"]["workerPoolSpecs"]

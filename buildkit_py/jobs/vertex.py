@@ -269,6 +269,10 @@ class _Pools:
                                            Machines(self.machines, self.gpus, chief.tpu, chief.pool.machine_type))
         r = job.reservation
         self.reservation = {"reservationAffinityType": r.type, "key": r.key, "values": list(r.values)} if r else None
+        # An executor image has none of the config's image settings: its trainer args and env go in the spec, as a
+        # built image's CMD and ENV would give them (job.args and job.env still win).
+        self.package_args = tuple(job.args) if job.args is not None else (config.trainer.args if config.trainer else ())
+        self.package_env = tuple((k, v) for k, v in config.env if k not in dict(job.env))
 
     def container(self, pool: Pool, ranked: bool = False) -> dict:
         job, tpu = self.job, self.chief.tpu
@@ -281,7 +285,8 @@ class _Pools:
         package = job.python_package
         if package:
             return {"pythonPackageSpec": {"executorImageUri": str(self.ref), "packageUris": list(package.package_uris),
-                                          "pythonModule": package.module, "args": list(job.args or ()), "env": env}}
+                                          "pythonModule": package.module, "args": list(self.package_args),
+                                          "env": [{"name": k, "value": v} for k, v in self.package_env] + env}}
         # A command replaces the image's ENTRYPOINT (the launcher): keep the launcher in front so its checks run.
         command = ["python", "-m", LAUNCHER_MODULE, "--", *job.command] if job.command else None
         return {"containerSpec": {"imageUri": str(self.ref), "command": command,
