@@ -176,3 +176,16 @@ def test_local_run_sets_what_the_cloud_sets(testenv, image, tmp_path):
                    env={**testenv, "BUILDKIT_PY_DOCKER": testenv["BUILDKIT_DOCKER"]})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "rank 0 world 1" in proc.stderr  # CLUSTER_SPEC with one chief -> RANK 0, WORLD_SIZE 1
+
+
+def test_a_runs_output_directory_starts_without_an_earlier_runs_metrics(tmp_path):
+    """hypertune appends to its file: a run into the --output of an earlier one would report that one's metrics
+    (a failed run's too)."""
+    from buildkit_py.jobs.local import LocalRun, _output_dir
+
+    old = tmp_path / "out" / "hypertune"
+    old.mkdir(parents=True)
+    (old / "output.metrics").write_text('{"rmse": "0.1", "global_step": "300"}\n')
+    (old / "notes.txt").write_text("kept\n")
+    out = _output_dir(LocalRun("unused/image", tmp_path / "out"))
+    assert not (out / "hypertune" / "output.metrics").exists() and (out / "hypertune" / "notes.txt").is_file()

@@ -217,6 +217,9 @@ def _output_dir(run: LocalRun) -> Path:
         make_output_dir(out)
         for sub in ("model", "checkpoints", "logs", "hypertune"):
             (out / sub).mkdir(parents=True, exist_ok=True)
+        # hypertune appends: an earlier run's metrics in the same --output would be read as this run's
+        for stale in (out / "hypertune").glob("*.metrics"):
+            stale.unlink()
     except OSError as exc:
         raise RunError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from None
     return out
