@@ -269,7 +269,10 @@ def test_plan_fails_for_an_arm64_image_and_a_missing_one(fake, images, trainer, 
     assert "FAIL  platform" in out and "linux/arm64" in out and "--platform linux/amd64" in out
     code, out, err = main(capsys, "submit", "--dir", str(trainer), "--target", "loopback", "--image", image("nope"))
     assert code == 7
-    assert "nothing was sent" in err and "push it first" in err
+    assert "nothing was sent" in err and "push it first" in err and ":latest" not in err
+    code, out, err = main(capsys, "submit", "--dir", str(trainer), "--target", "loopback", "--image",
+                          f"{REGISTRY}/{REPO_NAME}")  # a repository without its tag: :latest, which build never pushes
+    assert code == 7 and "(no tag given, so :latest;" in err and "print image-uri" in err, err
     assert not fake.calls
 
 

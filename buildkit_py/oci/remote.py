@@ -34,7 +34,10 @@ def manifest(ref: ImageRef, hint: str = "") -> Manifest:
     except RegistryError as exc:  # unreachable, or no credentials here
         raise RegistryError(f"{exc}{hint}") from None
     if head.status_code == 404:
-        raise RegistryError(f"{ref} is not in {ref.registry}: push it first (buildkit-py build --push)")
+        untagged = "" if ref.digest or ref.tag else (
+            " (no tag given, so :latest; `build --push` pushes the content tag `buildkit-py print image-uri` prints, "
+            "and the git tag)")
+        raise RegistryError(f"{ref} is not in {ref.registry}{untagged}: push it first (buildkit-py build --push)")
     if head.status_code in (401, 403):
         raise RegistryError(f"{ref.registry} refused to show {ref} ({head.status_code}): check the credentials" + hint)
     if head.status_code != 200:
