@@ -160,7 +160,10 @@ def test_the_example_runs_as_the_page_shows(page, name, tmp_path, testenv, shims
     work.mkdir()
     env = {"PATH": f"{shims}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(REPO / ".testenv"),
            "XDG_CACHE_HOME": str(SESSION_CACHE), "BUILDKIT_PY_OFFLINE": "1", "CI": "true", "COLUMNS": "120",
-           "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "REPO": str(REPO), **testenv, **vertex}
+           "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "REPO": str(REPO),
+           # A TLS-intercepting proxy's CA bundle, as the user's shell has it (a build's default --ca-cert), as run_cli
+           **{k: os.environ[k] for k in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE") if k in os.environ},
+           **testenv, **vertex}
     mine = [b for b in ALL_BLOCKS if b.page == page and b.marker == name]
     if "from" in mine[0].options:
         shutil.copytree(REPO / mine[0].options["from"], work, dirs_exist_ok=True)
