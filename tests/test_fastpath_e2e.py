@@ -550,12 +550,18 @@ def test_a_wiped_registry_takes_the_full_build_though_this_machine_kept_the_mani
     assert _content_tag(testenv, root) not in _tags(proxy, repo)
 
 
-def test_the_revision_label_and_git_tag_follow_the_checkout(testenv, tmp_path):
-    registry = testenv["BUILDKIT_TEST_REGISTRY"]
-    root, cache = trainer(tmp_path, "distributed"), tmp_path / "cache"
+def committed(root: Path) -> list[str]:
+    """ROOT made a git checkout with one commit of everything in it; the git command line to run more in it."""
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "trainer"]):
         subprocess.run(git + args, check=True, capture_output=True)
+    return git
+
+
+def test_the_revision_label_and_git_tag_follow_the_checkout(testenv, tmp_path):
+    registry = testenv["BUILDKIT_TEST_REGISTRY"]
+    root, cache = trainer(tmp_path, "distributed"), tmp_path / "cache"
+    git = committed(root)
     repo = f"{registry}/fastpath-git/distributed-{os.getpid()}"
     first = build(testenv, root, cache, "--tag", repo)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -692,9 +698,7 @@ def test_an_unchanged_push_keeps_the_image_and_a_new_commit_alone_changes_its_re
     would differ in its tar bytes alone); an empty commit changes only the revision label: appended, as an edit is."""
     registry = testenv["BUILDKIT_TEST_REGISTRY"]
     root, cache = trainer(tmp_path, "make-trainer"), tmp_path / "cache"
-    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "trainer"]):
-        subprocess.run(git + args, check=True, capture_output=True)
+    git = committed(root)
     repo = f"{registry}/fastpath-unchanged/trainer-{os.getpid()}"
     first = build(testenv, root, cache, "--tag", repo)
     assert first.returncode == 0, first.stderr[-3000:]
