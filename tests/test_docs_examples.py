@@ -61,8 +61,8 @@ def blocks(path: Path) -> list[Block]:
             continue
         end = next((n for n in range(index + 1, len(lines)) if lines[n].startswith(opened["fence"])), len(lines))
         marked = MARKER.match(lines[index - 1]) if index else None
-        name = ("illustration" if marked and not marked["name"] else marked["name"]) if marked else ""
-        said = (marked["options"] or "").split() if marked and name != "illustration" else []
+        name = (marked["name"] or "illustration") if marked else ""
+        said = (marked["options"] or "").split() if marked and marked["name"] else []
         options = dict(o.partition("=")[::2] for o in said)
         title = TITLE.search(opened["info"])
         found.append(Block(str(path.relative_to(DOCS)), index + 1, opened["lang"], title[1] if title else "",

@@ -145,9 +145,9 @@ def _declared_trainer(directory: Path, chosen: Declared, others: list[Declared])
                      "arguments (trainer.args; a job's args replace them)")
     if chosen.also:
         # --dockerfile builds the top-level Dockerfile only: another one is to be put there first
-        top = top_dockerfile(directory)
-        build_it = "(--dockerfile --with-launcher)" if top and chosen.where.split(":")[0] == top else \
-            f"(copy {chosen.where.split(':')[0]} to ./Dockerfile, then --dockerfile --with-launcher)"
+        named = chosen.where.split(":")[0]
+        build_it = "(--dockerfile --with-launcher)" if named == top_dockerfile(directory) else \
+            f"(copy {named} to ./Dockerfile, then --dockerfile --with-launcher)"
         notes.append(f"{chosen.where} also runs {'; '.join(chosen.also)}, which the generated image does not: it "
                      f"installs at build time; do the rest in the trainer, or build that Dockerfile as it is {build_it}")
     if others:

@@ -272,7 +272,8 @@ class _Pools:
         # An executor image has none of the config's image settings: its trainer args and env go in the spec, as a
         # built image's CMD and ENV would give them (job.args and job.env still win).
         self.package_args = tuple(job.args) if job.args is not None else (config.trainer.args if config.trainer else ())
-        self.package_env = tuple((k, v) for k, v in config.env if k not in dict(job.env))
+        given = {k for k, _ in job.env}
+        self.package_env = tuple((k, v) for k, v in config.env if k not in given)
 
     def container(self, pool: Pool, ranked: bool = False) -> dict:
         job, tpu = self.job, self.chief.tpu

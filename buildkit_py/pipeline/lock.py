@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from ..config import Config, read_yaml
+from ..config.reading import DEFAULTS_SOURCE
 from ..errors import BuildError, ConfigError, RegistryError, show, shown_name
 from ..fsutil import consult, kept_text, read_whole, write_atomic
 from ..oci.refs import parse_ref
@@ -160,8 +161,6 @@ def _sha256_file(path: Path) -> str:
 
 def _config_file(config: Config) -> Path | None:
     source = config.source.split(" [tool.", 1)[0]  # pyproject.toml [tool.buildkit-py]
-    from ..config.reading import DEFAULTS_SOURCE
-
     return None if source == DEFAULTS_SOURCE else Path(source)
 
 

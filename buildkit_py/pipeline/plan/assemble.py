@@ -215,9 +215,8 @@ def _requirements_file(config: Config, python: str, platform: str | None) -> _Re
 
     text = read_text(config.root / config.requirements, "requirements file", root=config.root)
     included = included_lines(config.root, config.requirements)[1]
-    for name, content in ((config.requirements, text), *((n, read_text(config.root / n, "requirements file",
-                                                                       root=config.root)) for n in included)):
-        where = first_credentials_line(content, name)
+    for name in (config.requirements, *included):  # each read once a command: read_text gives back the kept bytes
+        where = first_credentials_line(read_text(config.root / name, "requirements file", root=config.root), name)
         if where:  # the files are copied into the image as they are: a password is in a layer anyone who pulls reads
             raise ConfigError("a URL with credentials (not shown); the file is copied into the image, where "
                               "anyone who pulls it reads them: give the index as pip_index_url or pip_conf (the build "
