@@ -22,12 +22,14 @@ import time
 import urllib.parse
 import uuid
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from google.cloud.devtools import cloudbuild_v1
 from google.protobuf.json_format import ParseError
 from vertex_loopback import send_json
+
+from conftest import LoopbackServer
 
 DOCKER_BUILDER = "gcr.io/cloud-builders/docker"
 SECRET_BYTES = 65536  # Secret Manager's limit on a secret version's payload
@@ -68,7 +70,7 @@ class CloudBuildStandIn:
         self._bin = Path(tempfile.mkdtemp(prefix="cloudbuild-standin-"))
         (self._bin / "docker").symlink_to(docker_client)  # what `docker` is inside the docker builder's step
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = LoopbackServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def __enter__(self) -> CloudBuildStandIn:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,16 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setattr(jobs_submit, "RETRIES", 1)  # one retry, after 1 s: enough to show what a retry does
     with server:
         yield server
+
+
+class LoopbackServer(ThreadingHTTPServer):
+    """The tests' HTTP server on loopback. A client that hangs up before the answer is sent (a timeout under
+    test) is no error: socketserver would print its traceback from a handler thread that outlives the test,
+    into whichever later test is capturing stderr then."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
 
 
 class socket_closed:  # noqa: N801 - a context manager read as a phrase

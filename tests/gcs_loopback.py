@@ -15,6 +15,8 @@ import urllib.parse
 
 import google_crc32c
 
+from conftest import LoopbackServer
+
 
 def _hashes(data: bytes) -> tuple[str, str]:
     crc = base64.b64encode(google_crc32c.value(data).to_bytes(4, "big")).decode()
@@ -27,7 +29,7 @@ class GcsServer:
         self.upload_status = upload_status  # answer every upload with this status instead (a failing service)
         self.objects: dict[tuple[str, str], bytes] = {}
         self.uploads = 0  # upload requests received, whatever their outcome
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = LoopbackServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_port}"
 
     def __enter__(self) -> GcsServer:

@@ -15,7 +15,7 @@ import threading
 import urllib.error
 import urllib.request
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ from buildkit_py.pipeline.buildtypes import BuildOptions, BuildResult
 from buildkit_py.pipeline.lock import LOCKED_REQUIREMENTS, Lock, LockedImage, LockedPackage
 from buildkit_py.pipeline.recipe import Recipe
 from buildkit_py.progress import Reporter
-from conftest import run_cli
+from conftest import LoopbackServer, run_cli
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 BASE_DIGEST = "sha256:" + "b" * 64
@@ -297,7 +297,7 @@ def test_an_image_whose_labels_are_not_the_provenances_is_refused(testenv, tmp_p
 # OCI-Subject header on a manifest PUT with a subject, and GET /v2/<name>/referrers/<digest>)
 
 
-class ReferrersRegistry(ThreadingHTTPServer):
+class ReferrersRegistry(LoopbackServer):
     daemon_threads = True
 
     def __init__(self, upstream: str):

@@ -14,7 +14,7 @@ import pytest
 from buildkit_py.pipeline.render import render_dockerignore
 from buildkit_py.sources.requirements import MAX_INCLUDES
 from buildkit_py.sources.walk import MAX_DEPTH, included_files
-from conftest import run_cli
+from conftest import LoopbackServer, run_cli
 
 SECRET = "hunter2-secret-line"  # the outside file's content: it must appear in no output and no request
 
@@ -36,7 +36,7 @@ class Recorder:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = LoopbackServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CA_BUNDLE, REPO, assert_secrets_absent, run_cli, secret_inputs
+from conftest import CA_BUNDLE, REPO, LoopbackServer, assert_secrets_absent, run_cli, secret_inputs
 
 QUICKSTART = REPO / "examples" / "quickstart"
 AUTH_USER, AUTH_PASSWORD = "tester", "s3cret-pass"
@@ -163,7 +163,7 @@ class _Index(http.server.BaseHTTPRequestHandler):
 def test_uv_reads_the_index_and_credentials_of_the_pip_conf(testenv, quickstart, tmp_path):
     """The build's installer gets the pip.conf's index as the uv.toml secret: its requests reach that
     index with the credentials (pip itself skips an http index it is not told to trust)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+    server = LoopbackServer(("127.0.0.1", 0), _Index)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     _Index.seen = []
     try:

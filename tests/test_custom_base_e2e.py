@@ -22,7 +22,7 @@ from test_build_e2e import build, docker
 from buildkit_py.config import load_config
 from buildkit_py.pipeline.plan import make_plan
 from buildkit_py.pipeline.render import render_dockerfile
-from conftest import REPO, hadolint
+from conftest import REPO, LoopbackServer, hadolint
 
 QUICKSTART = REPO / "examples" / "quickstart"
 WITH_PYTHON = "buildkit-py/standin:bookworm"  # python3.11 with venv and pip (scripts/testenv.sh)
@@ -133,7 +133,7 @@ class _Mirror(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def mirror():
     _Mirror.requests = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Mirror)
+    server = LoopbackServer(("127.0.0.1", 0), _Mirror)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/python-build-standalone", _Mirror.requests

@@ -21,7 +21,7 @@ import time
 import urllib.request
 import uuid
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,7 @@ import pytest
 from buildkit_py.fsutil import CACHE_ENV
 from buildkit_py.oci import media
 from buildkit_py.pipeline import fastpath
-from conftest import REPO, run_cli, socket_closed
+from conftest import REPO, LoopbackServer, run_cli, socket_closed
 
 ACCEPT = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
@@ -163,7 +163,7 @@ def test_fast_path_image_equals_a_full_build_entry_by_entry(testenv, tmp_path, e
 # Faults, injected by a small proxy in front of the open loopback registry
 
 
-class FaultProxy(ThreadingHTTPServer):
+class FaultProxy(LoopbackServer):
     """Forwards to the registry; `fault(method, path, headers)` may answer instead ((status, body)) or stall."""
 
     daemon_threads = True

@@ -33,7 +33,7 @@ from buildkit_py.launcher.constants import (
 )
 from buildkit_py.launcher.packages import MARKER
 from buildkit_py.pipeline.packaging import SETUPTOOLS_REQUIREMENT
-from conftest import run_cli
+from conftest import LoopbackServer, run_cli
 
 TRAINER = """import os, sys
 print("trainer ran with", sys.argv[1:], "from", sys.prefix, flush=True)
@@ -100,7 +100,7 @@ def test_a_local_package_is_installed_then_the_module_runs_with_the_args(setup, 
 def test_http_download_is_kept_under_its_digest(setup, env_dir):
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(Path(setup["sdist"]["path"]).parent))
     handler.log_message = lambda *a: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = LoopbackServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         base = f"http://127.0.0.1:{server.server_port}"

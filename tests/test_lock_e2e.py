@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from test_build_e2e import docker
 
-from conftest import CA_BUNDLE, run_cli
+from conftest import CA_BUNDLE, LoopbackServer, run_cli
 
 STANDIN = "buildkit-py/standin:bookworm"  # python3.11 with venv and pip (scripts/testenv.sh)
 
@@ -84,7 +84,7 @@ class Index:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = LoopbackServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

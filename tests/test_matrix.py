@@ -16,7 +16,7 @@ import shutil
 import threading
 import time
 import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,7 @@ from buildkit_py.catalog.resources import read_data, resource_dir
 from buildkit_py.config import Config, FrameworkRequest
 from buildkit_py.errors import ConfigError, DataError, PackageIndexError
 from buildkit_py.pipeline.plan import make_plan
-from conftest import REPO, run_cli
+from conftest import REPO, LoopbackServer, run_cli
 
 RECORDED = json.loads((REPO / "tests" / "data" / "index" / "pypi-recorded.json").read_text())["projects"]
 BIG_WHEEL = "torch-2.15.0-cp315-cp315-manylinux_2_28_x86_64.whl"  # its central directory lies outside the tail
@@ -120,7 +120,7 @@ class FakeIndex(BaseHTTPRequestHandler):
 @pytest.fixture
 def index_server():
     """Start the fake index; yields a function that sets its mode and returns its simple URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeIndex)
+    server = LoopbackServer(("127.0.0.1", 0), FakeIndex)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
 

@@ -17,7 +17,7 @@ import pytest
 from test_lock import main, root, write_lock  # noqa: F401 - root is the lock tests' trainer fixture
 from test_lock_e2e import make_wheel
 
-from conftest import REPO, assert_secrets_absent, run_cli
+from conftest import REPO, LoopbackServer, assert_secrets_absent, run_cli
 
 QUICKSTART = REPO / "examples" / "quickstart"
 
@@ -56,7 +56,7 @@ class _Private:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = LoopbackServer(("127.0.0.1", 0), Handler)
         self.url = f"127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

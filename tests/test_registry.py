@@ -9,7 +9,7 @@ import stat
 import threading
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -29,7 +29,7 @@ from buildkit_py.oci.credentials import (
 )
 from buildkit_py.oci.refs import ImageRef, parse_ref
 from buildkit_py.progress import Reporter
-from conftest import run_cli
+from conftest import LoopbackServer, run_cli
 
 
 class RefreshingCredentials:
@@ -385,7 +385,7 @@ class ScriptedRegistry:
                 else:
                     self.reply(status, answer.encode(), {"Content-Type": "text/html"})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = LoopbackServer(("127.0.0.1", 0), Handler)
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
 
     def __enter__(self):

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import pytest
 
 from buildkit_py.clients.transport import USER_AGENT, Transport, TransportError
+from conftest import LoopbackServer
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -46,7 +47,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def server(routes: dict[str, tuple[int, dict[str, str], bytes]], close_after: bool = False) -> Iterator[tuple[str, list]]:
     handler = type("H", (Handler,), {"routes": routes, "seen": [], "close_after": close_after})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = LoopbackServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
@@ -115,7 +116,7 @@ def tls_server(tmp_path):
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
                    check=True, capture_output=True)
     handler = type("H", (Handler,), {"routes": {"/v2/": (200, {}, b"over tls")}, "seen": [], "close_after": False})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd = LoopbackServer(("127.0.0.1", 0), handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     httpd.socket = context.wrap_socket(httpd.socket, server_side=True)

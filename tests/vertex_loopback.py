@@ -27,13 +27,15 @@ import json
 import re
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from google.auth import jwt
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
 from logging_loopback import FakeLogging
+
+from conftest import LoopbackServer
 
 TYPES = {"customJobs": aiplatform_v1.CustomJob, "hyperparameterTuningJobs": aiplatform_v1.HyperparameterTuningJob,
          "trainingPipelines": aiplatform_v1.TrainingPipeline}
@@ -131,7 +133,7 @@ class FakeVertex:
         self.refuse: list = []
         self.logging = FakeLogging()  # Cloud Logging's entries.list on the same server: its tokens are ours
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = LoopbackServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
