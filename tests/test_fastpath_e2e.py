@@ -26,8 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from buildkit_py import api
 from buildkit_py.fsutil import CACHE_ENV
 from buildkit_py.oci import media
+from buildkit_py.oci.referrers import tag_for
 from buildkit_py.pipeline import fastpath
 from conftest import REPO, LoopbackServer, run_cli, socket_closed
 
@@ -313,6 +315,8 @@ def test_auth_refused_midway_is_a_clear_error_and_no_tag(testenv, base, tmp_path
     assert "no tag was changed" in proc.stderr and "Traceback" not in proc.stderr
     assert f"HTTP {status}" in proc.stderr or "wants credentials and none were found" in proc.stderr
     assert _content_tag(testenv, root) not in _tags(proxy, repo)
+    # The attestations' blobs went up meanwhile; no artifact names the image that was never written.
+    assert not any(m == "PUT" and "/manifests/sha256:" in p for m, p in proxy.seen)
 
 
 def test_refused_media_type_falls_back_to_the_full_build_and_says_so(testenv, base, tmp_path):
@@ -599,6 +603,39 @@ def test_transient_refusals_and_a_dropped_connection_are_tried_again(testenv, ba
     manifest = json.loads(fetch(proxy.upstream, f"{path}/manifests/{_content_tag(testenv, root)}")[1])
     for blob in [manifest["config"]] + manifest["layers"]:
         assert fetch(proxy.upstream, f"{path}/blobs/{blob['digest']}", "HEAD")[0] == 200
+
+
+def test_attestations_go_up_with_the_append_and_only_their_manifests_wait_for_the_image(testenv, base, tmp_path):
+    """The SBOM's and provenance's blobs are uploaded while the image is written; once its tag is written only the
+    artifact manifests and the referrers tag are sent, and the image is not read back for its descriptor."""
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, f"attested {uuid.uuid4().hex}")
+    proc = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    digest, path = result["pushed"][0]["digest"], repo.split("/", 1)[1]
+    tag_put = proxy.seen.index(("PUT", f"/v2/{path}/manifests/{_content_tag(testenv, root)}"))
+    after = [(m, p.split("?")[0]) for m, p in proxy.seen[tag_put + 1:]]
+    artifacts = {f"/v2/{path}/manifests/{a['digest']}" for a in result["attestations"]}
+    referrers_tag = f"/v2/{path}/manifests/{tag_for(digest)}"
+    assert len(artifacts) == 2 and sorted(after) == sorted([("PUT", a) for a in artifacts] + [("GET", referrers_tag),
+                                                                                             ("PUT", referrers_tag)])
+    uploads = [p for m, p in proxy.seen[:tag_put] if m == "PUT" and "/blobs/uploads/" in p]
+    assert {a["blob"] for a in result["attestations"]} <= {p.split("digest=")[-1] for p in uploads}
+    assert ("HEAD", f"/v2/{path}/manifests/{digest}") not in proxy.seen
+    assert api.verify(f"{repo}@{digest}", progress="quiet").image == f"{repo}@{digest}"
+
+
+def test_an_attestation_the_registry_refuses_leaves_the_appended_image_pushed_and_says_so(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, f"refused attestation {uuid.uuid4().hex}")
+    tag = _content_tag(testenv, root)
+    proxy.fault = lambda method, path, headers: (400, '{"errors":[{"code":"MANIFEST_INVALID","message":"no artifacts"}]}') \
+        if method == "PUT" and "/manifests/sha256:" in path else None
+    proc = build(testenv, root, cache, "--tag", repo, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
+    assert "note: no SBOM or provenance attached to" in proc.stderr and "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout)["attestations"] == [] and tag in _tags(proxy, repo)
 
 
 def test_the_htpasswd_registry_takes_the_append_with_the_right_credentials_only(testenv, tmp_path):

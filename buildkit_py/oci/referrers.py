@@ -149,17 +149,42 @@ def config_labels(client: RegistryClient, ref: ImageRef, digest: str) -> dict[st
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else None
 
 
+def _send_blob(client: RegistryClient, ref: ImageRef, subject: str, data: bytes) -> None:
+    # A blob that names the subject, pushed just now, is in no registry yet: not asked for first.
+    upload_blob(client, ref, digest_of(data), data, new=subject.encode() in data)
+
+
+def send_blobs(client: RegistryClient, ref: ImageRef, subject: str, artifacts: Sequence[Artifact]) -> frozenset[str]:
+    """Upload the blobs of ARTIFACTS of the manifest SUBJECT (a digest) and the empty config, each on a connection of
+    its own, at once: while the subject itself is being written, since a blob names nothing. The digests the
+    registry now holds; one that failed is left to attach(), which says why."""
+    blobs = {digest_of(data): data for data in (EMPTY_BLOB, *(a.data for a in artifacts))}
+    sending = {digest: in_background(_send_blob, client.fork(), ref, subject, data) for digest, data in blobs.items()}
+    held = set()
+    for digest, waiting in sending.items():
+        try:
+            waiting()
+            held.add(digest)
+        except RegistryError:
+            pass
+    return frozenset(held)
+
+
 def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], reporter: Reporter,
-           providers: Iterable[AuthProvider] | None = None) -> tuple[Attached, ...]:
+           providers: Iterable[AuthProvider] | None = None, *, client: RegistryClient | None = None,
+           held: frozenset[str] = frozenset()) -> tuple[Attached, ...]:
     """Push each artifact with SUBJECT as its subject into REF's repository; where the registry does not say that it
     processed the subject (no OCI-Subject header), the referrers tag schema's index lists them. Pushing the same
-    artifacts again changes nothing (each is named by its content; an index that lists them all is not rewritten)."""
-    client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
-    upload_blob(client, ref, digest_of(EMPTY_BLOB), EMPTY_BLOB)  # the config of every artifact; and the login
+    artifacts again changes nothing (each is named by its content; an index that lists them all is not rewritten).
+    client: one logged in to REF's repository already; held: the digests of blobs the registry has (send_blobs)."""
+    if client is None:
+        client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
+    if digest_of(EMPTY_BLOB) not in held:
+        upload_blob(client, ref, digest_of(EMPTY_BLOB), EMPTY_BLOB)  # the config of every artifact; and the login
 
     def push(artifact: Artifact, own: RegistryClient) -> tuple[Artifact, bytes, bool]:
-        # Its data names the subject, pushed just now: no registry has it yet, so it is not asked for first.
-        upload_blob(own, ref, digest_of(artifact.data), artifact.data, new=subject.digest.encode() in artifact.data)
+        if digest_of(artifact.data) not in held:
+            _send_blob(own, ref, subject.digest, artifact.data)
         body = artifact.manifest(subject)
         put = send(own, "PUT", f"manifests/{digest_of(body)}", {"Content-Type": OCI_MANIFEST}, body)
         check_answer(own, put, ref, f"the {artifact.artifact_type} artifact of {subject.digest}", (200, 201))

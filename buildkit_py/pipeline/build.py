@@ -32,7 +32,7 @@ from ..sources.imports import import_failure
 from ..sources.pip_config import google_logins, logins_netrc, netrc, refusal_hint, url_credentials, uv_config
 from .buildtypes import BuildOptions, BuildResult, PlatformImage, platform_suffix
 from .context import hash_context
-from .fastbuild import Attempt, Previous, Staged, appended_result, attempt, git_revision, kept_record, staging
+from .fastbuild import Attempt, Previous, Staged, appended_made, attempt, git_revision, kept_record, staging
 from .lock import STALE_LOCK, config_key
 from .lock import apply as apply_lock
 from .plan import Plan, make_plan
@@ -246,8 +246,7 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
             )
         tried = attempt(staged, options, previous.record, reporter, said=previous.said)
         if tried.appended is not None:
-            return publish(Made(appended_result(staged, tried.appended), staged.refs, staged.revision), options,
-                           reporter)
+            return publish(appended_made(staged, tried), options, reporter)
         engine = backend.made().bound(remote)
         image_id = None if options.no_cache else engine.image_id(refs[0]) or _pull_appended(engine, previous.record,
                                                                                              refs[0], reporter)
@@ -387,7 +386,8 @@ def build_platforms(config: Config, options: BuildOptions, reporter: Reporter, r
             tag = platform_tag(refs[0], platform)
             alone_stage = replace(stage, refs=(tag,))
             record = _platform_record(recipe, one, options)
-            tried = attempt(alone_stage, options, record, reporter) if options.push else Attempt()
+            # Its attestations are made once the index is pushed (publish_index), not with the append.
+            tried = attempt(alone_stage, replace(options, attest=False), record, reporter) if options.push else Attempt()
             appended, parts = tried.appended, tried.parts
             if appended is not None:
                 images[platform] = PlatformImage(platform, str(tag), appended.image_id, stage.context.snapshot.digest,

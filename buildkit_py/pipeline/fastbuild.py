@@ -18,6 +18,7 @@ from ..fsutil import asked_once, in_background
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..oci.refs import ImageRef
 from ..progress import Reporter
+from .attest import Built, Prepared, artifacts
 from .buildtypes import BuildOptions, BuildResult
 from .context import BuildContext, add_generated, staged
 from .names import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL
@@ -122,6 +123,7 @@ class Attempt:
     appended: fastpath.Appended | None = None
     parts: tuple | None = None
     why: str | None = None
+    prepared: Prepared | None = None  # the appended image's attestations, their blobs uploaded with it
 
 
 def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | None, reporter: Reporter,
@@ -166,9 +168,14 @@ def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | Non
     def stored(new: set[str]) -> None:  # the engine's older images of these names lose their tags meanwhile
         untagging.append(in_background(_untag_stale, refs, local, new))
 
+    tags = tuple(r.tag or "latest" for r in refs)
+
+    def built(digest: str) -> Built:  # as the provenance names the new image: attested() checks that it is so
+        return Built(refs[0], digest, tags, staged.context.snapshot.digest, staged.revision, "fast-path")
+
     try:
         edit = fastpath.CodeEdit(refs, record, step, staged.context.directory, staged.labels, tuple(BUILD_LABELS),
-                                 recipe.platform)
+                                 recipe.platform, (lambda d: artifacts(recipe, built(d))) if options.attest else None)
         appended = fastpath.append(edit, reporter, stored=stored if local is not None else None)
     except Refused as exc:
         return full(str(exc), parts)
@@ -184,12 +191,18 @@ def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | Non
                 reporter.message(untagged)
     fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or "",
                                  imports=checked(imports)), reporter)
-    return Attempt(appended, parts)
+    prepared = Prepared(built(appended.subject.digest), appended.artifacts, appended.subject, appended.held) \
+        if appended.artifacts else None
+    return Attempt(appended, parts, prepared=prepared)
 
 
-def appended_result(staged: Staged, appended: fastpath.Appended) -> BuildResult:
-    return BuildResult(appended.image_id, tuple(str(r) for r in staged.refs), True, staged.context.snapshot.digest,
-                       staged.recipe, appended.pushed, (("scan", staged.scan), *appended.timings))
+def appended_made(staged: Staged, tried: Attempt) -> Made:
+    """The appended image of TRIED, for the publisher: pushed already, its attestations prepared."""
+    image = tried.appended
+    assert image is not None
+    result = BuildResult(image.image_id, tuple(str(r) for r in staged.refs), True, staged.context.snapshot.digest,
+                         staged.recipe, image.pushed, (("scan", staged.scan), *image.timings))
+    return Made(result, staged.refs, staged.revision, prepared=tried.prepared)
 
 
 def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, started: float) -> BuildResult | str | None:
@@ -205,7 +218,7 @@ def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, start
         tried = attempt(staged, options, record, reporter)
         if tried.appended is None:
             return tried.why
-        return publish(Made(appended_result(staged, tried.appended), staged.refs, staged.revision), options, reporter)
+        return publish(appended_made(staged, tried), options, reporter)
 
 
 def _engine_tags(refs: Sequence[ImageRef]) -> dict[ImageRef, str | None]:

@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OutputError, RegistryError, show
-from ..fsutil import cache_dir, write_atomic
+from ..fsutil import cache_dir, in_background, write_atomic
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..oci.client import PushResult, RegistryClient, check_answer, json_object, send
 from ..oci.credentials import AuthProvider, default_providers
 from ..oci.image import Image, LostLayer, Refused, read_image, replace_top, write
 from ..oci.media import DIGEST, INDEX_TYPES, MANIFEST_TYPES, digest_of
+from ..oci.referrers import Artifact, Subject, send_blobs
 from ..oci.refs import ImageRef
 from ..progress import Reporter
 from ..sources.dockerfile import exec_form, instructions
@@ -83,6 +84,9 @@ class Appended:
     image_id: str  # the config digest, as an engine names the image
     pushed: tuple[PushResult, ...]
     timings: tuple[tuple[str, float], ...]  # (stage, seconds): base, tar, upload, manifest
+    subject: Subject  # the new image's descriptor, as its attestations name it
+    artifacts: tuple[Artifact, ...] = ()  # the attestations made for it (CodeEdit.attestations), their manifests unsent
+    held: frozenset[str] = frozenset()  # the digests of their blobs, uploaded while the image was written
 
 
 def _instructions(text: str) -> list[tuple[str, str]]:
@@ -390,6 +394,8 @@ class CodeEdit:
     labels: tuple[tuple[str, str], ...]
     owned: tuple[str, ...]  # the build's own labels: those it does not set this time are removed
     platform: str | None
+    # The artifacts to attach to the new image, given its digest: their blobs go up with the image's own.
+    attestations: Callable[[str], tuple[Artifact, ...]] | None = None
 
 
 def _unchanged(edit: CodeEdit, base: Image) -> bool:
@@ -425,11 +431,13 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
         written = write(client, base, refs, stored)
         reporter.message(f"{ref} is unchanged since its last push: {ref.repository}@{record.manifest} tagged again, "
                          "nothing appended")
-        return Appended(base.config_digest, written.pushed, tuple(timings) + written.timings)
+        return Appended(base.config_digest, written.pushed, tuple(timings) + written.timings, _subject(base))
     started = time.perf_counter()
     blob, diff_id = code_layer(edit.directory, step.dest)
     timings.append(("tar", time.perf_counter() - started))
     image = replace_top(base, blob, diff_id, edit.labels, edit.owned)
+    artifacts = edit.attestations(image.digest) if edit.attestations is not None else ()
+    riding = in_background(send_blobs, client.fork(), ref, image.digest, artifacts) if artifacts else None
     try:
         written = write(client, image, refs, stored)
     except LostLayer as exc:
@@ -445,4 +453,9 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     reporter.message(f"appended the code layer ({top.size} bytes"
                      f"{'' if top.digest in written.sent else ', already in the registry'}) to "
                      f"{ref.repository}@{record.manifest}: {ref} is {image.digest}")
-    return Appended(image.config_digest, written.pushed, tuple(timings) + written.timings)
+    return Appended(image.config_digest, written.pushed, tuple(timings) + written.timings, _subject(image), artifacts,
+                    riding() if riding is not None else frozenset())
+
+
+def _subject(image: Image) -> Subject:
+    return Subject(image.media_type, image.digest, len(image.manifest))
