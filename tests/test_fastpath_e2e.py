@@ -626,6 +626,28 @@ def test_attestations_go_up_with_the_append_and_only_their_manifests_wait_for_th
     assert api.verify(f"{repo}@{digest}", progress="quiet").image == f"{repo}@{digest}"
 
 
+def test_code_the_registry_has_already_is_not_sent_again_and_its_upload_session_is_cancelled(testenv, base, tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, f"back and forth {uuid.uuid4().hex}")
+    nowhere = {"DOCKER_HOST": "unix:///nonexistent.sock"}
+    task = root / "trainer" / "task.py"
+    first = task.read_text()
+    assert build(testenv, root, cache, "--tag", repo, env=nowhere).returncode == 0
+    task.write_text(first + "# another edit\n")
+    assert build(testenv, root, cache, "--tag", repo, env=nowhere).returncode == 0
+    task.write_text(first)  # back to the first edit's code: its layer is in the registry
+    proxy.seen[:] = []
+    proc = build(testenv, root, cache, "--tag", repo, env=nowhere)
+    assert proc.returncode == 0 and "already in the registry" in proc.stderr, proc.stderr[-2000:]
+    path = repo.split("/", 1)[1]
+    manifest = json.loads(fetch(proxy.upstream, f"{path}/manifests/{json.loads(proc.stdout)['pushed'][0]['digest']}")[1])
+    kept = {manifest["layers"][-1]["digest"], manifest["config"]["digest"]}  # the same code: the same config too
+    sent = {p.split("digest=")[-1] for m, p in proxy.seen if m == "PUT" and "/blobs/uploads/" in p}
+    assert not kept & sent
+    cancelled = [p for m, p in proxy.seen if m == "DELETE" and p.startswith(f"/v2/{path}/blobs/uploads/")]
+    assert len(cancelled) == 2, proxy.seen
+
+
 def test_an_attestation_the_registry_refuses_leaves_the_appended_image_pushed_and_says_so(testenv, base, tmp_path):
     proxy, _, _, repo = base
     root, cache = _edited(base, tmp_path, f"refused attestation {uuid.uuid4().hex}")

@@ -86,6 +86,46 @@ def test_a_connection_the_server_closed_is_opened_again():
     assert len(seen) == 3
 
 
+def test_clients_reuse_each_others_idle_connections_and_requests_at_once_get_their_own():
+    ports: list[int] = []
+    gate = threading.Barrier(3, timeout=10)
+
+    class Counting(Handler):
+        routes = {"/a": (200, {}, b"1"), "/wait": (200, {}, b"2")}
+        seen: list = []
+
+        def _answer(self) -> None:
+            ports.append(self.client_address[1])
+            if self.path == "/wait":
+                gate.wait()  # all three are in flight together
+            super()._answer()
+
+        do_GET = _answer
+
+    httpd = LoopbackServer(("127.0.0.1", 0), Counting)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        assert [Transport(10).request("GET", f"{base}/a").content for _ in range(3)] == [b"1"] * 3
+        assert len(set(ports)) == 1, "a new client opened a connection while one was idle"
+        ports.clear()
+        replies: list[bytes] = []
+        threads = [threading.Thread(target=lambda: replies.append(Transport(10).request("GET", f"{base}/wait").content))
+                   for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert replies == [b"2"] * 3 and len(set(ports)) == 3
+        opened = set(ports)
+        ports.clear()
+        Transport(10).request("GET", f"{base}/a")
+        assert len(ports) == 1 and ports[0] in opened  # on one of the three, kept alive
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 def test_a_refused_connection_and_a_redirect_loop_are_transport_errors():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

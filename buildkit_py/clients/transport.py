@@ -1,13 +1,14 @@
 """HTTP/1.1 for the registry API on the standard library: importing `requests` alone costs a code-only edit more
-than its whole upload. Kept-alive connections per origin; TLS verified against the CA bundle that `requests` would
-use (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, else certifi's); HTTP(S)_PROXY and NO_PROXY as `requests` reads them;
-redirects followed for reads, with no credentials sent to another host."""
+than its whole upload. Kept-alive connections per origin, shared by the process's clients; TLS verified against
+the CA bundle that `requests` would use (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, else certifi's); HTTP(S)_PROXY and
+NO_PROXY as `requests` reads them; redirects followed for reads, with no credentials sent to another host."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import os
+import threading
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +78,6 @@ def unreachable(urls: list[str] | tuple[str, ...], seconds: float) -> str | None
     then, or where there is nothing to try (a file: index). What a resolver would find after its retries (5 s and
     more) is known here in milliseconds."""
     import socket
-    import threading
 
     origins = {}
     for url in urls:
@@ -114,21 +114,59 @@ def unreachable(urls: list[str] | tuple[str, ...], seconds: float) -> str | None
     return f"{host}:{port}: {failures[(host, port)]}"
 
 
+class _Pool:
+    """The process's idle kept-alive connections, by origin and the settings they were opened with (proxy, CA
+    bundle): a request takes one or opens its own, and hands it back once answered. Requests made at once each get
+    a connection; the next ones reuse them warm, whichever client sends them (an append's attestations go out on
+    the connections its image went up on, with no new handshake)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[tuple, list[tuple[http.client.HTTPConnection, dict[str, str] | None]]] = {}
+        self._tls: dict[str | None, Any] = {}  # CA bundle -> its SSL context, made once
+
+    def take(self, key: tuple) -> tuple[http.client.HTTPConnection, dict[str, str] | None] | None:
+        with self._lock:
+            idle = self._idle.get(key)
+            return idle.pop() if idle else None
+
+    def give(self, key: tuple, entry: tuple[http.client.HTTPConnection, dict[str, str] | None]) -> None:
+        with self._lock:
+            self._idle.setdefault(key, []).append(entry)
+
+    def tls(self, cafile: str | None) -> Any:
+        with self._lock:
+            if cafile not in self._tls:
+                import ssl
+
+                try:
+                    self._tls[cafile] = ssl.create_default_context(cafile=cafile)
+                except (OSError, ssl.SSLError) as exc:
+                    raise TransportError(f"cannot use the CA bundle {cafile}: {exc}") from None
+            return self._tls[cafile]
+
+
+_POOL = _Pool()
+
+
 class Transport:
-    """Connections of one client, one per origin; not for use from two threads at once (fork a client)."""
+    """HTTP requests on the process's kept-alive connections (_Pool); safe to use from several threads at once."""
 
     def __init__(self, timeout: float):
         self.timeout = timeout
-        # (scheme, host) -> the connection, and for plain http through a proxy the headers the proxy wants (its
-        # request lines then name the whole URL); None: straight to the host, or tunnelled
-        self._connections: dict[tuple[str, str], tuple[http.client.HTTPConnection, dict[str, str] | None]] = {}
-        self._tls = None
 
-    def _connection(self, scheme: str, netloc: str) -> tuple[http.client.HTTPConnection, dict[str, str] | None]:
-        key = (scheme, netloc)
-        if key in self._connections:
-            return self._connections[key]
+    def _connection(self, scheme: str, netloc: str) -> tuple[tuple, tuple[http.client.HTTPConnection, dict[str, str] | None]]:
+        """The pool's key and a connection for it: (the connection, for plain http through a proxy the headers the
+        proxy wants (its request lines then name the whole URL); None: straight to the host, or tunnelled)."""
         proxy = _proxy(scheme, netloc.rsplit(":", 1)[0])
+        cafile = _ca_file() if scheme == "https" else None
+        key = (scheme, netloc, proxy, cafile)
+        entry = _POOL.take(key)
+        if entry is not None:
+            entry[0].timeout = self.timeout
+            if entry[0].sock is not None:
+                entry[0].sock.settimeout(self.timeout)
+            return key, entry
         target, proxy_auth = netloc, {}
         if proxy:
             parts = urllib.parse.urlsplit(proxy)
@@ -137,28 +175,20 @@ class Transport:
                 proxy_auth = {"Proxy-Authorization": "Basic " + basic_token(urllib.parse.unquote(parts.username),
                                                                             urllib.parse.unquote(parts.password or ""))}
         if scheme == "https":
-            if self._tls is None:
-                import ssl
-
-                cafile = _ca_file()
-                try:
-                    self._tls = ssl.create_default_context(cafile=cafile)
-                except (OSError, ssl.SSLError) as exc:
-                    raise TransportError(f"cannot use the CA bundle {cafile}: {exc}") from None
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(target, timeout=self.timeout,
-                                                                           context=self._tls)
+                                                                           context=_POOL.tls(cafile))
             if proxy:
                 conn.set_tunnel(netloc, headers=proxy_auth)
         else:
             conn = http.client.HTTPConnection(target, timeout=self.timeout)
-        self._connections[key] = (conn, proxy_auth if proxy and scheme == "http" else None)
-        return self._connections[key]
+        return key, (conn, proxy_auth if proxy and scheme == "http" else None)
 
     def _once(self, method: str, url: str, headers: dict[str, str], data: bytes | None) -> Response:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise TransportError(f"not an http(s) URL: {url[:200]}")
-        conn, via_proxy = self._connection(parts.scheme, parts.netloc)
+        key, entry = self._connection(parts.scheme, parts.netloc)
+        conn, via_proxy = entry
         target = url if via_proxy is not None else urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
         headers = {**headers, **(via_proxy or {})}
         body = data if data is not None else (b"" if method in ("POST", "PUT", "PATCH") else None)
@@ -177,6 +207,8 @@ class Transport:
                 raise TransportError(f"{type(exc).__name__}: {exc}") from None
         if answer.will_close:
             conn.close()
+        else:
+            _POOL.give(key, entry)
         return Response(answer.status, answer.headers, content, url)
 
     def request(self, method: str, url: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> Response:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import BuildkitError, RegistryError, show
+from ..fsutil import in_background
 from ..patterns import lazy_pattern
 from ..progress import HtmlRepr, Reporter
 from .credentials import AuthProvider, Credentials, credentials_for, default_providers
@@ -74,8 +75,8 @@ class RegistryClient:
         self.credentials_source: str | None = None  # where the credentials sent came from; None: none sent
 
     def fork(self) -> RegistryClient:
-        """A client for the same repository with the credentials this one holds, on its own connections: for
-        requests made at the same time as this one's."""
+        """A client for the same repository with the credentials this one holds (its own copy: a token one of
+        them renews is not the other's), for requests made at the same time as this one's."""
         other = RegistryClient(self.ref, self.providers)
         other.auth, other.credentials_source = dict(self.auth), self.credentials_source
         return other
@@ -183,11 +184,15 @@ def send(client: RegistryClient, method: str, path: str, headers: dict[str, str]
         time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT, wait))
 
 
-def upload_blob(client: RegistryClient, ref: ImageRef, digest: str, data: bytes, *, new: bool = False) -> bool:
+def upload_blob(client: RegistryClient, ref: ImageRef, digest: str, data: bytes, *, new: bool = False,
+                likely_new: bool = False) -> bool:
     """Upload a blob unless the registry has it; True when it was sent. new: the blob names what was just pushed (an
-    attestation of a new image), so the registry cannot have it: not asked first. A failed upload starts again
-    from a new upload session (the failed one may be gone)."""
-    if not new and send(client, "HEAD", f"blobs/{digest}", {}).status_code == 200:
+    attestation of a new image), so the registry cannot have it: not asked first. likely_new (a code layer, a
+    config just made): asked while the upload session starts, so that a new blob costs no round trip for the
+    question (one the registry has costs a session, cancelled). A failed upload starts again from a new upload
+    session (the failed one may be gone)."""
+    asked = in_background(send, client.fork(), "HEAD", f"blobs/{digest}", {}) if likely_new and not new else None
+    if not new and asked is None and send(client, "HEAD", f"blobs/{digest}", {}).status_code == 200:
         return False
     attempt = 0
     while True:
@@ -197,6 +202,13 @@ def upload_blob(client: RegistryClient, ref: ImageRef, digest: str, data: bytes,
         location = started.headers.get("Location", "")
         if not location:
             raise RegistryError(f"{ref.registry} started a blob upload without a Location")
+        if asked is not None and asked().status_code == 200:
+            try:
+                client.request("DELETE", location, {})
+            except RegistryError:
+                pass  # the registry drops an abandoned session in time
+            return False
+        asked = None
         try:
             put = client.request("PUT", location + ("&" if "?" in location else "?") + f"digest={digest}",
                                  {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}, data)

@@ -158,9 +158,11 @@ def write(client: RegistryClient, image: Image, refs: Sequence[ImageRef],
     ref = refs[0]
     kept = [layer.digest for layer in image.layers if layer.blob is None]
     lost = [in_background(_lost_layer, client.fork(), kept[i::LAYER_CHECKS]) for i in range(LAYER_CHECKS) if kept[i:]]
-    config_sent = in_background(upload_blob, client.fork(), ref, image.config_digest, image.config)
+    # The config and the layers made here are new unless the same content went up before: asked meanwhile.
+    config_sent = in_background(lambda: upload_blob(client.fork(), ref, image.config_digest, image.config,
+                                                    likely_new=True))
     sent = tuple(layer.digest for layer in image.layers
-                 if layer.blob is not None and upload_blob(client, ref, layer.digest, layer.blob))
+                 if layer.blob is not None and upload_blob(client, ref, layer.digest, layer.blob, likely_new=True))
     config_sent()
     timings = [("upload", time.perf_counter() - started)]
     missing = next((d for d in (check() for check in lost) if d), None)
