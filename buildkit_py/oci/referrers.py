@@ -203,6 +203,11 @@ def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], repor
     return attached
 
 
+def unattached(image: str, exc: Exception) -> str:
+    """What a push says of IMAGE (repository@digest) whose attestations the registry did not take."""
+    return f"note: no SBOM or provenance attached to {image}: {exc}"
+
+
 def _index_entries(data: object) -> list[dict] | None:
     """The descriptors of an image index, or None when DATA is not one."""
     if not isinstance(data, dict) or not isinstance(data.get("manifests"), list):

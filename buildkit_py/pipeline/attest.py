@@ -33,8 +33,7 @@ from .buildtypes import BuildOptions, BuildResult
 from .names import ATTESTATION_ANNOTATION, CONTENT_LABEL, LABEL_PREFIX, LOCK_LABEL
 
 if TYPE_CHECKING:
-    from ..oci.client import PushResult
-    from ..oci.referrers import Artifact, Attached, Subject
+    from ..oci.referrers import Artifact, Attached
     from .lock import Lock
     from .recipe import Recipe
 
@@ -245,56 +244,40 @@ def artifacts(recipe: Recipe, built: Built) -> tuple[Artifact, ...]:
                      ((ATTESTATION_ANNOTATION, "provenance"), (PREDICATE_ANNOTATION, SLSA_PROVENANCE))))
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """The attestations of an image made before its write (the fast path's append): the artifacts, the image's
-    descriptor, and the blobs the registry took while the image was written; only the manifests are left to send."""
-
-    built: Built
-    artifacts: tuple[Artifact, ...]
-    subject: Subject
-    held: frozenset[str]
-
-
-def attach(recipe: Recipe, built: Built, reporter: Reporter, prepared: Prepared | None = None) -> tuple[Attached, ...]:
-    """Make the SBOM and provenance of one pushed image and attach them to it; where PREPARED holds them for this
-    image, its artifacts, descriptor and uploaded blobs are used."""
+def attach(recipe: Recipe, built: Built, reporter: Reporter) -> tuple[Attached, ...]:
+    """Make the SBOM and provenance of one pushed image and attach them to it."""
     from ..oci.client import RegistryClient
     from ..oci.referrers import attach as attach_artifacts
     from ..oci.referrers import pushed_subject
 
     ref = replace(built.image, tag=None, digest=None)
-    if prepared is not None and prepared.built == built:
-        return attach_artifacts(ref, prepared.subject, prepared.artifacts, reporter, held=prepared.held)
     return attach_artifacts(ref, pushed_subject(RegistryClient(ref), ref, built.digest), artifacts(recipe, built),
                             reporter)
 
 
 def attested(result: BuildResult, refs: Sequence[ImageRef], options: BuildOptions, reporter: Reporter,
-             revision: str | None, prepared: Prepared | None = None) -> BuildResult:
+             revision: str | None) -> BuildResult:
     """The build's result with the SBOM and provenance attached to each repository it pushed to (referrers are per
-    repository). refs: what was pushed, in the order of result.pushed; prepared: the attestations made with the
-    image's write. A registry that cannot take them leaves the image pushed and says so: `verify` finds none."""
+    repository). refs: what was pushed, in the order of result.pushed. A registry that cannot take them leaves the
+    image pushed and says so: `verify` finds none."""
+    from ..oci.referrers import unattached
+
     if not options.attest or not result.pushed:
         return result
+    builder = "fast-path" if result.timings else result.recipe.builder
     done: list[Attached] = []
     seen: set[tuple[str, str]] = set()
     for ref, pushed in zip(refs, result.pushed, strict=True):
         if (ref.repository, pushed.digest) in seen:
             continue
         seen.add((ref.repository, pushed.digest))
+        tags = tuple(p.tag for p in result.pushed if p.image == pushed.image)
+        built = Built(ref, pushed.digest, tags, result.content_digest, revision, builder)
         try:
-            done += attach(result.recipe, built_of(result, ref, pushed, revision), reporter, prepared)
+            done += attach(result.recipe, built, reporter)
         except RegistryError as exc:
-            reporter.message(f"note: no SBOM or provenance attached to {pushed.image}: {exc}")
+            reporter.message(unattached(pushed.image, exc))
     return replace(result, attestations=tuple(done))
-
-
-def built_of(result: BuildResult, ref: ImageRef, pushed: PushResult, revision: str | None) -> Built:
-    """What the provenance says of PUSHED, one image of RESULT under REF's repository."""
-    tags = tuple(p.tag for p in result.pushed if p.image == pushed.image)
-    return Built(ref, pushed.digest, tags, result.content_digest, revision,
-                 "fast-path" if result.timings else result.recipe.builder)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from ..fsutil import asked_once, in_background
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..oci.refs import ImageRef
 from ..progress import Reporter
-from .attest import Built, Prepared, artifacts
+from .attest import Built, artifacts
 from .buildtypes import BuildOptions, BuildResult
 from .context import BuildContext, add_generated, staged
 from .names import BUILD_LABELS, CONTENT_LABEL, REVISION_LABEL, VARIANT_LABEL
@@ -123,7 +123,6 @@ class Attempt:
     appended: fastpath.Appended | None = None
     parts: tuple | None = None
     why: str | None = None
-    prepared: Prepared | None = None  # the appended image's attestations, their blobs uploaded with it
 
 
 def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | None, reporter: Reporter,
@@ -170,7 +169,7 @@ def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | Non
 
     tags = tuple(r.tag or "latest" for r in refs)
 
-    def built(digest: str) -> Built:  # as the provenance names the new image: attested() checks that it is so
+    def built(digest: str) -> Built:  # as the provenance names the new image
         return Built(refs[0], digest, tags, staged.context.snapshot.digest, staged.revision, "fast-path")
 
     try:
@@ -191,18 +190,16 @@ def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | Non
                 reporter.message(untagged)
     fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or "",
                                  imports=checked(imports)), reporter)
-    prepared = Prepared(built(appended.subject.digest), appended.artifacts, appended.subject, appended.held) \
-        if appended.artifacts else None
-    return Attempt(appended, parts, prepared=prepared)
+    return Attempt(appended, parts)
 
 
 def appended_made(staged: Staged, tried: Attempt) -> Made:
-    """The appended image of TRIED, for the publisher: pushed already, its attestations prepared."""
+    """The appended image of TRIED, for the publisher: pushed already, attested already where the append did it."""
     image = tried.appended
     assert image is not None
     result = BuildResult(image.image_id, tuple(str(r) for r in staged.refs), True, staged.context.snapshot.digest,
-                         staged.recipe, image.pushed, (("scan", staged.scan), *image.timings))
-    return Made(result, staged.refs, staged.revision, prepared=tried.prepared)
+                         staged.recipe, image.pushed, (("scan", staged.scan), *image.timings), image.attached or ())
+    return Made(result, staged.refs, staged.revision, attested=image.attached is not None)
 
 
 def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, started: float) -> BuildResult | str | None:

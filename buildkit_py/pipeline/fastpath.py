@@ -36,7 +36,7 @@ from ..oci.client import PushResult, RegistryClient, check_answer, json_object, 
 from ..oci.credentials import AuthProvider, default_providers
 from ..oci.image import Image, LostLayer, Refused, read_image, replace_top, write
 from ..oci.media import DIGEST, INDEX_TYPES, MANIFEST_TYPES, digest_of
-from ..oci.referrers import Artifact, Subject, send_blobs
+from ..oci.referrers import Artifact, Attached, Subject, attach, send_blobs, unattached
 from ..oci.refs import ImageRef
 from ..progress import Reporter
 from ..sources.dockerfile import exec_form, instructions
@@ -84,9 +84,9 @@ class Appended:
     image_id: str  # the config digest, as an engine names the image
     pushed: tuple[PushResult, ...]
     timings: tuple[tuple[str, float], ...]  # (stage, seconds): base, tar, upload, manifest
-    subject: Subject  # the new image's descriptor, as its attestations name it
-    artifacts: tuple[Artifact, ...] = ()  # the attestations made for it (CodeEdit.attestations), their manifests unsent
-    held: frozenset[str] = frozenset()  # the digests of their blobs, uploaded while the image was written
+    # Its attestations (CodeEdit.attestations) as the registry took them; None: left to the publisher (an image
+    # tagged again, unchanged: its own are there).
+    attached: tuple[Attached, ...] | None = None
 
 
 def _instructions(text: str) -> list[tuple[str, str]]:
@@ -431,7 +431,7 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
         written = write(client, base, refs, stored)
         reporter.message(f"{ref} is unchanged since its last push: {ref.repository}@{record.manifest} tagged again, "
                          "nothing appended")
-        return Appended(base.config_digest, written.pushed, tuple(timings) + written.timings, _subject(base))
+        return Appended(base.config_digest, written.pushed, tuple(timings) + written.timings)
     started = time.perf_counter()
     blob, diff_id = code_layer(edit.directory, step.dest)
     timings.append(("tar", time.perf_counter() - started))
@@ -453,9 +453,14 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     reporter.message(f"appended the code layer ({top.size} bytes"
                      f"{'' if top.digest in written.sent else ', already in the registry'}) to "
                      f"{ref.repository}@{record.manifest}: {ref} is {image.digest}")
-    return Appended(image.config_digest, written.pushed, tuple(timings) + written.timings, _subject(image), artifacts,
-                    riding() if riding is not None else frozenset())
-
-
-def _subject(image: Image) -> Subject:
-    return Subject(image.media_type, image.digest, len(image.manifest))
+    attached = None
+    if riding is not None:
+        # On this client's connections and login: only the artifact manifests (and the referrers tag) are left.
+        repository = ImageRef(ref.registry, ref.path)
+        try:
+            attached = attach(repository, Subject(image.media_type, image.digest, len(image.manifest)), artifacts,
+                              reporter, client=client, held=riding())
+        except RegistryError as exc:
+            reporter.message(unattached(f"{ref.repository}@{image.digest}", exc))
+            attached = ()
+    return Appended(image.config_digest, written.pushed, tuple(timings) + written.timings, attached)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..errors import RegistryError
 from ..oci.refs import ImageRef
 from ..progress import Reporter
-from .attest import Prepared, attested
+from .attest import attested
 from .buildtypes import BuildOptions, BuildResult
 
 if TYPE_CHECKING:  # the registry client and the fast path's records load with a push
@@ -27,13 +27,14 @@ class Made:
     """What a build made, for the publisher: the result (its `pushed` set already where the image is in the registry:
     appended there, or pushed by a remote builder where it ran), the refs it goes under in the order of `pushed`, the
     checkout's revision for the provenance, and the record the next code-only edit appends to once the image is
-    pushed (its `manifest` filled in then; None: the build keeps none), and the attestations prepared with an append."""
+    pushed (its `manifest` filled in then; None: the build keeps none), and whether the image is attested already
+    (an append attaches its own with the image's write)."""
 
     result: BuildResult
     refs: tuple[ImageRef, ...]
     revision: str | None
     keep: Record | None = None
-    prepared: Prepared | None = None
+    attested: bool = False
 
 
 def publish(made: Made, options: BuildOptions, reporter: Reporter, engine: Builder | None = None,
@@ -51,7 +52,7 @@ def publish(made: Made, options: BuildOptions, reporter: Reporter, engine: Build
 
             fastpath.save_record(replace(made.keep, manifest=pushed[0].digest), reporter)
             fastpath.read_ahead(made.refs[0], pushed[0].digest, result.recipe.platform)
-    return attested(result, made.refs, options, reporter, made.revision, made.prepared)
+    return result if made.attested else attested(result, made.refs, options, reporter, made.revision)
 
 
 def publish_index(index: Made, platforms: Sequence[Made], options: BuildOptions, reporter: Reporter) -> BuildResult:
