@@ -626,6 +626,34 @@ def test_attestations_go_up_with_the_append_and_only_their_manifests_wait_for_th
     assert api.verify(f"{repo}@{digest}", progress="quiet").image == f"{repo}@{digest}"
 
 
+def test_where_the_last_append_was_listed_in_the_tag_schema_the_next_reads_the_tag_while_it_attaches(testenv, base,
+                                                                                                      tmp_path):
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, f"tag schema {uuid.uuid4().hex}")
+    nowhere = {"DOCKER_HOST": "unix:///nonexistent.sock"}
+    first = build(testenv, root, cache, "--tag", repo, env=nowhere)
+    assert first.returncode == 0 and {a["listed"] for a in json.loads(first.stdout)["attestations"]} == {"tag schema"}
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write(f"\n# {uuid.uuid4().hex}\n")
+    answered, early = [], []
+
+    def slow_artifacts(method, path, headers):
+        if method == "PUT" and "/manifests/sha256:" in path:
+            time.sleep(0.3)  # the artifact manifests are slow to be answered
+            answered.append(path)
+        elif method == "GET" and "/manifests/sha256-" in path:
+            early.append(not answered)
+        return None
+
+    proxy.fault = slow_artifacts
+    proc = build(testenv, root, cache, "--tag", repo, env=nowhere)
+    proxy.fault = None
+    assert proc.returncode == 0 and "listed 2 artifact(s)" in proc.stderr, proc.stderr[-2000:]
+    assert early == [True] and len(answered) == 2  # one read of the tag, sent before either artifact was answered
+    digest = json.loads(proc.stdout)["pushed"][0]["digest"]
+    assert api.verify(f"{repo}@{digest}", progress="quiet").listed == "tag schema"
+
+
 def test_code_the_registry_has_already_is_not_sent_again_and_its_upload_session_is_cancelled(testenv, base, tmp_path):
     proxy, _, _, repo = base
     root, cache = _edited(base, tmp_path, f"back and forth {uuid.uuid4().hex}")

@@ -172,11 +172,12 @@ def send_blobs(client: RegistryClient, ref: ImageRef, subject: str, artifacts: S
 
 def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], reporter: Reporter,
            providers: Iterable[AuthProvider] | None = None, *, client: RegistryClient | None = None,
-           held: frozenset[str] = frozenset()) -> tuple[Attached, ...]:
+           held: frozenset[str] = frozenset(), tag_schema: bool = False) -> tuple[Attached, ...]:
     """Push each artifact with SUBJECT as its subject into REF's repository; where the registry does not say that it
     processed the subject (no OCI-Subject header), the referrers tag schema's index lists them. Pushing the same
     artifacts again changes nothing (each is named by its content; an index that lists them all is not rewritten).
-    client: one logged in to REF's repository already; held: the digests of blobs the registry has (send_blobs)."""
+    client: one logged in to REF's repository already; held: the digests of blobs the registry has (send_blobs);
+    tag_schema: the registry listed the last artifacts in the tag schema, so its index is read meanwhile."""
     if client is None:
         client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
     if digest_of(EMPTY_BLOB) not in held:
@@ -191,10 +192,12 @@ def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], repor
         return artifact, body, put.headers.get("OCI-Subject", "") == subject.digest
 
     # Each artifact on a connection of its own, at once: the edit waits for the slowest, not for their sum.
-    sent = [waiting() for waiting in [in_background(push, a, client.fork()) for a in artifacts]]
+    pushing = [in_background(push, a, client.fork()) for a in artifacts]
+    reading = in_background(_read_tag, client.fork(), subject) if tag_schema else None
+    sent = [waiting() for waiting in pushing]
     pending = [(a, body) for a, body, processed in sent if not processed]
     if pending:
-        _list_in_tag(client, ref, subject, pending, reporter)
+        _list_in_tag(client, ref, subject, pending, reading() if reading else _read_tag(client, subject), reporter)
     attached = tuple(Attached(a.artifact_type, digest_of(body), digest_of(a.data),
                               "referrers API" if processed else "tag schema") for a, body, processed in sent)
     for item in attached:
@@ -215,11 +218,15 @@ def _index_entries(data: object) -> list[dict] | None:
     return [m for m in data["manifests"] if isinstance(m, dict) and isinstance(m.get("digest"), str)]
 
 
+def _read_tag(client: RegistryClient, subject: Subject):
+    return send(client, "GET", f"manifests/{tag_for(subject.digest)}", {"Accept": OCI_INDEX})
+
+
 def _list_in_tag(client: RegistryClient, ref: ImageRef, subject: Subject, pending: list[tuple[Artifact, bytes]],
-                 reporter: Reporter) -> None:
-    """Read-modify-write of the referrers tag's index: the entries it has, then ours that it lacks."""
+                 got, reporter: Reporter) -> None:
+    """Read-modify-write of the referrers tag's index: the entries it has (GOT: the tag's read), then ours that it
+    lacks."""
     tag = tag_for(subject.digest)
-    got = send(client, "GET", f"manifests/{tag}", {"Accept": OCI_INDEX})
     entries: list[dict] = []
     if got.status_code == 200:
         try:

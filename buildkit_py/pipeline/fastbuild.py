@@ -189,7 +189,8 @@ def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | Non
             if untagged:
                 reporter.message(untagged)
     fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or "",
-                                 imports=checked(imports)), reporter)
+                                 imports=checked(imports),
+                                 listed=appended.attached[0].listed if appended.attached else record.listed), reporter)
     return Attempt(appended, parts)
 
 

@@ -71,16 +71,23 @@ class CodeStep:
 
 @dataclass(frozen=True)
 class Record:
+    """The build record of a repository and variant: what lies below the code layer, the last image pushed."""
+
     repository: str
     variant: str | None
     parts: tuple[tuple[str, str], ...]  # (name, sha256) of each thing below the code layer
     manifest: str  # digest of the last image pushed for this repository and variant
     content_tag: str
     imports: tuple[str, ...] | None = None  # the modules its build's import check imported; None: no check
+    # How the registry listed the last append's attestations ("referrers API" or "tag schema"); None: not known yet.
+    listed: str | None = None
 
 
 @dataclass(frozen=True)
 class Appended:
+    """The image the fast path wrote (the recorded one with a new code layer): its ID, the push results,
+    timings and attestations."""
+
     image_id: str  # the config digest, as an engine names the image
     pushed: tuple[PushResult, ...]
     timings: tuple[tuple[str, float], ...]  # (stage, seconds): base, tar, upload, manifest
@@ -165,7 +172,8 @@ def load_record(repository: str, variant: str | None) -> Record | None:
         imports = data.get("imports")
         return Record(repository, variant, tuple((str(k), str(v)) for k, v in data["parts"]),
                       str(data["manifest"]), str(data["content_tag"]),
-                      tuple(map(str, imports)) if isinstance(imports, list) else None)
+                      tuple(map(str, imports)) if isinstance(imports, list) else None,
+                      data["listed"] if data.get("listed") in ("referrers API", "tag schema") else None)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -179,7 +187,7 @@ def save_record(record: Record, reporter: Reporter | None = None) -> None:
         write_atomic(_record_path(record.repository, record.variant), json.dumps({
             "scheme": RECORD_SCHEME, "repository": record.repository, "variant": record.variant,
             "parts": [list(p) for p in record.parts], "manifest": record.manifest, "content_tag": record.content_tag,
-            "imports": list(record.imports) if record.imports is not None else None,
+            "imports": list(record.imports) if record.imports is not None else None, "listed": record.listed,
         }, indent=1) + "\n")
     except OutputError as exc:
         if reporter is not None:
@@ -459,7 +467,7 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
         repository = ImageRef(ref.registry, ref.path)
         try:
             attached = attach(repository, Subject(image.media_type, image.digest, len(image.manifest)), artifacts,
-                              reporter, client=client, held=riding())
+                              reporter, client=client, held=riding(), tag_schema=record.listed == "tag schema")
         except RegistryError as exc:
             reporter.message(unattached(f"{ref.repository}@{image.digest}", exc))
             attached = ()
