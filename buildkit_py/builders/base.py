@@ -45,6 +45,9 @@ QEMU_HANDLERS = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64", "arm": "qemu-a
 
 @dataclass(frozen=True)
 class BuildRequest:
+    """One build for a backend: the context and its Dockerfile, labels, platform, network, secrets and cache image;
+    for a remote builder also the tags it pushes and the index hosts it mints tokens for."""
+
     context_dir: Path
     dockerfile: Path  # outside context_dir
     labels: tuple[tuple[str, str], ...] = ()

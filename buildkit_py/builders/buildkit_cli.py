@@ -23,6 +23,8 @@ _VERSION = lazy_pattern(r"version (\d+)\.(\d+)")
 
 @dataclass(frozen=True)
 class DockerClient:
+    """A Docker client that runs BuildKit: its path, and how (`buildx build`, or `DOCKER_BUILDKIT=1 docker build`)."""
+
     path: str
     mode: str  # "buildx" | "builtin"
 

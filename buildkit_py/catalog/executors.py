@@ -38,6 +38,8 @@ class Executor:
 
 @dataclass(frozen=True)
 class _Entry:
+    """One series of a framework in executors.yaml: its Python, CUDA major, support dates, CPU and GPU image names."""
+
     version: str
     python: str
     cuda: str
@@ -49,6 +51,9 @@ class _Entry:
 
 @dataclass(frozen=True)
 class Catalog:
+    """A catalog of Google's prebuilt images (executors.yaml, prediction.yaml): the registry of each multi-region and,
+    per framework, the entries newest first."""
+
     registry: str  # "{multi_region}-docker.pkg.dev/vertex-ai/training"
     multi_regions: tuple[str, ...]
     default_multi_region: str

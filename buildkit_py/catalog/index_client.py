@@ -36,6 +36,8 @@ ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+ht
 
 @dataclass(frozen=True)
 class IndexFile:
+    """One file of a project's index page: its name, URL and Requires-Python, and its .metadata and yanked flags."""
+
     filename: str
     url: str
     requires_python: str | None

@@ -45,6 +45,8 @@ _CU = lazy_pattern(r"-cu([0-9]{2})", re.ASCII)
 
 @dataclass(frozen=True)
 class Finding:
+    """What `matrix check` found for a framework (or one release) on the index; `problem`: the data contradicts it."""
+
     framework: str
     release: str | None
     kind: str  # missing-release, not-on-index, yanked, python, cuda, cudnn, extra-python
@@ -54,6 +56,9 @@ class Finding:
 
 @dataclass(frozen=True)
 class MatrixReport:
+    """The result of `matrix check|refresh`: the index read, the findings, the releases compared per framework, and
+    what `refresh` wrote to the overlay."""
+
     index: str  # without credentials
     findings: tuple[Finding, ...]
     checked: tuple[tuple[str, int], ...]  # framework -> releases compared
@@ -76,6 +81,8 @@ class MatrixReport:
 
 @dataclass
 class _Release:
+    """One release of a project on the index: its Linux x86_64 wheels with their Pythons, and whether all are yanked."""
+
     wheels: list[tuple[IndexFile, tuple[str, ...]]] = field(default_factory=list)  # Linux x86_64 wheels, Pythons
     yanked: bool = True  # until a file that is not yanked is seen
     tagged: bool = False  # the Pythons come from cpXY tags (not only from a py3 wheel's Requires-Python)
@@ -141,6 +148,8 @@ def _pinned(requirement: Requirement) -> tuple[Version, bool] | None:
 
 @dataclass(frozen=True)
 class _Cuda:
+    """The CUDA and cuDNN a wheel's nvidia-*/cuda-toolkit pins say, with the plugin requirements to read next."""
+
     cuda: str | None  # "12.8", or only the major ("13") when nothing says the minor
     cudnn: str | None  # "9.10"
     chase: tuple[tuple[str, str, frozenset[str]], ...] = ()  # (package, version, extras) to read next

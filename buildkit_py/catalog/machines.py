@@ -23,6 +23,8 @@ def arch(platform: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Accelerator:
+    """A GPU Vertex AI offers (accelerators.yaml): its accelerator type, CUDA compute capability and GPU name."""
+
     name: str  # Vertex AI's accelerator type, "NVIDIA_TESLA_V100"
     capability: tuple[int, int]  # CUDA compute capability, (7, 0)
     gpu: str

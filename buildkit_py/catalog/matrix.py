@@ -47,6 +47,8 @@ def minor(version: str) -> str:
 
 @dataclass(frozen=True)
 class CudaRelease:
+    """One CUDA release of the nvidia/cuda images (cuda.yaml): its cuDNN, Ubuntu releases and minimum driver."""
+
     cuda: str  # full version of the tag, "12.4.1"
     cudnn_flavour: str  # "cudnn8", "cudnn9", "cudnn"
     cudnn: str | None  # NV_CUDNN_VERSION of the cuDNN images; None: not verified
@@ -85,6 +87,9 @@ class InstallSpec:
 
 @dataclass(frozen=True)
 class FrameworkSeries:
+    """One release series of a framework (frameworks/*.yaml, or the overlay): its releases, CUDA builds, Pythons and
+    how it installs."""
+
     series: str  # "2.5", or "nightly"
     releases: tuple[str, ...]
     cuda: tuple[str, ...]  # CUDA minor versions of the official GPU wheels
@@ -131,6 +136,8 @@ class FrameworkSeries:
 
 @dataclass(frozen=True)
 class Framework:
+    """A framework of base_images/frameworks/: its aliases, its series oldest first, its nightly and its TPU build."""
+
     name: str
     aliases: tuple[str, ...]
     gpu: bool
@@ -161,6 +168,8 @@ class Framework:
 
 @dataclass(frozen=True)
 class Distros:
+    """The bases' Pythons and glibc (distros.yaml): each Ubuntu release's, the CPU image's, default, oldest."""
+
     ubuntu_system: dict[str, str]
     ubuntu_apt: dict[str, tuple[str, ...]]
     cpu_image: str  # format string with {python}
@@ -175,12 +184,16 @@ class Distros:
 
 @dataclass(frozen=True)
 class Tools:
+    """The pinned tools the generated images install (tools.yaml): uv and cloudml-hypertune."""
+
     uv_requirement: str
     hypertune_requirement: str
 
 
 @dataclass(frozen=True)
 class Overlay:
+    """The user's matrix overlay, as loaded: its file, when `matrix refresh` wrote it, and the index it read."""
+
     path: Path
     generated: str  # when `matrix refresh` wrote it
     index: str  # the index it read (no credentials)
@@ -188,6 +201,8 @@ class Overlay:
 
 @dataclass(frozen=True)
 class Matrix:
+    """The version tables of base_images/ (CUDA, frameworks, distros, GPUs, TPUs), the user's overlay merged in."""
+
     cuda_repository: str
     cuda: tuple[CudaRelease, ...]  # oldest first
     frameworks: dict[str, Framework]

@@ -17,6 +17,9 @@ _LIBRARY = lazy_pattern(r"(lib[A-Za-z0-9_+.-]*?\.so(?:\.[0-9]+)*)", re.ASCII)
 
 @dataclass(frozen=True)
 class SystemLibraries:
+    """system_libraries.yaml: the package that provides each library on Debian and Ubuntu, and the libraries each
+    distribution's wheels load."""
+
     libraries: dict[str, dict[str, str]]  # library file -> {"debian" | "ubuntu" | "ubuntu24.04": package}
     # (canonical distribution name, the releases it applies to: "" for all) -> the libraries their wheels load
     distributions: dict[tuple[str, str], tuple[str, ...]]

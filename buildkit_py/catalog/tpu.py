@@ -22,6 +22,8 @@ _TOPOLOGY = lazy_pattern(r"[1-9][0-9]{0,2}(?:x[1-9][0-9]{0,2}){1,2}", re.ASCII)
 
 @dataclass(frozen=True)
 class TpuMachine:
+    """A TPU machine type of Vertex AI (tpus.yaml): its chips per VM, topology and the accelerator count to send."""
+
     name: str  # Vertex AI machine type, "ct5lp-hightpu-4t"
     chips: int  # TPU chips of one VM
     topology: str | None  # machineSpec.tpuTopology; None: the type takes none
@@ -30,6 +32,9 @@ class TpuMachine:
 
 @dataclass(frozen=True)
 class Tpu:
+    """A TPU type of Vertex AI (tpus.yaml): its generation, machine types and the oldest releases documented for it;
+    why_not where Vertex AI custom training does not take it."""
+
     name: str  # "TPU_V5_LITEPOD"
     generation: str  # "v5e"
     in_client: bool  # in google-cloud-aiplatform's AcceleratorType

@@ -26,6 +26,8 @@ class TransportError(OSError):
 
 @dataclass(frozen=True)
 class Response:
+    """An HTTP response, read whole: status, headers, body, and the URL that answered."""
+
     status_code: int
     headers: http.client.HTTPMessage  # case-insensitive .get
     content: bytes

@@ -78,6 +78,8 @@ _EXTRA_NAME = lazy_pattern(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,62}[A-Za-z0-9])?", r
 
 @dataclass(frozen=True)
 class Config:
+    """The validated config: buildkit.yaml or [tool.buildkit-py] in pyproject.toml, with the flags applied."""
+
     root: Path  # the build context: the directory of the config file
     source: str  # where the config came from, for messages
     framework: FrameworkRequest = FrameworkRequest("none", None)

@@ -26,6 +26,8 @@ _SECRET_RULE = "a Secret Manager secret version: projects/PROJECT/secrets/NAME/v
 
 @dataclass(frozen=True)
 class CloudBuildConfig:
+    """`cloudbuild:`: where and on what Cloud Build builds the image, as whom, and the secrets its RUN steps get."""
+
     project: str | None = None  # default: job.project, $GOOGLE_CLOUD_PROJECT, ADC's project
     region: str | None = None  # default: job.region, else us-central1
     bucket: str | None = None  # for contexts and logs; default: PROJECT_cloudbuild (as gcloud builds submit)

@@ -41,6 +41,9 @@ _PATTERN = lazy_pattern(r"[^\x00-\x1f\x7f]{1,1024}")  # allow_secrets, allow_lar
 
 @dataclass(frozen=True)
 class FrameworkRequest:
+    """The framework the config asks for: its name, and a pinned release, "nightly", or none and the range it is
+    chosen in."""
+
     name: str  # as written (aliases are resolved by the matrix)
     version: str | None  # None: the release is chosen (see within); "nightly": a nightly build
     # With no version: the range the release is chosen in ("" for any known release), newest first, the newest that

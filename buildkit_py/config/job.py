@@ -68,6 +68,8 @@ class Pool:
 
 @dataclass(frozen=True)
 class Reservation:
+    """`job.reservation`: the reservation affinity of the job's machines (its type, and the label key and values)."""
+
     type: str
     key: str | None = None
     values: tuple[str, ...] = ()
@@ -75,6 +77,8 @@ class Reservation:
 
 @dataclass(frozen=True)
 class PythonPackage:
+    """`job.python_package`: a PythonPackageSpec: the executor image, the package URIs and the module to run."""
+
     executor: str  # an image reference, or NAME==VERSION of Google's prebuilt training images
     package_uris: tuple[str, ...]
     module: str
@@ -82,6 +86,8 @@ class PythonPackage:
 
 @dataclass(frozen=True)
 class JobConfig:
+    """`job:`: the Vertex AI job's settings: name, project, region, worker pools, command, scheduling and outputs."""
+
     name: str | None = None  # the display name; default <base>_<YYYYMMDD_HHMMSS>
     project: str | None = None
     region: str | None = None

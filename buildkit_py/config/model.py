@@ -21,6 +21,8 @@ MAX_MODEL_DESCRIPTION = 2048
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """`model:`: what a training pipeline uploads to the Model Registry: serving image, name, labels and artifacts."""
+
     serving_image: str | None = None  # an image reference, or NAME==VERSION; None: the prebuilt image for the framework
     serving_gpu: bool = False  # the prebuilt image's GPU build (CPU serving by default)
     name: str | None = None  # the model's display name; default the pipeline's

@@ -38,6 +38,8 @@ _VERSION = lazy_pattern(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)  # then 
 
 @dataclass(frozen=True)
 class Trainer:
+    """`trainer:`: what the image runs: a module or script (or the repository's own command), with its arguments."""
+
     module: str | None = None
     script: str | None = None  # POSIX path relative to the context root
     args: tuple[str, ...] = ()

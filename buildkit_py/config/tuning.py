@@ -20,6 +20,8 @@ SCALES = ("linear", "log", "reverse_log")
 
 @dataclass(frozen=True)
 class Param:
+    """One parameter of a tuning study: its name, type, and range (min, max, scale) or values."""
+
     name: str
     type: str
     min: float | int | None = None
@@ -30,6 +32,8 @@ class Param:
 
 @dataclass(frozen=True)
 class Hyperparameters:
+    """`hyperparameters:`: a tuning study: the metric and goal, trial counts, parameters and search algorithm."""
+
     metric: str
     goal: str
     max_trials: int

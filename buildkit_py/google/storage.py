@@ -28,6 +28,8 @@ _PREFIX = lazy_pattern(r"[A-Za-z0-9_~+=@,-][A-Za-z0-9._~+=@,-]*(?:/[A-Za-z0-9_~+
 
 @dataclass(frozen=True)
 class Staged:
+    """A staged package: the URI jobs read it from, and whether this call uploaded it."""
+
     uri: str  # where jobs read the package: gs://... or file://...
     uploaded: bool  # False: the same package (by digest) was already there
 

@@ -15,6 +15,8 @@ from ..fsutil import parse_python
 
 @dataclass(frozen=True)
 class RemovedApi:
+    """A framework API that a release removed (removed_apis.yaml): its dotted name, that release, and the source."""
+
     api: str  # dotted name: "tensorflow.estimator"
     framework: str
     removed_in: str
@@ -23,6 +25,8 @@ class RemovedApi:
 
 @dataclass(frozen=True)
 class RemovedUse:
+    """A use of a removed framework API in the trainer's code, and where it is."""
+
     api: RemovedApi
     where: str  # "trainer/task.py:12"
 

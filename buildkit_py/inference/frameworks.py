@@ -53,6 +53,9 @@ def _listed(releases: list[str], shown: int = 12) -> str:
 
 @dataclass(frozen=True)
 class Choice:
+    """The framework that decides the base image and its release: the pin, where it is declared, the declared range,
+    why it decides (when several are declared), and notes."""
+
     pin: str  # torch==2.5.1, or torch (unpinned: the plan resolves the newest)
     where: str
     spec: SpecifierSet

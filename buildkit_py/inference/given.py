@@ -12,6 +12,9 @@ from ..config import find_config, load_raw
 
 @dataclass(frozen=True)
 class Given:
+    """What the config file and the flags already set: the file's keys as written, the flags' values, and where each
+    key is set."""
+
     config_file: Path | None
     data: dict[str, Any]  # the config file's keys as written (not yet checked: a value may have any type)
     flags: dict[str, Any]  # config key -> the flag's value; None where the flag is not passed

@@ -29,6 +29,8 @@ from .requirements import Requirements, Source, config_pip
 
 @dataclass(frozen=True)
 class _Scan:
+    """What the trainer's imports need: the distributions found, the imports no known distribution provides, notes."""
+
     found: dict[str, str]  # distribution -> first place it is imported
     unknown: dict[str, str]  # import without a known distribution -> first place
     notes: tuple[str, ...]  # Python 2 code: files that do not parse, implicit relative imports

@@ -50,6 +50,9 @@ class Source:
 
 @dataclass(frozen=True)
 class _RequirementsFile:
+    """A requirements file read as pip reads it: its requirements and options with where, and the lines that install
+    the trainer itself, include files or ask for hashes."""
+
     lines: tuple[tuple[str, str], ...]  # (requirement text as pip takes it, where)
     options: tuple[tuple[str, str, str], ...]  # (option, value, where) that uv honours in the copied file
     installs_self: str | None  # where a line installs the trainer itself (-e ., .)
@@ -146,6 +149,8 @@ def _meant(text: str) -> str:
 
 @dataclass(frozen=True)
 class _BadName:
+    """A requirement name known not to install (requirement_names.yaml): what to install instead, why, how it fails."""
+
     use: str  # the distribution to install instead
     why: str
     fails: str  # install | missing | unrelated
@@ -259,6 +264,9 @@ class Requirements:
 
 @dataclass(frozen=True)
 class _Locked:
+    """What another tool's lock gives the image: the lock and its pins (None where it is stale), notes, and the config
+    keys its chosen extras and groups set."""
+
     requirements: str | None  # None: the lock is stale, and the project's requirements are resolved instead
     read: _RequirementsFile | None  # its pins as requirement lines
     notes: tuple[str, ...]

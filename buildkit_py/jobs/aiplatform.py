@@ -88,6 +88,9 @@ class Runtime:
 
 @dataclass(frozen=True)
 class Conversion:
+    """A legacy AI Platform config.yaml converted: the Vertex AI config keys, the fields left behind, notes, its
+    runtime and trainer module."""
+
     values: dict[str, Any]  # validated config keys: job, hyperparameters
     not_converted: tuple[str, ...]  # "trainingInput.FIELD: why", one per field left behind
     notes: tuple[str, ...]

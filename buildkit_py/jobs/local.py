@@ -29,6 +29,8 @@ LAUNCHER_MOUNT = "/opt/buildkit-py"  # the launcher, for executor images that do
 
 @dataclass(frozen=True)
 class Task:
+    """One container of a local run: its pool (workerpool0/workerpool1, or the legacy master/worker/ps) and index."""
+
     pool: str  # workerpool0 | workerpool1
     index: int
 
@@ -258,6 +260,8 @@ class _Shared:
 
 @dataclass(frozen=True)
 class _Ended:
+    """How a local run's containers ended: each task's exit code, and whether the timeout stopped them."""
+
     codes: dict[str, int]  # each task's exit code
     timed_out: bool
 

@@ -38,6 +38,8 @@ _LINEAGE = (LABEL_VERSION, LABEL_DIGEST, LABEL_GIT)
 
 @dataclass(frozen=True)
 class _Entry:
+    """One series of a framework in prediction.yaml: its support dates, CPU and GPU image names."""
+
     version: str
     support_ends: str
     available_until: str

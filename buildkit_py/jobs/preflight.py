@@ -25,6 +25,8 @@ UNREACHABLE_HINT = (f"; if the job's machines can pull it but this machine canno
 
 @dataclass(frozen=True)
 class Check:
+    """One preflight check: its name, whether it passed (None: only information), the detail, a failure's exit code."""
+
     name: str
     ok: bool | None  # None: information, or not checkable from here
     detail: str

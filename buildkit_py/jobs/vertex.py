@@ -73,6 +73,9 @@ def pullable(text: str, target: str, field: str) -> ImageRef:
 
 @dataclass(frozen=True)
 class VertexJob:
+    """A Vertex AI job as the REST API takes it (a CustomJob or HyperparameterTuningJob), with its image, accelerator,
+    machines and notes."""
+
     kind: str  # customJobs | hyperparameterTuningJobs (the REST collection)
     resource: dict  # the CustomJob or HyperparameterTuningJob, as the REST API takes it
     image: ImageRef  # the trainer or executor image
@@ -125,6 +128,8 @@ class Built:
 
 @dataclass(frozen=True)
 class _Chief:
+    """The job's chief pool, resolved (a fallback's accelerator and machine applied), the strategy, and its TPU."""
+
     pool: Pool  # resolved: machine type, accelerators
     strategy: str | None
     tpu: Tpu | None

@@ -50,6 +50,8 @@ _HELPER_NAME = lazy_pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)  # a progra
 
 @dataclass(frozen=True)
 class Credentials:
+    """A registry login: the username, the password or token (never shown), and where it came from."""
+
     username: str
     password: str = field(repr=False)
     source: str = ""
@@ -110,6 +112,8 @@ class GoogleProvider:
 
 @dataclass
 class DockerHubEnvProvider:
+    """DOCKERHUB_USERNAME / DOCKERHUB_TOKEN: for Docker Hub only."""
+
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
     def credentials(self, registry: str) -> Credentials | None:

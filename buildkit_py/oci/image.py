@@ -128,6 +128,8 @@ def replace_top(image: Image, blob: bytes, diff_id: str, labels: Iterable[tuple[
 
 @dataclass(frozen=True)
 class Written:
+    """An image written to its registry: the push result of each tag, the layers uploaded, and the timings."""
+
     pushed: tuple[PushResult, ...]  # one per tag, the first tag's first
     sent: tuple[str, ...]  # the digests of the layers uploaded (a layer the registry had is not)
     timings: tuple[tuple[str, float], ...]  # (stage, seconds): upload, manifest

@@ -53,6 +53,8 @@ _HOST_RULE = ("a registry host is a DNS name or IPv4 address (ASCII letters, dig
 
 @dataclass(frozen=True)
 class ImageRef:
+    """A parsed image reference: registry, repository path, tag and digest."""
+
     registry: str  # "docker.io" when the reference names no host
     path: str  # "library/python", "my-project/repo/trainer"
     tag: str | None = None

@@ -19,6 +19,8 @@ from .refs import ImageRef
 
 @dataclass(frozen=True)
 class Manifest:
+    """An image's manifest in its registry: its digest, its media type and the platforms the image runs on."""
+
     digest: str
     media_type: str
     platforms: tuple[str, ...]  # os/arch[/variant] the image runs on

@@ -129,6 +129,8 @@ def _metadata_key(root: Path) -> str:
 
 @dataclass(frozen=True)
 class DeclaredMetadata:
+    """The trainer build's metadata from its backend's hook: name, version, Requires-Dist and entry_points.txt."""
+
     name: str
     requires: tuple[str, ...]  # Requires-Dist, extras' requirements left out
     version: str

@@ -45,6 +45,8 @@ _VERSION = lazy_pattern(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}", re.ASCII)
 
 @dataclass(frozen=True)
 class LockedPackage:
+    """One package of a lock section: its name, version and hashes."""
+
     name: str
     version: str
     hashes: tuple[str, ...]
@@ -91,6 +93,8 @@ class LockedImage:
 
 @dataclass(frozen=True)
 class Lock:
+    """buildkit.lock: its path and each image's section."""
+
     path: Path
     images: tuple[LockedImage, ...]
 

@@ -63,6 +63,8 @@ _OPTION_HINTS = {
 
 @dataclass(frozen=True)
 class Sdist:
+    """The trainer's reproducible sdist: its file, name, version, the module it runs, sha256, size and members."""
+
     path: Path
     name: str  # the distribution name as the metadata holds it
     version: str

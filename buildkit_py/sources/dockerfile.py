@@ -22,6 +22,8 @@ _KEYWORD_SPACE = lazy_pattern(r"[\t\v\f\r ]+")  # what separates the keyword fro
 
 @dataclass(frozen=True)
 class Heredoc:
+    """A heredoc of an instruction: its terminator, whether `<<-` drops leading tabs, and its body."""
+
     name: str  # the terminator, unquoted
     chomp: bool  # <<-: leading tabs are dropped from the terminator line (and the body)
     content: str  # the body lines as written, line endings included
@@ -29,6 +31,8 @@ class Heredoc:
 
 @dataclass(frozen=True)
 class Instruction:
+    """One Dockerfile instruction as BuildKit's parser reads it: its lines, keyword, arguments and heredocs."""
+
     line: int  # where it starts (1-based)
     end: int  # its last line, heredoc bodies included
     keyword: str  # upper case
@@ -40,6 +44,8 @@ class Instruction:
 
 @dataclass(frozen=True)
 class Dockerfile:
+    """A Dockerfile read as BuildKit reads it: its escape character, instructions and lines."""
+
     escape: str  # `\` or a `# escape=` directive's backtick
     instructions: tuple[Instruction, ...]
     lines: tuple[str, ...]  # the text split as BuildKit splits it (on \n), line endings kept

@@ -29,6 +29,8 @@ _ANY_DIRS = "(?:[^/\n]*/)*"
 
 @dataclass(frozen=True)
 class IgnorePattern:
+    """One .dockerignore pattern, compiled: its text, whether `!` negates it, and how it matches."""
+
     text: str  # cleaned, without the leading "!"
     negated: bool
     kind: str  # "exact", "prefix", "suffix" or "regex": patternmatcher's shortcuts, quirks included

@@ -28,6 +28,8 @@ _CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseExc
 
 @dataclass(frozen=True)
 class ImportNames:
+    """import_names.yaml: each import name's distribution, Python 2 modules' Python 3 names, and default backends."""
+
     names: dict[str, str]  # import name (dotted) -> distribution
     same: frozenset[str]  # import names that are their distribution's name
     python2: dict[str, str]  # Python 2 standard-library module -> the Python 3 module that replaces it

@@ -14,6 +14,8 @@ from ..launcher.constants import BAD_CLUSTER, EXPECT_GPUS_ENV
 
 @dataclass(frozen=True)
 class Finding:
+    """One check of `buildkit-py doctor`: its name, whether it passed, the message, and a failure's exit code."""
+
     name: str
     ok: bool
     message: str

@@ -125,6 +125,8 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class BuildContext:
+    """A staged build context: the directory of the snapshot's files, the Dockerfile beside it, and the snapshot."""
+
     directory: Path  # the staged context directory (contains only the snapshot's files)
     dockerfile: Path  # the Dockerfile, outside `directory` (a sibling in the same temp dir)
     snapshot: Snapshot  # its digest names this directory's content

@@ -229,6 +229,8 @@ def _requirements_file(config: Config, python: str, platform: str | None) -> _Re
 
 @dataclass(frozen=True)
 class _Libraries:
+    """The system packages the image's wheels load and the base may lack, with a note for each."""
+
     packages: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 

@@ -82,6 +82,8 @@ class GpuBase:
 
 @dataclass(frozen=True)
 class _Flavor:
+    """The nvidia/cuda flavour, whether the framework's wheels bring the CUDA libraries, and notes."""
+
     flavor: str
     bundled: bool
     notes: tuple[str, ...] = ()
@@ -146,6 +148,8 @@ def _flavor(config: Config, release: Release) -> _Flavor:
 
 @dataclass(frozen=True)
 class _Tags:
+    """The CUDA releases tagged for the platform, the CUDA minors with framework wheels, and those NVIDIA deleted."""
+
     tagged: dict[str, CudaRelease]  # the releases with an nvidia/cuda tag for the platform, by CUDA minor
     wheels: list[str]  # the CUDA minors the framework has wheels for (every tagged one without a framework)
     gone: list[str]  # those whose tags NVIDIA deleted

@@ -65,6 +65,8 @@ class BaseKind(enum.StrEnum):
 
 @dataclass(frozen=True)
 class PythonSetup:
+    """The image's Python: its version, how it is installed (present, apt, uv or auto), and what that takes."""
+
     version: str  # "3.11"
     # present: the base ships it; apt: the distro's pythonX.Y packages; uv: a standalone build;
     # auto: decided while building (custom bases): present, else apt, else uv.
@@ -76,6 +78,9 @@ class PythonSetup:
 
 @dataclass(frozen=True)
 class FrameworkInstall:
+    """The framework's install: its release, what pip installs and from which index, whether it brings CUDA, and the
+    range the release may be chosen in."""
+
     name: str  # canonical name, "torch"
     version: str  # "2.5.1" or "nightly"
     requirement: str  # what pip installs: "torch==2.5.1", "tensorflow[and-cuda]==2.17.1"

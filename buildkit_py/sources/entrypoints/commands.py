@@ -176,6 +176,9 @@ def _launched(launcher: str, values: list[str | None], ctx: Context, where: str,
 
 @dataclass(frozen=True)
 class _Unwrapped:
+    """A command past its wrappers: where the command they run starts, the wrappers, what the image cannot run, and
+    the env they set."""
+
     start: int  # index of the first word of the command the wrappers run
     wrappers: tuple[str, ...]  # what was seen through
     changes: tuple[str, ...]  # the wrappers the generated image cannot run, each said

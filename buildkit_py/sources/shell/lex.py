@@ -21,6 +21,8 @@ class ShellSyntaxError(ValueError):
 
 @dataclass
 class _Token:
+    """A token of shell text: a word (with its parts) or an operator, with its offsets and line."""
+
     kind: str  # "word" | "op"
     text: str  # the operator, or the word as written
     start: int
