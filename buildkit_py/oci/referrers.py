@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import RegistryError, show
@@ -22,7 +22,7 @@ from ..fsutil import in_background
 from ..patterns import lazy_pattern
 from ..progress import HtmlRepr, Reporter
 from .client import RegistryClient, check_answer, send, upload_blob
-from .credentials import AuthProvider, default_providers
+from .credentials import default_providers
 from .media import DIGEST, EMPTY_BLOB, EMPTY_MEDIA_TYPE, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST, digest_of
 from .refs import ImageRef
 
@@ -171,15 +171,16 @@ def send_blobs(client: RegistryClient, ref: ImageRef, subject: str, artifacts: S
 
 
 def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], reporter: Reporter,
-           providers: Iterable[AuthProvider] | None = None, *, client: RegistryClient | None = None,
-           held: frozenset[str] = frozenset(), tag_schema: bool = False) -> tuple[Attached, ...]:
+           *, client: RegistryClient | None = None, held: frozenset[str] = frozenset(),
+           tag_schema: bool = False) -> tuple[Attached, ...]:
     """Push each artifact with SUBJECT as its subject into REF's repository; where the registry does not say that it
     processed the subject (no OCI-Subject header), the referrers tag schema's index lists them. Pushing the same
     artifacts again changes nothing (each is named by its content; an index that lists them all is not rewritten).
-    client: one logged in to REF's repository already; held: the digests of blobs the registry has (send_blobs);
-    tag_schema: the registry listed the last artifacts in the tag schema, so its index is read meanwhile."""
+    client: one logged in to REF's repository already (else a new one, with the credentials found here); held:
+    the digests of blobs the registry has (send_blobs); tag_schema: the registry listed the last artifacts in the
+    tag schema, so its index is read meanwhile."""
     if client is None:
-        client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
+        client = RegistryClient(ref, default_providers())
     if digest_of(EMPTY_BLOB) not in held:
         upload_blob(client, ref, digest_of(EMPTY_BLOB), EMPTY_BLOB)  # the config of every artifact; and the login
 
