@@ -43,7 +43,7 @@ _WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
 
 
 # The paths the stages from config to Dockerfile read or looked for, while a kept recipe (recipe.py) is being made.
-_CONSULTED: ContextVar[dict[str, str] | None] = ContextVar("buildkit_py_consulted", default=None)
+_CONSULTED: "ContextVar[_Consulted | None]" = ContextVar("buildkit_py_consulted", default=None)
 
 
 # What one command has read (real path -> (st_mode, the file's bytes)), and what it asked git: each input is read
@@ -150,11 +150,20 @@ def read_whole(path: str | os.PathLike[str]) -> bytes:
     return data if len(data) <= KEPT_FILE_BYTES else Path(path).read_bytes()
 
 
+class _Consulted(dict):
+    """What a consulted() block collects: path -> signature; listings: directories' names count too."""
+
+    listings = False
+
+
 @contextmanager
-def consulted() -> Iterator[dict[str, str]]:
+def consulted(*, listings: bool = False) -> Iterator[dict[str, str]]:
     """Collect every path that consult() is given in this block (this thread only), with its signature as it was
-    then: what the block's result depends on, besides its arguments and the environment."""
-    paths: dict[str, str] = {}
+    then: what the block's result depends on, besides its arguments and the environment. listings: also each
+    directory the trainer's walk lists, by its names (consult_listing): a dry run's output changes with a file
+    added anywhere inference looks; a build's recipe does not (the fast path checks the imports it serves)."""
+    paths = _Consulted()
+    paths.listings = listings
     token = _CONSULTED.set(paths)
     try:
         yield paths
@@ -162,21 +171,44 @@ def consulted() -> Iterator[dict[str, str]]:
         _CONSULTED.reset(token)
 
 
-def consult(path: Path | str) -> None:
-    """PATH is about to be read or looked for (a file that is not there counts as much as one that is)."""
+def consult(path: Path | str, *, by_stat: bool = False, written: bool = False) -> None:
+    """PATH is about to be read or looked for (a file that is not there counts as much as one that is).
+    by_stat: a big file that its size and mtime stand for (a program run, not read: hashing it would cost more
+    than the command). written: the block has just written PATH (a cache it looked for first): it counts as it is
+    now."""
+    _record((_BY_STAT if by_stat else "") + os.path.abspath(path), written)
+
+
+def consult_listing(path: Path | str) -> None:
+    """Directory PATH has just been listed: with consulted(listings=True), its names count."""
     paths = _CONSULTED.get()
-    if paths is not None:
-        name = os.path.abspath(path)
-        if name not in paths:
-            paths[name] = signature(name)
+    if paths is not None and paths.listings:
+        _record(_LISTING + os.path.abspath(path), False)
+
+
+def _record(name: str, written: bool) -> None:
+    paths = _CONSULTED.get()
+    if paths is not None and (written or name not in paths):
+        paths[name] = signature(name)
+
+
+# consult(by_stat=True)'s and consult_listing's paths: no absolute path starts so.
+_BY_STAT, _LISTING = "stat:", "list:"
 
 
 def signature(path: str) -> str:
     """What PATH is now, as far as a reader can tell: where its symlinks lead, its kind and mode, and a file's
-    content digest; or why it cannot be read. Equal signatures read the same."""
-    real = os.path.realpath(path)
+    content digest (a "stat:" path: its size and mtime; a "list:" directory: its names); or why it cannot be read.
+    Equal signatures read the same."""
+    how, _, rest = path.partition(":") if path.startswith((_BY_STAT, _LISTING)) else ("", "", path)
+    real = os.path.realpath(rest)
     try:
         st = os.stat(real)
+        if how == "stat":
+            return f"{real}\0{st.st_mode:o}\0{st.st_size}\0{st.st_mtime_ns}"
+        if how == "list":
+            names = "\0".join(sorted(os.listdir(real)))
+            return f"{real}\0{st.st_mode:o}\0{hashlib.sha256(names.encode('utf-8', 'surrogateescape')).hexdigest()}"
         if not stat.S_ISREG(st.st_mode):
             return f"{real}\0{stat.S_IFMT(st.st_mode):o}"
         if keeping(st.st_size):  # the stage that reads it next reads no more

@@ -20,7 +20,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ".project": ("Project", "load", "resolve", "variant_configs"),
     ".catalog": ("MatrixOptions", "SeriesVersions", "Versions", "executors", "matrix_check", "matrix_refresh", "versions"),
     ".builds": ("build",),
-    ".images": ("DockerfileResult", "VariantsResult", "build_variants", "dockerfile", "executor_build", "lock", "push"),
+    ".dockerfiles": ("DockerfileResult", "dockerfile"),
+    ".images": ("VariantsResult", "build_variants", "executor_build", "lock", "push"),
     ".printing": ("PRINTABLE", "print_value"),
     ".generated": ("GeneratedFile", "ci", "make"),
     ".packages": ("PackageOptions", "PackageResult", "package"),
@@ -77,9 +78,10 @@ if TYPE_CHECKING:
     from .autopackaging import AutopackageOptions, AutopackageResult, autopackage
     from .builds import build
     from .catalog import MatrixOptions, SeriesVersions, Versions, executors, matrix_check, matrix_refresh, versions
+    from .dockerfiles import DockerfileResult, dockerfile
     from .following import cancel, logs
     from .generated import GeneratedFile, ci, make
-    from .images import DockerfileResult, VariantsResult, build_variants, dockerfile, executor_build, lock, push
+    from .images import VariantsResult, build_variants, executor_build, lock, push
     from .jobs import job, plan, submit
     from .jobtypes import CancelResult, JobOptions, JobResult, LogsResult, PlanResult, SubmitOptions, SubmitResult
     from .packages import PackageOptions, PackageResult, package

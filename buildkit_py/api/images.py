@@ -1,9 +1,8 @@
-"""Images: the Dockerfile, the build (one config, every variant, an executor image), the lock, the push, and the
+"""Images: the build (one config, every variant, an executor image), the lock, the push, and the
 values `buildkit-py print` gives."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
@@ -11,26 +10,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..builders import builder_class
-from ..catalog.resources import LAUNCHER_CONTEXT_DIR, launcher_sources
 from ..config import Config
 from ..errors import ConfigError
-from ..fsutil import reads_once, write_atomic
+from ..fsutil import reads_once
 from ..oci.refs import parse_ref
 from ..pipeline import lock as _lock
-from ..pipeline.buildtypes import BuildOptions, BuildResult, platform_suffix
+from ..pipeline.buildtypes import BuildOptions, BuildResult
 from ..pipeline.plan import make_plan
-from ..pipeline.render import render_dockerfile, render_project_dockerignore
-from ..pipeline.resolution import check_resolution, declared_in, remembered, resolve_plan
 from ..progress import HtmlRepr, Reporter
 from .builds import check_build_options
 from .project import (
     Progress,
     Project,
-    Source,
     checked,
     load,
-    output_file,
-    project_from,
     refuse_unknown,
     reporting,
     typed,
@@ -40,89 +33,6 @@ from .project import (
 # Imported where used, for start-up time (see this package's docstring).
 if TYPE_CHECKING:
     from ..oci.client import PushResult
-
-
-@dataclass(frozen=True)
-class DockerfileResult(HtmlRepr):
-    """The rendered Dockerfile and .dockerignore, and the paths written (with output)."""
-
-    dockerfile: str  # a multi-platform image's: its first platform's
-    dockerignore: str
-    written: tuple[Path, ...] = ()  # the Dockerfile, its .dockerignore and the launcher directory, when written
-    # A multi-platform image: (platform, its Dockerfile) each, in the config's order; written, OUTPUT.OS-ARCH each
-    # (with its .dockerignore), for the platforms' Dockerfiles differ (framework wheels, cache folders, labels).
-    platforms: tuple[tuple[str, str], ...] = ()
-    notes: tuple[str, ...] = ()  # what the user should know of it (not resolved)
-
-    def to_dict(self) -> dict:
-        if self.written:
-            names = [f"{k}:{p}" for p, _ in self.platforms for k in ("dockerfile", "dockerignore")] or \
-                ["dockerfile", "dockerignore"]
-            return dict(zip([*names, "launcher"], map(str, self.written), strict=True))
-        if self.platforms:
-            return {"dockerfiles": dict(self.platforms), "dockerignore": self.dockerignore}
-        return {"dockerfile": self.dockerfile, "dockerignore": self.dockerignore}
-
-
-@reads_once
-def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None, *, resolve: bool = False,
-               **settings: Any) -> DockerfileResult:
-    """The Dockerfile and its .dockerignore; with output, also written there (and the launcher,
-    which the Dockerfile copies, into the trainer directory). A multi-platform image has one Dockerfile per platform
-    (`platforms`), written as OUTPUT.OS-ARCH.
-
-    source: a Project, the trainer directory or config file, a config dict, or None (the working directory).
-    resolve: resolve the requirements against the index first (as `resolve` and a build do), a refusal exiting 2;
-    without it the Dockerfile is rendered without the network, with the framework release and Python an earlier
-    resolution of the same inputs chose (kept by their digest), else the plan's own, and a note saying so.
-    settings: config keys as their flags set them (framework=, cuda=, base_image=...), config, dir, variant.
-    """
-    output = output_file(output, "output")
-    resolve = checked(resolve, "bool", "resolve")
-    whole = load(project_from(source, settings, "dockerfile", ["output", "resolve"]))
-    made = []  # (config, plan, text) of each platform (one for a one-platform image)
-    notes: list[str] = []
-    for each in whole.each_platform():
-        plan = _lock.apply(each, make_plan(each), locked=False)
-        config = each
-        if resolve:
-            if whole.multi_platform:  # each platform's set as it is (a lock's was resolved when written)
-                resolution = check_resolution(config, plan, declared_in(config, plan))
-            else:  # the framework release and Python chosen with the rest where nobody pinned them
-                resolved = resolve_plan(each, plan, declared_in(each, plan))
-                config, plan, resolution = resolved.config, resolved.plan, resolved.resolution
-            if resolution is not None and not resolution.checked and resolution.note not in notes:
-                notes.append(resolution.note)  # offline, or no index answered: said once
-        else:
-            if plan.requirements and plan.requirements_export is None:
-                # What the resolution would refuse before asking an index (an include out of the directory, an option
-                # or a path the image's installer cannot take) is refused without it too.
-                from ..sources.requirements import resolver_input
-
-                resolver_input(each.root, plan.requirements)
-            kept = remembered(each, plan)
-            if kept is not None:
-                config, plan = kept.config, kept.plan
-            elif plan.lock is None and not notes:
-                notes.append("the requirements were not resolved for this Dockerfile (no network asked): "
-                             "`dockerfile --resolve` or `resolve` checks them, as a build does")
-        made.append((config, plan, render_dockerfile(plan, root=config.root)))
-    ignore = render_project_dockerignore(whole.root)
-    platforms = tuple((c.platform or "", text) for c, _, text in made) if whole.multi_platform else ()
-    text = made[0][2]
-    if output is None:
-        return DockerfileResult(text, ignore, platforms=platforms, notes=tuple(notes))
-    written: list[Path] = []
-    for config, plan, text_p in made:
-        path = output.with_name(f"{output.name}.{platform_suffix(config.platform or '')}") if platforms else output
-        # BuildKit reads <Dockerfile>.dockerignore before the context's own .dockerignore.
-        ignore_path = path.with_name(path.name + ".dockerignore")
-        write_atomic(path, text_p)
-        write_atomic(ignore_path, ignore)
-        written += [path, ignore_path]
-        for rel, source in launcher_sources() + ([(plan.lock.requirements, plan.lock.source)] if plan.lock else []):
-            write_atomic(config.root / rel, source.read_text(encoding="utf-8"))
-    return DockerfileResult(text, ignore, (*written, whole.root / LAUNCHER_CONTEXT_DIR), platforms, tuple(notes))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from .context import ContextListing, list_context
 if TYPE_CHECKING:
     from .plan import Plan
 
-RECIPE_SCHEME = 5  # 4: the plan kept once, as JSON (no pickle); 5: secrets_digest
+RECIPE_SCHEME = 6  # 4: the plan kept once, as JSON (no pickle); 5: secrets_digest; 6: directories by their names
 KEPT_RECIPES = 64  # one per project, flags and environment used lately; the oldest go first
 _SHELL = frozenset({"_", "OLDPWD", "SHLVL"})  # set by the shell per command: `make` and a terminal differ
 _PACKAGE = Path(__file__).resolve().parents[1]  # buildkit_py/, of which pipeline/ is a part
@@ -126,19 +126,52 @@ def _own_files() -> list[tuple[str, int, int]]:
     return found
 
 
-def key(project: object, locked: bool) -> str:
-    """The digest of everything a build command gives config -> plan -> render, other than the files they read: the
-    project (config, directory, flags, variant), --locked (the build's other options come after render), and the
-    environment but DOCKER_*, which names the engine and its client, which only the build itself talks to, and the
-    shell's bookkeeping (the command as typed, the previous directory, the nesting depth), which no stage reads."""
+def key(project: object, options: object) -> str:
+    """The digest of everything a command gives config -> plan -> render, other than the files they read: the
+    project (config, directory, flags, variant), OPTIONS (a build's --locked: its other options come after render;
+    a dry run's name and flags), and the environment but DOCKER_*, which names the engine and its client, which
+    only the build itself talks to, and the shell's bookkeeping (the command as typed, the previous directory, the
+    nesting depth), which no stage reads."""
     environment = sorted((k, v) for k, v in os.environ.items() if not k.startswith("DOCKER_") and k not in _SHELL)
     given = repr((RECIPE_SCHEME, __version__, _own_files(), sys.executable, sys.version, os.getcwd(), repr(project),
-                  locked, environment))
+                  options, environment))
     return hashlib.sha256(given.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate the config refuses
 
 
-def _path(digest: str) -> Path:
-    return cache_dir() / "recipes" / f"{digest[:40]}.json"
+def _path(folder: str, digest: str) -> Path:
+    return cache_dir() / folder / f"{digest[:40]}.json"
+
+
+def _read_kept(path: Path, digest: str) -> dict[str, Any] | None:
+    """The kept record at PATH made under this key, while every path it was made from is as it was; else None.
+    Only a file this user wrote and nobody else may change counts (a cache directory shared through
+    BUILDKIT_PY_CACHE_DIR must not let another user's Dockerfile in)."""
+    try:
+        st = os.stat(path)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("scheme") != RECIPE_SCHEME or data.get("key") != digest:
+            return None
+        consulted = data["consulted"]
+        if not isinstance(consulted, dict) or any(signature(p) != s for p, s in consulted.items()):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return data
+
+
+def _write_kept(path: Path, digest: str, consulted: dict[str, str], fields: dict[str, Any]) -> None:
+    """Keep FIELDS under this key with the signatures of the paths they were made from; the oldest records of the
+    folder go. A cache that cannot be written only costs the next command the stages again."""
+    try:
+        write_atomic(path, json.dumps({"scheme": RECIPE_SCHEME, "key": digest, "consulted": consulted, **fields},
+                                      sort_keys=True))
+        others = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    except (OutputError, OSError, ConfigError):
+        return
+    for old in others[:-KEPT_RECIPES]:
+        old.unlink(missing_ok=True)
 
 
 def kept(digest: str, tags: tuple[str, ...] | None) -> Recipe | None:
@@ -146,19 +179,10 @@ def kept(digest: str, tags: tuple[str, ...] | None) -> Recipe | None:
     tags: the --tag values of this command, which the key leaves out (a CI's commit tag is new on every run): the
     recipe takes them where its tags were those of the command that made it, and is not used where they were not
     (a variant's own tags) and differ."""
-    path = _path(digest)
+    data = _read_kept(_path("recipes", digest), digest)
+    if data is None:
+        return None
     try:
-        # Its Dockerfile is built: only a file this user wrote and nobody else may change (a
-        # cache directory shared through BUILDKIT_PY_CACHE_DIR must not let another user's file in).
-        st = os.stat(path)
-        if st.st_uid != os.getuid() or st.st_mode & 0o022:
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("scheme") != RECIPE_SCHEME or data.get("key") != digest:
-            return None
-        consulted = data["consulted"]
-        if not isinstance(consulted, dict) or any(signature(p) != s for p, s in consulted.items()):
-            return None
         r = data["recipe"]
         made_with = tuple(data["tags_given"]) if data["tags_given"] is not None else None
         recipe_tags = tuple(parse_ref(t, allow_digest=False) for t in r["tags"])
@@ -172,13 +196,13 @@ def kept(digest: str, tags: tuple[str, ...] | None) -> Recipe | None:
                       r["platform"], r["secrets_digest"], tuple(r["allow_secrets"]), tuple(r["allow_large"]),
                       tuple((rel, Path(src)) for rel, src in r["extras"]),
                       tuple(r["import_check"]) if r["import_check"] else None)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, ConfigError):
+    except (ValueError, KeyError, TypeError, AttributeError, ConfigError):
         return None
 
 
 def keep(digest: str, recipe: Recipe, consulted: dict[str, str], tags: tuple[str, ...] | None) -> None:
-    """Keep the recipe for the next command with the same key; a cache that cannot be written only costs that
-    command the stages again. tags: the command's --tag values (kept() says what they are for)."""
+    """Keep the recipe for the next command with the same key. tags: the command's --tag values (kept() says what
+    they are for)."""
     record: dict[str, Any] = {
         "root": str(recipe.root), "dockerfile": recipe.dockerfile, "ignore": recipe.ignore, "plan": recipe.plan,
         "notes": list(recipe.notes),
@@ -189,15 +213,22 @@ def keep(digest: str, recipe: Recipe, consulted: dict[str, str], tags: tuple[str
         "extras": [[rel, str(src)] for rel, src in recipe.extras],
         "import_check": list(recipe.import_check) if recipe.import_check else None,
     }
-    path = _path(digest)
     try:
         # Its tags follow --tag where they are what the config made of these values (no variant's own).
         follow = tags is not None and [str(parse_ref(t, allow_digest=False)) for t in tags] == record["tags"]
-        write_atomic(path, json.dumps({"scheme": RECIPE_SCHEME, "key": digest, "consulted": consulted, "recipe": record,
-                                       "tags_given": list(tags) if tags is not None else None, "tags_follow": follow},
-                                      sort_keys=True))
-        others = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-    except (OutputError, OSError, ConfigError):
+    except ConfigError:
         return
-    for old in others[:-KEPT_RECIPES]:
-        old.unlink(missing_ok=True)
+    _write_kept(_path("recipes", digest), digest, consulted, {
+        "recipe": record, "tags_given": list(tags) if tags is not None else None, "tags_follow": follow})
+
+
+def kept_output(kind: str, digest: str) -> Any:
+    """What a dry run of KIND printed under this key (the same key as a build's recipe, with the dry run's own
+    options in it), while every path it was made from is as it was; None: the stages run."""
+    data = _read_kept(_path(kind, digest), digest)
+    return None if data is None else data.get("output")
+
+
+def keep_output(kind: str, digest: str, consulted: dict[str, str], output: Any) -> None:
+    """Keep a dry run's OUTPUT (JSON) for the next one with the same key and inputs."""
+    _write_kept(_path(kind, digest), digest, consulted, {"output": output})

@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 from ..catalog.reading import version_key
 from ..config import Config, FrameworkRequest
 from ..errors import ConfigError, OutputError, ResolutionError, show
-from ..fsutil import cache_dir, read_whole, write_atomic
+from ..fsutil import cache_dir, consult, read_whole, write_atomic
 from ..patterns import lazy_pattern
 from ..sources.requirements import requirement_name, resolver_input
 from .plan import Plan, make_plan
@@ -71,6 +71,7 @@ def _key(config: Config, plan: Plan, platform: str, framework: str | None = None
         requirements = json.dumps([[text for text, _ in part] for part in resolver_input(config.root, plan.requirements)]).encode()
     pip_conf = pip_conf_text(config) or ""
     uv = Path(uv_binary())
+    consult(uv, by_stat=True)
     given = json.dumps([SCHEME, framework or (fw.requirement if fw else None), fw.index_url if fw else None,
                         fw.pre if fw else None, list(fw.overrides) if fw else None, fw.source if fw else None,
                         plan.hypertune, list(plan.pip), hashlib.sha256(requirements).hexdigest(), plan.python.version,
@@ -100,6 +101,7 @@ def _run(config: Config, plan: Plan, platform: str, framework: str | None = None
     except OSError as exc:
         return _Outcome(unchecked=f"the requirements were not resolved: {exc.strerror or exc}")
     kept = cache_dir() / "resolutions" / f"{key[:40]}.json"
+    consult(kept)  # a dry run kept with what it found here (or that nothing was) holds while it is so
     try:
         return _Outcome(tuple((str(n), str(v)) for n, v in json.loads(kept.read_text(encoding="utf-8"))), cached=True)
     except (OSError, ValueError, TypeError):
@@ -136,6 +138,7 @@ def _run(config: Config, plan: Plan, platform: str, framework: str | None = None
         write_atomic(kept, json.dumps([list(p) for p in pins]))
     except OutputError:
         pass  # the next dry run resolves again
+    consult(kept, written=True)
     return _Outcome(pins)
 
 
@@ -215,6 +218,7 @@ def resolve_plan(config: Config, plan: Plan, declared: Sequence[tuple[str, str]]
             write_atomic(memo, json.dumps({"python": python, "framework": release if relaxed else None, "note": note}))
         except OutputError:
             pass  # the next dry run chooses again
+        consult(memo, written=True)
         return Resolved(moved, at, Resolution(True, f"{_resolved(out.pins, at, platform)}; {note}", out.pins))
     raise _failure(first.said, declared, plan, platform, tried=_tried(plan, moves))
 
@@ -247,6 +251,7 @@ def _memo(config: Config, plan: Plan, platform: str) -> Path:
 def _remembered(memo: Path, config: Config, plan: Plan, platform: str, *, kept_only: bool = False) -> Resolved | None:
     """The choice an earlier run made for these inputs, its set resolved again (a kept resolution: no resolver
     call)."""
+    consult(memo)
     try:
         said = json.loads(memo.read_text(encoding="utf-8"))
         python, release, note = said["python"], said["framework"], str(said["note"])

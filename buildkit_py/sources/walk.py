@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import ContextError, shown_name
-from ..fsutil import OUTPUT_MARKER, TREE, asked_once, leads_outside
+from ..fsutil import OUTPUT_MARKER, TREE, asked_once, consult_listing, leads_outside
 from .ignore import IgnorePattern, is_excluded, matching_patterns, may_reinclude, parse_ignore
 
 # A checkout's code is a few levels deep and some thousands of files; past these it is data, or a trap.
@@ -57,6 +57,7 @@ def _walk(root: Path, patterns: Sequence[IgnorePattern], notes: list[str]) -> It
             # A string, not root / folder: pathlib splits the whole path again for each directory.
             with os.scandir(os.path.join(root, folder)) as scan:
                 entries = list(scan)
+            consult_listing(os.path.join(root, folder))  # a file added here may change what inference finds
         except GONE:
             if not folder:
                 raise
