@@ -43,7 +43,7 @@ _WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
 
 
 # The paths the stages from config to Dockerfile read or looked for, while a kept recipe (recipe.py) is being made.
-_CONSULTED: "ContextVar[_Consulted | None]" = ContextVar("buildkit_py_consulted", default=None)
+_CONSULTED: ContextVar[_Consulted | None] = ContextVar("buildkit_py_consulted", default=None)
 
 
 # What one command has read (real path -> (st_mode, the file's bytes)), and what it asked git: each input is read

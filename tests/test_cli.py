@@ -21,6 +21,34 @@ def test_version_and_help_on_every_command():
         assert proc.returncode == 0 and "usage: buildkit-py " + command in proc.stdout
 
 
+def _subcommands(parser) -> dict:
+    import argparse
+
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+@pytest.mark.parametrize("argv", [
+    ["build", "--config", "b.yaml", "--push", "--tag", "r/i:1", "--no-attest", "--json"],
+    ["dockerfile", "--resolve", "-o", "Dockerfile", "--framework", "torch==2.5.1"],
+    ["print", "image-uri", "--debug"], ["--debug", "submit", "--dry-run", "--machine-type", "n1-standard-4"],
+    ["executor", "build", "--push", "--framework", "torch"], ["executor", "list", "torch"],
+    ["run", "img:1", "--gpus", "1"], ["autopackage", "dir", "--image", "r/i", "--wait"],
+])
+def test_the_parser_of_the_command_given_parses_as_the_whole_one(argv):
+    """Only the command given is built (its siblings were most of a short command's start-up): it must read every
+    flag as the whole parser does."""
+    from buildkit_py.cli.parser import build_parser
+
+    word = next(w for w in argv if not w.startswith("-"))
+    whole, alone = build_parser(), build_parser(word)
+    assert vars(alone.parse_args(argv)) == vars(whole.parse_args(argv))
+    assert list(_subcommands(alone)) == [word]
+    assert len(_subcommands(whole)) > 20
+    # A word that is no command: the whole parser, whose message lists them all.
+    assert list(_subcommands(build_parser("bogus"))) == list(_subcommands(whole))
+
+
 def test_resolve_json_prints_the_plan():
     proc = run_cli("resolve", "--framework", "torch==2.5.1", "--json")
     assert proc.returncode == 0, proc.stderr

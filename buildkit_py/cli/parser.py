@@ -171,20 +171,34 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {line}\n")
 
 
+class _Unused:
+    """What a command's own flags are added to when another command was given: nothing (argparse parses only the
+    command given; its siblings' subparsers and their arguments were most of a short command's start-up)."""
+
+    def __getattr__(self, _name: str):
+        return lambda *_args, **_kwargs: self
+
+
 class _Commands:
-    """Adds commands to a subparsers action; only: the command given, whose shared flags alone are added (each
-    command's own few are added anyway): about 600 arguments are most of a short command's parsing time. under: the
-    command these are subcommands of (executor)."""
+    """Adds commands to a subparsers action; only: the command given, the one added whole (the others not at all,
+    unless it names none of them: then every command, for argparse's message naming them). under: the command these
+    are subcommands of (executor)."""
 
     def __init__(self, parent, only: str | None, under: str | None = None) -> None:
         self.parent, self.only, self.under = parent, only, under
+        self.found = False  # whether `only` named one of the commands added
+
+    def wants(self, name: str) -> bool:
+        """Whether command NAME is added whole."""
+        return self.only is None or (self.under or name) == self.only
 
     def add(self, name: str, help_text: str, func, *, config: bool = False, build: bool = False,
-            json_help: str = "") -> argparse.ArgumentParser:
+            json_help: str = ""):
+        if not self.wants(name):
+            return _Unused()
+        self.found = True
         p = self.parent.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(func=func, takes_trailing=False)
-        if self.only is not None and (self.under or name) != self.only:
-            return p
         _common(p)
         if config:
             _config_flags(p)
@@ -196,7 +210,8 @@ class _Commands:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser; only: the command given, whose shared flags alone are added."""
+    """The parser; only: the command given, the only one built (the first word that is no option), where it is
+    one."""
     parser = _Parser(
         prog="buildkit-py",
         description="Turn an ML trainer into a container image and a Vertex AI / AI Platform training job.",
@@ -208,7 +223,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for commands in (_image_commands, _registry_commands, _run_commands, _executor_commands, _data_commands,
                      _autopackage_commands, _job_commands):
         commands(command)
-    return parser
+    return parser if command.found or only is None else build_parser()
 
 
 def _image_commands(command: _Commands) -> None:
@@ -246,9 +261,10 @@ def _image_commands(command: _Commands) -> None:
     p.add_argument("flavour", metavar="FLAVOUR", help="github, cloudbuild or gitlab")
     p.add_argument("-o", "--output", type=Path, help="write it here (e.g. .github/workflows/image.yml) instead of stdout")
 
-    p = command.add("print", "print one value for Make and shell scripts: " + ", ".join(api.PRINTABLE), cmd_print,
+    printable = ", ".join(api.PRINTABLE) if command.wants("print") else ""  # its module loads the config's
+    p = command.add("print", "print one value for Make and shell scripts: " + printable, cmd_print,
                     config=True, build=True, json_help="print {NAME: value} as JSON")
-    p.add_argument("name", metavar="NAME", help=", ".join(api.PRINTABLE))
+    p.add_argument("name", metavar="NAME", help=printable)
 
 
 def _registry_commands(command: _Commands) -> None:
@@ -306,6 +322,9 @@ def _run_commands(command: _Commands) -> None:
 
 def _executor_commands(command: _Commands) -> None:
     """executor build, executor list."""
+    if not command.wants("executor"):
+        return
+    command.found = True
     p = command.parent.add_parser("executor", help="executor images: build one, or list Google's prebuilt training "
                                   "images", description="executor images run a trainer shipped as a Python package")
     _common(p)

@@ -24,9 +24,9 @@ from ..errors import ConfigError, OutputError
 from ..fsutil import cache_dir, signature, write_atomic
 from ..oci.refs import ImageRef, parse_ref
 from ..version import __version__
-from .context import ContextListing, list_context
 
 if TYPE_CHECKING:
+    from .context import ContextListing
     from .plan import Plan
 
 RECIPE_SCHEME = 6  # 4: the plan kept once, as JSON (no pickle); 5: secrets_digest; 6: directories by their names
@@ -74,6 +74,8 @@ class Recipe:
         return self.refs("latest", None)[0].repository
 
     def listing(self) -> ContextListing:
+        from .context import list_context  # the build's and the append's: a dry run lists nothing
+
         return list_context(self.root, self.dockerfile, self.ignore, allow_secrets=self.allow_secrets,
                             allow_large=self.allow_large, extras=self.extras)
 
