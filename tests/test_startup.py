@@ -40,10 +40,13 @@ print(json.dumps({"import": after_import, "command": sorted(sys.modules), "code"
 """
 
 
-def loaded(*args: str, path: str | None = None) -> dict:
+def loaded(*args: str, path: str | None = None, cache: os.PathLike | None = None) -> dict:
+    """What the CLI and then the command ARGS import. cache: the cache directory (a fresh one: nothing kept by an
+    earlier run serves the command)."""
     proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=REPO,
                           env={"PYTHONPATH": str(REPO), "PATH": path or os.environ.get("PATH", "/usr/bin:/bin"),
-                               "HOME": str(REPO / ".testenv")})
+                               "HOME": str(REPO / ".testenv"),
+                               **({"BUILDKIT_PY_CACHE_DIR": str(cache)} if cache else {})})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.splitlines()[-1])
 
@@ -60,12 +63,16 @@ def test_importing_the_cli_loads_no_heavy_module():
     assert heavy(loaded()["import"]) == []
 
 
-def test_the_dockerfile_command_loads_no_heavy_module():
-    found = loaded("dockerfile", "--config", str(QUICKSTART / "buildkit.yaml"))
+def test_the_dockerfile_command_loads_no_heavy_module(tmp_path):
+    found = loaded("dockerfile", "--config", str(QUICKSTART / "buildkit.yaml"), cache=tmp_path)
     assert found["code"] in (0, None)
     assert "buildkit_py.pipeline.render" in found["command"]  # the probe did run the command
     assert heavy(found["command"]) == []
     assert among(found["command"], BUILD_ONLY) == []
+    # The same dry run again is the one kept: none of the stages loads (issue 41).
+    again = loaded("dockerfile", "--config", str(QUICKSTART / "buildkit.yaml"), cache=tmp_path)
+    assert again["code"] in (0, None) and "buildkit_py.api.dockerfiles" in again["command"]
+    assert among(again["command"], API + HEAVY + BUILD_ONLY) == [], among(again["command"], API + HEAVY + BUILD_ONLY)
 
 
 def test_version_loads_neither_the_api_nor_what_it_imports():

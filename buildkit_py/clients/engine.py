@@ -28,25 +28,26 @@ def socket_call(method: str, path: str, timeout: float = 30.0) -> tuple[int, dic
     host = os.environ.get("DOCKER_HOST") or DEFAULT_HOST
     if not host.startswith("unix://"):
         return None
-    import http.client
     import socket
 
+    from .http1 import Connection
     from .transport import USER_AGENT
 
-    conn = http.client.HTTPConnection("localhost", timeout=timeout)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = None
     try:
-        conn.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # a connection with a socket connects no more
-        conn.sock.settimeout(timeout)
-        conn.sock.connect(host.removeprefix("unix://"))
-        conn.request(method, path, headers={"User-Agent": USER_AGENT})
-        answer = conn.getresponse()
-        body = answer.read()
-    except (OSError, http.client.HTTPException) as exc:
+        sock.settimeout(timeout)
+        sock.connect(host.removeprefix("unix://"))
+        conn = Connection("localhost", 0, timeout, authority="localhost", sock=sock)
+        answer = conn.request(method, path, {"User-Agent": USER_AGENT}, None)
+    except OSError as exc:
         raise EngineError(f"cannot reach the Docker engine at DOCKER_HOST={engine_host()}: {exc}") from None
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
+        sock.close()
     try:
-        return answer.status, json.loads(body) if body else None
+        return answer.status, json.loads(answer.content) if answer.content else None
     except ValueError:
         return answer.status, None
 

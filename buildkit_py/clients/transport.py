@@ -1,11 +1,11 @@
-"""HTTP/1.1 for the registry API on the standard library: importing `requests` alone costs a code-only edit more
-than its whole upload. Kept-alive connections per origin, shared by the process's clients; TLS verified against
+"""HTTP/1.1 for the registry API on the standard library (http1.py: importing `requests`, or http.client's email
+package, costs a code-only edit as much as its whole upload). Kept-alive connections per origin, shared by the
+process's clients; TLS verified against
 the CA bundle that `requests` would use (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, else certifi's); HTTP(S)_PROXY and
 NO_PROXY as `requests` reads them; redirects followed for reads, with no credentials sent to another host."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import threading
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..version import __version__
+from .http1 import Connection, Disconnected, Headers
 
 USER_AGENT = f"buildkit-py/{__version__}"  # every request this tool makes says who sends it
 MAX_REDIRECTS = 5
@@ -29,7 +30,7 @@ class Response:
     """An HTTP response, read whole: status, headers, body, and the URL that answered."""
 
     status_code: int
-    headers: http.client.HTTPMessage  # case-insensitive .get
+    headers: Headers  # case-insensitive .get
     content: bytes
     url: str
 
@@ -116,6 +117,13 @@ def unreachable(urls: list[str] | tuple[str, ...], seconds: float) -> str | None
     return f"{host}:{port}: {failures[(host, port)]}"
 
 
+def _port(parts: urllib.parse.SplitResult, scheme: str) -> int:
+    try:
+        return parts.port or (443 if scheme == "https" else 80)
+    except ValueError:
+        raise TransportError(f"not a port: {parts.netloc[:100]}") from None
+
+
 class _Pool:
     """The process's idle kept-alive connections, by origin and the settings they were opened with (proxy, CA
     bundle): a request takes one or opens its own, and hands it back once answered. Requests made at once each get
@@ -124,15 +132,15 @@ class _Pool:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: dict[tuple, list[tuple[http.client.HTTPConnection, dict[str, str] | None]]] = {}
+        self._idle: dict[tuple, list[tuple[Connection, dict[str, str] | None]]] = {}
         self._tls: dict[str | None, Any] = {}  # CA bundle -> its SSL context, made once
 
-    def take(self, key: tuple) -> tuple[http.client.HTTPConnection, dict[str, str] | None] | None:
+    def take(self, key: tuple) -> tuple[Connection, dict[str, str] | None] | None:
         with self._lock:
             idle = self._idle.get(key)
             return idle.pop() if idle else None
 
-    def give(self, key: tuple, entry: tuple[http.client.HTTPConnection, dict[str, str] | None]) -> None:
+    def give(self, key: tuple, entry: tuple[Connection, dict[str, str] | None]) -> None:
         with self._lock:
             self._idle.setdefault(key, []).append(entry)
 
@@ -157,7 +165,7 @@ class Transport:
     def __init__(self, timeout: float):
         self.timeout = timeout
 
-    def _connection(self, scheme: str, netloc: str) -> tuple[tuple, tuple[http.client.HTTPConnection, dict[str, str] | None]]:
+    def _connection(self, scheme: str, netloc: str) -> tuple[tuple, tuple[Connection, dict[str, str] | None]]:
         """The pool's key and a connection for it: (the connection, for plain http through a proxy the headers the
         proxy wants (its request lines then name the whole URL); None: straight to the host, or tunnelled)."""
         proxy = _proxy(scheme, netloc.rsplit(":", 1)[0])
@@ -169,21 +177,24 @@ class Transport:
             if entry[0].sock is not None:
                 entry[0].sock.settimeout(self.timeout)
             return key, entry
-        target, proxy_auth = netloc, {}
+        proxy_auth: dict[str, str] = {}
+        target = urllib.parse.urlsplit(f"//{netloc}")
+        host, port = target.hostname or "", _port(target, scheme)
         if proxy:
             parts = urllib.parse.urlsplit(proxy)
-            target = parts.netloc.rpartition("@")[2]
             if parts.username is not None:
                 proxy_auth = {"Proxy-Authorization": "Basic " + basic_token(urllib.parse.unquote(parts.username),
                                                                             urllib.parse.unquote(parts.password or ""))}
-        if scheme == "https":
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(target, timeout=self.timeout,
-                                                                           context=_POOL.tls(cafile))
-            if proxy:
-                conn.set_tunnel(netloc, headers=proxy_auth)
-        else:
-            conn = http.client.HTTPConnection(target, timeout=self.timeout)
-        return key, (conn, proxy_auth if proxy and scheme == "http" else None)
+            via, via_port = parts.hostname or "", _port(parts, parts.scheme or "http")
+            if scheme == "https":  # a tunnel through the proxy, TLS inside it to the registry
+                conn = Connection(via, via_port, self.timeout, authority=netloc, context=_POOL.tls(cafile),
+                                  tunnel=(host, port, proxy_auth))
+            else:  # plain http: the proxy is asked for the whole URL
+                conn = Connection(via, via_port, self.timeout, authority=netloc)
+            return key, (conn, proxy_auth if scheme == "http" else None)
+        conn = Connection(host, port, self.timeout, authority=netloc,
+                          context=_POOL.tls(cafile) if scheme == "https" else None)
+        return key, (conn, None)
 
     def _once(self, method: str, url: str, headers: dict[str, str], data: bytes | None) -> Response:
         parts = urllib.parse.urlsplit(url)
@@ -196,22 +207,18 @@ class Transport:
         body = data if data is not None else (b"" if method in ("POST", "PUT", "PATCH") else None)
         for attempt in (1, 2):
             try:
-                conn.request(method, target, body=body, headers=headers)
-                answer = conn.getresponse()
-                content = answer.read()
+                answer = conn.request(method, target, headers, body)
                 break
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+            except (Disconnected, BrokenPipeError, ConnectionResetError) as exc:
                 conn.close()  # a kept-alive connection the server had closed: once more on a new one
                 if attempt == 2:
                     raise TransportError(f"{type(exc).__name__}: {exc}") from None
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, ValueError) as exc:  # ValueError: a header that would split the request
                 conn.close()
                 raise TransportError(f"{type(exc).__name__}: {exc}") from None
-        if answer.will_close:
-            conn.close()
-        else:
+        if not answer.will_close:
             _POOL.give(key, entry)
-        return Response(answer.status, answer.headers, content, url)
+        return Response(answer.status, answer.headers, answer.content, url)
 
     def request(self, method: str, url: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> Response:
         """The answer, after redirects: reads follow every kind; writes follow only 307/308 (which keep the body).
