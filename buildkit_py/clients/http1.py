@@ -77,7 +77,9 @@ class Connection:
         self._reader = sock.makefile("rb") if sock is not None else None
 
     def _connect(self) -> None:
-        sock = socket.create_connection((self.host, self.port), self.timeout)
+        # An ASCII name as bytes: a str one goes through the idna codec, whose import alone costs a millisecond.
+        sock = socket.create_connection((self.host.encode() if self.host.isascii() else self.host, self.port),
+                                        self.timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is written whole: send it now
             server = self.host
