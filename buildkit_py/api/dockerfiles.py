@@ -15,7 +15,7 @@ from ..fsutil import consulted, reads_once, write_atomic
 from ..pipeline import recipe as _recipe
 from ..pipeline.buildtypes import platform_suffix
 from ..progress import HtmlRepr
-from .project import Source, checked, output_file, project_from
+from .project import Project, Source, checked, output_file, project_from
 
 KEPT_DRY_RUNS = "dockerfiles"  # the cache folder of kept dry runs, beside the recipes
 
@@ -97,7 +97,7 @@ def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None
     return _result(rendered, output)
 
 
-def _render(project: Any, resolve: bool) -> tuple[_Rendered, bool]:
+def _render(project: Project, resolve: bool) -> tuple[_Rendered, bool]:
     """What config -> plan -> (resolution) -> render make of the project, and whether it may be kept: not where the
     resolution asked and no index answered (the next dry run asks again)."""
     from ..pipeline import lock as _lock
