@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .context import ContextListing
     from .plan import Plan
 
-RECIPE_SCHEME = 6  # 4: the plan kept once, as JSON (no pickle); 5: secrets_digest; 6: directories by their names
+RECIPE_SCHEME = 6  # 4: the plan kept once, as JSON (no pickle); 5: secrets_digest; 6: listings and programs consulted
 KEPT_RECIPES = 64  # one per project, flags and environment used lately; the oldest go first
 _SHELL = frozenset({"_", "OLDPWD", "SHLVL"})  # set by the shell per command: `make` and a terminal differ
 _PACKAGE = Path(__file__).resolve().parents[1]  # buildkit_py/, of which pipeline/ is a part
