@@ -88,7 +88,7 @@ def dockerfile(source: Source = None, /, output: str | os.PathLike | None = None
         try:
             rendered = _Rendered.from_json(kept)
         except (KeyError, TypeError, ValueError):
-            rendered = None  # a record of another shape: made again
+            pass  # a record of another shape: made again
     if rendered is None:
         with consulted(listings=True) as paths:  # a file added to the trainer may change what inference finds
             rendered, settled = _render(project, resolve)

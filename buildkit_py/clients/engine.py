@@ -43,9 +43,7 @@ def socket_call(method: str, path: str, timeout: float = 30.0) -> tuple[int, dic
     except OSError as exc:
         raise EngineError(f"cannot reach the Docker engine at DOCKER_HOST={engine_host()}: {exc}") from None
     finally:
-        if conn is not None:
-            conn.close()
-        sock.close()
+        (sock if conn is None else conn).close()  # the connection closes the socket it was given
     try:
         return answer.status, json.loads(answer.content) if answer.content else None
     except ValueError:

@@ -90,8 +90,8 @@ def unreachable(urls: list[str] | tuple[str, ...], seconds: float) -> str | None
         proxy = _proxy(parts.scheme, parts.hostname)
         target = urllib.parse.urlsplit(proxy) if proxy else parts
         try:
-            port = target.port or (443 if target.scheme == "https" else 80)
-        except ValueError:
+            port = _port(target, target.scheme)
+        except TransportError:
             return None  # a port the resolver reads its own way
         origins[(target.hostname or "", port)] = None
     if not origins:
