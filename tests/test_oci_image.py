@@ -147,3 +147,101 @@ def test_a_lost_lower_layer_stops_the_write_before_any_tag(testenv):
     assert raised.value.digest == gone.digest
     assert _registry_manifest(registry, path, "lost")[0] == 404  # no tag names a half-written image
     assert send(client, "HEAD", f"blobs/{image.layers[-1].digest}", {}).status_code == 200  # the new layer did go up
+
+
+class TokenRegistry:
+    """The loopback registry behind a token service, as Artifact Registry and Docker Hub put theirs: a request
+    without a token the service issued gets a Bearer challenge; the service (its /token) issues one for the
+    basic credentials it is given, and counts how often it is asked."""
+
+    def __init__(self, upstream: str):
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        owner = self
+        self.issued: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _reply(self, status: int, headers: dict[str, str], data: bytes) -> None:
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", headers.get("Content-Length", str(len(data))))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            def _any(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.startswith("/token?"):
+                    token = f"tok-{len(owner.issued)}"
+                    owner.issued.append(token)
+                    self._reply(200, {"Content-Type": "application/json"}, json.dumps({"token": token}).encode())
+                    return
+                if self.headers.get("Authorization", "").removeprefix("Bearer ") not in owner.issued:
+                    realm = f"http://{self.server.server_address[0]}:{self.server.server_address[1]}/token"
+                    self._reply(401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="test"'}, b"{}")
+                    return
+                upstream_connection = http.client.HTTPConnection(upstream, timeout=30)
+                upstream_connection.request(self.command, self.path, body=body or None,
+                                            headers={k: v for k, v in self.headers.items() if k.lower() not in
+                                                     ("authorization", "content-length", "host")})
+                answer = upstream_connection.getresponse()
+                data = answer.read()
+                headers = {k: v for k, v in answer.getheaders() if k.lower() not in ("transfer-encoding", "connection")}
+                upstream_connection.close()
+                self._reply(answer.status, headers, data)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _any
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class CountingProvider:
+    """Credentials for any registry, counting how often they are asked for (a credential helper is a process)."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def credentials(self, registry: str):
+        from buildkit_py.oci.credentials import Credentials
+
+        self.asked += 1
+        return Credentials("user", "secret", "the test's provider")
+
+
+def test_a_write_over_many_connections_logs_in_once(testenv):
+    """Every connection of a write (the layer checks, the config, each tag) shares one login: the token service and
+    the credentials are asked once, however many connections the write opens."""
+    tokens = TokenRegistry(testenv["BUILDKIT_TEST_REGISTRY"])
+    try:
+        provider = CountingProvider()
+        path = f"oci-image/{uuid.uuid4().hex[:12]}"
+        ref = parse_ref(f"{tokens.address}/{path}:base")
+        client = RegistryClient(ref, [provider])
+        manifest, config, made = two_layers()
+        for blob, _ in made:
+            upload_blob(client, ref, sha(blob), blob)
+        assert len(tokens.issued) == 1 and provider.asked == 1
+        image = replace_top(read_image(manifest, OCI_MANIFEST, config), *layer_of(uuid.uuid4().hex), ())
+        # A client of its own (none of the first one's login), as a new command's: its first requests all at once.
+        fresh = CountingProvider()
+        written = write(RegistryClient(ref, [fresh]), image,
+                        [parse_ref(f"{tokens.address}/{path}:{tag}") for tag in ("one", "two", "three")])
+        assert {p.digest for p in written.pushed} == {image.digest}
+        assert len(tokens.issued) == 2 and fresh.asked == 1
+        assert _registry_manifest(testenv["BUILDKIT_TEST_REGISTRY"], path, "three")[0] == 200
+    finally:
+        tokens.close()

@@ -8,6 +8,7 @@ import hashlib
 import json
 import random
 import re
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
@@ -58,6 +59,21 @@ class Unreachable(RegistryError):
     """The registry did not answer (refused or reset connection, timeout): a try again may pass."""
 
 
+# Challenges one request may meet: its own, answered once, and those of logins other connections made meanwhile
+# (one answered for a pull, say, when this request pushes).
+_CHALLENGES = 4
+
+
+class _Login:
+    """The credentials a client and its forks send (a header, replaced whole when a challenge is answered) and
+    where they came from; the lock lets one connection at a time answer a challenge."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.header: dict[str, str] = {}
+        self.source: str | None = None
+
+
 class RegistryClient:
     """The registry HTTP API v2 for one repository: anonymous, basic or bearer-token auth as the registry's
     challenge asks (the scope it names: pull, or pull and push), with the credentials this module finds."""
@@ -71,14 +87,19 @@ class RegistryClient:
         # Docker talks plain http to loopback registries (insecure by default); so do we.
         self.origin = f"{'http' if is_loopback_host(registry_host(host)) else 'https'}://{host}"
         self.base = f"{self.origin}/v2/{ref.path}"
-        self.auth: dict[str, str] = {}
-        self.credentials_source: str | None = None  # where the credentials sent came from; None: none sent
+        self._login = _Login()
+
+    @property
+    def credentials_source(self) -> str | None:
+        """Where the credentials sent came from; None: none sent."""
+        return self._login.source
 
     def fork(self) -> RegistryClient:
-        """A client for the same repository with the credentials this one holds (its own copy: a token one of
-        them renews is not the other's), for requests made at the same time as this one's."""
+        """A client for the same repository on a connection of its own, for requests made at the same time as this
+        one's; it shares this one's login: a challenge either answers (a first request's, a token that expired)
+        is answered for both, so a push over many connections asks the token service once, not once for each."""
         other = RegistryClient(self.ref, self.providers)
-        other.auth, other.credentials_source = dict(self.auth), self.credentials_source
+        other._login = self._login
         return other
 
     def request(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None):
@@ -88,19 +109,25 @@ class RegistryClient:
             else f"{self.base}/{path}"
         # Credentials go to the registry only, never to a host its Location names (a storage redirect).
         same = url.startswith(self.origin + "/")
-        for _ in range(2):
+        login, answered = self._login, False
+        for _ in range(_CHALLENGES):
+            sent = login.header
             try:
-                response = self.transport.request(method, url, {**headers, **(self.auth if same else {})}, data)
+                response = self.transport.request(method, url, {**headers, **(sent if same else {})}, data)
             except OSError as exc:
                 raise Unreachable(f"cannot reach the registry {self.ref.registry}: {exc}") from None
             if response.status_code != 401:
                 return response
-            self.auth = self._authorize(response.headers.get("WWW-Authenticate", ""))
+            with login.lock:
+                if login.header is sent:  # no other connection answered a challenge since this request went
+                    if answered:
+                        return response  # credentials got for this very request, refused: said by the caller
+                    login.header, answered = self._authorize(response.headers.get("WWW-Authenticate", "")), True
         return response
 
     def _authorize(self, challenge: str) -> dict[str, str]:
         creds = credentials_for(self.ref.registry, self.providers)
-        self.credentials_source = creds.source if creds else None
+        self._login.source = creds.source if creds else None
         scheme = challenge.split(" ", 1)[0].lower()
         if scheme == "basic":
             if creds is None:
