@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import RegistryError, show
@@ -154,53 +154,56 @@ def _send_blob(client: RegistryClient, ref: ImageRef, subject: str, data: bytes)
     upload_blob(client, ref, digest_of(data), data, new=subject.encode() in data)
 
 
-def send_blobs(client: RegistryClient, ref: ImageRef, subject: str, artifacts: Sequence[Artifact]) -> frozenset[str]:
-    """Upload the blobs of ARTIFACTS of the manifest SUBJECT (a digest) and the empty config, each on a connection of
-    its own, at once: while the subject itself is being written, since a blob names nothing. The digests the
-    registry now holds; one that failed is left to attach(), which says why."""
-    blobs = {digest_of(data): data for data in (EMPTY_BLOB, *(a.data for a in artifacts))}
-    sending = {digest: in_background(_send_blob, client.fork(), ref, subject, data) for digest, data in blobs.items()}
-    held = set()
-    for digest, waiting in sending.items():
-        try:
-            waiting()
-            held.add(digest)
-        except RegistryError:
-            pass
-    return frozenset(held)
+@dataclass(frozen=True)
+class Sent:
+    """The artifacts' manifests as the registry took them: (artifact, manifest bytes, whether the registry said it
+    processed the subject) each; and the referrers tag as read meanwhile (None: not read)."""
+
+    manifests: tuple[tuple[Artifact, bytes, bool], ...]
+    tag_read: object = None
+
+
+def _push(client: RegistryClient, ref: ImageRef, subject: Subject, artifact: Artifact, config: Callable[[], None]
+          ) -> tuple[Artifact, bytes, bool]:
+    _send_blob(client, ref, subject.digest, artifact.data)
+    body = artifact.manifest(subject)
+    config()  # the empty config the manifest names: a registry refuses a manifest whose blobs it lacks
+    put = send(client, "PUT", f"manifests/{digest_of(body)}", {"Content-Type": OCI_MANIFEST}, body)
+    check_answer(client, put, ref, f"the {artifact.artifact_type} artifact of {subject.digest}", (200, 201))
+    return artifact, body, put.headers.get("OCI-Subject", "") == subject.digest
+
+
+def send_artifacts(client: RegistryClient, ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact],
+                   tag_schema: bool = False) -> Sent:
+    """Push each artifact with SUBJECT as its subject, its blob then its manifest, each on a connection of its own
+    at once (the empty config they name on one more); where TAG_SCHEMA (the registry listed the last ones in the tag
+    schema), the referrers tag is read meanwhile. SUBJECT need not be in the registry yet: distribution-spec 1.1 has
+    a registry take a manifest whose subject it does not hold, so that an image and its referrers go up in either
+    order, and an append sends these while it writes the image. Raises the first push's RegistryError."""
+    config = in_background(_send_blob, client.fork(), ref, subject.digest, EMPTY_BLOB)
+    reading = in_background(_read_tag, client.fork(), subject) if tag_schema else None
+    pushing = [in_background(_push, client.fork(), ref, subject, a, config) for a in artifacts]
+    manifests = tuple(waiting() for waiting in pushing)
+    return Sent(manifests, reading() if reading else None)
 
 
 def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], reporter: Reporter,
-           *, client: RegistryClient | None = None, held: frozenset[str] = frozenset(),
-           tag_schema: bool = False) -> tuple[Attached, ...]:
+           *, client: RegistryClient | None = None, sent: Sent | None = None) -> tuple[Attached, ...]:
     """Push each artifact with SUBJECT as its subject into REF's repository; where the registry does not say that it
     processed the subject (no OCI-Subject header), the referrers tag schema's index lists them. Pushing the same
     artifacts again changes nothing (each is named by its content; an index that lists them all is not rewritten).
-    client: one logged in to REF's repository already (else a new one, with the credentials found here); held:
-    the digests of blobs the registry has (send_blobs); tag_schema: the registry listed the last artifacts in the
-    tag schema, so its index is read meanwhile."""
+    client: one for REF's repository (else a new one, with the credentials found here); sent: what
+    send_artifacts() pushed already, with the image (only the listing is left)."""
     if client is None:
         client = RegistryClient(ref, default_providers())
-    if digest_of(EMPTY_BLOB) not in held:
-        upload_blob(client, ref, digest_of(EMPTY_BLOB), EMPTY_BLOB)  # the config of every artifact; and the login
-
-    def push(artifact: Artifact, own: RegistryClient) -> tuple[Artifact, bytes, bool]:
-        if digest_of(artifact.data) not in held:
-            _send_blob(own, ref, subject.digest, artifact.data)
-        body = artifact.manifest(subject)
-        put = send(own, "PUT", f"manifests/{digest_of(body)}", {"Content-Type": OCI_MANIFEST}, body)
-        check_answer(own, put, ref, f"the {artifact.artifact_type} artifact of {subject.digest}", (200, 201))
-        return artifact, body, put.headers.get("OCI-Subject", "") == subject.digest
-
-    # Each artifact on a connection of its own, at once: the edit waits for the slowest, not for their sum.
-    pushing = [in_background(push, a, client.fork()) for a in artifacts]
-    reading = in_background(_read_tag, client.fork(), subject) if tag_schema else None
-    sent = [waiting() for waiting in pushing]
-    pending = [(a, body) for a, body, processed in sent if not processed]
+    if sent is None:
+        sent = send_artifacts(client, ref, subject, artifacts)
+    pending = [(a, body) for a, body, processed in sent.manifests if not processed]
     if pending:
-        _list_in_tag(client, ref, subject, pending, reading() if reading else _read_tag(client, subject), reporter)
+        _list_in_tag(client, ref, subject, pending,
+                     sent.tag_read if sent.tag_read is not None else _read_tag(client, subject), reporter)
     attached = tuple(Attached(a.artifact_type, digest_of(body), digest_of(a.data),
-                              "referrers API" if processed else "tag schema") for a, body, processed in sent)
+                              "referrers API" if processed else "tag schema") for a, body, processed in sent.manifests)
     for item in attached:
         reporter.message(f"attached {item.artifact_type} {item.digest} to {ref.repository}@{subject.digest} "
                          f"({item.listed})")

@@ -36,7 +36,7 @@ from ..oci.client import PushResult, RegistryClient, check_answer, json_object, 
 from ..oci.credentials import AuthProvider, default_providers
 from ..oci.image import Image, LostLayer, Refused, read_image, replace_top, write
 from ..oci.media import DIGEST, INDEX_TYPES, MANIFEST_TYPES, digest_of
-from ..oci.referrers import Artifact, Attached, Subject, attach, send_blobs, unattached
+from ..oci.referrers import Artifact, Attached, Subject, attach, send_artifacts, unattached
 from ..oci.refs import ImageRef
 from ..progress import Reporter
 from ..sources.dockerfile import exec_form, instructions
@@ -445,7 +445,11 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     timings.append(("tar", time.perf_counter() - started))
     image = replace_top(base, blob, diff_id, edit.labels, edit.owned)
     artifacts = edit.attestations(image.digest) if edit.attestations is not None else ()
-    riding = in_background(send_blobs, client.fork(), ref, image.digest, artifacts) if artifacts else None
+    subject = Subject(image.media_type, image.digest, len(image.manifest))
+    # The attestations go up whole (blobs and manifests) while the image is written: only the tag schema's listing,
+    # which names their manifests, is left for after.
+    riding = in_background(send_artifacts, client.fork(), ImageRef(ref.registry, ref.path), subject, artifacts,
+                           record.listed == "tag schema") if artifacts else None
     try:
         written = write(client, image, refs, stored)
     except LostLayer as exc:
@@ -463,11 +467,9 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
                      f"{ref.repository}@{record.manifest}: {ref} is {image.digest}")
     attached = None
     if riding is not None:
-        # On this client's connections and login: only the artifact manifests (and the referrers tag) are left.
-        repository = ImageRef(ref.registry, ref.path)
         try:
-            attached = attach(repository, Subject(image.media_type, image.digest, len(image.manifest)), artifacts,
-                              reporter, client=client, held=riding(), tag_schema=record.listed == "tag schema")
+            attached = attach(ImageRef(ref.registry, ref.path), subject, artifacts, reporter, client=client,
+                              sent=riding())
         except RegistryError as exc:
             reporter.message(unattached(f"{ref.repository}@{image.digest}", exc))
             attached = ()
