@@ -161,6 +161,8 @@ class TokenRegistry:
 
         owner = self
         self.issued: list[str] = []
+        self.challenged = 0  # 401s given
+        self.refusing = 0  # token requests the service refuses before it issues again
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -180,13 +182,21 @@ class TokenRegistry:
             def _any(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.path.startswith("/token?"):
+                    if owner.refusing:
+                        owner.refusing -= 1
+                        self._reply(403, {"Content-Type": "application/json"}, b'{"errors":[]}')
+                        return
                     token = f"tok-{len(owner.issued)}"
                     owner.issued.append(token)
                     self._reply(200, {"Content-Type": "application/json"}, json.dumps({"token": token}).encode())
                     return
                 if self.headers.get("Authorization", "").removeprefix("Bearer ") not in owner.issued:
                     realm = f"http://{self.server.server_address[0]}:{self.server.server_address[1]}/token"
-                    self._reply(401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="test"'}, b"{}")
+                    owner.challenged += 1
+                    name = self.path.removeprefix("/v2/").split("/blobs/")[0].split("/manifests/")[0]
+                    actions = "pull" if self.command in ("GET", "HEAD") else "pull,push"
+                    self._reply(401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="test",'
+                                                          f'scope="repository:{name}:{actions}"'}, b"{}")
                     return
                 upstream_connection = http.client.HTTPConnection(upstream, timeout=30)
                 upstream_connection.request(self.command, self.path, body=body or None,
@@ -224,7 +234,8 @@ class CountingProvider:
 
 def test_a_write_over_many_connections_logs_in_once(testenv):
     """Every connection of a write (the layer checks, the config, each tag) shares one login: the token service and
-    the credentials are asked once, however many connections the write opens."""
+    the credentials are asked once, however many connections the write opens. The next command answers the
+    registry's challenge before its first request: no connection of its write meets a 401."""
     tokens = TokenRegistry(testenv["BUILDKIT_TEST_REGISTRY"])
     try:
         provider = CountingProvider()
@@ -237,11 +248,16 @@ def test_a_write_over_many_connections_logs_in_once(testenv):
         assert len(tokens.issued) == 1 and provider.asked == 1
         image = replace_top(read_image(manifest, OCI_MANIFEST, config), *layer_of(uuid.uuid4().hex), ())
         # A client of its own (none of the first one's login), as a new command's: its first requests all at once.
-        fresh = CountingProvider()
+        fresh, challenged = CountingProvider(), tokens.challenged
         written = write(RegistryClient(ref, [fresh]), image,
                         [parse_ref(f"{tokens.address}/{path}:{tag}") for tag in ("one", "two", "three")])
         assert {p.digest for p in written.pushed} == {image.digest}
-        assert len(tokens.issued) == 2 and fresh.asked == 1
+        assert (len(tokens.issued), fresh.asked, tokens.challenged - challenged) == (2, 1, 0)
         assert _registry_manifest(testenv["BUILDKIT_TEST_REGISTRY"], path, "three")[0] == 200
+        # A remembered token service that refuses the early request: the challenge is met as it comes, and answered.
+        tokens.refusing, challenged = 1, tokens.challenged
+        later = RegistryClient(ref, [CountingProvider()])
+        assert send(later, "HEAD", f"blobs/{image.layers[-1].digest}", {}).status_code == 200
+        assert tokens.refusing == 0 and tokens.challenged == challenged + 1 and len(tokens.issued) == 3
     finally:
         tokens.close()

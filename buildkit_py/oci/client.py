@@ -13,9 +13,10 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from ..errors import BuildkitError, RegistryError, show
-from ..fsutil import in_background
+from ..errors import BuildkitError, OutputError, RegistryError, show
+from ..fsutil import cache_dir, in_background, write_atomic
 from ..patterns import lazy_pattern
 from ..progress import HtmlRepr, Reporter
 from .credentials import AuthProvider, Credentials, credentials_for, default_providers
@@ -66,12 +67,53 @@ _CHALLENGES = 4
 
 class _Login:
     """The credentials a client and its forks send (a header, replaced whole when a challenge is answered) and
-    where they came from; the lock lets one connection at a time answer a challenge."""
+    where they came from; the lock lets one connection at a time answer a challenge. early: the registry's
+    remembered challenge was answered before the first request (or found wanting): done once."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.header: dict[str, str] = {}
         self.source: str | None = None
+        self.early = False
+
+
+def _challenge_path(registry: str) -> Path:
+    return cache_dir() / "registry-challenges" / (hashlib.sha256(registry.encode()).hexdigest()[:32] + ".json")
+
+
+def _remembered(registry: str, path: str) -> str | None:
+    """The challenge REGISTRY gave last (its scheme, token service and the actions it asked for), as a challenge for
+    the repository PATH; None when none is kept or it cannot be read."""
+    try:
+        kept = json.loads(_challenge_path(registry).read_text(encoding="utf-8"))
+        scheme, params, actions = kept["scheme"], kept["params"], kept["actions"]
+        if scheme == "basic":
+            return "Basic"
+        if scheme != "bearer" or not isinstance(params, dict) or not isinstance(actions, str):
+            return None
+        fields = {**{str(k): str(v) for k, v in params.items()}, "scope": f"repository:{path}:{actions}"}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return "Bearer " + ",".join(f'{k}="{v}"' for k, v in fields.items() if '"' not in k + v)
+
+
+def _remember(registry: str, path: str, challenge: str) -> None:
+    """Keep what a challenge REGISTRY gave says (no credential, no token: the scheme, the token service, the
+    actions its scope asked for on PATH), so that the next command answers it before its first request."""
+    scheme = challenge.split(" ", 1)[0].lower()
+    params = dict(_CHALLENGE.findall(challenge))
+    # A challenge without a scope is answered for pulls (_authorize), as it would be again.
+    repository, _, actions = params.pop("scope", f"repository:{path}:pull").rpartition(":")
+    if scheme not in ("basic", "bearer") or scheme == "bearer" and repository != f"repository:{path}":
+        return
+    text = json.dumps({"scheme": scheme, "params": params if scheme == "bearer" else {}, "actions": actions},
+                      sort_keys=True)
+    target = _challenge_path(registry)
+    try:
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            write_atomic(target, text)
+    except (OSError, OutputError):
+        pass  # only a head start: the next command meets the challenge again
 
 
 class RegistryClient:
@@ -110,6 +152,8 @@ class RegistryClient:
         # Credentials go to the registry only, never to a host its Location names (a storage redirect).
         same = url.startswith(self.origin + "/")
         login, answered = self._login, False
+        if not login.early:
+            self._answer_early()
         for _ in range(_CHALLENGES):
             sent = login.header
             try:
@@ -122,8 +166,26 @@ class RegistryClient:
                 if login.header is sent:  # no other connection answered a challenge since this request went
                     if answered:
                         return response  # credentials got for this very request, refused: said by the caller
-                    login.header, answered = self._authorize(response.headers.get("WWW-Authenticate", "")), True
+                    challenge = response.headers.get("WWW-Authenticate", "")
+                    login.header, answered = self._authorize(challenge), True
+                    _remember(self.ref.registry, self.ref.path, challenge)
         return response
+
+    def _answer_early(self) -> None:
+        """Answer the registry's remembered challenge before the first request (its 401 is a round trip every
+        connection would wait for); one that no longer holds (a token service that refuses, credentials gone)
+        leaves the challenge to be met as it comes."""
+        with self._login.lock:  # the connections that start meanwhile wait here for what it gives
+            if self._login.early:
+                return
+            challenge = _remembered(self.ref.registry, self.ref.path)
+            try:
+                if challenge is not None:
+                    self._login.header = self._authorize(challenge)
+            except RegistryError:
+                self._login.source = None
+            finally:
+                self._login.early = True
 
     def _authorize(self, challenge: str) -> dict[str, str]:
         creds = credentials_for(self.ref.registry, self.providers)
