@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import re
+import sys
 import tarfile
 import urllib.request
 import uuid
@@ -18,6 +19,10 @@ from buildkit_py.oci.client import RegistryClient, send, upload_blob
 from buildkit_py.oci.image import Image, Layer, LostLayer, Refused, read_image, replace_top, write
 from buildkit_py.oci.media import DOCKER_MANIFEST, LAYER_TYPES, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
 from buildkit_py.oci.refs import parse_ref
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from login import token_registry  # noqa: E402  (the stand-in edit.py measures with)
 
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 
@@ -149,76 +154,6 @@ def test_a_lost_lower_layer_stops_the_write_before_any_tag(testenv):
     assert send(client, "HEAD", f"blobs/{image.layers[-1].digest}", {}).status_code == 200  # the new layer did go up
 
 
-class TokenRegistry:
-    """The loopback registry behind a token service, as Artifact Registry and Docker Hub put theirs: a request
-    without a token the service issued gets a Bearer challenge; the service (its /token) issues one for the
-    basic credentials it is given, and counts how often it is asked."""
-
-    def __init__(self, upstream: str):
-        import http.client
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        owner = self
-        self.issued: list[str] = []
-        self.challenged = 0  # 401s given
-        self.refusing = 0  # token requests the service refuses before it issues again
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _reply(self, status: int, headers: dict[str, str], data: bytes) -> None:
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", headers.get("Content-Length", str(len(data))))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            def _any(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.path.startswith("/token?"):
-                    if owner.refusing:
-                        owner.refusing -= 1
-                        self._reply(403, {"Content-Type": "application/json"}, b'{"errors":[]}')
-                        return
-                    token = f"tok-{len(owner.issued)}"
-                    owner.issued.append(token)
-                    self._reply(200, {"Content-Type": "application/json"}, json.dumps({"token": token}).encode())
-                    return
-                if self.headers.get("Authorization", "").removeprefix("Bearer ") not in owner.issued:
-                    realm = f"http://{self.server.server_address[0]}:{self.server.server_address[1]}/token"
-                    owner.challenged += 1
-                    name = self.path.removeprefix("/v2/").split("/blobs/")[0].split("/manifests/")[0]
-                    actions = "pull" if self.command in ("GET", "HEAD") else "pull,push"
-                    self._reply(401, {"WWW-Authenticate": f'Bearer realm="{realm}",service="test",'
-                                                          f'scope="repository:{name}:{actions}"'}, b"{}")
-                    return
-                upstream_connection = http.client.HTTPConnection(upstream, timeout=30)
-                upstream_connection.request(self.command, self.path, body=body or None,
-                                            headers={k: v for k, v in self.headers.items() if k.lower() not in
-                                                     ("authorization", "content-length", "host")})
-                answer = upstream_connection.getresponse()
-                data = answer.read()
-                headers = {k: v for k, v in answer.getheaders() if k.lower() not in ("transfer-encoding", "connection")}
-                upstream_connection.close()
-                self._reply(answer.status, headers, data)
-
-            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = _any
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 class CountingProvider:
     """Credentials for any registry, counting how often they are asked for (a credential helper is a process)."""
 
@@ -236,8 +171,7 @@ def test_a_write_over_many_connections_logs_in_once(testenv):
     """Every connection of a write (the layer checks, the config, each tag) shares one login: the token service and
     the credentials are asked once, however many connections the write opens. The next command answers the
     registry's challenge before its first request: no connection of its write meets a 401."""
-    tokens = TokenRegistry(testenv["BUILDKIT_TEST_REGISTRY"])
-    try:
+    with token_registry(testenv["BUILDKIT_TEST_REGISTRY"]) as tokens:
         provider = CountingProvider()
         path = f"oci-image/{uuid.uuid4().hex[:12]}"
         ref = parse_ref(f"{tokens.address}/{path}:base")
@@ -259,5 +193,3 @@ def test_a_write_over_many_connections_logs_in_once(testenv):
         later = RegistryClient(ref, [CountingProvider()])
         assert send(later, "HEAD", f"blobs/{image.layers[-1].digest}", {}).status_code == 200
         assert tokens.refusing == 0 and tokens.challenged == challenged + 1 and len(tokens.issued) == 3
-    finally:
-        tokens.close()
