@@ -1,6 +1,7 @@
 """A registry behind a token service, on loopback, as Artifact Registry, Docker Hub and GHCR put theirs: a request
 without a token the service issued gets a Bearer challenge naming the repository and the actions it needs; the
-service (`/token` on the same address) issues a token for any basic credentials and counts how often it is asked.
+service (`/token` on the same address) issues a token for any basic credentials, good for the scope asked (a
+repository and its actions), and counts how often it is asked.
 Its address can stand behind latency.far, which it names in its challenges and Locations (the Host asked for), so
 that the token service is as far away as the registry. Used by edit.py (what a login costs a code edit) and by
 tests/test_oci_image.py (one login per command)."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +24,7 @@ class TokenRegistry:
 
     def __init__(self) -> None:
         self.issued: list[str] = []
+        self.granted: dict[str, str] = {}  # token: the scope it was issued for
         self.challenged = 0
         self.open = False
         self.refusing = 0
@@ -65,13 +68,18 @@ def token_registry(upstream: str) -> Iterator[TokenRegistry]:
                     state.refusing -= 1
                     self._reply(403, {"Content-Type": "application/json"}, b'{"errors":[]}')
                     return
+                scope = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("scope", [""])[0]
                 state.issued.append(uuid.uuid4().hex)
+                state.granted[state.issued[-1]] = scope
                 self._reply(200, {"Content-Type": "application/json"}, json.dumps({"token": state.issued[-1]}).encode())
                 return
-            if not state.open and self.headers.get("Authorization", "").removeprefix("Bearer ") not in state.issued:
+            name = self.path.removeprefix("/v2/").split("/blobs/")[0].split("/manifests/")[0]
+            actions = "pull" if self.command in ("GET", "HEAD") else "pull,push"
+            granted = state.granted.get(self.headers.get("Authorization", "").removeprefix("Bearer "), "")
+            # A token is good for the repository and the actions its scope named: a pull token's push is challenged.
+            if not state.open and not (granted.startswith(f"repository:{name}:") and
+                                       set(actions.split(",")) <= set(granted.rsplit(":", 1)[1].split(","))):
                 state.challenged += 1
-                name = self.path.removeprefix("/v2/").split("/blobs/")[0].split("/manifests/")[0]
-                actions = "pull" if self.command in ("GET", "HEAD") else "pull,push"
                 self._reply(401, {"WWW-Authenticate": f'Bearer realm="http://{host}/token",service="stand-in",'
                                                       f'scope="repository:{name}:{actions}"'}, b"{}")
                 return

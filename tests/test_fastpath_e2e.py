@@ -33,6 +33,9 @@ from buildkit_py.oci.referrers import tag_for
 from buildkit_py.pipeline import fastpath
 from conftest import REPO, LoopbackServer, run_cli, socket_closed
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+from login import token_registry  # noqa: E402  (the stand-in edit.py measures with)
+
 ACCEPT = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
 
@@ -638,6 +641,39 @@ def test_attestations_go_up_whole_while_the_image_is_written(testenv, base, tmp_
     uploads = [p for m, p in proxy.seen[:tag_put] if m == "PUT" and "/blobs/uploads/" in p]
     assert {a["blob"] for a in result["attestations"]} <= {p.split("digest=")[-1] for p in uploads}
     assert ("HEAD", f"/v2/{path}/manifests/{digest}") not in proxy.seen
+    assert api.verify(f"{repo}@{digest}", progress="quiet").image == f"{repo}@{digest}"
+
+
+def test_a_code_edit_behind_a_token_service_logs_in_once_and_the_next_meets_no_challenge(testenv, base, tmp_path):
+    """As on a cloud registry: every connection of an edit shares one login (a token per scope its challenges name,
+    not one per connection), and the next edit, its challenge kept, asks for one token for all it does while it
+    loads, and meets no 401."""
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, f"token login {uuid.uuid4().hex}")
+    with token_registry(proxy.upstream) as tokens:
+        guarded = f"{tokens.address}/{repo.split('/', 1)[1]}"
+        os.environ[CACHE_ENV] = str(cache)  # the record names the image as the token service's address shows it
+        try:
+            fastpath.save_record(replace(fastpath.load_record(repo, None), repository=guarded))
+        finally:
+            os.environ.pop(CACHE_ENV)
+        password = f"s3cret-{uuid.uuid4().hex}"
+        login = {"BUILDKIT_PY_REGISTRY_USERNAME": "tester", "BUILDKIT_PY_REGISTRY_PASSWORD": password,
+                 "DOCKER_HOST": "unix:///nonexistent.sock"}
+        first = build(testenv, root, cache, "--tag", guarded, env=login)
+        assert first.returncode == 0 and "appended the code layer" in first.stderr, first.stderr[-2000:]
+        # One token for the first requests' pulls, one for the uploads' push: not one for each of a dozen connections.
+        assert len(tokens.issued) == 2 and tokens.challenged > 0
+        with (root / "trainer" / "task.py").open("a") as handle:
+            handle.write(f"\n# {uuid.uuid4().hex}\n")
+        challenged = tokens.challenged
+        second = build(testenv, root, cache, "--tag", guarded, "--tag", f"{guarded}:ci-{uuid.uuid4().hex[:8]}",
+                       env=login)
+        assert second.returncode == 0 and "appended the code layer" in second.stderr, second.stderr[-2000:]
+        assert tokens.challenged == challenged and len(tokens.issued) == 3  # one token, for pulls and pushes
+        assert password not in first.stderr + first.stdout + second.stderr + second.stdout
+        assert not any(password in f.read_text(errors="replace") for f in cache.rglob("*") if f.is_file())
+    digest = json.loads(second.stdout)["pushed"][0]["digest"]
     assert api.verify(f"{repo}@{digest}", progress="quiet").image == f"{repo}@{digest}"
 
 

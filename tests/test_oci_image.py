@@ -169,8 +169,9 @@ class CountingProvider:
 
 def test_a_write_over_many_connections_logs_in_once(testenv):
     """Every connection of a write (the layer checks, the config, each tag) shares one login: the token service and
-    the credentials are asked once, however many connections the write opens. The next command answers the
-    registry's challenge before its first request: no connection of its write meets a 401."""
+    the credentials are asked once per scope, however many connections the write opens. The next command answers
+    the registry's challenges, kept, before its first request, for every action they named: no connection of its
+    write meets a 401."""
     with token_registry(testenv["BUILDKIT_TEST_REGISTRY"]) as tokens:
         provider = CountingProvider()
         path = f"oci-image/{uuid.uuid4().hex[:12]}"
@@ -179,17 +180,17 @@ def test_a_write_over_many_connections_logs_in_once(testenv):
         manifest, config, made = two_layers()
         for blob, _ in made:
             upload_blob(client, ref, sha(blob), blob)
-        assert len(tokens.issued) == 1 and provider.asked == 1
+        assert len(tokens.issued) == 2 and provider.asked == 2  # a token to pull (the HEAD), then one to push
         image = replace_top(read_image(manifest, OCI_MANIFEST, config), *layer_of(uuid.uuid4().hex), ())
         # A client of its own (none of the first one's login), as a new command's: its first requests all at once.
         fresh, challenged = CountingProvider(), tokens.challenged
         written = write(RegistryClient(ref, [fresh]), image,
                         [parse_ref(f"{tokens.address}/{path}:{tag}") for tag in ("one", "two", "three")])
         assert {p.digest for p in written.pushed} == {image.digest}
-        assert (len(tokens.issued), fresh.asked, tokens.challenged - challenged) == (2, 1, 0)
+        assert (len(tokens.issued), fresh.asked, tokens.challenged - challenged) == (3, 1, 0)
         assert _registry_manifest(testenv["BUILDKIT_TEST_REGISTRY"], path, "three")[0] == 200
         # A remembered token service that refuses the early request: the challenge is met as it comes, and answered.
         tokens.refusing, challenged = 1, tokens.challenged
         later = RegistryClient(ref, [CountingProvider()])
         assert send(later, "HEAD", f"blobs/{image.layers[-1].digest}", {}).status_code == 200
-        assert tokens.refusing == 0 and tokens.challenged == challenged + 1 and len(tokens.issued) == 3
+        assert tokens.refusing == 0 and tokens.challenged == challenged + 1 and len(tokens.issued) == 4

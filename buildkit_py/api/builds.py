@@ -49,6 +49,10 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
     if servable and options.push and options.fast_path and not options.no_cache:
         kept = _recipe.kept(key, tags)
         if kept is not None:
+            if not kept.remote:  # the registry's login (a token) comes while the fast path loads
+                from ..oci.client import RegistryClient
+
+                RegistryClient(kept.refs("latest", None)[0]).log_in_ahead()
             from ..pipeline.fastbuild import append_edit
 
             outcome = append_edit(kept, options, reporter, started)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BuildkitError, OutputError, RegistryError, show
-from ..fsutil import cache_dir, in_background, write_atomic
+from ..fsutil import asked_once, cache_dir, in_background, write_atomic
 from ..patterns import lazy_pattern
 from ..progress import HtmlRepr, Reporter
 from .credentials import AuthProvider, Credentials, credentials_for, default_providers
@@ -106,11 +106,19 @@ def _remember(registry: str, path: str, challenge: str) -> None:
     repository, _, actions = params.pop("scope", f"repository:{path}:pull").rpartition(":")
     if scheme not in ("basic", "bearer") or scheme == "bearer" and repository != f"repository:{path}":
         return
-    text = json.dumps({"scheme": scheme, "params": params if scheme == "bearer" else {}, "actions": actions},
-                      sort_keys=True)
     target = _challenge_path(registry)
     try:
-        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+        kept = target.read_text(encoding="utf-8") if target.is_file() else ""
+        before = json.loads(kept).get("actions") if kept else ""
+    except (OSError, ValueError, AttributeError):
+        kept, before = "", ""
+    # The actions of every challenge kept (a push meets "pull" at its first HEAD, "pull,push" at its upload): the
+    # next command's token is asked for all it may need.
+    wanted = set(actions.split(",")) | (set(before.split(",")) if isinstance(before, str) and before else set())
+    text = json.dumps({"scheme": scheme, "params": params if scheme == "bearer" else {},
+                       "actions": ",".join(sorted(a for a in wanted if a))}, sort_keys=True)
+    try:
+        if kept != text:
             write_atomic(target, text)
     except (OSError, OutputError):
         pass  # only a head start: the next command meets the challenge again
@@ -129,7 +137,10 @@ class RegistryClient:
         # Docker talks plain http to loopback registries (insecure by default); so do we.
         self.origin = f"{'http' if is_loopback_host(registry_host(host)) else 'https'}://{host}"
         self.base = f"{self.origin}/v2/{ref.path}"
-        self._login = _Login()
+        # With the credentials found here, every client of this repository in one command shares a login (a full
+        # build's attestations, a code edit's head start); a client given its own providers has its own.
+        self._login = _Login() if providers is not None else asked_once(("registry login", ref.registry, ref.path),
+                                                                         _Login)
 
     @property
     def credentials_source(self) -> str | None:
@@ -170,6 +181,12 @@ class RegistryClient:
                     login.header, answered = self._authorize(challenge), True
                     _remember(self.ref.registry, self.ref.path, challenge)
         return response
+
+    def log_in_ahead(self) -> None:
+        """Answer the registry's remembered challenge on a thread of its own while the command does its own work (a
+        code edit tars its layer meanwhile): the first requests wait for it only where they come before it ends."""
+        if not self._login.early:
+            in_background(self._answer_early)  # what it finds is the login's; a failure is met again by the requests
 
     def _answer_early(self) -> None:
         """Answer the registry's remembered challenge before the first request (its 401 is a round trip every

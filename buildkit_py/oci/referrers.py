@@ -22,7 +22,6 @@ from ..fsutil import in_background
 from ..patterns import lazy_pattern
 from ..progress import HtmlRepr, Reporter
 from .client import RegistryClient, check_answer, send, upload_blob
-from .credentials import default_providers
 from .media import DIGEST, EMPTY_BLOB, EMPTY_MEDIA_TYPE, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST, digest_of
 from .refs import ImageRef
 
@@ -195,7 +194,7 @@ def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], repor
     client: one for REF's repository (else a new one, with the credentials found here); sent: what
     send_artifacts() pushed already, with the image (only the listing is left)."""
     if client is None:
-        client = RegistryClient(ref, default_providers())
+        client = RegistryClient(ref)
     if sent is None:
         sent = send_artifacts(client, ref, subject, artifacts)
     pending = [(a, body) for a, body, processed in sent.manifests if not processed]

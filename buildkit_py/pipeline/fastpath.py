@@ -33,7 +33,7 @@ from ..errors import OutputError, RegistryError, show
 from ..fsutil import cache_dir, in_background, write_atomic
 from ..launcher.constants import IMPORTS_CONTEXT_FILE
 from ..oci.client import PushResult, RegistryClient, check_answer, json_object, send
-from ..oci.credentials import AuthProvider, default_providers
+from ..oci.credentials import AuthProvider
 from ..oci.image import Image, LostLayer, Refused, read_image, replace_top, write
 from ..oci.media import DIGEST, INDEX_TYPES, MANIFEST_TYPES, digest_of
 from ..oci.referrers import Artifact, Attached, Subject, attach, send_artifacts, unattached
@@ -367,7 +367,7 @@ def read_ahead(ref: ImageRef, digest: str, platform: str | None, providers: Iter
 
     def reads() -> None:
         try:
-            client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
+            client = RegistryClient(ref, list(providers) if providers is not None else None)
             _previous(client, ref, digest, platform, lambda d, data: read.append((d, data)),
                       lambda *request: send(*request, attempts=1))
         except Exception:  # whatever the registry answers: the edit reads it again, and says what is wrong
@@ -425,7 +425,8 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     started = time.perf_counter()
     refs, record, step = edit.refs, edit.record, edit.step
     ref = refs[0]
-    client = RegistryClient(ref, list(providers) if providers is not None else default_providers())
+    client = RegistryClient(ref, list(providers) if providers is not None else None)
+    client.log_in_ahead()  # its round trip to the token service while the layer is made (if not begun already)
     base = _previous(client, ref, record.manifest, edit.platform, _keep, send)
     history = base.config_json().get("history") or []
     layered = [i for i, h in enumerate(history) if isinstance(h, dict) and not h.get("empty_layer")]
