@@ -77,6 +77,14 @@ class _Login:
         self.early = False
 
 
+def _challenge_parts(challenge: str, path: str) -> tuple[str, dict[str, str]]:
+    """A WWW-Authenticate challenge's scheme (lower case) and parameters; one that names no scope is for pulls of the
+    repository PATH."""
+    params = dict(_CHALLENGE.findall(challenge))
+    params.setdefault("scope", f"repository:{path}:pull")
+    return challenge.split(" ", 1)[0].lower(), params
+
+
 def _challenge_path(registry: str) -> Path:
     return cache_dir() / "registry-challenges" / (hashlib.sha256(registry.encode()).hexdigest()[:32] + ".json")
 
@@ -100,21 +108,19 @@ def _remembered(registry: str, path: str) -> str | None:
 def _remember(registry: str, path: str, challenge: str) -> None:
     """Keep what a challenge REGISTRY gave says (no credential, no token: the scheme, the token service, the
     actions its scope asked for on PATH), so that the next command answers it before its first request."""
-    scheme = challenge.split(" ", 1)[0].lower()
-    params = dict(_CHALLENGE.findall(challenge))
-    # A challenge without a scope is answered for pulls (_authorize), as it would be again.
-    repository, _, actions = params.pop("scope", f"repository:{path}:pull").rpartition(":")
+    scheme, params = _challenge_parts(challenge, path)
+    repository, _, actions = params.pop("scope").rpartition(":")
     if scheme not in ("basic", "bearer") or scheme == "bearer" and repository != f"repository:{path}":
         return
     target = _challenge_path(registry)
     try:
-        kept = target.read_text(encoding="utf-8") if target.is_file() else ""
-        before = json.loads(kept).get("actions") if kept else ""
+        kept = target.read_text(encoding="utf-8")
+        before = json.loads(kept).get("actions")
     except (OSError, ValueError, AttributeError):
         kept, before = "", ""
     # The actions of every challenge kept (a push meets "pull" at its first HEAD, "pull,push" at its upload): the
     # next command's token is asked for all it may need.
-    wanted = set(actions.split(",")) | (set(before.split(",")) if isinstance(before, str) and before else set())
+    wanted = set(actions.split(",")) | (set(before.split(",")) if isinstance(before, str) else set())
     text = json.dumps({"scheme": scheme, "params": params if scheme == "bearer" else {},
                        "actions": ",".join(sorted(a for a in wanted if a))}, sort_keys=True)
     try:
@@ -184,7 +190,8 @@ class RegistryClient:
 
     def log_in_ahead(self) -> None:
         """Answer the registry's remembered challenge on a thread of its own while the command does its own work (a
-        code edit tars its layer meanwhile): the first requests wait for it only where they come before it ends."""
+        code edit loads the fast path and stages its files meanwhile): the first requests wait for it only where
+        they come before it ends."""
         if not self._login.early:
             in_background(self._answer_early)  # what it finds is the login's; a failure is met again by the requests
 
@@ -207,7 +214,7 @@ class RegistryClient:
     def _authorize(self, challenge: str) -> dict[str, str]:
         creds = credentials_for(self.ref.registry, self.providers)
         self._login.source = creds.source if creds else None
-        scheme = challenge.split(" ", 1)[0].lower()
+        scheme, params = _challenge_parts(challenge, self.ref.path)
         if scheme == "basic":
             if creds is None:
                 raise RegistryError(f"{self.ref.registry} wants credentials and none were found (set "
@@ -219,11 +226,9 @@ class RegistryClient:
         if scheme != "bearer":
             raise RegistryError(f"{self.ref.registry} asks for an authentication buildkit-py does not speak: "
                                 f"{show(challenge[:100])}")
-        params = dict(_CHALLENGE.findall(challenge))
         realm = params.pop("realm", "")
         if not realm.startswith(("https://", "http://127.", "http://localhost")):
             raise RegistryError(f"{self.ref.registry} names a token service that is not https: {show(realm[:100])}")
-        params.setdefault("scope", f"repository:{self.ref.path}:pull")
         try:
             answer = self.transport.request(
                 "GET", realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(params), _basic(creds) if creds else {})

@@ -426,7 +426,6 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     refs, record, step = edit.refs, edit.record, edit.step
     ref = refs[0]
     client = RegistryClient(ref, list(providers) if providers is not None else None)
-    client.log_in_ahead()  # its round trip to the token service while the layer is made (if not begun already)
     base = _previous(client, ref, record.manifest, edit.platform, _keep, send)
     history = base.config_json().get("history") or []
     layered = [i for i, h in enumerate(history) if isinstance(h, dict) and not h.get("empty_layer")]
@@ -446,10 +445,10 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     timings.append(("tar", time.perf_counter() - started))
     image = replace_top(base, blob, diff_id, edit.labels, edit.owned)
     artifacts = edit.attestations(image.digest) if edit.attestations is not None else ()
-    subject = Subject(image.media_type, image.digest, len(image.manifest))
+    subject, repository = Subject(image.media_type, image.digest, len(image.manifest)), ImageRef(ref.registry, ref.path)
     # The attestations go up whole (blobs and manifests) while the image is written: only the tag schema's listing,
     # which names their manifests, is left for after.
-    riding = in_background(send_artifacts, client.fork(), ImageRef(ref.registry, ref.path), subject, artifacts,
+    riding = in_background(send_artifacts, client.fork(), repository, subject, artifacts,
                            record.listed == "tag schema") if artifacts else None
     try:
         written = write(client, image, refs, stored)
@@ -469,8 +468,7 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     attached = None
     if riding is not None:
         try:
-            attached = attach(ImageRef(ref.registry, ref.path), subject, artifacts, reporter, client=client,
-                              sent=riding())
+            attached = attach(repository, subject, artifacts, reporter, client=client, sent=riding())
         except RegistryError as exc:
             reporter.message(unattached(f"{ref.repository}@{image.digest}", exc))
             attached = ()
