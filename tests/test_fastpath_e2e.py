@@ -616,11 +616,12 @@ def test_attestations_go_up_whole_while_the_image_is_written(testenv, base, tmp_
     descriptor."""
     proxy, _, _, repo = base
     root, cache = _edited(base, tmp_path, f"attested {uuid.uuid4().hex}")
-    tagged, early = [], []
+    tagged, early, answered = [], [], []
 
     def slow_tags(method, path, headers):
         if method == "PUT" and "/manifests/" in path and "/manifests/sha256" not in path:
             time.sleep(0.3)  # the image's tags are slow to be answered
+            answered.append(len(proxy.seen))  # what had arrived by then; an artifact may arrive during the wait
             tagged.append(path)
         elif method == "PUT" and "/manifests/sha256:" in path:
             early.append(not tagged)
@@ -634,8 +635,9 @@ def test_attestations_go_up_whole_while_the_image_is_written(testenv, base, tmp_
     result = json.loads(proc.stdout)
     digest, path = result["pushed"][0]["digest"], repo.split("/", 1)[1]
     tags = {f"/v2/{path}/manifests/{p['tag']}" for p in result["pushed"]}
-    tag_put = proxy.seen.index(("PUT", f"/v2/{path}/manifests/{_content_tag(testenv, root)}"))
-    after = [(m, p.split("?")[0]) for m, p in proxy.seen[tag_put + 1:] if p not in tags]
+    assert ("PUT", f"/v2/{path}/manifests/{_content_tag(testenv, root)}") in proxy.seen
+    tag_put = min(answered)  # the requests that arrived once the first tag was written
+    after = [(m, p.split("?")[0]) for m, p in proxy.seen[tag_put:] if p not in tags]
     referrers_tag = f"/v2/{path}/manifests/{tag_for(digest)}"
     assert ("PUT", referrers_tag) in after and set(after) <= {("GET", referrers_tag), ("PUT", referrers_tag)}
     uploads = [p for m, p in proxy.seen[:tag_put] if m == "PUT" and "/blobs/uploads/" in p]
