@@ -32,6 +32,7 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     --mount=type=secret,id=buildkit-ca \
     --mount=type=secret,id=buildkit-pip-conf \
     --mount=type=secret,id=buildkit-uv-conf \
+    --mount=type=bind,source=.buildkit-py/launcher/bytecode.py,target=/tmp/buildkit-py/bytecode.py \
     if [ -s /run/secrets/buildkit-ca ]; then export PIP_CERT=/run/secrets/buildkit-ca SSL_CERT_FILE=/run/secrets/buildkit-ca; fi \
     && if [ -s /run/secrets/buildkit-pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/buildkit-pip-conf; fi \
     && if [ -s /run/secrets/buildkit-uv-conf ]; then export UV_CONFIG_FILE=/run/secrets/buildkit-uv-conf; fi \
@@ -42,7 +43,7 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     fi \
     && mkdir -p /tmp/buildkit-py && printf '%s\n' 'tensorflow ; sys_platform == "never"' 'tensorflow-gpu ; sys_platform == "never"' 'tensorflow-cpu ; sys_platform == "never"' > /tmp/buildkit-py/framework-overrides.txt \
     && /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv pip install --overrides /tmp/buildkit-py/framework-overrides.txt --extra-index-url https://pypi.ngc.nvidia.com --index-strategy unsafe-best-match nvidia-tensorflow==1.15.5+nv23.3 cloudml-hypertune==0.1.0.dev6 \
-    && { python -m compileall -q -j 0 -x '/tests?/' /opt/venv/lib || true; } \
+    && { python /tmp/buildkit-py/bytecode.py /opt/venv/lib || true; } \
     && rm -f /tmp/buildkit-py/framework-overrides.txt
 
 # Requirements, copied alone so that code edits keep this layer
@@ -51,6 +52,7 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     --mount=type=secret,id=buildkit-ca \
     --mount=type=secret,id=buildkit-pip-conf \
     --mount=type=secret,id=buildkit-uv-conf \
+    --mount=type=bind,source=.buildkit-py/launcher/bytecode.py,target=/tmp/buildkit-py/bytecode.py \
     if [ -s /run/secrets/buildkit-ca ]; then export PIP_CERT=/run/secrets/buildkit-ca SSL_CERT_FILE=/run/secrets/buildkit-ca; fi \
     && if [ -s /run/secrets/buildkit-pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/buildkit-pip-conf; fi \
     && if [ -s /run/secrets/buildkit-uv-conf ]; then export UV_CONFIG_FILE=/run/secrets/buildkit-uv-conf; fi \
@@ -61,7 +63,7 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     fi \
     && mkdir -p /tmp/buildkit-py && printf '%s\n' 'tensorflow ; sys_platform == "never"' 'tensorflow-gpu ; sys_platform == "never"' 'tensorflow-cpu ; sys_platform == "never"' > /tmp/buildkit-py/framework-overrides.txt \
     && /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv pip install --overrides /tmp/buildkit-py/framework-overrides.txt -r /tmp/buildkit-py/requirements.txt \
-    && { python -m compileall -q -j 0 -x '/tests?/' /opt/venv/lib || true; } \
+    && { python /tmp/buildkit-py/bytecode.py /opt/venv/lib || true; } \
     && rm -f /tmp/buildkit-py/framework-overrides.txt
 
 # The launcher (ENTRYPOINT): accelerator checks and the cluster contract, then the trainer; compiled

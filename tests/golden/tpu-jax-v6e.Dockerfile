@@ -22,6 +22,7 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     --mount=type=secret,id=buildkit-ca \
     --mount=type=secret,id=buildkit-pip-conf \
     --mount=type=secret,id=buildkit-uv-conf \
+    --mount=type=bind,source=.buildkit-py/launcher/bytecode.py,target=/tmp/buildkit-py/bytecode.py \
     if [ -s /run/secrets/buildkit-ca ]; then export PIP_CERT=/run/secrets/buildkit-ca SSL_CERT_FILE=/run/secrets/buildkit-ca; fi \
     && if [ -s /run/secrets/buildkit-pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/buildkit-pip-conf; fi \
     && if [ -s /run/secrets/buildkit-uv-conf ]; then export UV_CONFIG_FILE=/run/secrets/buildkit-uv-conf; fi \
@@ -31,7 +32,7 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
         || { python -m venv /tmp/buildkit-py/uv-boot && /tmp/buildkit-py/uv-boot/bin/pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: --ignore-requires-python uv==0.13.0 && rm -rf /tmp/buildkit-py/uv-boot; }; \
     fi \
     && /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv pip install 'jax[tpu]==0.12.0.1' cloudml-hypertune==0.1.0.dev6 \
-    && { python -m compileall -q -j 0 -x '/tests?/' /opt/venv/lib || true; }
+    && { python /tmp/buildkit-py/bytecode.py /opt/venv/lib || true; }
 
 # The launcher (ENTRYPOINT): accelerator checks and the cluster contract, then the trainer; compiled
 # here, since with PYTHONDONTWRITEBYTECODE every container start would compile it again (~10 ms)
