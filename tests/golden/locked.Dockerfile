@@ -39,13 +39,14 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
-# The locked package set (buildkit.lock sha256:546aec62c2021700134cf3b2e4533f839f5844e3684a84d89ad93c394a6e88ea): the framework, hypertune, the config's
+# The locked package set (buildkit.lock sha256:2c4b473795cfd749a93c2b193a4565bbd15e18565986f8ed85d73d4f640d594c): the framework, hypertune, the config's
 # packages and the requirements, each file checked against its sha256
 COPY [".buildkit-py/locked-requirements.txt", "/tmp/buildkit-py/locked-requirements.txt"]
 RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
     --mount=type=secret,id=buildkit-ca \
     --mount=type=secret,id=buildkit-pip-conf \
     --mount=type=secret,id=buildkit-uv-conf \
+    --mount=type=bind,source=.buildkit-py/launcher/bytecode.py,target=/tmp/buildkit-py/bytecode.py \
     if [ -s /run/secrets/buildkit-ca ]; then export PIP_CERT=/run/secrets/buildkit-ca SSL_CERT_FILE=/run/secrets/buildkit-ca; fi \
     && if [ -s /run/secrets/buildkit-pip-conf ]; then export PIP_CONFIG_FILE=/run/secrets/buildkit-pip-conf; fi \
     && if [ -s /run/secrets/buildkit-uv-conf ]; then export UV_CONFIG_FILE=/run/secrets/buildkit-uv-conf; fi \
@@ -55,7 +56,7 @@ RUN --mount=type=cache,target=/root/.cache/uv,sharing=locked \
         || { python -m venv /tmp/buildkit-py/uv-boot && /tmp/buildkit-py/uv-boot/bin/pip install --no-cache-dir --target /root/.cache/uv/buildkit-py/uv-0.13.0 --no-deps --only-binary=:all: --ignore-requires-python uv==0.13.0 && rm -rf /tmp/buildkit-py/uv-boot; }; \
     fi \
     && /root/.cache/uv/buildkit-py/uv-0.13.0/bin/uv pip install --require-hashes -r /tmp/buildkit-py/locked-requirements.txt \
-    && { python -m compileall -q -j 0 -x '/tests?/' /opt/venv/lib || true; }
+    && { python /tmp/buildkit-py/bytecode.py /opt/venv/lib || true; }
 
 # The launcher (ENTRYPOINT): accelerator checks and the cluster contract, then the trainer; compiled
 # here, since with PYTHONDONTWRITEBYTECODE every container start would compile it again (~10 ms)
@@ -79,7 +80,7 @@ LABEL org.opencontainers.image.base.name="127.0.0.1:5000/lock/base:1" \
     dev.buildkit-py.cuda="none" \
     dev.buildkit-py.cudnn="none" \
     org.opencontainers.image.base.digest="sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd" \
-    dev.buildkit-py.lock-digest="sha256:546aec62c2021700134cf3b2e4533f839f5844e3684a84d89ad93c394a6e88ea" \
+    dev.buildkit-py.lock-digest="sha256:2c4b473795cfd749a93c2b193a4565bbd15e18565986f8ed85d73d4f640d594c" \
     dev.buildkit-py.plan="{\"accelerator\":null,\"base_image\":\"127.0.0.1:5000/lock/base:1\",\"cuda\":null,\"cuda_archs\":[],\"cuda_flavor\":null,\"cudnn\":null,\"framework\":null,\"gpu\":false,\"index_url\":null,\"python\":\"3.11\"}"
 ENTRYPOINT ["python", "-m", "buildkit_launcher", "--", "python", "-m", "trainer.task"]
 CMD []
