@@ -36,6 +36,15 @@ def docker(testenv, *args, check=True) -> subprocess.CompletedProcess:
                           env={"DOCKER_HOST": testenv["DOCKER_HOST"], "PATH": "/usr/bin:/bin"})
 
 
+def assert_compiled(testenv, image: str, module: str) -> None:
+    """MODULE, installed by an install step, has its .pyc in the image (the step's bytecode helper ran), and the
+    helper, mounted for the step alone, is not in the image."""
+    code = (f"import os, {module}; print(os.path.isfile({module}.__cached__), "
+            "os.path.exists('/tmp/buildkit-py/bytecode.py'))")
+    shown = docker(testenv, "run", "--rm", "--network", "none", "--entrypoint", "/opt/venv/bin/python", image, "-c", code)
+    assert shown.stdout.split() == ["True", "False"], shown.stdout + shown.stderr
+
+
 def quickstart_tags(testenv) -> list[str]:
     """The engine's buildkit-py/quickstart tags and the image each names, in an order of their own: the engine lists
     images by creation time, which an image the fast path appended shares with the image it was appended to."""
@@ -140,6 +149,7 @@ def test_secrets_never_reach_the_image_or_the_logs(testenv, quickstart, tmp_path
                  "--no-cache")
     assert proc.returncode == 0, proc.stderr[-4000:]
     ref = json.loads(proc.stdout)["tags"][0]
+    assert_compiled(testenv, ref, "six")
     history = docker(testenv, "history", "--no-trunc", ref).stdout
     config = docker(testenv, "image", "inspect", ref).stdout
     saved = tmp_path / "image.tar"

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_build_e2e import APPENDER, docker
+from test_build_e2e import APPENDER, assert_compiled, docker
 
 from buildkit_py.builders import BUILDERS, BuildahBuilder, BuildkitCliBuilder, LegacyBuilder, builder_class
 from conftest import CA_BUNDLE, REPO, assert_secrets_absent, run_cli, secret_inputs
@@ -59,6 +59,7 @@ def test_same_tags_labels_and_push_as_buildkit_and_no_secret_in_the_image(testen
     assert inspect["Config"]["Labels"]["dev.buildkit-py.content-digest"] == result["content_digest"]
     run = docker(testenv, "run", "--rm", "--network", "host", pushed["image"])
     assert "trained: w=" in run.stdout
+    assert_compiled(testenv, pushed["image"], "six")
 
     # Checked as for BuildKit: logs, history, config and every file of every layer.
     history = docker(testenv, "history", "--no-trunc", pushed["image"]).stdout

@@ -664,15 +664,17 @@ def test_a_code_edit_behind_a_token_service_logs_in_once_and_the_next_meets_no_c
                  "DOCKER_HOST": "unix:///nonexistent.sock"}
         first = build(testenv, root, cache, "--tag", guarded, env=login)
         assert first.returncode == 0 and "appended the code layer" in first.stderr, first.stderr[-2000:]
-        # One token for the first requests' pulls, one for the uploads' push: not one for each of a dozen connections.
-        assert len(tokens.issued) == 2 and tokens.challenged > 0
+        # One token for the first requests' pulls, one for the uploads' push (or one alone, where an upload's challenge,
+        # which names pull and push, was the first answered): not one for each of a dozen connections.
+        issued = len(tokens.issued)
+        assert issued in (1, 2) and tokens.challenged > 0, (issued, tokens.challenged)
         with (root / "trainer" / "task.py").open("a") as handle:
             handle.write(f"\n# {uuid.uuid4().hex}\n")
         challenged = tokens.challenged
         second = build(testenv, root, cache, "--tag", guarded, "--tag", f"{guarded}:ci-{uuid.uuid4().hex[:8]}",
                        env=login)
         assert second.returncode == 0 and "appended the code layer" in second.stderr, second.stderr[-2000:]
-        assert tokens.challenged == challenged and len(tokens.issued) == 3  # one token, for pulls and pushes
+        assert tokens.challenged == challenged and len(tokens.issued) == issued + 1  # one token, for pulls and pushes
         assert password not in first.stderr + first.stdout + second.stderr + second.stdout
         assert not any(password in f.read_text(errors="replace") for f in cache.rglob("*") if f.is_file())
     digest = json.loads(second.stdout)["pushed"][0]["digest"]
