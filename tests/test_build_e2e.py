@@ -38,7 +38,7 @@ def docker(testenv, *args, check=True) -> subprocess.CompletedProcess:
 
 def assert_compiled(testenv, image: str, module: str) -> None:
     """MODULE, installed by an install step, has its .pyc in the image (the step's bytecode helper ran), and the
-    helper, mounted for the step alone, is not in the image."""
+    helper, mounted for the step alone, is not left where the step saw it."""
     code = (f"import os, {module}; print(os.path.isfile({module}.__cached__), "
             "os.path.exists('/tmp/buildkit-py/bytecode.py'))")
     shown = docker(testenv, "run", "--rm", "--network", "none", "--entrypoint", "/opt/venv/bin/python", image, "-c", code)

@@ -8,8 +8,9 @@ What `python -m compileall -q -j 0 -x '/tests?/' DIR` does, the packages' own te
 but the files that earlier layers compiled are checked here, in this process, and only the others are sent to the
 worker processes: compileall -j sends every file to its workers, which took 0.85 s to find nothing to do in
 scikit-learn + pandas (0.1 s here), most of a requirements edit's compile. A file that does not compile is left to
-fail at import, as pip leaves it, and the step goes on (exit 0). The build mounts this file for the step alone, so
-it is never in the image. Standard library only; Python 3.7+; runs as a script (no package around it).
+fail at import, as pip leaves it, and the step goes on (exit 0). The build mounts this file for the step alone: no
+install layer holds it, and only its own bytes are in the step's cache key (it ships later with the launcher package,
+as imports.py does). Standard library only; Python 3.7+; runs as a script (no package around it).
 """
 
 from __future__ import annotations
