@@ -10,7 +10,6 @@ import os
 import sys
 
 from ..errors import BuildkitError, show, terminal_line
-from .output import VERSION
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug of ours, not the user's input
 
@@ -19,11 +18,15 @@ __all__ = ["INTERNAL_ERROR", "VERSION", "autopackage_main", "build_parser", "mai
 
 def __getattr__(name: str):
     """The parser and the flag tables it is built from load with the first command that parses: `--version` needs
-    neither."""
+    neither; what it prints loads with it (the warm process's client, cli.warm, needs none of them)."""
     if name in ("build_parser", "parse"):
         from . import parser
 
         return getattr(parser, name)
+    if name == "VERSION":
+        from .output import VERSION
+
+        return VERSION
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -50,6 +53,8 @@ def _report(exc: BaseException, debug: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--version" in argv and set(argv) <= {"--version", "--debug"}:  # argparse's answer, without building the parser
+        from .output import VERSION
+
         print(VERSION)
         return 0
     from .parser import parse
