@@ -729,6 +729,9 @@ def test_code_the_registry_has_already_is_not_sent_again_and_its_upload_session_
     assert not kept & sent
     cancelled = [p for m, p in proxy.seen if m == "DELETE" and p.startswith(f"/v2/{path}/blobs/uploads/")]
     assert len(cancelled) == 2, proxy.seen
+    # Every upload session started (ahead of the staging, or for a blob) is either used or cancelled: none is left.
+    started = [p for m, p in proxy.seen if m == "POST" and p.startswith(f"/v2/{path}/blobs/uploads/")]
+    assert len(started) == len(cancelled) + sum(1 for m, p in proxy.seen if m == "PUT" and "/blobs/uploads/" in p)
 
 
 def test_an_attestation_the_registry_refuses_leaves_the_appended_image_pushed_and_says_so(testenv, base, tmp_path):
@@ -860,3 +863,29 @@ def test_an_unchanged_push_keeps_the_image_and_a_new_commit_alone_changes_its_re
     printed = run_cli("print", "digest", "--config", str(root / "buildkit.yaml"), "--tag", repo,
                       env={**testenv, "BUILDKIT_PY_CACHE_DIR": str(cache)})
     assert printed.returncode == 0 and printed.stdout.strip() == f"{repo}@{result['pushed'][0]['digest']}", printed.stderr
+
+
+def test_a_code_edit_starts_its_uploads_ahead_and_leaves_no_session_behind(testenv, base, tmp_path):
+    """The kept recipe found, the layer's, config's and attestations' upload sessions are started before the files
+    are staged: each blob then goes up in one PUT on a session started ahead, and none is left open."""
+    proxy, _, _, repo = base
+    root, cache = _edited(base, tmp_path, f"ahead {uuid.uuid4().hex}")
+    nowhere = {"DOCKER_HOST": "unix:///nonexistent.sock"}
+    assert build(testenv, root, cache, "--tag", repo, env=nowhere).returncode == 0
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write(f"# {uuid.uuid4().hex}\n")
+    proxy.seen[:] = []
+    proc = build(testenv, root, cache, "--tag", repo, env=nowhere)
+    assert proc.returncode == 0 and "appended the code layer" in proc.stderr, proc.stderr[-2000:]
+    seen = list(proxy.seen)
+    posts = [i for i, (m, p) in enumerate(seen) if m == "POST" and "/blobs/uploads/" in p]
+    puts = [i for i, (m, p) in enumerate(seen) if m == "PUT" and "/blobs/uploads/" in p]
+    assert len(posts) == len(puts) == 4, seen  # the layer, the config, the SBOM, the provenance
+    assert max(posts) < min(puts), seen  # every session started before the first blob went up
+    assert not any(m == "DELETE" for m, _ in seen), seen
+    # --no-attest: two sessions, for the layer and the config.
+    with (root / "trainer" / "task.py").open("a") as handle:
+        handle.write(f"# {uuid.uuid4().hex}\n")
+    proxy.seen[:] = []
+    assert build(testenv, root, cache, "--tag", repo, "--no-attest", env=nowhere).returncode == 0
+    assert sum(1 for m, p in proxy.seen if m == "POST" and "/blobs/uploads/" in p) == 2, proxy.seen

@@ -49,13 +49,21 @@ def build_project(project: Project, options: BuildOptions, reporter: Reporter) -
     if servable and options.push and options.fast_path and not options.no_cache:
         kept = _recipe.kept(key, tags)
         if kept is not None:
+            client = None
             if not kept.remote:  # the registry's login (a token) comes while the fast path loads
                 from ..oci.client import RegistryClient
 
-                RegistryClient(kept.refs("latest", None)[0]).log_in_ahead()
+                client = RegistryClient(kept.refs("latest", None)[0])
+                client.log_in_ahead()
+                # And the upload sessions of a code edit's layer and config (and attestations): started meanwhile.
+                client.open_uploads(4 if options.attest else 2)
             from ..pipeline.fastbuild import append_edit
 
-            outcome = append_edit(kept, options, reporter, started)
+            try:
+                outcome = append_edit(kept, options, reporter, started)
+            finally:
+                if client is not None:
+                    client.cancel_uploads()
             if isinstance(outcome, BuildResult):
                 return outcome
             said = outcome

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 
 WARM_ENV = "BUILDKIT_PY_WARM"
 WARM_IDLE = 900.0  # seconds a warm process waits for its next command
@@ -53,10 +52,11 @@ def main() -> int:
     from . import main as run_here
 
     try:
-        return run_here(argv)
+        code = run_here(argv)
     finally:
         if mode and argv and argv[0] in WARM_COMMANDS:
             _start_server()
+    _leave(code)
 
 
 def _mode() -> bool | str:
@@ -308,10 +308,10 @@ def serve(path: str) -> None:
     _leave(code, conn)
 
 
-def _leave(code: int, conn) -> None:
-    """End the child as the interpreter ends a process (its threads joined, its exit functions run, its streams
-    flushed), say the status to the client, and exit without tearing down every module the warm process loaded:
-    that teardown, tens of milliseconds, is what a client would otherwise wait for."""
+def _leave(code: int, conn=None) -> None:
+    """End the process as the interpreter ends one (its threads joined, its exit functions run, its streams
+    flushed), say the status to the client (CONN: a warm process's child), and exit without tearing down every
+    module loaded: that teardown, tens of milliseconds, is what the user would otherwise wait for."""
     import atexit
     import threading
 
@@ -325,7 +325,8 @@ def _leave(code: int, conn) -> None:
         except (OSError, ValueError):
             code = code or 120  # as the interpreter exits when its streams cannot be flushed
     code &= 0xFF  # what a process's exit status keeps of it
-    _reply(conn, b"exit %d\n" % code)
+    if conn is not None:
+        _reply(conn, b"exit %d\n" % code)
     os._exit(code)
 
 
@@ -447,9 +448,10 @@ def _reply(conn, line: bytes) -> None:
         pass  # the client left: its command runs to its end all the same, as a terminal's would after a hang-up
 
 
-def _take(conn, identity: bytes, current: Callable[[], bool]) -> tuple | None:
+def _take(conn, identity: bytes, current) -> tuple | None:
     """A client's request: (its standard streams, cwd, umask, argv, environment); None, said to the client, where
-    it is another user's, another interpreter's, or this process's code changed (the process then leaves)."""
+    it is another user's, another interpreter's, or this process's code changed (CURRENT() is False: the process
+    then leaves). Standard library only, as all of the client's side: its imports are each command's cost."""
     import socket
     import struct
 

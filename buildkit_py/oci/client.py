@@ -130,6 +130,21 @@ def _remember(registry: str, path: str, challenge: str) -> None:
         pass  # only a head start: the next command meets the challenge again
 
 
+class _Sessions:
+    """Upload sessions started ahead of the blobs they will take, each on a connection of its own (answered while
+    the command stages and packs its files: a small blob then costs one request, its PUT, on an open connection).
+    Shared by every client of one repository in a command, as the login is."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: list[Callable[[], tuple[RegistryClient, str] | None]] = []
+        self.blobs: dict[str, Callable[[], dict[str, bool]]] = {}  # blobs asked for ahead: each one's answers
+
+
+AHEAD_MAX = 4 << 20  # bytes: a blob up to this size takes a session started ahead, sent without asking for it first
+BLOB_CHECKS = 4  # connections that ask at once whether the layers the registry should have are still there
+
+
 class RegistryClient:
     """The registry HTTP API v2 for one repository: anonymous, basic or bearer-token auth as the registry's
     challenge asks (the scope it names: pull, or pull and push), with the credentials this module finds."""
@@ -147,6 +162,8 @@ class RegistryClient:
         # build's attestations, a code edit's head start); a client given its own providers has its own.
         self._login = _Login() if providers is not None else asked_once(("registry login", ref.registry, ref.path),
                                                                          _Login)
+        self._sessions = _Sessions() if providers is not None else asked_once(
+            ("upload sessions", ref.registry, ref.path), _Sessions)
 
     @property
     def credentials_source(self) -> str | None:
@@ -158,8 +175,55 @@ class RegistryClient:
         one's; it shares this one's login: a challenge either answers (a first request's, a token that expired)
         is answered for both, so a push over many connections asks the token service once, not once for each."""
         other = RegistryClient(self.ref, self.providers)
-        other._login = self._login
+        other._login, other._sessions = self._login, self._sessions
         return other
+
+    def open_uploads(self, count: int) -> None:
+        """Start COUNT upload sessions now, for blobs to come (a code edit's layer, config and attestations): the
+        small blobs upload_blob() sends take them; those not taken are cancelled by cancel_uploads()."""
+        with self._sessions.lock:
+            self._sessions.pending += [in_background(_open_session, self.fork()) for _ in range(count)]
+
+    def uploads_ahead(self) -> bool:
+        """Whether a session started ahead is left (taken_upload() may still find none: another blob took it)."""
+        with self._sessions.lock:
+            return bool(self._sessions.pending)
+
+    def taken_upload(self) -> tuple[RegistryClient, str] | None:
+        """A session started ahead (the client whose connection started it, and its Location), waited for where it
+        is still being started; None where none is left or it could not be started."""
+        with self._sessions.lock:
+            waiting = self._sessions.pending.pop(0) if self._sessions.pending else None
+        return waiting() if waiting is not None else None
+
+    def check_blobs(self, digests: Sequence[str]) -> None:
+        """Ask now, over a few connections at once, whether the registry still has these blobs (a code edit's lower
+        layers, while its files are staged): has_blob() then answers from what was asked."""
+        with self._sessions.lock:
+            new = [d for d in dict.fromkeys(digests) if d not in self._sessions.blobs]
+            for i in range(min(BLOB_CHECKS, len(new))):
+                waiting = in_background(_heads, self.fork(), new[i::BLOB_CHECKS])
+                self._sessions.blobs.update(dict.fromkeys(new[i::BLOB_CHECKS], waiting))
+
+    def has_blob(self, digest: str) -> bool:
+        """Whether the registry has the blob: as check_blobs() asked, else asked now."""
+        with self._sessions.lock:
+            waiting = self._sessions.blobs.get(digest)
+        try:
+            answers = waiting() if waiting is not None else {}
+        except RegistryError:
+            answers = {}  # asked again here, where a failure is the caller's to say
+        found = answers.get(digest)
+        return found if found is not None else send(self, "HEAD", f"blobs/{digest}", {}).status_code == 200
+
+    def cancel_uploads(self) -> None:
+        """Cancel the sessions started ahead that no blob took, all at once (an edit whose blobs each took one has
+        none left to wait for)."""
+        cancelling = []
+        while (taken := self.taken_upload()) is not None:
+            cancelling.append(in_background(_cancel, *taken))
+        for waiting in cancelling:
+            waiting()
 
     def request(self, method: str, path: str, headers: dict[str, str], data: bytes | None = None):
         """The response; a 401 is answered once with the credentials its challenge asks for. PATH is relative
@@ -295,13 +359,56 @@ def send(client: RegistryClient, method: str, path: str, headers: dict[str, str]
         time.sleep(retry_delay(attempt, BACKOFF, MAX_WAIT, wait))
 
 
+def _open_session(client: RegistryClient) -> tuple[RegistryClient, str] | None:
+    try:
+        started = send(client, "POST", "blobs/uploads/", {"Content-Length": "0"})
+    except RegistryError:
+        return None  # met again, and said, by the blob's own session
+    location = started.headers.get("Location", "")
+    return (client, location) if started.status_code == 202 and location else None
+
+
+def _heads(client: RegistryClient, digests: Sequence[str]) -> dict[str, bool]:
+    return {d: send(client, "HEAD", f"blobs/{d}", {}).status_code == 200 for d in digests}
+
+
+def _cancel(client: RegistryClient, location: str) -> None:
+    try:
+        client.request("DELETE", location, {})
+    except RegistryError:
+        pass  # the registry drops an abandoned session in time
+
+
+def _put_blob(client: RegistryClient, location: str, digest: str, data: bytes):
+    return client.request("PUT", location + ("&" if "?" in location else "?") + f"digest={digest}",
+                          {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}, data)
+
+
 def upload_blob(client: RegistryClient, ref: ImageRef, digest: str, data: bytes, *, new: bool = False,
-                likely_new: bool = False) -> bool:
+                likely_new: bool = False, seen: bool = False) -> bool:
     """Upload a blob unless the registry has it; True when it was sent. new: the blob names what was just pushed (an
     attestation of a new image), so the registry cannot have it: not asked first. likely_new (a code layer, a
     config just made): asked while the upload session starts, so that a new blob costs no round trip for the
     question (one the registry has costs a session, cancelled). A failed upload starts again from a new upload
-    session (the failed one may be gone)."""
+    session (the failed one may be gone). A small blob takes a session started ahead (open_uploads) where one is
+    left: a new or likely new one goes up at once, unasked (a registry that has it takes it again); one SEEN before
+    (its image was written from this machine: the registry likely has it) is asked for first, and left unsent."""
+    if (new or likely_new) and len(data) <= AHEAD_MAX and client.uploads_ahead():
+        if seen and not new and client.has_blob(digest):
+            return False
+        ahead = client.taken_upload()
+    else:
+        ahead = None
+    if ahead is not None:
+        # On the connection that started the session, which CLIENT keeps for its next requests (a manifest's PUT).
+        opener, location = ahead
+        client.transport, opener.transport = opener.transport, client.transport
+        try:
+            put = _put_blob(client, location, digest, data)
+        except Unreachable:
+            put = None
+        if put is not None and put.status_code in (201, 204):
+            return True  # else tried again from a session of its own, which says what fails
     asked = in_background(send, client.fork(), "HEAD", f"blobs/{digest}", {}) if likely_new and not new else None
     if not new and asked is None and send(client, "HEAD", f"blobs/{digest}", {}).status_code == 200:
         return False
@@ -321,8 +428,7 @@ def upload_blob(client: RegistryClient, ref: ImageRef, digest: str, data: bytes,
             return False
         asked = None
         try:
-            put = client.request("PUT", location + ("&" if "?" in location else "?") + f"digest={digest}",
-                                 {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}, data)
+            put = _put_blob(client, location, digest, data)
         except Unreachable:
             if attempt == ATTEMPTS:
                 raise

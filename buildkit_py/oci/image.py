@@ -18,7 +18,6 @@ from .client import PushResult, RegistryClient, check_answer, json_object, refus
 from .media import IMAGE_TYPES, LAYER_TYPES, digest_of
 from .refs import ImageRef
 
-LAYER_CHECKS = 4  # connections that ask at once whether the layers the registry should have are still there
 _TAGGED = (201, 200)  # a manifest PUT that stored and tagged
 
 
@@ -137,7 +136,7 @@ class Written:
 
 def _lost_layer(client: RegistryClient, digests: Sequence[str]) -> str | None:
     """The first of these blobs the registry does not have, or None."""
-    return next((d for d in digests if send(client, "HEAD", f"blobs/{d}", {}).status_code != 200), None)
+    return next((d for d in digests if not client.has_blob(d)), None)
 
 
 def _answer(request: Callable[[], Any]) -> Any:
@@ -149,22 +148,24 @@ def _answer(request: Callable[[], Any]) -> Any:
 
 
 def write(client: RegistryClient, image: Image, refs: Sequence[ImageRef],
-          stored: Callable[[set[str]], None] | None = None) -> Written:
+          stored: Callable[[set[str]], None] | None = None, seen: bool = False) -> Written:
     """Send IMAGE to the repository of REFS (all of one repository) and tag it under each: the layers it made and
     its config uploaded (the layers the registry should have checked meanwhile, over a few connections at once),
     then the manifest under every tag at once. stored: called with the config and manifest digests once the
-    registry holds the image under the first ref, while the others are still being tagged.
+    registry holds the image under the first ref, while the others are still being tagged. seen: this machine
+    wrote the image before (its blobs are likely in the registry: asked for before they are sent).
     Raises LostLayer before any tag when a layer it takes from the registry is gone, Refused where the registry
     refuses the manifest under every tag, PartlyTagged where some tags were written, RegistryError otherwise."""
     started = time.perf_counter()
     ref = refs[0]
     kept = [layer.digest for layer in image.layers if layer.blob is None]
-    lost = [in_background(_lost_layer, client.fork(), kept[i::LAYER_CHECKS]) for i in range(LAYER_CHECKS) if kept[i:]]
+    client.check_blobs(kept)  # asked at once, unless asked ahead (a code edit asks while it stages its files)
+    lost = [in_background(_lost_layer, client.fork(), kept)] if kept else []
     # The config and the layers made here are new unless the same content went up before: asked meanwhile.
     config_sent = in_background(lambda: upload_blob(client.fork(), ref, image.config_digest, image.config,
-                                                    likely_new=True))
-    sent = tuple(layer.digest for layer in image.layers
-                 if layer.blob is not None and upload_blob(client, ref, layer.digest, layer.blob, likely_new=True))
+                                                    likely_new=True, seen=seen))
+    sent = tuple(layer.digest for layer in image.layers if layer.blob is not None and upload_blob(
+        client, ref, layer.digest, layer.blob, likely_new=True, seen=seen))
     config_sent()
     timings = [("upload", time.perf_counter() - started)]
     missing = next((d for d in (check() for check in lost) if d), None)

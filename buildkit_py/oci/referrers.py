@@ -149,8 +149,9 @@ def config_labels(client: RegistryClient, ref: ImageRef, digest: str) -> dict[st
 
 
 def _send_blob(client: RegistryClient, ref: ImageRef, subject: str, data: bytes) -> None:
-    # A blob that names the subject, pushed just now, is in no registry yet: not asked for first.
-    upload_blob(client, ref, digest_of(data), data, new=subject.encode() in data)
+    # A blob that names the subject, pushed just now, is in no registry yet: not asked for first (the provenance
+    # names it as its hex digest, the SBOM with its algorithm).
+    upload_blob(client, ref, digest_of(data), data, new=subject.removeprefix("sha256:").encode() in data)
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ def attempt(staged: Staged, options: BuildOptions, record: fastpath.Record | Non
             if untagged:
                 reporter.message(untagged)
     fastpath.save_record(replace(record, manifest=appended.pushed[0].digest, content_tag=refs[0].tag or "",
-                                 imports=checked(imports),
+                                 imports=checked(imports), sent=appended.sent(record),
                                  listed=appended.attached[0].listed if appended.attached else record.listed), reporter)
     return Attempt(appended, parts)
 
@@ -211,6 +211,7 @@ def append_edit(recipe: Recipe, options: BuildOptions, reporter: Reporter, start
     record = fastpath.load_record(recipe.repository, recipe.variant)
     if record is None or recipe.remote:
         return None
+    fastpath.check_ahead(recipe.refs("latest", None)[0], record, recipe.platform)
     describing = in_background(git_revision, recipe.root)  # a git run or two, while the files are copied
     with staging(recipe, describing, reporter, started) as staged:
         tried = attempt(staged, options, record, reporter)

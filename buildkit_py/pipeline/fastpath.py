@@ -81,6 +81,12 @@ class Record:
     imports: tuple[str, ...] | None = None  # the modules its build's import check imported; None: no check
     # How the registry listed the last append's attestations ("referrers API" or "tag schema"); None: not known yet.
     listed: str | None = None
+    # The code layers this machine appended to the repository, newest last (RECENT_LAYERS at most): an edit back to
+    # one of them asks the registry before it sends the layer again.
+    sent: tuple[str, ...] = ()
+
+
+RECENT_LAYERS = 32
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,13 @@ class Appended:
     # Its attestations (CodeEdit.attestations) as the registry took them; None: left to the publisher (an image
     # tagged again, unchanged: its own are there).
     attached: tuple[Attached, ...] | None = None
+    layer: str | None = None  # the digest of the code layer appended; None: nothing appended
+
+    def sent(self, record: Record) -> tuple[str, ...]:
+        """RECORD's appended layers, this one's added."""
+        if self.layer is None:
+            return record.sent
+        return (*(d for d in record.sent if d != self.layer), self.layer)[-RECENT_LAYERS:]
 
 
 def _instructions(text: str) -> list[tuple[str, str]]:
@@ -173,7 +186,8 @@ def load_record(repository: str, variant: str | None) -> Record | None:
         return Record(repository, variant, tuple((str(k), str(v)) for k, v in data["parts"]),
                       str(data["manifest"]), str(data["content_tag"]),
                       tuple(map(str, imports)) if isinstance(imports, list) else None,
-                      data["listed"] if data.get("listed") in ("referrers API", "tag schema") else None)
+                      data["listed"] if data.get("listed") in ("referrers API", "tag schema") else None,
+                      tuple(str(d) for d in data.get("sent") or () if DIGEST.fullmatch(str(d))))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -188,6 +202,7 @@ def save_record(record: Record, reporter: Reporter | None = None) -> None:
             "scheme": RECORD_SCHEME, "repository": record.repository, "variant": record.variant,
             "parts": [list(p) for p in record.parts], "manifest": record.manifest, "content_tag": record.content_tag,
             "imports": list(record.imports) if record.imports is not None else None, "listed": record.listed,
+            "sent": list(record.sent),
         }, indent=1) + "\n")
     except OutputError as exc:
         if reporter is not None:
@@ -355,6 +370,21 @@ def _previous(client: RegistryClient, ref: ImageRef, digest: str, platform: str 
     return read_image(manifest, media, config, "the previous image")
 
 
+def check_ahead(ref: ImageRef, record: Record, platform: str | None) -> None:
+    """Ask the registry of REF, while the edit stages its files, whether it still has the recorded image's lower
+    layers, from this machine's copy of its manifest (an image without one is asked at its write)."""
+    manifest = _kept(record.manifest)
+    try:
+        if manifest is not None and manifest.get("mediaType") in INDEX_TYPES:
+            manifest = _kept(_platform_manifest(RegistryClient(ref), ref, manifest, platform)[0])
+        layers = manifest.get("layers") if manifest is not None else None
+        digests = [str(layer["digest"]) for layer in layers[:-1]] if isinstance(layers, list) else []
+    except (RegistryError, KeyError, TypeError):
+        return  # the write reads the image and says what is wrong with it
+    if digests:
+        RegistryClient(ref).check_blobs(digests)
+
+
 READ_AHEAD_WAIT = 2.0  # seconds a full build waits at most for its read-ahead (each request tried once)
 
 
@@ -451,7 +481,7 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     riding = in_background(send_artifacts, client.fork(), repository, subject, artifacts,
                            record.listed == "tag schema") if artifacts else None
     try:
-        written = write(client, image, refs, stored)
+        written = write(client, image, refs, stored, seen=image.layers[-1].digest in record.sent)
     except LostLayer as exc:
         if send(client, "HEAD", f"manifests/{record.manifest}", {}).status_code == 404:
             # Read from this machine's copy, of an image the registry has lost whole (wiped or garbage-collected):
@@ -472,4 +502,4 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
         except RegistryError as exc:
             reporter.message(unattached(f"{ref.repository}@{image.digest}", exc))
             attached = ()
-    return Appended(image.config_digest, written.pushed, tuple(timings) + written.timings, attached)
+    return Appended(image.config_digest, written.pushed, tuple(timings) + written.timings, attached, top.digest)

@@ -43,6 +43,7 @@ def publish(made: Made, options: BuildOptions, reporter: Reporter, engine: Build
     holds the image (needed only to push it); extra: more refs of the same image pushed after the tags and left out
     of the result (the inline cache's tag)."""
     result = made.result
+    keep = None
     if options.push and not result.pushed:
         assert engine is not None, "an image not in the registry yet is pushed by the builder that holds it"
         pushed = push_image(engine.push, [*made.refs, *extra], reporter)[:len(made.refs)]
@@ -50,9 +51,15 @@ def publish(made: Made, options: BuildOptions, reporter: Reporter, engine: Build
         if made.keep is not None:
             from . import fastpath
 
-            fastpath.save_record(replace(made.keep, manifest=pushed[0].digest), reporter)
+            keep = replace(made.keep, manifest=pushed[0].digest)
             fastpath.read_ahead(made.refs[0], pushed[0].digest, result.recipe.platform)
-    return result if made.attested else attested(result, made.refs, options, reporter, made.revision)
+    result = result if made.attested else attested(result, made.refs, options, reporter, made.revision)
+    if keep is not None:  # with how the registry listed the attestations: the next edit reads that listing at once
+        from . import fastpath
+
+        fastpath.save_record(replace(keep, listed=result.attestations[0].listed if result.attestations else None),
+                             reporter)
+    return result
 
 
 def publish_index(index: Made, platforms: Sequence[Made], options: BuildOptions, reporter: Reporter) -> BuildResult:
