@@ -48,6 +48,7 @@ from launcher import first_line_seconds
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from buildkit_py.cli.warm import stop  # noqa: E402
 from buildkit_py.config import default_ca_bundle  # noqa: E402
 
 DOCKER = os.environ.get("BUILDKIT_DOCKER", "/usr/bin/docker")
@@ -281,6 +282,27 @@ def edit_code(root: Path) -> None:
     task.write_text(task.read_text().replace('"trained', f'"trained ({uuid.uuid4().hex[:6]})'))
 
 
+@contextmanager
+def warm_process(tmp: Path):
+    """The environment of a command typed at a terminal (BUILDKIT_PY_WARM's auto is on there; set here, as the
+    output is captured), with a runtime directory of its own; the warm process it starts is ended afterwards."""
+    runtime = tmp / "run"
+    runtime.mkdir()
+    env = {"BUILDKIT_PY_WARM": "1", "XDG_RUNTIME_DIR": str(runtime)}
+    try:
+        yield env
+    finally:
+        stop(str(next(runtime.iterdir(), runtime)))
+
+
+def wait_listening(env: dict[str, str]) -> None:
+    deadline = time.monotonic() + 60
+    while not any("listening at" in log.read_text() for log in Path(env["XDG_RUNTIME_DIR"]).glob("*/*.log")):
+        if time.monotonic() > deadline:
+            raise SystemExit("the warm process did not start within a minute")
+        time.sleep(0.1)
+
+
 def fast_path_extras(way: BuildkitPy, storage: Path) -> dict[str, float]:
     """More one-line edits after the three steps: by the fast path with no engine reachable (DOCKER_HOST names a
     socket that does not exist), then with --no-fast-path (BuildKit's build and the engine's push of the same
@@ -299,6 +321,17 @@ def fast_path_extras(way: BuildkitPy, storage: Path) -> dict[str, float]:
             if not stages:
                 raise SystemExit("the code edit with no engine did not take the fast path")
             extras.update({f"fast_{name}_s": seconds for name, seconds in stages.items()})
+    # As typed at a terminal, where the warm process is on: its first command runs alone and starts it.
+    with warm_process(way.root.parent) as env:
+        edit_code(way.root)
+        way.build(False, env=env)
+        wait_listening(env)
+        edit_code(way.root)
+        start = time.perf_counter()
+        way.build(False, env=env)
+        extras["edit_warm_s"] = time.perf_counter() - start
+        if not way.last.get("fast_path"):
+            raise SystemExit("the code edit through the warm process did not take the fast path")
     return extras
 
 
@@ -390,11 +423,16 @@ def table(medians: dict[str, dict[str, float]]) -> str:
              f"staging the files), base "
              f"{ours['fast_base_s'] * 1000:.0f} ms (the previous image's manifest, config and blob checks), tar "
              f"{ours['fast_tar_s'] * 1000:.0f} ms, upload {ours['fast_upload_s'] * 1000:.0f} ms, manifest and tags "
-             f"{ours['fast_manifest_s'] * 1000:.0f} ms."]
+             f"{ours['fast_manifest_s'] * 1000:.0f} ms. Through the warm process (as typed at a terminal): "
+             f"{ours['edit_warm_s']:.2f} s, {gcloud_edit(medians) / ours['edit_warm_s']:.0f}x the gcloud-style edit."]
     rows += ["", f"`buildkit-py dockerfile`: {ours['dockerfile_s']:.2f} s; `buildkit-py package`: "
              f"{ours['package_s']:.2f} s; launcher overhead at container start: "
              f"{ours['launcher_overhead_s'] * 1000:.0f} ms (medians).", ""] + targets(medians)
     return "\n".join(rows) + "\n"
+
+
+def gcloud_edit(medians: dict[str, dict[str, float]]) -> float:
+    return medians[Gcloud.name]["edit_s"]
 
 
 def targets(medians: dict[str, dict[str, float]]) -> list[str]:
@@ -404,17 +442,20 @@ def targets(medians: dict[str, dict[str, float]]) -> list[str]:
     checks = [
         ("one-line edit <= 1.0x the hand-layered floor (its build + push)", f"{ours['edit_s'] / floor['edit_s']:.2f}x",
          ours["edit_s"] <= floor["edit_s"]),
-        ("one-line edit >= 100x faster than gcloud-style", f"{gcloud['edit_s'] / ours['edit_s']:.0f}x",
-         gcloud["edit_s"] >= 100 * ours["edit_s"]),
+        ("one-line edit >= 200x faster than gcloud-style (issue 41)", f"{gcloud['edit_s'] / ours['edit_s']:.0f}x",
+         gcloud["edit_s"] >= 200 * ours["edit_s"]),
+        ("the same, through the warm process (a terminal's default)", f"{gcloud['edit_s'] / ours['edit_warm_s']:.0f}x",
+         gcloud["edit_s"] >= 200 * ours["edit_warm_s"]),
         ("the same edit with no engine (DOCKER_HOST pointing nowhere) <= 1.0x the floor",
          f"{ours['edit_no_engine_s']:.2f} s, {ours['edit_no_engine_s'] / floor['edit_s']:.2f}x",
          ours["edit_no_engine_s"] <= floor["edit_s"]),
-        ("cold build + push faster than naive", f"{ours['cold_s']:.1f} s vs {naive['cold_s']:.1f} s",
-         ours["cold_s"] < naive["cold_s"]),
+        ("cold build + push <= 0.7x naive (issue 41)",
+         f"{ours['cold_s']:.1f} s vs {naive['cold_s']:.1f} s, {ours['cold_s'] / naive['cold_s']:.2f}x",
+         ours["cold_s"] <= 0.7 * naive["cold_s"]),
         ("image no larger than naive", f"{fmt_bytes(ours['image_bytes'])} vs {fmt_bytes(naive['image_bytes'])}",
          ours["image_bytes"] <= naive["image_bytes"]),
-        ("requirements edit >= 2.5x faster than hand-layered", f"{floor['requirements_s'] / ours['requirements_s']:.2f}x",
-         floor["requirements_s"] >= 2.5 * ours["requirements_s"]),
+        ("requirements edit >= 5x faster than hand-layered (issue 41)",
+         f"{floor['requirements_s'] / ours['requirements_s']:.2f}x", floor["requirements_s"] >= 5 * ours["requirements_s"]),
         ("`buildkit-py dockerfile` < 0.3 s", f"{ours['dockerfile_s']:.2f} s", ours["dockerfile_s"] < 0.3),
         ("launcher overhead < 60 ms", f"{ours['launcher_overhead_s'] * 1000:.0f} ms", ours["launcher_overhead_s"] < 0.06),
     ]

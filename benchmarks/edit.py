@@ -23,37 +23,26 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compare import CONSOLE, REPO, SMALL, BuildkitPy, HandLayered, byte_compile, edit_code, fresh_registry, machine, write_trainer  # noqa: E402
+from compare import (  # noqa: E402
+    CONSOLE,
+    REPO,
+    SMALL,
+    BuildkitPy,
+    HandLayered,
+    byte_compile,
+    edit_code,
+    fresh_registry,
+    machine,
+    wait_listening,
+    warm_process,
+    write_trainer,
+)
 from latency import far  # noqa: E402
 from login import token_registry  # noqa: E402
-
-from buildkit_py.cli.warm import stop  # noqa: E402
-
-
-@contextmanager
-def warm_process(tmp: Path):
-    """The environment of a command typed at a terminal (BUILDKIT_PY_WARM's auto is on there; set here, as the
-    output is captured), with a runtime directory of its own; the warm process it starts is ended afterwards."""
-    runtime = tmp / "run"
-    runtime.mkdir()
-    env = {"BUILDKIT_PY_WARM": "1", "XDG_RUNTIME_DIR": str(runtime)}
-    try:
-        yield env
-    finally:
-        stop(str(next(runtime.iterdir(), runtime)))
-
-
-def wait_listening(env: dict[str, str]) -> None:
-    deadline = time.monotonic() + 60
-    while not any("listening at" in log.read_text() for log in Path(env["XDG_RUNTIME_DIR"]).glob("*/*.log")):
-        if time.monotonic() > deadline:
-            raise SystemExit("the warm process did not start within a minute")
-        time.sleep(0.1)
 
 # (row, target ratio, against which row): what issue 41 asks.
 TARGETS = (("edit, new tag", 0.5, "floor"), ("edit, new tag, warm process", 0.5, "floor"),

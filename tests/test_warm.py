@@ -220,3 +220,13 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
     except OSError:
         return True
+
+
+def test_a_runtime_directory_too_deep_for_a_socket_runs_commands_alone(console, tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    for _ in range(2):
+        proc = console("dockerfile", "--config", str(CONFIG), env={"XDG_RUNTIME_DIR": str(deep)})
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert not (deep / f"buildkit-py-warm-{os.getuid()}").exists() or not any(
+        (deep / f"buildkit-py-warm-{os.getuid()}").glob("*.sock"))

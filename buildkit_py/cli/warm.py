@@ -26,6 +26,8 @@ PROTOCOL = b"buildkit-py-warm/1"
 # container), `logs` and `submit` (which follow a job) and `autopackage` and `tune` run where they are typed.
 WARM_COMMANDS = frozenset({"build", "ci", "dockerfile", "job", "lock", "make", "matrix", "plan", "print", "push",
                            "resolve", "verify", "versions"})
+_SOCKET_PATH_MAX = 104  # bytes: sun_path holds 108 on Linux, 104 on macOS, with its NUL
+_LOG_MAX = 1 << 20
 # What the interpreter reads at start-up, and so what a child inherits from the warm process rather than from the
 # command: a command whose values differ goes to another warm process.
 _STARTUP_ENV = ("PYTHON", "LANG", "LC_")
@@ -93,11 +95,14 @@ def _socket_dir() -> str:
     return os.path.join(base, f"buildkit-py-warm-{os.getuid()}")
 
 
-def _socket_path(identity: bytes) -> str:
+def _socket_path(identity: bytes) -> str | None:
+    """Where the warm process of this identity listens; None where the path is too long for a Unix socket (a deep
+    XDG_RUNTIME_DIR): commands then run alone."""
     import zlib  # the name only picks the socket: the warm process compares the whole identity
 
     name = f"{zlib.crc32(identity):08x}{zlib.adler32(identity):08x}"
-    return os.path.join(_socket_dir(), f"{name}.sock")
+    path = os.path.join(_socket_dir(), f"{name}.sock")
+    return path if len(os.fsencode(path)) < _SOCKET_PATH_MAX else None
 
 
 def _private_dir(path: str, create: bool) -> bool:
@@ -124,7 +129,7 @@ def _served(argv: list[str], program: str) -> int | None:
 
     identity = _identity()
     path = _socket_path(identity)
-    if not _private_dir(os.path.dirname(path), create=False):
+    if path is None or not _private_dir(os.path.dirname(path), create=False):
         return None
     try:
         cwd = os.getcwd()
@@ -200,21 +205,20 @@ def _forward_signals(child: int) -> None:
         except OSError:
             pass
 
-    def stop(signum, _frame) -> None:
+    def suspend(signum, _frame) -> None:
         forward(signal.SIGSTOP, None)
         os.kill(os.getpid(), signal.SIGSTOP)  # SIGCONT, forwarded, wakes the command again
 
     for name in _FORWARDED:
         signal.signal(getattr(signal, name), forward)
-    signal.signal(signal.SIGTSTP, stop)
+    signal.signal(signal.SIGTSTP, suspend)
 
 
 def _start_server() -> None:
     """Start a warm process for the next command, once: none starts where one is starting (a second) or where the
     socket directory is not this user's alone."""
     path = _socket_path(_identity())
-    folder = os.path.dirname(path)
-    if not _private_dir(folder, create=True) or _listening(path):
+    if path is None or not _private_dir(os.path.dirname(path), create=True) or _listening(path):
         return
     marker = path[:-len(".sock")] + ".starting"
     try:
@@ -235,7 +239,9 @@ def _start_server() -> None:
 
     code = "import sys; sys.path[:] = sys.argv[2:]; from buildkit_py.cli.warm import serve; serve(sys.argv[1])"
     try:
-        with open(path[:-len(".sock")] + ".log", "ab") as log:
+        log_path = path[:-len(".sock")] + ".log"
+        # One line per command: a log past LOG_MAX starts again with the process.
+        with open(log_path, "ab" if not os.path.exists(log_path) or os.path.getsize(log_path) < _LOG_MAX else "wb") as log:
             subprocess.Popen([sys.executable, "-c", code, path, *sys.path], stdin=subprocess.DEVNULL,
                              stdout=log, stderr=log, start_new_session=True, env={
                                  **{k: v for k, v in os.environ.items() if k.startswith(_STARTUP_ENV) or k in (
