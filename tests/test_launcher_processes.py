@@ -397,3 +397,10 @@ def test_any_launcher_command_is_read_without_a_crash(tmp_path_factory, head, wo
         return  # DeepSpeed across machines with no count to write its hostfile with: said as an error
     trainer = command[launch.trainer:]
     assert out[:len(head)] == head and out[len(out) - len(trainer):] == trainer  # the trainer's words untouched
+
+
+def test_an_accelerate_config_file_no_file_can_be_named_is_read_as_none():
+    # A NUL in the name (hypothesis found it): open() raises ValueError, not OSError; the command runs uncounted.
+    assert launchers._accelerate_file("conf\x00.yaml") == ()
+    launch = launchers.find(["accelerate", "launch", "--config_file", "\x00", "train.py"], root="/nonexistent")
+    assert launch is not None

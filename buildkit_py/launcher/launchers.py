@@ -68,7 +68,7 @@ def _accelerate_file(path: str) -> tuple[tuple[str, str], ...]:
     try:
         with open(path, "rb") as handle:
             text = handle.read(MAX_CONFIG_BYTES).decode("utf-8", "replace")
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a name no file can have (a NUL in it)
         return ()
     if path.endswith(".json"):
         import json
