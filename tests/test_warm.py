@@ -111,7 +111,7 @@ def test_another_interpreter_setting_gets_a_warm_process_of_its_own(console):
     assert len(list(console.runtime.glob("*.sock"))) == 2
 
 
-@pytest.mark.parametrize("value", ["maybe", "2", "on please"])
+@pytest.mark.parametrize("value", ["maybe", "2", "on please", "\n", "1\n", "\u2028", "x" * 70000, "\udcff"])
 def test_a_setting_not_allowed_is_said(console, value):
     proc = console("dockerfile", "--config", str(CONFIG), warm=value)
     assert proc.returncode == 2 and proc.stdout == ""

@@ -47,7 +47,8 @@ def main() -> int:
     if isinstance(mode, str):  # a value not allowed, said as every error is
         print(f"buildkit-py: error: {WARM_ENV}: {mode}", file=sys.stderr)
         return 2
-    if mode and argv and argv[0] in WARM_COMMANDS:
+    warm = bool(mode and argv and argv[0] in WARM_COMMANDS)
+    if warm:
         served = _served(argv, sys.argv[0])
         if served is not None:
             return served
@@ -56,14 +57,14 @@ def main() -> int:
     try:
         code = run_here(argv)
     finally:
-        if mode and argv and argv[0] in WARM_COMMANDS:
+        if warm:
             _start_server()
     _leave(code)
 
 
 def _mode() -> bool | str:
     """Whether commands go to a warm process; a string: why the setting is not allowed."""
-    value = os.environ.get(WARM_ENV, "auto").strip().lower()
+    value = os.environ.get(WARM_ENV, "auto").strip(" \t").lower()  # only spaces and tabs: no line or separator
     if value in ("", "auto"):
         try:
             return os.isatty(2) and not os.environ.get("CI")
@@ -73,7 +74,7 @@ def _mode() -> bool | str:
         return True
     if value in ("0", "false", "no", "off"):
         return False
-    return f"{value[:40]!r} is not allowed: auto, 1 or 0"
+    return f"{value[:40]!r}{'...' if len(value) > 40 else ''} is not allowed: auto, 1 or 0"
 
 
 def _identity() -> bytes:
@@ -162,7 +163,7 @@ def _served(argv: list[str], program: str) -> int | None:
     status = replies.readline()
     conn.close()
     if not status.startswith(b"exit "):
-        print("buildkit-py: error: the warm process ended before the command did; set BUILDKIT_PY_WARM=0 to run "
+        print(f"buildkit-py: error: the warm process ended before the command did; set {WARM_ENV}=0 to run "
               "commands in their own process", file=sys.stderr)
         return 1
     code = int(status[5:])
@@ -480,14 +481,14 @@ def _take(conn, identity: bytes, current) -> tuple | None:
         for fd in fds:
             os.close(fd)
         return None
-    fields = b"".join(chunks).split(b"\0")
-    if len(fds) != 3 or len(fields) < 6 or fields[0] != PROTOCOL or fields[1:1 + identity.count(b"\0") + 1] != \
-            identity.split(b"\0") or not current():
+    fields, parts = b"".join(chunks).split(b"\0"), identity.split(b"\0")
+    if len(fds) != 3 or len(fields) < 6 or fields[0] != PROTOCOL or fields[1:1 + len(parts)] != parts \
+            or not current():
         for fd in fds:
             os.close(fd)
         _reply(conn, b"refused\n")
         return None
-    rest = fields[identity.count(b"\0") + 2:]
+    rest = fields[1 + len(parts):]
     try:
         cwd, umask, argc = os.fsdecode(rest[0]), int(rest[1]), int(rest[2])
         argv = [os.fsdecode(a) for a in rest[3:3 + argc]]

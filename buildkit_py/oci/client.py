@@ -131,9 +131,10 @@ def _remember(registry: str, path: str, challenge: str) -> None:
 
 
 class _Sessions:
-    """Upload sessions started ahead of the blobs they will take, each on a connection of its own (answered while
-    the command stages and packs its files: a small blob then costs one request, its PUT, on an open connection).
-    Shared by every client of one repository in a command, as the login is."""
+    """What a command asks a repository ahead, while it stages and packs its files: upload sessions for the blobs to
+    come, each on a connection of its own (a small blob then costs one request, its PUT, on an open connection),
+    and whether blobs it relies on are still there. Shared by every client of one repository in a command, as the
+    login is."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -392,7 +393,7 @@ def upload_blob(client: RegistryClient, ref: ImageRef, digest: str, data: bytes,
     question (one the registry has costs a session, cancelled). A failed upload starts again from a new upload
     session (the failed one may be gone). A small blob takes a session started ahead (open_uploads) where one is
     left: a new or likely new one goes up at once, unasked (a registry that has it takes it again); one SEEN before
-    (its image was written from this machine: the registry likely has it) is asked for first, and left unsent."""
+    (this machine appended it before: the registry likely has it) is asked for first, and left unsent."""
     if (new or likely_new) and len(data) <= AHEAD_MAX and client.uploads_ahead():
         if seen and not new and client.has_blob(digest):
             return False

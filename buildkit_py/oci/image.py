@@ -153,7 +153,8 @@ def write(client: RegistryClient, image: Image, refs: Sequence[ImageRef],
     its config uploaded (the layers the registry should have checked meanwhile, over a few connections at once),
     then the manifest under every tag at once. stored: called with the config and manifest digests once the
     registry holds the image under the first ref, while the others are still being tagged. seen: this machine
-    wrote the image before (its blobs are likely in the registry: asked for before they are sent).
+    appended the image's code layer before (it and its config are likely in the registry: asked for before they
+    are sent).
     Raises LostLayer before any tag when a layer it takes from the registry is gone, Refused where the registry
     refuses the manifest under every tag, PartlyTagged where some tags were written, RegistryError otherwise."""
     started = time.perf_counter()

@@ -373,16 +373,16 @@ def _previous(client: RegistryClient, ref: ImageRef, digest: str, platform: str 
 def check_ahead(ref: ImageRef, record: Record, platform: str | None) -> None:
     """Ask the registry of REF, while the edit stages its files, whether it still has the recorded image's lower
     layers, from this machine's copy of its manifest (an image without one is asked at its write)."""
-    manifest = _kept(record.manifest)
+    client, manifest = RegistryClient(ref), _kept(record.manifest)
     try:
         if manifest is not None and manifest.get("mediaType") in INDEX_TYPES:
-            manifest = _kept(_platform_manifest(RegistryClient(ref), ref, manifest, platform)[0])
+            manifest = _kept(_platform_manifest(client, ref, manifest, platform)[0])
         layers = manifest.get("layers") if manifest is not None else None
         digests = [str(layer["digest"]) for layer in layers[:-1]] if isinstance(layers, list) else []
     except (RegistryError, KeyError, TypeError):
         return  # the write reads the image and says what is wrong with it
     if digests:
-        RegistryClient(ref).check_blobs(digests)
+        client.check_blobs(digests)
 
 
 READ_AHEAD_WAIT = 2.0  # seconds a full build waits at most for its read-ahead (each request tried once)

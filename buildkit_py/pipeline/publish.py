@@ -55,8 +55,6 @@ def publish(made: Made, options: BuildOptions, reporter: Reporter, engine: Build
             fastpath.read_ahead(made.refs[0], pushed[0].digest, result.recipe.platform)
     result = result if made.attested else attested(result, made.refs, options, reporter, made.revision)
     if keep is not None:  # with how the registry listed the attestations: the next edit reads that listing at once
-        from . import fastpath
-
         fastpath.save_record(replace(keep, listed=result.attestations[0].listed if result.attestations else None),
                              reporter)
     return result
