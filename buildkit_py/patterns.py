@@ -16,6 +16,7 @@ class LazyPattern:
 
     def __init__(self, pattern: str, flags: int = 0) -> None:
         self._source = (pattern, flags)
+        _MADE.append(self)
 
     def __getattr__(self, name: str):
         if name not in _ATTRIBUTES:  # dunders (copy, pickle) and _source itself while not set: no compile for those
@@ -29,5 +30,15 @@ class LazyPattern:
         return f"lazy_pattern({self._source[0]!r}, {self._source[1]!r})"
 
 
+_MADE: list[LazyPattern] = []  # every one made: module constants, so the list stays as long as the modules
+
+
 def lazy_pattern(pattern: str, flags: int = 0) -> LazyPattern:
     return LazyPattern(pattern, flags)
+
+
+def compile_all() -> None:
+    """Compile every pattern the loaded modules made: the warm process does, once, before it forks (its children
+    inherit them compiled, where each would compile those it uses on every command)."""
+    for made in _MADE:
+        made.match  # noqa: B018 - the attribute's first lookup compiles

@@ -611,9 +611,9 @@ def test_transient_refusals_and_a_dropped_connection_are_tried_again(testenv, ba
 
 def test_attestations_go_up_whole_while_the_image_is_written(testenv, base, tmp_path):
     """The SBOM and provenance, blobs and manifests, are pushed while the image is written, not after it: with the
-    image's tags slow to be answered, both artifact manifests reach the registry before any tag is written. Once
-    the tags are written only the tag schema's listing is left, and the image is not read back for its
-    descriptor."""
+    image's tags slow to be answered, both artifact manifests reach the registry before any tag is written, and the
+    tag schema's listing follows them while the tags wait: nothing is left for after the tags, and the image is not
+    read back for its descriptor."""
     proxy, _, _, repo = base
     root, cache = _edited(base, tmp_path, f"attested {uuid.uuid4().hex}")
     tagged, early, answered = [], [], []
@@ -637,9 +637,12 @@ def test_attestations_go_up_whole_while_the_image_is_written(testenv, base, tmp_
     tags = {f"/v2/{path}/manifests/{p['tag']}" for p in result["pushed"]}
     assert ("PUT", f"/v2/{path}/manifests/{_content_tag(testenv, root)}") in proxy.seen
     tag_put = min(answered)  # the requests that arrived once the first tag was written
-    after = [(m, p.split("?")[0]) for m, p in proxy.seen[tag_put:] if p not in tags]
+    seen = [(m, p.split("?")[0]) for m, p in proxy.seen]
     referrers_tag = f"/v2/{path}/manifests/{tag_for(digest)}"
-    assert ("PUT", referrers_tag) in after and set(after) <= {("GET", referrers_tag), ("PUT", referrers_tag)}
+    listing = seen.index(("PUT", referrers_tag))
+    manifests = [i for i, (m, p) in enumerate(seen) if m == "PUT" and "/manifests/sha256:" in p]
+    assert len(manifests) == 2 and max(manifests) < listing < tag_put  # after what it names, before a tag is written
+    assert [r for r in seen[tag_put:] if r[1] not in tags] == []
     uploads = [p for m, p in proxy.seen[:tag_put] if m == "PUT" and "/blobs/uploads/" in p]
     assert {a["blob"] for a in result["attestations"]} <= {p.split("digest=")[-1] for p in uploads}
     assert ("HEAD", f"/v2/{path}/manifests/{digest}") not in proxy.seen

@@ -230,3 +230,33 @@ def test_a_runtime_directory_too_deep_for_a_socket_runs_commands_alone(console, 
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert not (deep / f"buildkit-py-warm-{os.getuid()}").exists() or not any(
         (deep / f"buildkit-py-warm-{os.getuid()}").glob("*.sock"))
+
+
+def test_the_warm_up_leaves_a_child_nothing_to_compile_or_build():
+    """What the warm process does before it forks (the parsers, the API's warm_up) is what its children would do on
+    every command: afterwards the loaded modules' patterns are compiled, the parser of a command is the one built
+    already, and the default ignore list compiles no regular expression."""
+    probe = (
+        "import re, sys\n"
+        "import buildkit_py.pipeline.fastpath, buildkit_py.sources.imports\n"
+        "from buildkit_py.cli import warm, parser\n"
+        "from buildkit_py import patterns\n"
+        "from buildkit_py.pipeline.render import render_dockerignore\n"
+        "from buildkit_py.sources.ignore import parse_ignore\n"
+        "assert any('match' not in vars(p) for p in patterns._MADE)\n"
+        "warm._rehearse()\n"
+        "assert patterns._MADE and all('match' in vars(p) for p in patterns._MADE)\n"
+        "compiled = []\n"
+        "real = re._compiler.compile\n"  # what re calls on a miss of its own cache
+        "re._compiler.compile = lambda *a: compiled.append(a) or real(*a)\n"
+        "built = parser.parser_for('build')\n"
+        "parser.parse(['build', '--push', '--tag', 'r.example/x'])\n"
+        "assert parser.parser_for('build') is built\n"
+        "compiled.clear()\n"  # argparse's own few, made from the words given, are not the project's
+        "parse_ignore(render_dockerignore(None))\n"
+        "print(len(compiled))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0"]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 _MODULES: dict[str, tuple[str, ...]] = {
     ".project": ("Project", "load", "resolve", "variant_configs"),
     ".catalog": ("MatrixOptions", "SeriesVersions", "Versions", "executors", "matrix_check", "matrix_refresh", "versions"),
-    ".builds": ("build",),
+    ".builds": ("build", "warm_up"),
     ".dockerfiles": ("DockerfileResult", "dockerfile"),
     ".images": ("VariantsResult", "build_variants", "executor_build", "lock", "push"),
     ".printing": ("PRINTABLE", "print_value"),
@@ -50,7 +50,7 @@ __all__ = ["JOB_FLAGS", "AutopackageOptions", "AutopackageResult", "BuildOptions
     "TuneOptions", "VariantsResult", "VerifyResult", "Versions", "autopackage", "build", "build_variants", "cancel",
     "ci", "cloudbuild_flag_name", "dockerfile", "doctor", "executor_build", "executors", "job", "load", "lock",
     "logs", "make", "matrix_check", "matrix_refresh", "package", "plan", "print_value", "push", "resolve", "run",
-    "submit", "tune", "variant_configs", "verify", "versions"]
+    "submit", "tune", "variant_configs", "verify", "versions", "warm_up"]
 
 
 def __getattr__(name: str) -> Any:
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from ..pipeline.plan import Plan, PlatformPlans
     from .attestations import VerifyResult, verify
     from .autopackaging import AutopackageOptions, AutopackageResult, autopackage
-    from .builds import build
+    from .builds import build, warm_up
     from .catalog import MatrixOptions, SeriesVersions, Versions, executors, matrix_check, matrix_refresh, versions
     from .dockerfiles import DockerfileResult, dockerfile
     from .following import cancel, logs

@@ -116,3 +116,15 @@ def check_build_options(options: BuildOptions) -> None:
             raise ConfigError(f"{show(options.docker)} is not an executable file (a docker client)", field="--docker")
     if options.cache_ref is not None:
         parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False)
+
+
+def warm_up() -> None:
+    """For a process that runs many builds and dry runs (the warm process, a notebook): do once what each of them
+    would do first, so that none pays for it. The patterns of the loaded modules are compiled, and the default
+    .dockerignore rendered and translated (a project's own lines add to it). Changes no file but the render cache."""
+    from ..patterns import compile_all
+    from ..pipeline.render import render_dockerignore
+    from ..sources.ignore import parse_ignore
+
+    parse_ignore(render_dockerignore(None))
+    compile_all()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from ..errors import SHOWN_CHARS, terminal_line
@@ -447,6 +448,13 @@ def _job_commands(command: _Commands) -> None:
     _api_flags(p)
 
 
+@lru_cache(maxsize=32)
+def parser_for(word: str | None) -> argparse.ArgumentParser:
+    """The parser `parse` uses for a command word, built once a process (parsing leaves a parser as it was): the warm
+    process builds its commands' before it forks, and each child parses with them."""
+    return build_parser(word)
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     """Split off what follows the first `--` (the trainer's arguments), then parse the options,
     wherever they stand."""
@@ -455,7 +463,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         cut = argv.index("--")
         argv, trailing = argv[:cut], argv[cut + 1:]
     # The command is the first word: no option before it takes a value.
-    parser = build_parser(next((word for word in argv if not word.startswith("-")), None))
+    parser = parser_for(next((word for word in argv if not word.startswith("-")), None))
     args = parser.parse_args(argv)
     if trailing is not None and not args.takes_trailing:
         parser.error(f"`{args.command}` takes no trainer arguments after `--`")

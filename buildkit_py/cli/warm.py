@@ -37,7 +37,8 @@ _FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGUSR1", "
 _PRELOAD = ("buildkit_py.cli.parser", "buildkit_py.cli.commands", "buildkit_py.api.builds", "buildkit_py.api.dockerfiles",
             "buildkit_py.pipeline.fastbuild", "buildkit_py.pipeline.fastpath", "buildkit_py.oci.client",
             "buildkit_py.oci.referrers", "buildkit_py.sources.imports", "buildkit_py.builders.engine_images",
-            "buildkit_py.pipeline.build")
+            "buildkit_py.pipeline.build", "buildkit_py.clients.http1", "buildkit_py.builders.buildkit_cli",
+            "buildkit_py.sources.lockfiles", "buildkit_py.catalog.syslibs")
 
 
 def main() -> int:
@@ -288,6 +289,17 @@ def stop(folder: str | None = None) -> list[int]:
 # The warm process
 
 
+def _rehearse() -> None:
+    """What every command does first, done once here for all the children: the warm commands' parsers built, and
+    the API's warm-up (patterns compiled, the default ignore list translated)."""
+    from ..api import warm_up
+    from .parser import parser_for
+
+    for command in WARM_COMMANDS:
+        parser_for(command)
+    warm_up()
+
+
 def serve(path: str) -> None:
     """Import what commands load, then listen at PATH: each command is forked off and run by _child; the parent
     leaves after WARM_IDLE seconds without one, when its socket is no longer at PATH, or when a file of this
@@ -299,6 +311,7 @@ def serve(path: str) -> None:
             importlib.import_module(name)
         except ImportError:
             pass  # loaded, or failed, by the command that needs it
+    _rehearse()
     request = _listen(path)
     if request is None:
         return

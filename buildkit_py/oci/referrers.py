@@ -157,10 +157,11 @@ def _send_blob(client: RegistryClient, ref: ImageRef, subject: str, data: bytes)
 @dataclass(frozen=True)
 class Sent:
     """The artifacts' manifests as the registry took them: (artifact, manifest bytes, whether the registry said it
-    processed the subject) each; and the referrers tag as read meanwhile (None: not read)."""
+    processed the subject) each; and how many of them the referrers tag's index took on meanwhile (None: not
+    listed yet)."""
 
     manifests: tuple[tuple[Artifact, bytes, bool], ...]
-    tag_read: object = None
+    listed: int | None = None
 
 
 def _push(client: RegistryClient, ref: ImageRef, subject: Subject, artifact: Artifact, config: Callable[[], None]
@@ -179,12 +180,23 @@ def send_artifacts(client: RegistryClient, ref: ImageRef, subject: Subject, arti
     at once (the empty config they name on one more); where TAG_SCHEMA (the registry listed the last ones in the tag
     schema), the referrers tag is read meanwhile. SUBJECT need not be in the registry yet: distribution-spec 1.1 has
     a registry take a manifest whose subject it does not hold, so that an image and its referrers go up in either
-    order, and an append sends these while it writes the image. Raises the first push's RegistryError."""
+    order, and an append sends these while it writes the image. Where TAG_SCHEMA, the index that lists them is
+    written as soon as they are in (the registry checks that an index's manifests exist), while the image's own
+    manifest goes up: a write of the image that then fails leaves a listing under the tag of a digest no manifest
+    has, which the same image's next push finds complete. Raises the first push's RegistryError."""
     config = in_background(_send_blob, client.fork(), ref, subject.digest, EMPTY_BLOB)
     reading = in_background(_read_tag, client.fork(), subject) if tag_schema else None
     pushing = [in_background(_push, client.fork(), ref, subject, a, config) for a in artifacts]
     manifests = tuple(waiting() for waiting in pushing)
-    return Sent(manifests, reading() if reading else None)
+    pending = _pending(manifests)
+    if reading is None or not pending:
+        return Sent(manifests)
+    return Sent(manifests, _list_in_tag(client, ref, subject, pending, reading()))
+
+
+def _pending(manifests: Sequence[tuple[Artifact, bytes, bool]]) -> list[tuple[Artifact, bytes]]:
+    """The manifests the registry did not list by their subject: the referrers tag's index lists them."""
+    return [(a, body) for a, body, processed in manifests if not processed]
 
 
 def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], reporter: Reporter,
@@ -198,10 +210,12 @@ def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], repor
         client = RegistryClient(ref)
     if sent is None:
         sent = send_artifacts(client, ref, subject, artifacts)
-    pending = [(a, body) for a, body, processed in sent.manifests if not processed]
-    if pending:
-        _list_in_tag(client, ref, subject, pending,
-                     sent.tag_read if sent.tag_read is not None else _read_tag(client, subject), reporter)
+    pending = _pending(sent.manifests)
+    listed = sent.listed if sent.listed is not None or not pending else _list_in_tag(
+        client, ref, subject, pending, _read_tag(client, subject))
+    if listed:
+        reporter.message(f"listed {listed} artifact(s) of {subject.digest} under the referrers tag "
+                         f"{tag_for(subject.digest)}")
     attached = tuple(Attached(a.artifact_type, digest_of(body), digest_of(a.data),
                               "referrers API" if processed else "tag schema") for a, body, processed in sent.manifests)
     for item in attached:
@@ -227,9 +241,9 @@ def _read_tag(client: RegistryClient, subject: Subject):
 
 
 def _list_in_tag(client: RegistryClient, ref: ImageRef, subject: Subject, pending: list[tuple[Artifact, bytes]],
-                 got, reporter: Reporter) -> None:
+                 got) -> int:
     """Read-modify-write of the referrers tag's index: the entries it has (GOT: the tag's read), then ours that it
-    lacks."""
+    lacks; how many it took on (0: it listed them all already)."""
     tag = tag_for(subject.digest)
     entries: list[dict] = []
     if got.status_code == 200:
@@ -249,12 +263,11 @@ def _list_in_tag(client: RegistryClient, ref: ImageRef, subject: Subject, pendin
         if artifact.annotations:
             entry["annotations"] = dict(artifact.annotations)
         new.append(entry)
-    if not new:
-        return
-    index = _canonical({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries + new})
-    put = send(client, "PUT", f"manifests/{tag}", {"Content-Type": OCI_INDEX}, index)
-    check_answer(client, put, ref, f"the referrers tag {tag}", (200, 201))
-    reporter.message(f"listed {len(new)} artifact(s) of {subject.digest} under the referrers tag {tag}")
+    if new:
+        index = _canonical({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries + new})
+        put = send(client, "PUT", f"manifests/{tag}", {"Content-Type": OCI_INDEX}, index)
+        check_answer(client, put, ref, f"the referrers tag {tag}", (200, 201))
+    return len(new)
 
 
 def referrers(client: RegistryClient, ref: ImageRef, digest: str) -> tuple[tuple[Referrer, ...], str]:

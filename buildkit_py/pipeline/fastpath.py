@@ -476,8 +476,8 @@ def append(edit: CodeEdit, reporter: Reporter, providers: Iterable[AuthProvider]
     image = replace_top(base, blob, diff_id, edit.labels, edit.owned)
     artifacts = edit.attestations(image.digest) if edit.attestations is not None else ()
     subject, repository = Subject(image.media_type, image.digest, len(image.manifest)), ImageRef(ref.registry, ref.path)
-    # The attestations go up whole (blobs and manifests) while the image is written: only the tag schema's listing,
-    # which names their manifests, is left for after.
+    # The attestations go up whole while the image is written: blobs, manifests, and the tag schema's listing where
+    # the last append's went there (it names their manifests, so it follows them, beside the image's own manifest).
     riding = in_background(send_artifacts, client.fork(), repository, subject, artifacts,
                            record.listed == "tag schema") if artifacts else None
     try:

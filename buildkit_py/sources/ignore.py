@@ -8,6 +8,7 @@ import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..errors import ContextError, show
 
@@ -53,8 +54,10 @@ def _go_clean(path: str) -> str:
     return "/" + cleaned.lstrip("/") if cleaned.startswith("//") else cleaned
 
 
+@lru_cache(maxsize=1024)
 def _compile(text: str, negated: bool, line: str) -> IgnorePattern:
-    """Translate one cleaned pattern to a regex and a match kind, as patternmatcher's compile does."""
+    """Translate one cleaned pattern to a regex and a match kind, as patternmatcher's compile does; once a process
+    for the same pattern (the warm process translates the default list before it forks)."""
     regex, kind, i = "", "exact", 0
     while i < len(text):
         start, ch = i, text[i]
