@@ -27,6 +27,7 @@ def test_one_small_round_measures_every_way(testenv, tmp_path):
         # The cold push stored the image's layers, base included, compressed: tens of MB here.
         assert figures["cold_bytes"] > 10_000_000, way
         assert figures["layers"] >= 3, way
+        assert 0 < figures["cold_push_s"] < figures["cold_s"], way  # the push's share of the cold build, timed
     assert medians["buildkit-py"]["dockerfile_s"] > 0 and medians["buildkit-py"]["package_s"] > 0
     # The fast path: the one-line edit stored only its code layer, config and manifest, with or without an engine;
     # the same edit through BuildKit and the engine was measured beside it.
@@ -36,6 +37,7 @@ def test_one_small_round_measures_every_way(testenv, tmp_path):
     assert ours["startup_s"] > 0
     assert ours["edit_warm_s"] > 0  # the same edit through the warm process, as a terminal has it
     assert "| buildkit-py |" in (tmp_path / "results.md").read_text()
+    assert "Where a cold build's time goes" in (tmp_path / "results.md").read_text()
 
 
 def test_the_start_up_benchmark_times_each_command():

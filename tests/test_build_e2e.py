@@ -73,6 +73,11 @@ def test_quickstart_builds_runs_pushes_and_pulls_back_by_digest(testenv, quickst
     assert any(t.startswith(f"{registry}/e2e/quickstart:bk-") for t in result["tags"])
     pushed = result["pushed"][-1]
     assert pushed["image"].startswith(f"{registry}/e2e/quickstart@sha256:") and pushed["size"] > 0
+    # Where the build's time went: the engine's build (none where the engine had the image), its push, the
+    # attestations; none of them is the fast path's.
+    assert list(result["stages"]) == ["build"] * result["built"] + ["push", "attest"]
+    assert all(s > 0 for s in result["stages"].values())
+    assert result["fast_path"] is None
 
     # The trainer runs as the ENTRYPOINT and reports its metric through cloudml-hypertune.
     metrics = tmp_path / "metrics"

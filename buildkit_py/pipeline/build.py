@@ -272,6 +272,7 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
                 cache_ref=cache_ref,
                 tags=staged.refs,
             )
+            building = time.perf_counter()
             try:
                 image_id = engine.build(request, reporter)
             except BuildError as exc:
@@ -280,8 +281,10 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
                 if hint:
                     raise BuildError(f"{exc}\n{hint}") from None
                 raise import_failure(exc, imports, recipe.plan.get("ubuntu")) from None
+            stages: tuple[tuple[str, float], ...] = (("build", time.perf_counter() - building),)
         else:
             reporter.message(f"{refs[0]} is up to date: same Dockerfile and files, nothing to build")
+            stages = ()
     engine.tag(image_id, refs)
     reporter.message("tagged " + ", ".join(str(r) for r in refs))
     if cache_ref is not None and engine.inline_cache and options.push:
@@ -290,8 +293,8 @@ def build_staged(config: Config, options: BuildOptions, reporter: Reporter, stag
     # The inline cache's tag is the same image: one more manifest when it shares the repository.
     cache = (cache_ref,) if cache_ref is not None and engine.inline_cache else ()
     keep = kept_record(refs[0], config.variant, tried.parts, imports)
-    made = Made(BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe), staged.refs,
-                staged.revision, keep)
+    made = Made(BuildResult(image_id, tuple(str(r) for r in refs), built, snapshot.digest, recipe, stages=stages),
+                staged.refs, staged.revision, keep)
     return publish(made, options, reporter, engine, extra=cache)
 
 

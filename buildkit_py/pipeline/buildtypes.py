@@ -69,6 +69,9 @@ class BuildResult(HtmlRepr):
     # A multi-platform image: each platform's image, in the config's order; `pushed` then names the index (under every
     # tag), image_id is "" (the engine holds one image per platform) and `recipe` is the first platform's.
     platforms: tuple[PlatformImage, ...] = field(default=())
+    # (stage, seconds) of a build by the engine: build (absent where the image was up to date), push, attest; where
+    # a cold build's time goes (issue 41: most of it is the engine's compression of every layer for the push)
+    stages: tuple[tuple[str, float], ...] = field(default=())
 
     @property
     def plan(self) -> Plan:
@@ -82,6 +85,7 @@ class BuildResult(HtmlRepr):
             "content_digest": self.content_digest,
             "pushed": [p.__dict__ for p in self.pushed],
             "fast_path": dict(self.timings) if self.timings else None,
+            "stages": dict(self.stages) if self.stages else None,
             "attestations": [a.__dict__ for a in self.attestations],
             "plan": self.recipe.plan,
         } | ({"platforms": [p.__dict__ for p in self.platforms]} if self.platforms else {})

@@ -6,6 +6,7 @@ index, and `buildkit-py push` all come here; the backend (which builder, made on
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -46,14 +47,19 @@ def publish(made: Made, options: BuildOptions, reporter: Reporter, engine: Build
     keep = None
     if options.push and not result.pushed:
         assert engine is not None, "an image not in the registry yet is pushed by the builder that holds it"
+        started = time.perf_counter()
         pushed = push_image(engine.push, [*made.refs, *extra], reporter)[:len(made.refs)]
-        result = replace(result, pushed=pushed)
+        result = replace(result, pushed=pushed, stages=(*result.stages, ("push", time.perf_counter() - started)))
         if made.keep is not None:
             from . import fastpath
 
             keep = replace(made.keep, manifest=pushed[0].digest)
             fastpath.read_ahead(made.refs[0], pushed[0].digest, result.recipe.platform)
-    result = result if made.attested else attested(result, made.refs, options, reporter, made.revision)
+    if not made.attested:
+        started = time.perf_counter()
+        result = attested(result, made.refs, options, reporter, made.revision)
+        if result.attestations and result.stages:  # a build by the engine: where its time went
+            result = replace(result, stages=(*result.stages, ("attest", time.perf_counter() - started)))
     if keep is not None:  # with how the registry listed the attestations: the next edit reads that listing at once
         fastpath.save_record(replace(keep, listed=result.attestations[0].listed if result.attestations else None),
                              reporter)
