@@ -237,7 +237,7 @@ def test_the_warm_up_leaves_a_child_nothing_to_compile_or_build():
     every command: afterwards the loaded modules' patterns are compiled, the parser of a command is the one built
     already, and the default ignore list compiles no regular expression."""
     probe = (
-        "import re, sys\n"
+        "import re\n"
         "import buildkit_py.pipeline.fastpath, buildkit_py.sources.imports\n"
         "from buildkit_py.cli import warm, parser\n"
         "from buildkit_py import patterns\n"
@@ -246,13 +246,12 @@ def test_the_warm_up_leaves_a_child_nothing_to_compile_or_build():
         "assert any('match' not in vars(p) for p in patterns._MADE)\n"
         "warm._rehearse()\n"
         "assert patterns._MADE and all('match' in vars(p) for p in patterns._MADE)\n"
-        "compiled = []\n"
-        "real = re._compiler.compile\n"  # what re calls on a miss of its own cache
-        "re._compiler.compile = lambda *a: compiled.append(a) or real(*a)\n"
         "built = parser.parser_for('build')\n"
         "parser.parse(['build', '--push', '--tag', 'r.example/x'])\n"
         "assert parser.parser_for('build') is built\n"
-        "compiled.clear()\n"  # argparse's own few, made from the words given, are not the project's
+        "compiled = []\n"
+        "real = re._compiler.compile\n"  # what re calls on a miss of its own cache
+        "re._compiler.compile = lambda *a: compiled.append(a) or real(*a)\n"
         "parse_ignore(render_dockerignore(None))\n"
         "print(len(compiled))\n"
     )

@@ -211,8 +211,9 @@ def attach(ref: ImageRef, subject: Subject, artifacts: Sequence[Artifact], repor
     if sent is None:
         sent = send_artifacts(client, ref, subject, artifacts)
     pending = _pending(sent.manifests)
-    listed = sent.listed if sent.listed is not None or not pending else _list_in_tag(
-        client, ref, subject, pending, _read_tag(client, subject))
+    listed = sent.listed
+    if listed is None and pending:  # not listed with the manifests: read and written now
+        listed = _list_in_tag(client, ref, subject, pending, _read_tag(client, subject))
     if listed:
         reporter.message(f"listed {listed} artifact(s) of {subject.digest} under the referrers tag "
                          f"{tag_for(subject.digest)}")
