@@ -490,6 +490,32 @@ def test_invalid_requirement_lines_exit_2_naming_the_line(project):
     assert "base.txt:1: the line asks for hash checking" in refused(root)
 
 
+def test_a_requirements_file_pip_refuses_gives_way_to_the_package_that_declares_its_dependencies(project):
+    """AI Platform installed a package through its setup.py; a requirements.txt beside it that pip refuses outright
+    (a typo'd operator, two versions in one) was never what the service installed: the image installs what the
+    package declares, said. Without such a package, or where the config names the file, the line ends the command."""
+    root = project({"setup.py": "from setuptools import setup\nsetup(name='psp', version='1.0', packages=['psp'],\n"
+                                "      install_requires=['six==1.16.0', 'numpy==1.26.4'])\n",
+                    "psp/__init__.py": "", "psp/task.py": "import six\nimport numpy\n",
+                    "requirements.txt": "numpy>=1.16.4/1.16.6\nsix\n"})
+    out = dry(root)
+    inferred = out["inferred"]
+    assert "requirements" not in inferred["config_keys"] and inferred["pip"] == ["six==1.16.0", "numpy==1.26.4"]
+    note = next(n for n in inferred["notes"] if "is left out" in n)
+    assert note.startswith("requirements.txt:1: 'numpy>=1.16.4/1.16.6' is not a valid requirement")  # not a path
+    assert "setup.py declares" in note
+    root.joinpath("requirements.txt").write_text("six\nxgboost=0.72.1\n")
+    assert any(n.startswith("requirements.txt:2: 'xgboost=0.72.1'") and "write 'xgboost==0.72.1'" in n
+               for n in dry(root)["inferred"]["notes"])
+    root.joinpath("buildkit.yaml").write_text("requirements: requirements.txt\n")
+    err = refused(root)  # named: the file is what the image must install
+    assert "requirements.txt:2" in err and "not a valid requirement" in err
+    root.joinpath("buildkit.yaml").unlink()
+    root.joinpath("setup.py").unlink()
+    err = refused(root)  # nothing else says what the trainer needs
+    assert "requirements.txt:2" in err and "'xgboost=0.72.1' is not a valid requirement" in err
+
+
 def test_a_real_trainer_layout_builds_and_its_image_imports_what_the_trainer_imports(testenv, project, tmp_path):
     """setup.py with REQUIRED_PACKAGES, a requirements file that installs the trainer itself, a script in a folder
     beside its own Dockerfile, imports nobody declared: the image runs the script, whose imports all succeed."""

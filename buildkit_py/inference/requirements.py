@@ -58,6 +58,9 @@ class _RequirementsFile:
     installs_self: str | None  # where a line installs the trainer itself (-e ., .)
     included: tuple[str, ...]  # files named by -r: the copied file cannot reach them
     hashed: str | None = None  # where a line asks for hash checking (--hash, --require-hashes)
+    # The first line pip refuses outright (not a requirement): the file cannot be installed at all (ConfigError
+    # args: the message and where); declared_requirements decides whether that ends the command.
+    refused: tuple[str, str] | None = None
 
 
 def _refuse_extras(text: str, where: str) -> None:
@@ -78,6 +81,7 @@ def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
     installs_self = None
     read, included = included_lines(directory, name, ("-r", "--requirement"))
     hashed = next((where for text, where, _ in read if asks_hashes(text)), None)
+    refused = None
     for text, where, _ in read:
         _checked_text(text, where)
         if text.startswith("-"):
@@ -127,10 +131,11 @@ def _read_requirements(directory: Path, name: str) -> _RequirementsFile:
                 raise ConfigError(f"{show(text)} is a path on this machine: the requirements file is copied into the "
                                   "image alone; publish the package to an index, or move its code into the trainer "
                                   "directory", where=where) from None
-            raise ConfigError(f"{show(text)} is not a valid requirement (PEP 508/440): {parse_problem(exc)}; current pip "
-                              f"refuses it too{_meant(text)}", where=where) from None
+            refused = refused or (f"{show(text)} is not a valid requirement (PEP 508/440): {parse_problem(exc)}; "
+                                  f"current pip refuses it too{_meant(text)}", where)
+            continue
         lines.append((text, where))
-    return _RequirementsFile(tuple(lines), tuple(options), installs_self, included, hashed)
+    return _RequirementsFile(tuple(lines), tuple(options), installs_self, included, hashed, refused)
 
 
 _ONE_MEANING = lazy_pattern(r"([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9,._ -]*\])?)\s*(=>|=<|=)\s*([0-9][A-Za-z0-9.*+!_-]*)",
@@ -309,6 +314,15 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
         declared = declared if locked.read is None else []  # what the project file declares is in the lock
     else:
         read = _read_requirements(directory, requirements) if requirements and (directory / requirements).is_file() else None
+    if read is not None and read.refused is not None:
+        problem, where = read.refused
+        if "requirements" in given or not declared:
+            raise ConfigError(problem, where=where)
+        # pip refuses the whole file, and the trainer's package states what it needs: what `pip install .` (and AI
+        # Platform's install of the package) installs is what the image gets.
+        notes.append(f"{where}: {problem}: {requirements} is left out, and the image installs the dependencies "
+                     f"{declared[0][1].split(':')[0]} declares, as `pip install .` would")
+        requirements, read = None, None
     # Names known not to install (base_images/requirement_names.yaml) are replaced, each said; the file's own lines
     # cannot be changed in the copied file, so a file with one joins the config's pip entries, as `-e .` does.
     bad_names = _bad_names()

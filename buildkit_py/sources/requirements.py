@@ -164,10 +164,15 @@ def requirement_names(text: str, source: str) -> tuple[str, ...]:
 
 # A wheel or sdist named by its file: a path on this machine, whatever its directory
 _ARCHIVE = lazy_pattern(r".*\.(?:whl|tar\.gz|tgz|zip|tar\.bz2)", re.ASCII | re.IGNORECASE)
+# A distribution name (with extras) and a version operator: how a requirement starts
+_VERSIONED = lazy_pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*(?:===?|[<>!~]=|[<>])", re.ASCII)
 
 
 def local_path(text: str) -> bool:
-    """Whether a requirement line names a path on this machine (a directory, an archive, a file: URL)."""
+    """Whether a requirement line names a path on this machine (a directory, an archive, a file: URL). A name and a
+    version operator start a requirement, however malformed what follows is (`numpy>=1.16.4/1.16.6`): never a path."""
+    if _VERSIONED.match(text):
+        return False
     return ("file:" in text.lower() or _ARCHIVE.fullmatch(text) is not None
             or (("/" in text or text.startswith(".")) and "://" not in text))
 
