@@ -209,6 +209,17 @@ def test_an_edit_of_its_code_sends_the_warm_process_away(console, tmp_path):
     assert log.read_text().count("listening at") == 2
     assert console("dockerfile", "--config", str(CONFIG), env=env).returncode == 0
     assert len(served(log)) == 2
+    # A template is no module, but the warm process listed it once for every command's kept-recipe key: an edit of
+    # one sends it away too.
+    second_pid = int([line for line in log.read_text().splitlines() if line.startswith("listening at")][1].rsplit(" ", 1)[1])
+    template = sorted((copy / "templates").rglob("*.j2"))[0]
+    template.write_text(template.read_text() + "\n{# edited #}\n")
+    assert console("dockerfile", "--config", str(CONFIG), env=env).returncode == 0
+    assert len(served(log)) == 2
+    deadline = time.monotonic() + 60
+    while _alive(second_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(second_pid), "the warm process stayed after a template changed"
 
 
 def _alive(pid: int) -> bool:
@@ -235,7 +246,8 @@ def test_a_runtime_directory_too_deep_for_a_socket_runs_commands_alone(console, 
 def test_the_warm_up_leaves_a_child_nothing_to_compile_or_build():
     """What the warm process does before it forks (the parsers, the API's warm_up) is what its children would do on
     every command: afterwards the loaded modules' patterns are compiled, the parser of a command is the one built
-    already, and the default ignore list compiles no regular expression."""
+    already, a command line parses and the default ignore list translates without compiling a regular expression,
+    and the kept-recipe key is made from buildkit-py's files as listed then (the files the process watches)."""
     probe = (
         "import re\n"
         "import buildkit_py.pipeline.fastpath, buildkit_py.sources.imports\n"
@@ -243,15 +255,19 @@ def test_the_warm_up_leaves_a_child_nothing_to_compile_or_build():
         "from buildkit_py import patterns\n"
         "from buildkit_py.pipeline.render import render_dockerignore\n"
         "from buildkit_py.sources.ignore import parse_ignore\n"
+        "from buildkit_py.pipeline import recipe\n"
         "assert any('match' not in vars(p) for p in patterns._MADE)\n"
-        "warm._rehearse()\n"
+        "before = recipe.key('project', 'options')\n"
+        "relied_on = warm._rehearse()\n"
+        "assert any(p.endswith('.j2') for p in relied_on) and any(p.endswith('.yaml') for p in relied_on)\n"
+        "assert recipe._HELD is not None and recipe.key('project', 'options') == before\n"
         "assert patterns._MADE and all('match' in vars(p) for p in patterns._MADE)\n"
         "built = parser.parser_for('build')\n"
-        "parser.parse(['build', '--push', '--tag', 'r.example/x'])\n"
-        "assert parser.parser_for('build') is built\n"
         "compiled = []\n"
         "real = re._compiler.compile\n"  # what re calls on a miss of its own cache
         "re._compiler.compile = lambda *a: compiled.append(a) or real(*a)\n"
+        "parser.parse(['build', '--push', '--tag', 'r.example/x', '--no-attest'])\n"
+        "assert parser.parser_for('build') is built\n"
         "parse_ignore(render_dockerignore(None))\n"
         "print(len(compiled))\n"
     )

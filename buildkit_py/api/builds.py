@@ -118,13 +118,18 @@ def check_build_options(options: BuildOptions) -> None:
         parse_ref(options.cache_ref, field="--cache-ref", allow_digest=False)
 
 
-def warm_up() -> None:
+def warm_up(watched: bool = False) -> tuple[str, ...]:
     """For a process that runs many builds and dry runs (the warm process, a notebook): do once what each of them
     would do first, so that none pays for it. The patterns of the loaded modules are compiled, and the default
-    .dockerignore rendered and translated (a project's own lines add to it). Changes no file but the render cache."""
+    .dockerignore rendered and translated (a project's own lines add to it). Changes no file but the render cache.
+    watched: the caller ends before any file this returns changes (the warm process watches them): buildkit-py's
+    own files are then listed once here, not by every command's kept-recipe key. Returns those files (() unless
+    watched)."""
     from ..patterns import compile_all
+    from ..pipeline.recipe import hold_own_files
     from ..pipeline.render import render_dockerignore
     from ..sources.ignore import parse_ignore
 
     parse_ignore(render_dockerignore(None))
     compile_all()
+    return hold_own_files() if watched else ()

@@ -289,15 +289,18 @@ def stop(folder: str | None = None) -> list[int]:
 # The warm process
 
 
-def _rehearse() -> None:
-    """What every command does first, done once here for all the children: the warm commands' parsers built, and
-    the API's warm-up (patterns compiled, the default ignore list translated)."""
+def _rehearse() -> tuple[str, ...]:
+    """What every command does first, done once here for all the children: the warm commands' parsers built, a
+    command line of each shape parsed (argparse compiles a pattern per shape: a subcommand, an option's value, a
+    flag), and the API's warm-up (patterns compiled, the default ignore list translated, buildkit-py's own files
+    listed). Returns the files the warm-up relies on: the process leaves when one changes."""
     from ..api import warm_up
-    from .parser import parser_for
+    from .parser import parse, parser_for
 
     for command in WARM_COMMANDS:
         parser_for(command)
-    warm_up()
+    parse(["build", "--push", "--tag", "warm.example/rehearsal"])
+    return warm_up(watched=True)
 
 
 def serve(path: str) -> None:
@@ -311,8 +314,7 @@ def serve(path: str) -> None:
             importlib.import_module(name)
         except ImportError:
             pass  # loaded, or failed, by the command that needs it
-    _rehearse()
-    request = _listen(path)
+    request = _listen(path, _rehearse())
     if request is None:
         return
     # In the child, which has left the loop: the command runs as the console script's would.
@@ -350,16 +352,18 @@ def _leave(code: int, conn=None) -> None:
     os._exit(code)
 
 
-def _listen(path: str):
+def _listen(path: str, relied_on: tuple[str, ...]):
     """The accept loop. Returns only in a forked child: its request and connection; the parent returns None once
-    it leaves. Nothing here wraps the fork in a `with` or `finally`: none of the parent's clean-up runs in a child."""
+    it leaves (also when a file of RELIED_ON, or of a module loaded, changed). Nothing here wraps the fork in a
+    `with` or `finally`: none of the parent's clean-up runs in a child."""
+    import gc
     import selectors
     import signal
     import socket
     import struct  # noqa: F401  (for _take: loaded before the files are taken down)
     import time
 
-    identity, files = _identity(), _loaded_files()
+    identity, files = _identity(), tuple(sorted({*_loaded_files(), *relied_on}))
     signature = _signature(files)
     marker = path[:-len(".sock")] + ".starting"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -398,6 +402,9 @@ def _listen(path: str):
                 if taken is None:
                     conn.close()
                     continue
+                # What the parent made stays out of the children's collections: each would otherwise write to (and
+                # so copy) the pages of objects it never uses.
+                gc.freeze()
                 pid = os.fork()
                 if pid == 0:
                     signal.set_wakeup_fd(-1)

@@ -13,7 +13,6 @@ tree) look in the same two places.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +26,7 @@ from .refs import ImageRef
 
 MAX_ARTIFACT = 32 << 20  # an SBOM of a CUDA image is a few MiB; a larger answer is not ours
 MAX_PAGES = 32  # pages of a referrers list followed (Link: rel="next")
+_UNSAFE = lazy_pattern(r"[^A-Za-z0-9_.-]")  # what a tag cannot hold
 _NEXT = lazy_pattern(r'<([^>]+)>\s*;\s*rel="?next"?')
 
 
@@ -38,7 +38,7 @@ def _canonical(value: dict) -> bytes:
 def tag_for(digest: str) -> str:
     """The referrers tag schema's tag of a digest: `<algorithm>-<encoded>`, truncated to 32 and 64 characters."""
     algorithm, _, encoded = digest.partition(":")
-    return f"{re.sub(r'[^A-Za-z0-9_.-]', '-', algorithm[:32])}-{re.sub(r'[^A-Za-z0-9_.-]', '-', encoded[:64])}"
+    return f"{_UNSAFE.sub('-', algorithm[:32])}-{_UNSAFE.sub('-', encoded[:64])}"
 
 
 @dataclass(frozen=True)

@@ -163,8 +163,9 @@ def record_parts(recipe: Recipe, step: CodeStep, snapshot: Snapshot) -> tuple[tu
     parts = [("plan", _sha(json.dumps(recipe.plan, sort_keys=True, default=str).encode())),
              ("dockerfile", _sha(recipe.dockerfile.encode()))]
     for source in step.earlier_sources:
+        glob = any(c in source for c in "*?[")  # a plain path needs no pattern compiled
         copied = [f"{rel}\0{kind}\0{content}" for rel, kind, content in snapshot.entries
-                  if rel == source or rel.startswith(source + "/") or fnmatchcase(rel, source)]
+                  if rel == source or rel.startswith(source + "/") or glob and fnmatchcase(rel, source)]
         parts.append((f"input:{source}", _sha("\n".join(copied).encode())))
     parts.append(("secrets", recipe.secrets_digest))
     parts.append(("builder", _sha(f"{recipe.builder}\0{recipe.platform}".encode())))

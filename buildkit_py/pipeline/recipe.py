@@ -113,6 +113,18 @@ def image_refs(image: ImageRef | None, tags: tuple[ImageRef, ...], root: Path, v
 # Kept recipes
 
 
+# This buildkit-py's files as hold_own_files() listed them, for a process that ends before any of them changes.
+_HELD: list[tuple[str, int, int]] | None = None
+
+
+def hold_own_files() -> tuple[str, ...]:
+    """List this buildkit-py's own files once, for every key this process makes: only for a process that ends
+    before any of the files returned changes (the warm process, which watches them)."""
+    global _HELD
+    _HELD = _own_files()
+    return tuple(path for path, _, _ in _HELD)
+
+
 def _own_files() -> list[tuple[str, int, int]]:
     """This buildkit-py's code, templates and data, by name, size and mtime: a source checkout edited in place
     keeps its version number, and must not be served recipes its older code made."""
@@ -135,7 +147,8 @@ def key(project: object, options: object) -> str:
     only the build itself talks to, and the shell's bookkeeping (the command as typed, the previous directory, the
     nesting depth), which no stage reads."""
     environment = sorted((k, v) for k, v in os.environ.items() if not k.startswith("DOCKER_") and k not in _SHELL)
-    given = repr((RECIPE_SCHEME, __version__, _own_files(), sys.executable, sys.version, os.getcwd(), repr(project),
+    own = _HELD if _HELD is not None else _own_files()
+    given = repr((RECIPE_SCHEME, __version__, own, sys.executable, sys.version, os.getcwd(), repr(project),
                   options, environment))
     return hashlib.sha256(given.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate the config refuses
 

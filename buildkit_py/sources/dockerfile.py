@@ -75,10 +75,14 @@ def _strip(text: str) -> str:
     return text[:j]
 
 
+# BuildKit's rule for a continuation: the escape character, then only blanks, and not itself escaped by the
+# character before it; one pattern per escape character the directive allows.
+_CONTINUED = {e: lazy_pattern(rf"([^{re.escape(e)}]){re.escape(e)}[ \t]*\Z|\A{re.escape(e)}[ \t]*\Z") for e in "\\`"}
+_LINE = lazy_pattern(r"[^\n]*\n|[^\n]+\Z")  # as BuildKit splits: on \n alone
+
+
 def _continuation(escape: str, line: str) -> tuple[str, bool]:
-    # BuildKit's rule: the escape character, then only blanks, and not itself escaped by the character before it
-    e = re.escape(escape)
-    joined, count = re.subn(rf"([^{e}]){e}[ \t]*\Z|\A{e}[ \t]*\Z", r"\1", line, count=1)
+    joined, count = _CONTINUED[escape].subn(r"\1", line, count=1)
     return joined, bool(count)
 
 
@@ -136,7 +140,7 @@ class _Refused(Exception):
 
 
 def _read(text: str) -> tuple[Dockerfile, ConfigError | None]:
-    lines = re.findall(r"[^\n]*\n|[^\n]+\Z", text.removeprefix("\ufeff"))  # as BuildKit splits: on \n alone
+    lines = _LINE.findall(text.removeprefix("\ufeff"))
     directives = _Directives()
     found: list[Instruction] = []
     i = start = 0

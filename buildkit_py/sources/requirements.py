@@ -29,6 +29,9 @@ def parse_problem(exc: Exception) -> str:
     return terminal_line(" ".join(str(exc).split())[:200], lines=False)
 
 
+_COMMENT = lazy_pattern(r"(^|\s)#.*")  # a comment, as pip strips it: at the start or after a blank
+
+
 def requirement_lines(text: str, source: str) -> list[tuple[str, str]]:
     """(requirement, "file:line") for each requirement of a requirements file; continuations joined,
     comments dropped, as pip reads them. A text is parsed once a command (inference, the plan, the resolution, the
@@ -50,7 +53,7 @@ def _logical_lines(text: str) -> tuple[tuple[str, int], ...]:
         if line.endswith("\\"):
             pending += line[:-1]
             continue
-        line = re.sub(r"(^|\s)#.*", "", pending + line).strip()
+        line = _COMMENT.sub("", pending + line).strip()
         pending = ""
         if line:
             out.append((line, start))
@@ -147,6 +150,7 @@ def _followed(root: Path, name: str, follow: tuple[str, ...]) -> tuple[tuple[tup
     return tuple(lines), tuple(included)
 
 
+_SEPARATORS = lazy_pattern(r"[-_.]+")  # PEP 503: runs of them are one hyphen
 _NAME = lazy_pattern(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?=\s*(?:\[|[<>=!~;@]|$))", re.ASCII)
 
 
@@ -154,7 +158,7 @@ def requirement_name(line: str) -> str | None:
     """The distribution a requirement names, PEP 503-normalised (None for an option, a path or a URL), read without
     packaging's parser, which the plan does not load."""
     match = None if line.startswith("-") else _NAME.match(line)
-    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else None
+    return _SEPARATORS.sub("-", match.group(1)).lower() if match else None
 
 
 def requirement_names(text: str, source: str) -> tuple[str, ...]:
