@@ -16,20 +16,23 @@ Nothing heavy is imported until a call needs it (PEP 562): `buildkit-py --versio
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+# Nothing at import: `typing` and `importlib` alone cost every start (the warm process's client, --version) more
+# than the rest of it. TYPE_CHECKING as typing defines it, for the checkers that read this file.
+TYPE_CHECKING = False
 
 __all__ = ["__version__", "autopackage", "build", "cancel", "dockerfile", "job", "logs", "package", "plan", "push",
            "resolve", "submit", "tune"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "__version__":  # from the bottom of the package (version.py), read where asked: `import` loads nothing
         from .version import __version__
 
         globals()[name] = __version__
         return __version__
     if name in __all__ or name == "api":  # bk.api: the options and result types, before any call imported it
+        import importlib
+
         api = importlib.import_module(f"{__name__}.api")
         value = globals()[name] = api if name == "api" else getattr(api, name)  # found once: not asked again
         return value

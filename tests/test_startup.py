@@ -81,6 +81,21 @@ def test_version_loads_neither_the_api_nor_what_it_imports():
     assert among(found["command"], API + HEAVY) == []
 
 
+def test_the_warm_process_client_loads_no_typing_json_or_command_code():
+    """The console script's front door (cli.warm), which every command typed at a terminal starts with, imports
+    what pip's script template does (re) and its own few modules: not typing (which the package's __init__ used
+    to import), json, nor any of the commands' code."""
+    probe = ("import re, sys\nbefore = set(sys.modules)\nimport buildkit_py.cli.warm\n"
+             "print(sorted(set(sys.modules) - before))")
+    proc = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, cwd=REPO,
+                          env={"PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    new = eval(proc.stdout)
+    assert "buildkit_py.cli.warm" in new  # the probe did import it
+    assert among(new, ("typing", "json", "importlib", "argparse", "buildkit_py.api", "buildkit_py.pipeline",
+                       "buildkit_py.cli.parser", "buildkit_py.cli.output")) == [], new
+
+
 def test_print_image_uri_loads_only_what_the_content_tag_needs_and_runs_no_git(tmp_path):
     """The content tag is plan, render and the context's hash: no registry client, no other build backend, no
     git (the git tag is not printed). A `git` first on PATH records each run."""
