@@ -490,6 +490,19 @@ def test_invalid_requirement_lines_exit_2_naming_the_line(project):
     assert "base.txt:1: the line asks for hash checking" in refused(root)
 
 
+def test_an_import_the_table_does_not_know_is_declared_by_a_distribution_of_its_own_name(project):
+    """`import nlp` beside `nlp==0.4.0`, `import pyvirtualdisplay` beside `PyVirtualDisplay`: nearly every distribution
+    names its module, so no note says nothing provides them; an import nothing declares still gets one. And a setup.py
+    below the root (src/setup.py beside the package) builds the package: its imports are not the trainer's."""
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "import nlp\nimport pyvirtualdisplay\nimport zz_nowhere\n",
+                    "requirements.txt": "nlp==0.4.0\nPyVirtualDisplay==0.2.5\n",
+                    "src/setup.py": "import setuptools\nsetuptools.setup(name='x')\n"})
+    inferred = dry(root)["inferred"]
+    said = [n for n in inferred["notes"] if "no declared requirement or known distribution provides it" in n]
+    assert [n.split(" is imported")[0] for n in said] == ["zz_nowhere"], said
+    assert "setuptools" not in inferred["pip"], inferred["pip"]
+
+
 def test_a_requirements_file_pip_refuses_gives_way_to_the_package_that_declares_its_dependencies(project):
     """AI Platform installed a package through its setup.py; a requirements.txt beside it that pip refuses outright
     (a typo'd operator, two versions in one) was never what the service installed: the image installs what the

@@ -28,9 +28,16 @@ PACKAGE = {"mypkg/__init__.py": "", "mypkg/training/__init__.py": "", "mypkg/tra
     ("docker/trainer.dockerfile", 'FROM python:3.9-slim\nWORKDIR /opt/app\nCOPY src/ /opt/app/src/\n'
                                   'CMD ["python", "-u", "src/models/train_model.py"]\n',
      {"script": "src/models/train_model.py"}, None),
+    # a shell-form ENTRYPOINT's arguments are the trainer's own (it takes no CMD nor job args): they stay
     ("dockerfiles/train_model.dockerfile", "FROM python:3.9\nWORKDIR /w\nCOPY . /w\n"
                                            "ENTRYPOINT python src/models/train_model.py --data gs://b/d\n",
-     {"script": "src/models/train_model.py", "args": ["--data", "gs://b/d"]}, "--data gs://b/d"),
+     {"command": ["python", "src/models/train_model.py", "--data", "gs://b/d"], "script": "src/models/train_model.py"},
+     None),
+    # an exec-form ENTRYPOINT's own arguments stay before the job's; CMD's are the defaults a job's replace
+    ("Dockerfile", 'FROM python:3.10\nCOPY . /app\nENTRYPOINT ["python", "-m", "mypkg.training.train", "train"]\n'
+                   'CMD ["--epochs", "5"]\n',
+     {"command": ["python", "-m", "mypkg.training.train", "train"], "module": "mypkg.training.train",
+      "args": ["--epochs", "5"]}, "--epochs 5"),
     ("Dockerfile.training", 'FROM python:3.9\nCOPY . /app\nWORKDIR /app\n'
                             'CMD ["sh", "-c", "dvc pull data/raw && python src/models/train_model.py"]\n',
      {"command": ["sh", "-c", "dvc pull data/raw && python src/models/train_model.py"],
@@ -48,12 +55,15 @@ def test_a_training_dockerfile_names_the_trainer(project, name, text, trainer, a
                     "serve.py": "", name: text})
     inferred = dry(root)
     assert inferred["config_keys"]["trainer"] == trainer, inferred
-    line = len(text.rstrip("\n").split("\n")) - (1 if "CMD [\"--epochs" in text else 0)
+    line = len(text.rstrip("\n").split("\n")) - (1 if "\nCMD [\"--epochs" in text else 0)
     assert f"(named by {name}:{line}" in inferred["trainer"], inferred["trainer"]
     notes = " | ".join(inferred["notes"])
     assert (f"passes {args!r} to the trainer" in notes) == (args is not None), notes
     if "dvc pull" in text:  # a data step before the trainer: the repository's command is kept
         assert "the image runs the repository's command" in notes, notes
+    elif "command" in trainer:
+        fixed = " ".join(trainer["command"][3 if "-m" in trainer["command"] else 2:])
+        assert f"the ENTRYPOINT passes {fixed!r} to the trainer itself" in notes, notes
 
 
 @pytest.mark.parametrize("file, text, trainer", [

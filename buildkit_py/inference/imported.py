@@ -39,8 +39,8 @@ class _Scan:
 @dataclass(frozen=True)
 class _Code:
     """The trainer's Python files, read and parsed once (AST, nothing executed) for the import scan and the removed-API
-    scan: the .py files the image gets (the build context's ignore rules), tests and setup.py left out (the job never
-    runs them), at most MAX_SCANNED."""
+    scan: the .py files the image gets (the build context's ignore rules), tests and every setup.py left out (the job
+    never runs them), at most MAX_SCANNED."""
 
     listed: tuple[str, ...]  # every file the image gets
     trees: dict[str, ast.AST]  # .py file -> its module
@@ -53,7 +53,8 @@ def _read_code(directory: Path) -> _Code:
     from ..sources.walk import included_files
 
     listed = tuple(included_files(directory, render_project_dockerignore(directory)))
-    files = [f for f in listed if f.endswith(".py") and not TEST_FILE.search(f) and f != "setup.py"]
+    # A setup.py anywhere (src/setup.py beside the package) builds the package; the job never runs it.
+    files = [f for f in listed if f.endswith(".py") and not TEST_FILE.search(f) and f.rsplit("/", 1)[-1] != "setup.py"]
     trees: dict[str, ast.AST] = {}
     unparsed: dict[str, str] = {}
     for rel in files[:MAX_SCANNED]:
@@ -193,6 +194,9 @@ def undeclared_imports(directory: Path, given: Given, trainer: Any, declared: Re
         declared_names.add(canonicalize_name(matrix.tools.hypertune_requirement.partition("==")[0]))
     missing = {d: w for d, w in sorted(imported.items())
                if canonicalize_name(d) not in declared_names and canonicalize_name(d) != own}
+    # A distribution the table does not know is found by its own name: `import nlp` beside `nlp==0.4.0`,
+    # `import pyvirtualdisplay` beside `PyVirtualDisplay`, as nearly every distribution names its module.
+    unknown = {n: w for n, w in unknown.items() if canonicalize_name(n.split(".")[0]) not in declared_names}
     # A library that runs on a framework it does not install (Keras 3): with no framework declared or imported, its
     # default backend is the framework, or the image dies at its import.
     backend_of = None  # the framework added as a library's backend

@@ -140,6 +140,9 @@ def _declared_trainer(directory: Path, chosen: Declared, others: list[Declared])
                      f"repository's command {show(shlex.join(chosen.command))} behind the launcher{entry}")
     for change in chosen.changes:
         notes.append(f"{chosen.where}: {change}")
+    if chosen.fixed and chosen.command is None:
+        notes.append(f"{chosen.where}: the ENTRYPOINT passes {show(' '.join(chosen.fixed))} to the trainer itself: they "
+                     "stay before the job's args (trainer.command)")
     if chosen.args:
         notes.append(f"{chosen.where} passes {show(' '.join(chosen.args))} to the trainer: they are its default "
                      "arguments (trainer.args; a job's args replace them)")

@@ -133,8 +133,16 @@ def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str],
             continue
         says_train = bool(SAYS_TRAIN.search(path.name) or SAYS_TRAIN.search(stage))
         rank = 10 if rel in named else 20 if says_train else 30
-        declared = from_command(words, ctx, shown_name(rel), line, Evidence("dockerfile", rank, says_train), workdir,
-                                {"python": python, "apt": tuple(dict.fromkeys(apt)), "env": tuple(env.items())})
+        evidence = Evidence("dockerfile", rank, says_train)
+        extra = {"python": python, "apt": tuple(dict.fromkeys(apt)), "env": tuple(env.items())}
+        declared = from_command(words, ctx, shown_name(rel), line, evidence, workdir, extra)
+        if declared is not None and entrypoint and declared.command is None and declared.args:
+            # What the ENTRYPOINT itself passes is no default: a job's args follow it (`ENTRYPOINT [python, -m, x,
+            # train]`), where CMD's (or a job config's) are replaced.
+            alone = from_command(list(entrypoint[1][0] or []), ctx, shown_name(rel), line, evidence, workdir, extra)
+            if alone is not None and alone.command is None and (alone.module, alone.script) == (
+                    declared.module, declared.script) and alone.args and declared.args[:len(alone.args)] == alone.args:
+                declared = replace(declared, fixed=alone.args, args=declared.args[len(alone.args):])
         if declared is not None:
             if rel in named or passed:
                 said = [f"built by {named[rel]}" if rel in named else "", f"its arguments from {passed}" if passed else ""]

@@ -100,6 +100,8 @@ class Declared:
     file_says_train: bool = False  # the file's name (or stage, or Make target) says it trains
     changes: tuple[str, ...] = ()  # what the kept command runs differently from the repository's
     launcher: str | None = None
+    # The arguments an ENTRYPOINT gives the trainer itself: they stay, before the job's (which replace CMD's, args)
+    fixed: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -114,6 +116,8 @@ class Declared:
         value: dict = {}
         if self.command is not None:
             value["command"] = list(self.command)
+        elif self.fixed and not self.function:  # the image's interpreter, in the work directory, as `command` runs
+            value["command"] = ["python", *(["-m", self.module] if self.module else [self.script or ""]), *self.fixed]
         if self.module:
             value["module"] = self.module
         elif self.script:
