@@ -10,8 +10,10 @@ size and layer count; for buildkit-py also the same one-line edit with no engine
 --no-fast-path, the fast path's stage times, `--version`, `dockerfile` and `package` wall times and
 the launcher's start-up overhead. buildkit-py's one-line edit takes its fast path (the code layer
 appended in the registry) and the benchmark stops if it does not. buildkit-py runs as the console
-command users type (`buildkit-py`, installed for this interpreter), with this checkout's code,
-byte-compiled first as pip compiles an installed package. Each round gives each way a registry of
+command users type (`buildkit-py`): pip's script in a virtual environment of its own, as a user's
+install has it (--interpreter system: the script installed for this interpreter, whose site runs
+other packages' start-up hooks), with this checkout's code, byte-compiled first as pip compiles an
+installed package. Each round gives each way a registry of
 its own (empty storage), unique trainer content, and builds cold with --no-cache after pruning
 BuildKit's cache mounts, so nothing an earlier round or way did can be reused. Writes
 benchmarks/results.md and benchmarks/results.json (or --out DIR).
@@ -56,6 +58,16 @@ BASE = "python:3.11-slim-bookworm"
 REGISTRY_BIN = shutil.which("docker-registry") or "docker-registry"
 # The console command users type (pip's entry-point script for this interpreter), so that its start-up counts.
 CONSOLE = Path(sysconfig.get_path("scripts")) / "buildkit-py"
+# pip's console-script template: what a user's `buildkit-py` runs (user_install writes it for its interpreter).
+CONSOLE_SCRIPT = """#!{python}
+# -*- coding: utf-8 -*-
+import re
+import sys
+from buildkit_py.cli.warm import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
 ENTRY = '["python3", "-m", "trainer.task"]'
 STANDIN_ENV = "ENV PYTHONDONTWRITEBYTECODE=1 PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1"
 SECRET_PIP = "--mount=type=secret,id=ca PIP_CERT=/run/secrets/ca pip install"
@@ -243,12 +255,53 @@ class Vertex(Way):
         return tag
 
 
+@dataclass(frozen=True)
+class Install:
+    """How the benchmark runs buildkit-py: the console script users type and the interpreter behind it."""
+
+    console: Path
+    python: Path
+    what: str  # for the table's header
+
+
+def user_install(tmp: Path) -> Install:
+    """buildkit-py as `pip install buildkit-py` leaves it in an environment of its own: pip's console script on
+    this interpreter in a virtual environment whose site runs no other package's start-up hook. This machine's
+    site-packages runs two (an editable install's finder, a sandbox's certificate hook: 25-35 ms of every start,
+    which no user's environment has); the code is this checkout's (PYTHONPATH), the dependencies those installed
+    here, through a path entry, which runs none of their hooks."""
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python3"
+    site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout.strip())
+    (site / "installed-dependencies.pth").write_text(
+        "\n".join(dict.fromkeys((sysconfig.get_path("purelib"), sysconfig.get_path("platlib")))) + "\n")
+    console = venv / "bin" / "buildkit-py"
+    console.write_text(CONSOLE_SCRIPT.format(python=python))
+    console.chmod(0o755)
+    return Install(console, python, "pip's console script in a virtual environment of its own (no other package's "
+                   "start-up hooks)")
+
+
+def system_install() -> Install:
+    if not CONSOLE.is_file():
+        raise SystemExit(f"{CONSOLE} is missing: install buildkit-py for {sys.executable} (pip install -e {REPO})")
+    return Install(CONSOLE, Path(sys.executable), f"the console script installed for {sys.executable}, with this "
+                   "interpreter's site-packages and their start-up hooks")
+
+
+def installed(how: str, tmp: Path) -> Install:
+    """--interpreter: venv (the default: as a user's install runs) or system (this interpreter's own site)."""
+    return user_install(tmp) if how == "venv" else system_install()
+
+
 class BuildkitPy(Way):
     name = "buildkit-py"
     last: dict = {}  # the last build's --json result (its fast_path stage times)
+    console: Path = CONSOLE  # the script it runs as: main() sets the --interpreter's
 
     def build(self, cold: bool, *flags: str, env: dict[str, str] | None = None) -> str:
-        proc = run([str(CONSOLE), "build", "--config", str(self.root / "buildkit.yaml"),
+        proc = run([str(self.console), "build", "--config", str(self.root / "buildkit.yaml"),
                     "--network", "host", "--progress", "plain", "--json", "--push", "--tag", self.image,
                     *(["--no-cache"] if cold else []), *flags], env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
         self.last = json.loads(proc.stdout)
@@ -388,9 +441,10 @@ def buildkit_py_extras(root: Path, tag: str, tmp: Path) -> dict[str, float]:
     """`buildkit-py dockerfile` and `buildkit-py package` wall times, as the console command, and the launcher's
     share of container start to the trainer's first line."""
     config = str(root / "buildkit.yaml")
-    extras = {"startup_s": timed_median([str(CONSOLE), "--version"]),
-              "dockerfile_s": timed_median([str(CONSOLE), "dockerfile", "--config", config]),
-              "package_s": timed_median([str(CONSOLE), "package", "--config", config, "--out", str(tmp / "sdists")])}
+    console = str(BuildkitPy.console)
+    extras = {"startup_s": timed_median([console, "--version"]),
+              "dockerfile_s": timed_median([console, "dockerfile", "--config", config]),
+              "package_s": timed_median([console, "package", "--config", config, "--out", str(tmp / "sdists")])}
     container = [DOCKER, "run", "--rm", "--network", "none"]
     launcher, direct = [], []
     for _ in range(5):  # alternate, so drift on a busy engine hits both alike
@@ -485,13 +539,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", action="store_true", help="one tiny dependency instead of scikit-learn + pandas")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    parser.add_argument("--interpreter", choices=("venv", "system"), default="venv",
+                        help="venv: buildkit-py as a user's install runs it (default); system: this interpreter's own")
     args = parser.parse_args()
-    if not CONSOLE.is_file():
-        raise SystemExit(f"{CONSOLE} is missing: install buildkit-py for {sys.executable} (pip install -e {REPO})")
     byte_compile()
     deps = SMALL if args.small else FULL
     rounds: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="buildkit-bench-") as tmp:
+        install = installed(args.interpreter, Path(tmp))
+        BuildkitPy.console = install.console
         for number in range(args.rounds):
             results = {}
             for way in WAYS:
@@ -501,7 +557,8 @@ def main() -> None:
     medians = {w.name: {k: statistics.median(r[w.name][k] for r in rounds) for k in rounds[0][w.name]} for w in WAYS}
     text = table(medians)
     header = (f"Trainer: {', '.join(deps.requirements)} (requirements edit adds {deps.added}); base {BASE} "
-              f"(local stand-in). {args.rounds} round(s), medians. Machine: {machine()}.\n\n")
+              f"(local stand-in). {args.rounds} round(s), medians. Machine: {machine()}. buildkit-py: "
+              f"{install.what}.\n\n")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text(header + text)
     (args.out / "results.json").write_text(json.dumps(

@@ -8,8 +8,10 @@ login costs an edit, in seconds, challenges met and token requests. Needs the te
 
     eval "$(scripts/testenv.sh up)" && python3 benchmarks/edit.py [--rounds 5] [--rtt 20]
 
-Each round edits the trainer once per way and times the command as users type it; the table gives medians and each
-ratio against its target. The trainer is compare.py's small one (six), so a cold build is a minute at most.
+Each round edits the trainer once per way and times the command as users type it (pip's console script in a virtual
+environment of its own, as compare.py's --interpreter has it); the table gives medians and each ratio against its
+target; `python3 -c pass` is that environment's interpreter. The trainer is compare.py's small one (six), so a cold
+build is a minute at most.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compare import (  # noqa: E402
-    CONSOLE,
     REPO,
     SMALL,
     BuildkitPy,
@@ -36,6 +37,7 @@ from compare import (  # noqa: E402
     byte_compile,
     edit_code,
     fresh_registry,
+    installed,
     machine,
     wait_listening,
     warm_process,
@@ -56,8 +58,8 @@ def timed(function) -> float:
 
 
 def quiet(*argv: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
-    proc = subprocess.run([str(CONSOLE), *argv], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **env} if env else None)  # as builds run
+    proc = subprocess.run([str(BuildkitPy.console), *argv], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})  # this checkout's code, as builds run
     if proc.returncode != 0:
         raise SystemExit(f"buildkit-py {' '.join(argv[:2])} failed ({proc.returncode}): {proc.stderr[-2000:]}")
 
@@ -66,6 +68,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--rtt", type=float, default=20.0, help="the far registry's round trip, in ms (default 20)")
+    parser.add_argument("--interpreter", choices=("venv", "system"), default="venv",
+                        help="venv: buildkit-py as a user's install runs it (default); system: this interpreter's own")
     arguments = parser.parse_args()
     rounds, rtt = arguments.rounds, arguments.rtt
     byte_compile()
@@ -78,6 +82,8 @@ def main() -> None:
             far(registry, rtt) as distant, token_registry(registry) as tokens, far(tokens.address, rtt) as guarded, \
             warm_process(Path(tmp_name)) as warm:
         tmp = Path(tmp_name)
+        install = installed(arguments.interpreter, tmp)
+        BuildkitPy.console = install.console
         floor_root, ours_root = tmp / "floor" / "src", tmp / "ours" / "src"
         write_trainer(floor_root, SMALL)
         write_trainer(ours_root, SMALL)
@@ -153,9 +159,9 @@ def main() -> None:
             add("dry run, no index answers (`dockerfile --resolve`)",
                 timed(lambda: quiet("dockerfile", "--resolve", "--config", str(unreachable / "buildkit.yaml"))))
             add("`--version`", timed(lambda: quiet("--version")))
-            add("`python3 -c pass`", timed(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True)))
+            add("`python3 -c pass`", timed(lambda: subprocess.run([str(install.python), "-c", "pass"], check=True)))
     medians = {name: statistics.median(values) for name, values in times.items()}
-    print(f"{machine()}; {rounds} rounds, medians\n")
+    print(f"{machine()}; {rounds} rounds, medians; buildkit-py: {install.what}\n")
     print("| step | seconds | against | ratio | target |\n|---|---|---|---|---|")
     goals = {name: (ratio, base) for name, ratio, base in TARGETS}
     for name, seconds in medians.items():
