@@ -490,6 +490,55 @@ def test_invalid_requirement_lines_exit_2_naming_the_line(project):
     assert "base.txt:1: the line asks for hash checking" in refused(root)
 
 
+CONDA_ENVIRONMENT = """name: train
+channels: [conda-forge, defaults]
+dependencies:
+  - python=3.10
+  - numpy=1.26
+  - conda-forge::scikit-learn>=1.3
+  - cudatoolkit=11.8
+  - libgcc-ng
+  - librosa 0.10.1
+  - pip
+  - pip:
+    - comet-ml
+    - -r extra.txt
+"""
+
+
+def test_a_conda_environment_file_is_installed_from_pypi_without_conda(project):
+    """environment.yml, where no requirements file is (a `conda run` trainer): its conda packages (conda's version
+    forms read as pip's) and its pip section become the image's packages, what only conda has is left out and said,
+    and its Python is the one asked for. Beside a requirements file it is only said; a file that is no conda
+    environment exits 2 naming the entry."""
+    root = project({"train.py": "import numpy\nimport sklearn\nimport librosa\nimport comet_ml\n",
+                    "environment.yml": CONDA_ENVIRONMENT,
+                    "Dockerfile": 'FROM continuumio/miniconda3\nCOPY . /app\nWORKDIR /app\nRUN conda env create -f '
+                                  'environment.yml\nENTRYPOINT ["conda", "run", "-n", "train", "python", "train.py"]\n'})
+    out = dry(root)
+    inferred = out["inferred"]
+    assert inferred["trainer"].startswith("script train.py")
+    assert {s: sources(out).get(s) for s in ("numpy==1.26.*", "scikit-learn>=1.3", "librosa==0.10.1", "comet-ml")} == {
+        "numpy==1.26.*": "environment.yml:dependencies[1]", "scikit-learn>=1.3": "environment.yml:dependencies[2]",
+        "librosa==0.10.1": "environment.yml:dependencies[5]", "comet-ml": "environment.yml:dependencies[7].pip[0]"}
+    assert not any(s.startswith(("cudatoolkit", "libgcc", "pip", "python")) for s in sources(out))
+    notes = " | ".join(inferred["notes"])
+    assert "conda's own packages are left out: cudatoolkit=11.8, libgcc-ng, pip" in notes, notes
+    assert "'-r extra.txt' is left out" in notes and "Python 3.10: what environment.yml:dependencies[0] asks for" in notes
+    assert out["plan"]["python"]["version"] == "3.10"
+    assert not any("no declared requirement" in n for n in inferred["notes"]), notes  # comet_ml: comet-ml, declared
+    root.joinpath("requirements.txt").write_text("numpy\n")
+    beside = dry(root)["inferred"]
+    assert "environment.yml is here too: the image installs requirements.txt" in beside["notes"]
+    assert "comet-ml" not in beside["pip"]
+    root.joinpath("requirements.txt").unlink()
+    for text, field in (("dependencies: numpy\n", "dependencies"), ("dependencies:\n  - {conda: [x]}\n", "dependencies[0]"),
+                        ("dependencies:\n  - '!!bad'\n", "dependencies[0]")):
+        root.joinpath("environment.yml").write_text(text)
+        err = refused(root)
+        assert field in err and "environment.yml" in err, err
+
+
 def test_an_import_the_table_does_not_know_is_declared_by_a_distribution_of_its_own_name(project):
     """`import nlp` beside `nlp==0.4.0`, `import pyvirtualdisplay` beside `PyVirtualDisplay`: nearly every distribution
     names its module, so no note says nothing provides them; an import nothing declares still gets one. And a setup.py

@@ -100,7 +100,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], aske
     installed = installed_package(own, given)
     configured = matrix.framework(given.framework.partition("==")[0])
     imports = undeclared_imports(directory, given, trainer.value, declared, own.key, matrix, strict)
-    python = asked_python(directory, given, own.python_requires, trainer.python, matrix)
+    python = asked_python(directory, given, own.python_requires, trainer.python or declared.python, matrix)
     runtime = runtime_pins(prefer)
     found = [*declared.parsed, *((w, Requirement(d)) for d, w in imports.missing.items())]  # declared, then imported
     if python.version is None:

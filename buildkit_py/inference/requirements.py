@@ -265,6 +265,7 @@ class Requirements:
     parsed: tuple[tuple[str, Requirement], ...]  # (where, requirement) of each declared line but URLs and the trainer's own
     notes: tuple[str, ...]
     overrides: tuple[tuple[str, Any], ...]
+    python: tuple[str, str] | None = None  # (X.Y, where): the Python a conda environment file names
 
 
 @dataclass(frozen=True)
@@ -304,8 +305,21 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
     the trainer package's dependencies. A file that cannot be installed as it is, copied alone (it installs the
     trainer itself, includes another file, or names a distribution that cannot be installed), joins the config's pip
     entries; where the config names that file: exit 2."""
+    from .conda import found_environment, read_environment
+
     package, declared = own.name, own.deps
     requirements, notes = _requirements_file(directory, given)
+    environment_file = found_environment(directory) if "requirements" not in given else None
+    environment = None
+    if environment_file and requirements:
+        notes.append(f"{environment_file} is here too: the image installs {requirements}")
+    elif environment_file:
+        environment = read_environment(directory, environment_file)
+        declared = [*environment.requirements, *declared]
+        left = f"; conda's own packages are left out: {', '.join(environment.left_out[:8])}" + (
+            " ..." if len(environment.left_out) > 8 else "") if environment.left_out else ""
+        notes += [f"{environment_file}: the image has no conda: its {len(environment.requirements)} requirements (its "
+                  f"conda packages and its pip section) are installed from PyPI{left}", *environment.notes]
     lock_overrides: tuple[tuple[str, Any], ...] = ()
     if requirements and is_lock_file(requirements) and (directory / requirements).is_file():
         locked = _from_lock(directory, given, requirements, matrix, bool(declared))
@@ -378,7 +392,7 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
     parsed = [(s.source, r) for s in sources if (r := _requirement(s.requirement, s.source)) is not None]
     parsed = [(w, r) for w, r in parsed if canonicalize_name(r.name) != own.key]
     return Requirements(requirements, read.options if read else (), tuple(sources), tuple(extra), tuple(parsed),
-                        tuple(notes), overrides)
+                        tuple(notes), overrides, environment.python if environment else None)
 
 
 @dataclass(frozen=True)
