@@ -533,7 +533,8 @@ def test_a_conda_environment_file_is_installed_from_pypi_without_conda(project):
     assert "comet-ml" not in beside["pip"]
     root.joinpath("requirements.txt").unlink()
     for text, field in (("dependencies: numpy\n", "dependencies"), ("dependencies:\n  - {conda: [x]}\n", "dependencies[0]"),
-                        ("dependencies:\n  - '!!bad'\n", "dependencies[0]")):
+                        ("dependencies:\n  - '!!bad'\n", "dependencies[0]"), ("dependencies:\n  - true\n", "dependencies[0]"),
+                        ("dependencies:\n  - pip: [{x: 1}]\n", "dependencies[0].pip[0]")):
         root.joinpath("environment.yml").write_text(text)
         err = refused(root)
         assert field in err and "environment.yml" in err, err

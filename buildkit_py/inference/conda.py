@@ -59,15 +59,17 @@ def read_environment(directory: Path, name: str) -> CondaEnvironment:
     for i, entry in enumerate(dependencies):
         if isinstance(entry, dict) and set(entry) == {"pip"} and isinstance(entry["pip"], list):
             for j, line in enumerate(entry["pip"]):
-                text = line.strip() if isinstance(line, str) else None
-                at = f"{name}:dependencies[{i}].pip[{j}]"
-                if text is None or text.startswith("-"):  # an option or another file: the image's install has none
+                if not isinstance(line, str):
+                    raise ConfigError(f"{show(line)} is not allowed: a requirement line", field=f"dependencies[{i}].pip[{j}]",
+                                      where=where(i, "pip", j))
+                text, at = line.strip(), f"{name}:dependencies[{i}].pip[{j}]"
+                if text.startswith("-"):  # an option or another file: the image's install of these lines has none
                     notes.append(f"{at}: {show(line)} is left out: a pip option or included file, which the image's "
                                  "install of these requirements does not take")
                 elif text:
                     requirements.append((text, at))
             continue
-        if not isinstance(entry, str | int | float):
+        if isinstance(entry, bool) or not isinstance(entry, str | int | float):
             raise ConfigError(f"{show(entry)} is not allowed: a conda package (name and version) or a `pip:` list",
                               field=f"dependencies[{i}]", where=where(i))
         found = _SPEC.fullmatch(str(entry).strip())

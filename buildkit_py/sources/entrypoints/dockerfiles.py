@@ -136,7 +136,7 @@ def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str],
         evidence = Evidence("dockerfile", rank, says_train)
         extra = {"python": python, "apt": tuple(dict.fromkeys(apt)), "env": tuple(env.items())}
         declared = from_command(words, ctx, shown_name(rel), line, evidence, workdir, extra)
-        if declared is not None and entrypoint and declared.command is None and declared.args:
+        if declared is not None and entrypoint and declared.command is None and declared.function is None and declared.args:
             # What the ENTRYPOINT itself passes is no default: a job's args follow it (`ENTRYPOINT [python, -m, x,
             # train]`), where CMD's (or a job config's) are replaced.
             alone = from_command(list(entrypoint[1][0] or []), ctx, shown_name(rel), line, evidence, workdir, extra)

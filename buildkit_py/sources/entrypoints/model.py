@@ -116,7 +116,7 @@ class Declared:
         value: dict = {}
         if self.command is not None:
             value["command"] = list(self.command)
-        elif self.fixed and not self.function:  # the image's interpreter, in the work directory, as `command` runs
+        elif self.fixed:  # the image's interpreter, in the work directory, as `command` runs
             value["command"] = ["python", *(["-m", self.module] if self.module else [self.script or ""]), *self.fixed]
         if self.module:
             value["module"] = self.module
