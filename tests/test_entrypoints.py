@@ -66,6 +66,21 @@ def test_a_training_dockerfile_names_the_trainer(project, name, text, trainer, a
         assert f"the ENTRYPOINT passes {fixed!r} to the trainer itself" in notes, notes
 
 
+def test_a_dockerfile_in_a_subfolder_and_a_script_it_copies_elsewhere_name_the_trainer(project):
+    """docker/train/Dockerfile (a folder per image, as MLOps course repositories keep them; docker/api/ is not a
+    training one), whose ENTRYPOINT runs a wrapper it copied from docker/train/ to its work directory: the wrapper is
+    followed where it is here, over the Makefile's several scripts."""
+    root = project({**PACKAGE, "mypkg/predict.py": "print(4)\n",
+                    "Makefile": "train:\n\tpython mypkg/training/train.py\npredict:\n\tpython mypkg/predict.py\n",
+                    "docker/api/Dockerfile": 'FROM python:3.11\nCOPY . /srv\nENTRYPOINT ["python", "mypkg/predict.py"]\n',
+                    "docker/train/Dockerfile": "FROM python:3.11-slim\nWORKDIR /work\nCOPY mypkg/ mypkg/\n"
+                                              "COPY ./docker/train/entrypoint.sh .\nENTRYPOINT [\"./entrypoint.sh\"]\n",
+                    "docker/train/entrypoint.sh": "#!/bin/sh\nset -e\nexec python -u mypkg/training/train.py \"$@\"\n"})
+    inferred = dry(root)
+    assert inferred["config_keys"]["trainer"] == {"script": "mypkg/training/train.py"}, inferred
+    assert "(named by docker/train/Dockerfile:5" in inferred["trainer"] and "entrypoint.sh" in inferred["trainer"]
+
+
 @pytest.mark.parametrize("file, text, trainer", [
     ("README.md", "```\ngcloud ai-platform jobs submit training $JOB --module-name trainer.train \\\n"
                   "  --package-path trainer/\n```\n",

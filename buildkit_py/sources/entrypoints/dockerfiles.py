@@ -15,7 +15,19 @@ from ...patterns import lazy_pattern
 from ..dockerfile import exec_form, instructions
 from ..shell import Script, Simple, Word
 from .commands import follow, interpreter_for, kept_command, runs, shell_script
-from .model import MAX_COMMAND_BYTES, SAYS_TRAIN, SHELLS, WORKDIR, Context, Declared, Evidence, files_in, in_directory, text_of
+from .model import (
+    MAX_COMMAND_BYTES,
+    SAYS_TRAIN,
+    SHELLS,
+    WORKDIR,
+    Context,
+    Declared,
+    Evidence,
+    files_in,
+    folders_in,
+    in_directory,
+    text_of,
+)
 
 # Dockerfile-like names: Dockerfile, Dockerfile.gpu, trainer.dockerfile, train.Dockerfile, Containerfile.
 _DOCKERFILE = lazy_pattern(r"(?:Dockerfile|dockerfile|Containerfile)(?:\.[\w.-]+)?|[\w.-]+\.(?:Dockerfile|dockerfile)", re.ASCII)
@@ -95,19 +107,22 @@ def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str],
                        job_args: list[tuple[str, list[str]]]) -> Iterator[Declared]:
     """The trainer each training Dockerfile's final stage runs (ENTRYPOINT + CMD, or + the arguments a job config
     passes in CMD's place). named: Dockerfiles a build script, submit script or job config builds (path -> where)."""
-    for path in files_in(directory, DOCKERFILE_FOLDERS, lambda n: bool(_DOCKERFILE.fullmatch(n))):
+    for path in _dockerfiles(directory, named):
         rel = path.relative_to(directory).as_posix()
-        if _NOT_TRAINING.search(path.name) and rel not in named:
+        # docker/api/Dockerfile: a subfolder's name says what its Dockerfile is for, as a file's does
+        sub = path.parent.name if rel.count("/") == 2 else ""
+        if (_NOT_TRAINING.search(path.name) or _NOT_TRAINING.search(sub)) and rel not in named:
             continue
         entrypoint = cmd = python = None
         workdir = "/"
         stage = ""
         apt: list[str] = []
         env: dict[str, str] = {}
+        copied: dict[str, str] = {}  # a path in the image -> the context file a COPY put there
         for instruction in instructions(text_of(path)):
             line, keyword, arguments = instruction.line, instruction.keyword, instruction.arguments
             if keyword == "FROM":
-                entrypoint, cmd, workdir, apt, env = None, None, "/", [], {}
+                entrypoint, cmd, workdir, apt, env, copied = None, None, "/", [], {}, {}
                 found = _FROM_PYTHON.match(arguments)
                 python = (found.group(1), f"{shown_name(rel)}:{line}") if found else None
                 stage = arguments.split()[-1] if re.search(r"\s[Aa][Ss]\s", arguments) else ""
@@ -115,6 +130,8 @@ def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str],
                 apt += _apt_packages(arguments)
             elif keyword == "ENV":
                 env.update(_env(arguments))
+            elif keyword in ("COPY", "ADD"):
+                copied.update(_copied(arguments, workdir))
             elif keyword == "WORKDIR":
                 workdir = arguments if arguments.startswith("/") else f"{workdir.rstrip('/')}/{arguments}"
             elif keyword == "ENTRYPOINT":
@@ -131,7 +148,10 @@ def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str],
         line = entrypoint[0] if entrypoint else cmd[0] if cmd else 0
         if not words:
             continue
-        says_train = bool(SAYS_TRAIN.search(path.name) or SAYS_TRAIN.search(stage))
+        # A file the Dockerfile copied elsewhere (`COPY docker/train/entrypoint.sh .`, then ENTRYPOINT [./entrypoint.sh])
+        # is named by where it is here: the generated image has the whole directory at WORKDIR.
+        words = [f"{WORKDIR}/{copied[_in_image(w, workdir)]}" if _in_image(w, workdir) in copied else w for w in words]
+        says_train = bool(SAYS_TRAIN.search(path.name) or SAYS_TRAIN.search(stage) or SAYS_TRAIN.search(sub))
         rank = 10 if rel in named else 20 if says_train else 30
         evidence = Evidence("dockerfile", rank, says_train)
         extra = {"python": python, "apt": tuple(dict.fromkeys(apt)), "env": tuple(env.items())}
@@ -148,6 +168,41 @@ def dockerfile_entries(directory: Path, ctx: Context, named: dict[str, str],
                 said = [f"built by {named[rel]}" if rel in named else "", f"its arguments from {passed}" if passed else ""]
                 declared = replace(declared, how=", ".join(filter(None, [*said, declared.how])))
             yield declared
+
+
+def _in_image(path: str, workdir: str) -> str:
+    """PATH as the image resolves it from WORKDIR, normalised."""
+    return str(PurePosixPath(path if path.startswith("/") else f"{workdir.rstrip('/')}/{path}"))
+
+
+def _copied(arguments: str, workdir: str) -> dict[str, str]:
+    """What a COPY or ADD of one context file puts where: the image's path -> the file (another stage's, a URL, a
+    glob or several sources: nothing)."""
+    words = exec_form(arguments) if arguments.lstrip().startswith("[") else arguments.split()
+    words = [w for w in words or [] if not w.startswith("--")]
+    if len(words) != 2 or any(c in words[0] for c in "*?[$") or "://" in words[0]:
+        return {}
+    source, dest = words[0].removeprefix("./"), words[1]
+    parts = PurePosixPath(source).parts
+    if not parts or source.startswith("/") or ".." in parts:
+        return {}
+    target = _in_image(dest, workdir)
+    if dest.endswith("/") or dest in (".", "./") or dest.endswith("/."):
+        target = f"{target.rstrip('/')}/{parts[-1]}"
+    return {target: "/".join(parts)}
+
+
+def _dockerfiles(directory: Path, named: dict[str, str]) -> Iterator[Path]:
+    """The Dockerfiles of the folders training repositories keep them in and of those folders' subfolders
+    (docker/train/Dockerfile), then each one a build script or job config names wherever it is."""
+    nested = tuple(f"{folder}/{sub.name}" for folder in DOCKERFILE_FOLDERS if folder for sub in folders_in(directory / folder))
+    found = list(files_in(directory, DOCKERFILE_FOLDERS + nested, lambda n: bool(_DOCKERFILE.fullmatch(n))))
+    yield from found
+    for rel in named:
+        parts = PurePosixPath(rel).parts
+        path = directory.joinpath(*parts) if parts and not rel.startswith("/") and ".." not in parts else None
+        if path is not None and path not in found and not path.is_symlink() and path.is_file():
+            yield path
 
 
 _APT_INSTALL = lazy_pattern(r"\bapt(?:-get)?\s+(?:-\S+\s+)*install\s+([^&;|]*)", re.ASCII)
