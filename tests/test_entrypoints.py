@@ -81,6 +81,18 @@ def test_a_dockerfile_in_a_subfolder_and_a_script_it_copies_elsewhere_name_the_t
     assert "(named by docker/train/Dockerfile:5" in inferred["trainer"] and "entrypoint.sh" in inferred["trainer"]
 
 
+def test_a_packages_build_metadata_names_no_trainer(project):
+    """An .egg-info left by `python setup.py sdist` lists every file of the package in SOURCES.txt (a line mentioning
+    gcloud_job.py reads as docs with commands): none of them is declared a trainer by it."""
+    root = project({"setup.py": "from setuptools import setup\nsetup(name='t', packages=['trainer'])\n",
+                    "trainer/__init__.py": "", "trainer/task.py": "print(1)\n", "trainer/gcloud_job.py": "print(2)\n",
+                    "trainer.egg-info/SOURCES.txt": "setup.py\ntrainer/__init__.py\ntrainer/gcloud_job.py\n"
+                                                    "trainer/task.py\n"})
+    inferred = dry(root)
+    assert inferred["config_keys"]["trainer"] == {"module": "trainer.task"}, inferred
+    assert "egg-info" not in " ".join(inferred["notes"])
+
+
 @pytest.mark.parametrize("file, text, trainer", [
     ("README.md", "```\ngcloud ai-platform jobs submit training $JOB --module-name trainer.train \\\n"
                   "  --package-path trainer/\n```\n",

@@ -192,9 +192,11 @@ def files_in(directory: Path, folders: tuple[str, ...], match: Callable[[str], b
 
 
 def folders_in(directory: Path) -> list[Path]:
+    """The folders that may declare a trainer: not hidden ones, virtual environments, or a build's metadata (an
+    .egg-info's SOURCES.txt lists every file of the package, which would read as commands running each)."""
     try:
         return sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
-                      and not (p / "pyvenv.cfg").exists())[:MAX_FILES]
+                      and not p.name.endswith(".egg-info") and not (p / "pyvenv.cfg").exists())[:MAX_FILES]
     except OSError:
         return []
 
