@@ -81,6 +81,18 @@ def test_a_dockerfile_in_a_subfolder_and_a_script_it_copies_elsewhere_name_the_t
     assert "(named by docker/train/Dockerfile:5" in inferred["trainer"] and "entrypoint.sh" in inferred["trainer"]
 
 
+def test_a_submit_command_in_a_script_outranks_the_scripts_own_python_lines(project):
+    """runner.sh runs an analysis locally, submit.sh submits the trainer: the submit command names what the cloud
+    job runs, as an SDK call in code does."""
+    root = project({"trainer/__init__.py": "", "trainer/train.py": "print(1)\n", "analysis.py": "print(2)\n",
+                    "runner.sh": "#!/bin/sh\npython3 analysis.py -r q1\n",
+                    "submit.sh": "#!/bin/sh\ngcloud ai-platform jobs submit training j1 --package-path trainer/ \\\n"
+                                 "  --module-name trainer.train --region us-central1\n"})
+    inferred = dry(root)
+    assert inferred["config_keys"]["trainer"] == {"module": "trainer.train"}, inferred
+    assert "(named by submit.sh:" in inferred["trainer"]
+
+
 def test_a_packages_build_metadata_names_no_trainer(project):
     """An .egg-info left by `python setup.py sdist` lists every file of the package in SOURCES.txt (a line mentioning
     gcloud_job.py reads as docs with commands): none of them is declared a trainer by it."""

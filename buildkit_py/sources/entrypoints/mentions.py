@@ -37,6 +37,11 @@ _SUBMIT_MODULE = ("--module-name", "--module_name", "--python-module", "--python
 _SUBMIT_SCRIPT = ("--script",)
 
 
+# A submit command in a script or Makefile names what the cloud job runs: as strong as an SDK call in code, above the
+# script's own `python x.py` lines (a local try, a data step); a README's stays a document's.
+_SUBMIT_RANK = 45
+
+
 _WORKER_POOL = lazy_pattern(r"(?:^|,)(python-module|script)=([^,]+)")
 
 
@@ -63,7 +68,7 @@ def _mentioned(script: Script, ctx: Context, source: str, line_offset: int, evid
                          (*_SUBMIT_MODULE, *_SUBMIT_SCRIPT, "--worker-pool-spec")), None)
             if flag is not None and script.text:  # the line that names the trainer, in a command of several lines
                 where = f"{source}:{script.text.count(chr(10), 0, flag.start) + 1 + line_offset}"
-            yield from _gcloud(values, ctx, where, rank, says_train)
+            yield from _gcloud(values, ctx, where, min(rank, _SUBMIT_RANK) if kind == "script" else rank, says_train)
         elif head in ("docker", "podman", "buildah") and "build" in values[1:3] or head == "build" and kind == "job":
             for i, v in enumerate(values[:-1]):
                 if v in DOCKER_BUILD_FILE and values[i + 1]:
