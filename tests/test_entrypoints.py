@@ -91,6 +91,13 @@ def test_a_submit_command_in_a_script_outranks_the_scripts_own_python_lines(proj
     inferred = dry(root)
     assert inferred["config_keys"]["trainer"] == {"module": "trainer.train"}, inferred
     assert "(named by submit.sh:" in inferred["trainer"]
+    # Vertex AI runs a submitted shell script with bash: the trainer is what it runs, with its arguments.
+    root.joinpath("submit.sh").write_text("#!/bin/sh\ngcloud ai custom-jobs local-run --executor-image-uri=x "
+                                          "--local-package-path=. --script=train.sh\n")
+    root.joinpath("train.sh").write_text("#!/bin/bash\npython trainer/train.py --epochs 3\n")
+    inferred = dry(root)
+    assert inferred["config_keys"]["trainer"] == {"script": "trainer/train.py", "args": ["--epochs", "3"]}, inferred
+    assert "(named by submit.sh:2, through train.sh)" in inferred["trainer"], inferred["trainer"]
 
 
 def test_a_packages_build_metadata_names_no_trainer(project):

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 from ...errors import shown_name
 from ...patterns import lazy_pattern
 from ..shell import Script, ShellSyntaxError, Simple, Word, read
-from .commands import flat_steps, follow, how_it_runs, unwrap
+from .commands import flat_steps, follow, how_it_runs, shell_script, unwrap
 from .dockerfiles import dockerfile_entries, from_command, script_of
 from .model import (
     DOCKER_BUILD_FILE,
@@ -112,7 +112,14 @@ def _gcloud(values: list[str | None], ctx: Context, where: str, rank: int, says_
             ctx.set_aside.append(SetAside(where, shown, f"module {module} is not in this directory"))
     elif script is not None:
         rel = in_directory(script, WORKDIR, ctx.is_script)
-        if rel is not None:
+        if rel is not None and shell_script(rel, ctx):  # the job runs a shell script with bash: what it runs counts
+            source, _, line = where.rpartition(":")
+            declared = from_command(["bash", rel], ctx, source, int(line) if line.isdigit() else 1,
+                                    Evidence("submit", rank, says_train))
+            if declared is not None:
+                inner = [h for h in declared.how.split(", ") if h and h != "through bash"]
+                yield replace(declared, how=", ".join([f"through {rel}", *inner]))
+        elif rel is not None:
             yield Declared(None, rel, (), where, "submit", rank=rank, file_says_train=says_train)
         else:
             ctx.set_aside.append(SetAside(where, shown, f"{script} is not a file of this directory"))
