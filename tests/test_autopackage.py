@@ -540,6 +540,18 @@ def test_a_conda_environment_file_is_installed_from_pypi_without_conda(project):
         assert field in err and "environment.yml" in err, err
 
 
+def test_a_release_whose_gpu_builds_need_a_deleted_cuda_builds_for_cpu_unless_a_gpu_is_asked_for(project):
+    """xgboost==1.2.0's GPU wheels are CUDA 10.0 builds, whose nvidia/cuda tags NVIDIA deleted: with nothing asking
+    for a GPU the image is built for CPU, said; where the config asks for one, the plan's refusal names what builds."""
+    root = project({"trainer/__init__.py": "", "trainer/task.py": "import xgboost\n", "requirements.txt": "xgboost==1.2.0\n"})
+    out = dry(root)
+    inferred = out["inferred"]
+    assert inferred["config_keys"]["gpu"] is False and out["plan"]["gpu"] is False
+    assert any("has GPU builds for CUDA 10.0 alone" in n and "built for CPU" in n for n in inferred["notes"])
+    root.joinpath("buildkit.yaml").write_text("gpu: true\n")
+    assert "NVIDIA deleted from Docker Hub" in refused(root)
+
+
 def test_an_import_the_table_does_not_know_is_declared_by_a_distribution_of_its_own_name(project):
     """`import nlp` beside `nlp==0.4.0`, `import pyvirtualdisplay` beside `PyVirtualDisplay`: nearly every distribution
     names its module, so no note says nothing provides them; an import nothing declares still gets one. And a setup.py

@@ -100,6 +100,19 @@ def test_a_submit_command_in_a_script_outranks_the_scripts_own_python_lines(proj
     assert "(named by submit.sh:2, through train.sh)" in inferred["trainer"], inferred["trainer"]
 
 
+def test_a_wrapper_whose_edits_span_lines_runs_as_written(project):
+    """A wrapper the Dockerfile copies to its work directory cds there and runs the trainer: the edit (`cd /root` is
+    /app in the generated image) would make a script of several lines, which no command word may hold, so the
+    wrapper runs as written, said, and the dry run goes on."""
+    root = project({"main.py": "print(1)\n",
+                    "scripts/run.sh": "#!/bin/bash\ncd /root/\ndvc pull data\npython main.py \"$@\"\necho done\n",
+                    "Dockerfile": "FROM python:3.11\nWORKDIR /root\nCOPY . /root\nCOPY scripts/run.sh /root/run.sh\n"
+                                  "ENTRYPOINT [\"/root/run.sh\"]\n"})
+    inferred = dry(root)
+    assert inferred["config_keys"]["trainer"] == {"command": ["bash", "/app/scripts/run.sh"], "script": "main.py"}, inferred
+    assert any("has several lines, which a command cannot pass inline; it runs as written" in n for n in inferred["notes"])
+
+
 def test_a_packages_build_metadata_names_no_trainer(project):
     """An .egg-info left by `python setup.py sdist` lists every file of the package in SOURCES.txt (a line mentioning
     gcloud_job.py reads as docs with commands): none of them is declared a trainer by it."""

@@ -107,7 +107,7 @@ def infer(directory: Path, config_path: Path | None, flags: dict[str, Any], aske
         python = runtime_python(matrix, given, imports.missing, found, runtime)
     choice = choose_framework(matrix, found, python, imports.removed, prefer)
     chosen = choice.pin.partition("==")[0] if choice else None
-    cpu = cpu_build(matrix, given, chosen, declared.parsed, declared.options, legacy_gpu)
+    cpu = cpu_build(matrix, given, choice, declared.parsed, declared.options, legacy_gpu)
     added = added_imports(matrix, given, imports, chosen, python, runtime)
     pip = pip_entries(given, [*declared.pip, *added.pip])
     setting = framework_setting(matrix, given, choice, configured, found, imports.removed, unrecorded(runtime, choice))

@@ -242,13 +242,22 @@ class CpuBuild:
     overrides: tuple[tuple[str, Any], ...]
 
 
-def cpu_build(matrix: Matrix, given: Given, chosen: str | None, parsed: Sequence[tuple[str, Requirement]],
+def cpu_build(matrix: Matrix, given: Given, choice: Choice | None, parsed: Sequence[tuple[str, Requirement]],
               options: Sequence[tuple[str, str, str]], legacy_gpu: str | None) -> CpuBuild:
-    """gpu: false where the trainer declares the CPU-only build of the framework that decides the base; a GPU the config,
-    a flag or the legacy job asks for beside it: exit 2."""
-    if not chosen or not (cpu := _cpu_only(matrix, chosen, parsed, options)):
+    """gpu: false where the trainer declares the CPU-only build of the framework that decides the base (a GPU the
+    config, a flag or the legacy job asks for beside it: exit 2), or where the release it pins has GPU builds only for
+    a CUDA whose nvidia/cuda tags NVIDIA deleted and nothing asks for a GPU."""
+    chosen = choice.pin.partition("==")[0] if choice else None
+    if not chosen:
         return CpuBuild((), ())
     flagged = {k for k, v in given.flags.items() if v is not None}
+    if not (cpu := _cpu_only(matrix, chosen, parsed, options)):
+        gone = _gone_cuda(matrix, choice.pin) if choice else None
+        if gone is None or {"gpu", "accelerator"} & (flagged | set(given.data)) or legacy_gpu:
+            return CpuBuild((), ())
+        return CpuBuild((f"{choice.pin} ({choice.where}) has GPU builds for CUDA {', '.join(gone)} alone, whose "
+                         "nvidia/cuda tags NVIDIA deleted from Docker Hub, and nothing here asks for a GPU: the image is "
+                         "built for CPU (gpu: false; a newer release and gpu: true train on a GPU)",), (("gpu", False),))
     gpu_value = given.flags.get("gpu") if "gpu" in flagged else given.data.get("gpu")
     accelerator = given.flags.get("accelerator") if "accelerator" in flagged else given.data.get("accelerator")
     asked = (f"gpu: true ({given.where['gpu']})" if gpu_value is True else
@@ -263,6 +272,18 @@ def cpu_build(matrix: Matrix, given: Given, chosen: str | None, parsed: Sequence
         return CpuBuild((), ())
     return CpuBuild((f"{'; '.join(cpu)}: the image is built for CPU (gpu: false; base_images/cpu_builds.yaml)",),
                     (("gpu", False),))
+
+
+def _gone_cuda(matrix: Matrix, pin: str) -> tuple[str, ...] | None:
+    """The CUDA minors PIN's GPU builds need, where NVIDIA deleted every one's tags (base_images/cuda.yaml); else None."""
+    name, _, version = pin.partition("==")
+    fw = matrix.framework(name)
+    series = next((s for s in fw.series if version in s.releases), None) if fw and version else None
+    if series is None or any(s.gpu_build is not None and s.series.split(".")[0] == series.series.split(".")[0]
+                             for s in fw.series):
+        return None  # a GPU build of its major line serves it instead (TensorFlow 1.x: NVIDIA's 1.15)
+    cudas = tuple(series.for_release(version).cuda)
+    return cudas if cudas and all(c in matrix.deleted_cuda for c in cudas) else None
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,9 @@ def from_command(words: list[str], ctx: Context, source: str, line: int, evidenc
     if len(json.dumps(command)) > MAX_COMMAND_BYTES:  # an edited script too long to pass inline: run it as written
         command, changes = tuple(words), (*changes, "the changes above are not made: the edited script would be "
                                                     f"longer than {MAX_COMMAND_BYTES} bytes; it runs as written")
+    elif any("\n" in w or "\r" in w for w in command):  # the config holds a command's words on one line each
+        command, changes = tuple(words), (*changes, "the changes above are not made: the edited script has several "
+                                                    "lines, which a command cannot pass inline; it runs as written")
     command = _run_as_script(command, ctx, cwd)
     call = found.call
     return Declared(call.module if call else None, call.script if call else None, (), where, kind,
