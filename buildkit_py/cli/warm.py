@@ -356,7 +356,6 @@ def _listen(path: str, relied_on: tuple[str, ...]):
     """The accept loop. Returns only in a forked child: its request and connection; the parent returns None once
     it leaves (also when a file of RELIED_ON, or of a module loaded, changed). Nothing here wraps the fork in a
     `with` or `finally`: none of the parent's clean-up runs in a child."""
-    import gc
     import selectors
     import signal
     import socket
@@ -402,18 +401,12 @@ def _listen(path: str, relied_on: tuple[str, ...]):
                 if taken is None:
                     conn.close()
                     continue
-                # What the parent made stays out of the children's collections: each would otherwise write to (and
-                # so copy) the pages of objects it never uses.
-                gc.freeze()
-                pid = os.fork()
+                pid = _fork()
                 if pid == 0:
-                    signal.set_wakeup_fd(-1)
+                    for held in (selector, listener, *waiting.values()):
+                        held.close()
                     for fd in (wake_read, wake_write):
                         os.close(fd)
-                    selector.close()
-                    listener.close()
-                    for other in waiting.values():
-                        other.close()
                     return (*taken, conn)
                 for fd in taken[0]:
                     os.close(fd)
@@ -435,6 +428,19 @@ def _listen(path: str, relied_on: tuple[str, ...]):
             if not moved:
                 _unlink(path)
             return None
+
+
+def _fork() -> int:
+    """os.fork(), what the parent made kept out of the child's garbage collections first (each would otherwise write
+    to, and so copy, the pages of objects it never uses); in the child, the parent's signal wake-up is dropped."""
+    import gc
+    import signal
+
+    gc.freeze()
+    pid = os.fork()
+    if pid == 0:
+        signal.set_wakeup_fd(-1)
+    return pid
 
 
 def _loaded_files() -> tuple[str, ...]:

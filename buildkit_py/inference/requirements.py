@@ -21,6 +21,7 @@ from ..errors import ConfigError, StaleLockError, show
 from ..patterns import lazy_pattern
 from ..sources.lockfiles import found_in, is_lock_file, locked
 from ..sources.requirements import local_path, parse_problem
+from .conda import CondaEnvironment, found_environment, read_environment
 from .distribution import Own
 from .given import Given
 
@@ -305,21 +306,11 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
     the trainer package's dependencies. A file that cannot be installed as it is, copied alone (it installs the
     trainer itself, includes another file, or names a distribution that cannot be installed), joins the config's pip
     entries; where the config names that file: exit 2."""
-    from .conda import found_environment, read_environment
-
-    package, declared = own.name, own.deps
+    package = own.name
     requirements, notes = _requirements_file(directory, given)
-    environment_file = found_environment(directory) if "requirements" not in given else None
-    environment = None
-    if environment_file and requirements:
-        notes.append(f"{environment_file} is here too: the image installs {requirements}")
-    elif environment_file:
-        environment = read_environment(directory, environment_file)
-        declared = [*environment.requirements, *declared]
-        left = f"; conda's own packages are left out: {', '.join(environment.left_out[:8])}" + (
-            " ..." if len(environment.left_out) > 8 else "") if environment.left_out else ""
-        notes += [f"{environment_file}: the image has no conda: its {len(environment.requirements)} requirements (its "
-                  f"conda packages and its pip section) are installed from PyPI{left}", *environment.notes]
+    environment = _conda_environment(directory, given, requirements)
+    declared = [*(environment.requirements if environment else ()), *own.deps]
+    notes += _environment_notes(directory, requirements, environment) if "requirements" not in given else []
     lock_overrides: tuple[tuple[str, Any], ...] = ()
     if requirements and is_lock_file(requirements) and (directory / requirements).is_file():
         locked = _from_lock(directory, given, requirements, matrix, bool(declared))
@@ -329,13 +320,7 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
     else:
         read = _read_requirements(directory, requirements) if requirements and (directory / requirements).is_file() else None
     if read is not None and read.refused is not None:
-        problem, where = read.refused
-        if "requirements" in given or not declared:
-            raise ConfigError(problem, where=where)
-        # pip refuses the whole file, and the trainer's package states what it needs: what `pip install .` (and AI
-        # Platform's install of the package) installs is what the image gets.
-        notes.append(f"{where}: {problem}: {requirements} is left out, and the image installs the dependencies "
-                     f"{declared[0][1].split(':')[0]} declares, as `pip install .` would")
+        notes.append(_refused_file(read.refused, requirements, given, declared))
         requirements, read = None, None
     # Names known not to install (base_images/requirement_names.yaml) are replaced, each said; the file's own lines
     # cannot be changed in the copied file, so a file with one joins the config's pip entries, as `-e .` does.
@@ -393,6 +378,35 @@ def declared_requirements(directory: Path, given: Given, own: Own, matrix: Matri
     parsed = [(w, r) for w, r in parsed if canonicalize_name(r.name) != own.key]
     return Requirements(requirements, read.options if read else (), tuple(sources), tuple(extra), tuple(parsed),
                         tuple(notes), overrides, environment.python if environment else None)
+
+
+def _conda_environment(directory: Path, given: Given, requirements: str | None) -> CondaEnvironment | None:
+    """The conda environment file's requirements, where neither the config nor the directory has a requirements file."""
+    name = found_environment(directory) if "requirements" not in given and not requirements else None
+    return read_environment(directory, name) if name else None
+
+
+def _environment_notes(directory: Path, requirements: str | None, environment: CondaEnvironment | None) -> list[str]:
+    if environment is None:
+        name = found_environment(directory)
+        return [f"{name} is here too: the image installs {requirements}"] if name and requirements else []
+    left = (f"; conda's own packages are left out: {', '.join(environment.left_out[:8])}"
+            + (" ..." if len(environment.left_out) > 8 else "")) if environment.left_out else ""
+    return [f"{environment.file}: the image has no conda: its {len(environment.requirements)} requirements (its conda "
+            f"packages and its pip section) are installed from PyPI{left}", *environment.notes]
+
+
+def _refused_file(refused: tuple[str, str], requirements: str | None, given: Given,
+                  declared: Sequence[tuple[str, str]]) -> str:
+    """The note on a requirements file pip refuses outright, left out for the package's declared dependencies; where
+    the config names the file, or nothing else declares what the trainer needs: exit 2 naming the line."""
+    problem, where = refused
+    if "requirements" in given or not declared:
+        raise ConfigError(problem, where=where)
+    # pip refuses the whole file, and the trainer's package states what it needs: what `pip install .` (and AI
+    # Platform's install of the package) installs is what the image gets.
+    return (f"{where}: {problem}: {requirements} is left out, and the image installs the dependencies "
+            f"{declared[0][1].split(':')[0]} declares, as `pip install .` would")
 
 
 @dataclass(frozen=True)
